@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds if needed and runs every test (unit, integration; GPU tests skip
+# with a reason where there is no GPU). Ends with "N passed, M failed".
+# Usage: scripts/test.sh [ctest args...]   e.g. scripts/test.sh -L unit
+set -uo pipefail
+cd "$(dirname "$0")/.."
+if [[ ! -f build/build.ninja ]]; then
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null || exit 1
+fi
+cmake --build build -j"$(nproc)" || exit 1
+log=$(mktemp)
+(cd build && ctest --output-on-failure --timeout 300 "$@") 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+total=$(grep -oE 'tests failed out of [0-9]+' "$log" | grep -oE '[0-9]+$' | tail -1)
+failed=$(grep -oE '[0-9]+ tests failed' "$log" | grep -oE '^[0-9]+' | tail -1)
+skipped=$(grep -cE '\*\*\*Skipped|Not Run' "$log")
+rm -f "$log"
+total=${total:-0}; failed=${failed:-0}
+echo "$((total - failed)) passed, ${failed} failed, ${skipped} skipped"
+exit "$rc"

@@ -1,0 +1,125 @@
+// GpuBackend: what a worker needs from a GPU, in the CUDA driver API's model.
+//
+// Two implementations: CudaBackend (the real driver, loaded with dlopen so
+// everything builds on GPU-less machines) and FakeBackend (host-memory
+// emulation for tests). A backend is owned and called by one worker thread.
+//
+// Every failing call returns a Status whose code is the CUresult the driver
+// returned (or would return, for the fake), so the worker can hand it to the
+// guest unchanged. Opaque handles (streams, events, modules, functions,
+// chunks) are the backend's own values carried as uint64_t; the worker maps
+// guest-chosen ids onto them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "base/unique_fd.h"
+
+namespace smolvm {
+
+struct DeviceInfo {
+  std::string name;
+  std::string uuid;            // 16 raw bytes
+  uint64_t total_mem = 0;
+  int32_t driver_version = 0;  // as cuDriverGetVersion
+  std::vector<int32_t> attrs;  // attrs[a] = cuDeviceGetAttribute(a), a < CU_DEVICE_ATTRIBUTE_MAX
+};
+
+struct ParamInfo {
+  uint32_t offset = 0;
+  uint32_t size = 0;
+};
+
+struct LaunchConfig {
+  uint32_t grid[3] = {1, 1, 1};
+  uint32_t block[3] = {1, 1, 1};
+  uint32_t shared_bytes = 0;
+};
+
+// Stream handle 0 is the legacy default stream.
+inline constexpr uint64_t kDefaultStream = 0;
+
+class GpuBackend {
+ public:
+  virtual ~GpuBackend() = default;
+
+  virtual std::string_view Name() const = 0;
+
+  // Creates the context on `device`. Called once, before anything else.
+  virtual Status Init(int device) = 0;
+  virtual Result<int> DeviceCount() = 0;
+  virtual Result<DeviceInfo> GetDeviceInfo(int device) = 0;
+  virtual Status MemGetInfo(uint64_t* free_bytes, uint64_t* total_bytes) = 0;
+  virtual Status CtxSynchronize() = 0;
+  virtual Result<uint64_t> CtxGetLimit(int limit) = 0;
+  virtual Status CtxSetLimit(int limit, uint64_t value) = 0;
+  virtual Status StreamPriorityRange(int* least, int* greatest) = 0;
+
+  // --- Virtual memory: chunks mapped into the fixed arena -------------------
+  // Reserves [base, base+bytes); fails unless the range is granted exactly.
+  virtual Status ReserveArena(uint64_t base, uint64_t bytes) = 0;
+  // Allocation granularity of chunks (2 MiB on the H200).
+  virtual uint64_t Granularity() const = 0;
+  // A new physical chunk of `bytes` (a multiple of Granularity()), exportable
+  // as a POSIX file descriptor.
+  virtual Result<uint64_t> ChunkCreate(uint64_t bytes) = 0;
+  virtual Result<UniqueFd> ChunkExport(uint64_t chunk) = 0;
+  virtual Result<uint64_t> ChunkImport(int fd, uint64_t bytes) = 0;
+  virtual Status ChunkRelease(uint64_t chunk) = 0;
+  // Maps `chunk` at `addr` inside the arena, read-write or read-only.
+  virtual Status ChunkMap(uint64_t addr, uint64_t chunk, uint64_t bytes, bool writable) = 0;
+  virtual Status ChunkSetAccess(uint64_t addr, uint64_t bytes, bool writable) = 0;
+  // REQUIRES: no copy or kernel touching the range is in flight (synchronize first).
+  virtual Status ChunkUnmap(uint64_t addr, uint64_t bytes) = 0;
+
+  // --- Host memory ----------------------------------------------------------
+  // Page-locks host memory that is mapped at the same address in the guest.
+  virtual Status HostRegister(void* p, uint64_t bytes) = 0;
+  virtual Status HostUnregister(void* p) = 0;
+
+  // --- Copies (stream-ordered) -------------------------------------------------
+  virtual Status MemcpyHtoD(uint64_t dst, const void* src, uint64_t bytes, uint64_t stream) = 0;
+  virtual Status MemcpyDtoH(void* dst, uint64_t src, uint64_t bytes, uint64_t stream) = 0;
+  virtual Status MemcpyDtoD(uint64_t dst, uint64_t src, uint64_t bytes, uint64_t stream) = 0;
+  // elem_bytes is 1, 2 or 4.
+  virtual Status Memset(uint64_t dst, uint32_t value, uint32_t elem_bytes, uint64_t count,
+                        uint64_t stream) = 0;
+
+  // --- Streams and events ------------------------------------------------------
+  virtual Result<uint64_t> StreamCreate(uint32_t flags, int32_t priority) = 0;
+  virtual Status StreamDestroy(uint64_t stream) = 0;
+  virtual Status StreamSynchronize(uint64_t stream) = 0;
+  // OK when idle, CUDA_ERROR_NOT_READY (600) while work is pending.
+  virtual Status StreamQuery(uint64_t stream) = 0;
+  virtual Status StreamWaitEvent(uint64_t stream, uint64_t event, uint32_t flags) = 0;
+  virtual Result<uint64_t> EventCreate(uint32_t flags) = 0;
+  virtual Status EventDestroy(uint64_t event) = 0;
+  virtual Status EventRecord(uint64_t event, uint64_t stream) = 0;
+  virtual Status EventSynchronize(uint64_t event) = 0;
+  virtual Status EventQuery(uint64_t event) = 0;
+  virtual Result<float> EventElapsedTime(uint64_t start, uint64_t end) = 0;
+
+  // --- Modules and launches ----------------------------------------------------
+  // `image` is a fatbin, cubin or PTX as cuModuleLoadData accepts.
+  virtual Result<uint64_t> ModuleLoad(std::string_view image) = 0;
+  virtual Status ModuleUnload(uint64_t module) = 0;
+  virtual Result<uint64_t> ModuleGetFunction(uint64_t module, const std::string& name) = 0;
+  virtual Status ModuleGetGlobal(uint64_t module, const std::string& name, uint64_t* dptr,
+                                 uint64_t* bytes) = 0;
+  // Parameter layout, as cuFuncGetParamInfo reports it.
+  virtual Result<std::vector<ParamInfo>> FuncGetParamInfo(uint64_t function) = 0;
+  // attrs[a] = cuFuncGetAttribute(a) for a < CU_FUNC_ATTRIBUTE_MAX.
+  virtual Result<std::vector<int32_t>> FuncGetAttributes(uint64_t function) = 0;
+  virtual Status FuncSetAttribute(uint64_t function, int32_t attr, int32_t value) = 0;
+  // `params` is the packed parameter buffer laid out as FuncGetParamInfo says.
+  virtual Status LaunchKernel(uint64_t function, const LaunchConfig& config, uint64_t stream,
+                              std::string_view params) = 0;
+  virtual Result<int32_t> OccupancyMaxBlocks(uint64_t function, int32_t block_size,
+                                             uint64_t dynamic_smem, uint32_t flags) = 0;
+};
+
+}  // namespace smolvm

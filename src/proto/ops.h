@@ -1,0 +1,97 @@
+// The op table: the single source of truth of the guest <-> worker wire.
+//
+// Everything else about the protocol is generated from SMOLVM_OPS by the
+// preprocessor: the request/reply structs (messages.h), their encoders and
+// decoders (codec.h), the dispatch switch (dispatch.h) and the proto hash
+// (proto_hash.h), which is a hash of the *text* of this table after comment
+// stripping, so editing a comment here does not change it, while renumbering
+// an op, renaming it, or changing a field's type or name does.
+//
+// X(number, Name, kind, (request fields), (reply fields))
+//   kind SYNC:  the caller waits for the reply.
+//   kind ASYNC: no reply; the shim queues it and sends it in a batch with the
+//               next SYNC op. A failure is kept by the worker and reported as
+//               `deferred` in the next reply (see docs/protocol.md).
+// F(type, name) with type one of: u8 u32 i32 u64 i64 f32 str bytes u32s i32s u64s
+//
+// Handles (stream, event, module, function) are *guest-chosen* u64 ids, so
+// creating them can be pipelined and a clone can rebuild them under the same
+// values. Stream id 0 is the legacy default stream, 2 the per-thread one.
+// Device pointers are plain u64 addresses inside the guest arena, identical in
+// guest, worker and every clone.
+#pragma once
+
+#include <cstdint>
+
+// clang-format off
+#define SMOLVM_OPS(X) \
+  /* -- session ------------------------------------------------------- */ \
+  X(1, Hello, SYNC, \
+    (F(u64, proto_hash) F(u32, role) F(u32, pid) F(str, token) F(u64, flags)), \
+    (F(u64, session_id) F(u64, arena_base) F(u64, arena_bytes) F(u64, host_base) \
+     F(u64, host_bytes) F(str, backend))) \
+  X(2, Goodbye, SYNC, (), ()) \
+  X(3, Ping, SYNC, (), ()) \
+  /* -- device --------------------------------------------------------- */ \
+  X(10, DeviceGetCount, SYNC, (), (F(i32, count))) \
+  X(11, DeviceGetInfo, SYNC, (F(i32, device)), \
+    (F(str, name) F(bytes, uuid) F(u64, total_mem) F(i32, driver_version) F(i32s, attrs))) \
+  X(12, MemGetInfo, SYNC, (), (F(u64, free_bytes) F(u64, total_bytes))) \
+  X(13, CtxSynchronize, SYNC, (), ()) \
+  X(14, CtxGetLimit, SYNC, (F(i32, limit)), (F(u64, value))) \
+  X(15, CtxSetLimit, SYNC, (F(i32, limit) F(u64, value)), ()) \
+  X(16, StreamPriorityRange, SYNC, (), (F(i32, least) F(i32, greatest))) \
+  /* -- memory --------------------------------------------------------- */ \
+  X(20, MemAlloc, SYNC, (F(u64, bytes)), (F(u64, dptr))) \
+  X(21, MemFree, SYNC, (F(u64, dptr)), ()) \
+  /* a host segment mapped at `addr` in guest and worker; its memfd rides along */ \
+  X(22, HostRegister, SYNC, (F(u64, addr) F(u64, bytes)), ()) \
+  X(23, HostUnregister, SYNC, (F(u64, addr)), ()) \
+  /* H2D with the bytes inline (pageable source, small or staged by the shim) */ \
+  X(24, MemcpyHtoD, ASYNC, (F(u64, dst) F(u64, stream) F(bytes, data)), ()) \
+  /* H2D / D2H between device memory and a registered host segment */ \
+  X(25, MemcpyHtoDHost, ASYNC, (F(u64, dst) F(u64, src) F(u64, bytes) F(u64, stream)), ()) \
+  X(26, MemcpyDtoH, SYNC, (F(u64, src) F(u64, bytes) F(u64, stream)), (F(bytes, data))) \
+  X(27, MemcpyDtoHHost, ASYNC, (F(u64, dst) F(u64, src) F(u64, bytes) F(u64, stream)), ()) \
+  X(28, MemcpyDtoD, ASYNC, (F(u64, dst) F(u64, src) F(u64, bytes) F(u64, stream)), ()) \
+  X(29, Memset, ASYNC, \
+    (F(u64, dst) F(u32, value) F(u32, elem_bytes) F(u64, count) F(u64, stream)), ()) \
+  /* -- streams and events --------------------------------------------- */ \
+  X(30, StreamCreate, ASYNC, (F(u64, stream) F(u32, flags) F(i32, priority)), ()) \
+  X(31, StreamDestroy, ASYNC, (F(u64, stream)), ()) \
+  X(32, StreamSynchronize, SYNC, (F(u64, stream)), ()) \
+  X(33, StreamQuery, SYNC, (F(u64, stream)), ()) \
+  X(34, StreamWaitEvent, ASYNC, (F(u64, stream) F(u64, event) F(u32, flags)), ()) \
+  X(35, EventCreate, ASYNC, (F(u64, event) F(u32, flags)), ()) \
+  X(36, EventDestroy, ASYNC, (F(u64, event)), ()) \
+  X(37, EventRecord, ASYNC, (F(u64, event) F(u64, stream) F(u32, flags)), ()) \
+  X(38, EventSynchronize, SYNC, (F(u64, event)), ()) \
+  X(39, EventQuery, SYNC, (F(u64, event)), ()) \
+  X(40, EventElapsedTime, SYNC, (F(u64, start) F(u64, end)), (F(f32, ms))) \
+  /* -- modules and launches ------------------------------------------- */ \
+  /* image empty = "load from the daemon's cache by hash"; a miss answers kImageNeeded */ \
+  X(50, ModuleLoad, SYNC, (F(u64, module) F(bytes, hash) F(bytes, image)), ()) \
+  X(51, ModuleUnload, ASYNC, (F(u64, module)), ()) \
+  /* params: (offset, size) pairs in bytes; attrs indexed by CUfunction_attribute */ \
+  X(52, ModuleGetFunction, SYNC, (F(u64, module) F(u64, function) F(str, name)), \
+    (F(u32s, params) F(i32s, attrs))) \
+  X(53, ModuleGetGlobal, SYNC, (F(u64, module) F(str, name)), (F(u64, dptr) F(u64, bytes))) \
+  X(54, FuncSetAttribute, SYNC, (F(u64, function) F(i32, attr) F(i32, value)), ()) \
+  X(55, LaunchKernel, ASYNC, \
+    (F(u64, function) F(u32, grid_x) F(u32, grid_y) F(u32, grid_z) F(u32, block_x) \
+     F(u32, block_y) F(u32, block_z) F(u32, shared_bytes) F(u64, stream) F(bytes, params)), ()) \
+  X(56, OccupancyMaxBlocks, SYNC, \
+    (F(u64, function) F(i32, block_size) F(u64, dynamic_smem) F(u32, flags)), (F(i32, blocks)))
+// clang-format on
+
+namespace smolvm::proto {
+
+enum class OpKind { SYNC, ASYNC };
+
+enum class Op : uint16_t {
+#define SMOLVM_OP_ENUM(num, name, kind, req, rep) k##name = num,
+  SMOLVM_OPS(SMOLVM_OP_ENUM)
+#undef SMOLVM_OP_ENUM
+};
+
+}  // namespace smolvm::proto

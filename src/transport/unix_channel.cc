@@ -1,0 +1,197 @@
+#include "transport/unix_channel.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace smolvm {
+namespace {
+
+constexpr size_t kReadChunk = 256 << 10;
+
+}  // namespace
+
+UnixChannel::UnixChannel(UniqueFd socket) : sock_(std::move(socket)) {}
+
+Status UnixChannel::Write(std::string_view bytes, std::span<const int> fds) {
+  if (fds.size() > proto::kMaxFdsPerFrame) return InvalidArgument("too many descriptors for one frame");
+  const char* p = bytes.data();
+  size_t left = bytes.size();
+  bool first = true;
+  while (left > 0 || (first && !fds.empty())) {
+    struct iovec iov = {const_cast<char*>(p), left};
+    struct msghdr msg = {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * proto::kMaxFdsPerFrame)];
+    if (first && !fds.empty()) {
+      size_t n = fds.size() * sizeof(int);
+      msg.msg_control = control;
+      msg.msg_controllen = CMSG_SPACE(n);
+      struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(n);
+      std::memcpy(CMSG_DATA(c), fds.data(), n);
+    }
+    ssize_t w = ::sendmsg(sock_.get(), &msg, MSG_NOSIGNAL);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EPIPE || errno == ECONNRESET) return Unavailable("peer closed the connection");
+      return ErrnoStatus("sendmsg", errno);
+    }
+    first = false;
+    p += w;
+    left -= static_cast<size_t>(w);
+  }
+  return Status::Ok();
+}
+
+Status UnixChannel::Fill() {
+  if (start_ > 0 && start_ == buf_.size()) {
+    buf_.clear();
+    start_ = 0;
+  } else if (start_ > (1u << 20)) {
+    buf_.erase(0, start_);
+    start_ = 0;
+  }
+  size_t old = buf_.size();
+  buf_.resize(old + kReadChunk);
+  struct iovec iov = {buf_.data() + old, kReadChunk};
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * 253)];
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t r;
+  do {
+    r = ::recvmsg(sock_.get(), &msg, MSG_CMSG_CLOEXEC);
+  } while (r < 0 && errno == EINTR);
+  int err = errno;
+  buf_.resize(old + (r > 0 ? static_cast<size_t>(r) : 0));
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    const unsigned char* data = CMSG_DATA(c);
+    for (size_t i = 0; i < n; ++i) {
+      int fd;
+      std::memcpy(&fd, data + i * sizeof(int), sizeof(int));
+      fds_.emplace_back(fd);
+    }
+  }
+  if (r < 0) {
+    if (err == ECONNRESET) return Unavailable("peer closed the connection");
+    return ErrnoStatus("recvmsg", err);
+  }
+  if (r == 0) return Unavailable("peer closed the connection");
+  if (msg.msg_flags & MSG_CTRUNC) return Malformed("descriptors truncated in transit");
+  return Status::Ok();
+}
+
+bool UnixChannel::HasBufferedFrame() const {
+  size_t have = buf_.size() - start_;
+  if (have < proto::kFrameHeaderBytes) return false;
+  proto::FrameHeader h = proto::DecodeHeader(reinterpret_cast<const uint8_t*>(buf_.data() + start_));
+  return h.payload_bytes <= proto::kMaxPayloadBytes &&
+         have >= proto::kFrameHeaderBytes + h.payload_bytes;
+}
+
+Status UnixChannel::ReadFrame(proto::FrameHeader* header, std::string* payload,
+                              std::vector<UniqueFd>* fds) {
+  while (buf_.size() - start_ < proto::kFrameHeaderBytes) RETURN_IF_ERROR(Fill());
+  proto::FrameHeader h = proto::DecodeHeader(reinterpret_cast<const uint8_t*>(buf_.data() + start_));
+  if (h.payload_bytes > proto::kMaxPayloadBytes)
+    return Malformed("frame payload of " + std::to_string(h.payload_bytes) + " bytes exceeds the limit");
+  if (h.num_fds > proto::kMaxFdsPerFrame) return Malformed("frame claims too many descriptors");
+  if (h.num_fds > fds_.size()) return Malformed("frame claims descriptors that did not arrive");
+  start_ += proto::kFrameHeaderBytes;
+  size_t need = h.payload_bytes;
+  size_t have = std::min(need, buf_.size() - start_);
+  payload->assign(buf_.data() + start_, have);
+  start_ += have;
+  if (have < need) {
+    // Large payload: read the rest straight into place.
+    payload->resize(need);
+    size_t at = have;
+    while (at < need) {
+      ssize_t r = ::read(sock_.get(), payload->data() + at, need - at);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return ErrnoStatus("read", errno);
+      if (r == 0) return Unavailable("peer closed the connection mid-frame");
+      at += static_cast<size_t>(r);
+    }
+  }
+  fds->clear();
+  for (uint32_t i = 0; i < h.num_fds; ++i) {
+    fds->push_back(std::move(fds_.front()));
+    fds_.pop_front();
+  }
+  *header = h;
+  return Status::Ok();
+}
+
+Result<UniqueFd> UnixChannel::TakeSocket() {
+  if (start_ != buf_.size() || !fds_.empty()) return Internal("connection has unread data");
+  return std::move(sock_);
+}
+
+namespace {
+
+Status FillAddress(const std::string& path, struct sockaddr_un* addr) {
+  std::memset(addr, 0, sizeof *addr);
+  addr->sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr->sun_path) return InvalidArgument("socket path too long: " + path);
+  std::memcpy(addr->sun_path, path.c_str(), path.size() + 1);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<UniqueFd> ConnectUnix(const std::string& path) {
+  struct sockaddr_un addr;
+  RETURN_IF_ERROR(FillAddress(path, &addr));
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return ErrnoStatus("socket", errno);
+  int r;
+  do {
+    r = ::connect(fd.get(), reinterpret_cast<struct sockaddr*>(&addr), sizeof addr);
+  } while (r < 0 && errno == EINTR);
+  if (r < 0) return ErrnoStatus("connect " + path, errno);
+  return fd;
+}
+
+Result<UniqueFd> ListenUnix(const std::string& path, unsigned mode) {
+  struct sockaddr_un addr;
+  RETURN_IF_ERROR(FillAddress(path, &addr));
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return ErrnoStatus("socket", errno);
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) return InvalidArgument(path + " exists and is not a socket");
+    // A live daemon answers a connect; a stale socket file does not.
+    auto probe = ConnectUnix(path);
+    if (probe.ok()) return Status(Code::kAlreadyExists, "a daemon already listens on " + path);
+    ::unlink(path.c_str());
+  }
+  if (::bind(fd.get(), reinterpret_cast<struct sockaddr*>(&addr), sizeof addr) < 0)
+    return ErrnoStatus("bind " + path, errno);
+  if (::chmod(path.c_str(), mode) < 0) return ErrnoStatus("chmod " + path, errno);
+  if (::listen(fd.get(), 128) < 0) return ErrnoStatus("listen " + path, errno);
+  return fd;
+}
+
+Status SocketPair(UniqueFd* a, UniqueFd* b) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) return ErrnoStatus("socketpair", errno);
+  a->Reset(sv[0]);
+  b->Reset(sv[1]);
+  return Status::Ok();
+}
+
+}  // namespace smolvm

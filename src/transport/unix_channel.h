@@ -1,0 +1,45 @@
+// UnixChannel: a Channel over a connected AF_UNIX SOCK_STREAM socket, with
+// SCM_RIGHTS for descriptors. Reads are buffered so that a batch of queued
+// frames costs one system call on the receiving side.
+#pragma once
+
+#include <deque>
+#include <string>
+
+#include "transport/channel.h"
+
+namespace smolvm {
+
+class UnixChannel final : public Channel {
+ public:
+  explicit UnixChannel(UniqueFd socket);
+
+  Status Write(std::string_view bytes, std::span<const int> fds = {}) override;
+  Status ReadFrame(proto::FrameHeader* header, std::string* payload,
+                   std::vector<UniqueFd>* fds) override;
+  bool HasBufferedFrame() const override;
+  int fd() const override { return sock_.get(); }
+
+  // Takes the socket back (for handing the connection to another process).
+  // Fails when bytes or descriptors are already buffered.
+  Result<UniqueFd> TakeSocket();
+
+ private:
+  // Reads at least one more byte into the buffer (and any descriptors).
+  Status Fill();
+
+  UniqueFd sock_;
+  std::string buf_;
+  size_t start_ = 0;  // first unconsumed byte of buf_
+  std::deque<UniqueFd> fds_;
+};
+
+// Connects to the unix socket at `path`.
+Result<UniqueFd> ConnectUnix(const std::string& path);
+// Creates a listening unix socket at `path` (replacing a stale socket file)
+// with the given mode.
+Result<UniqueFd> ListenUnix(const std::string& path, unsigned mode);
+// A connected pair (SOCK_STREAM, close-on-exec).
+Status SocketPair(UniqueFd* a, UniqueFd* b);
+
+}  // namespace smolvm

@@ -1,0 +1,104 @@
+#include "transport/unix_channel.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "proto/frame.h"
+
+namespace smolvm {
+namespace {
+
+TEST(UnixChannel, BatchedFramesArriveOneByOne) {
+  UniqueFd a, b;
+  ASSERT_TRUE(SocketPair(&a, &b).ok());
+  UnixChannel ca(std::move(a)), cb(std::move(b));
+  std::string batch;
+  for (uint32_t i = 0; i < 100; ++i)
+    proto::AppendRequest(&batch, proto::MemsetRequest{.dst = i, .value = i}, i);
+  ASSERT_TRUE(ca.Write(batch).ok());
+  for (uint32_t i = 0; i < 100; ++i) {
+    proto::FrameHeader h;
+    std::string payload;
+    std::vector<UniqueFd> fds;
+    ASSERT_TRUE(cb.ReadFrame(&h, &payload, &fds).ok());
+    EXPECT_EQ(h.seq, i);
+    proto::MemsetRequest m;
+    proto::Decoder dec(payload);
+    ASSERT_TRUE(proto::Decode(dec, &m));
+    EXPECT_EQ(m.dst, i);
+  }
+}
+
+TEST(UnixChannel, LargePayloadAndDescriptorsTravel) {
+  UniqueFd a, b;
+  ASSERT_TRUE(SocketPair(&a, &b).ok());
+  UnixChannel ca(std::move(a)), cb(std::move(b));
+  std::string data(5 << 20, 'x');
+  for (size_t i = 0; i < data.size(); i += 4096) data[i] = static_cast<char>(i >> 12);
+  int pipefd[2];
+  ASSERT_EQ(::pipe(pipefd), 0);
+  std::string frame;
+  proto::AppendRequest(&frame, proto::MemcpyHtoDRequest{.dst = 1, .data = data}, 9, 1);
+  std::thread writer([&] { ASSERT_TRUE(ca.Write(frame, std::span<const int>(&pipefd[1], 1)).ok()); });
+  proto::FrameHeader h;
+  std::string payload;
+  std::vector<UniqueFd> fds;
+  ASSERT_TRUE(cb.ReadFrame(&h, &payload, &fds).ok());
+  writer.join();
+  ASSERT_EQ(fds.size(), 1u);
+  proto::MemcpyHtoDRequest m;
+  proto::Decoder dec(payload);
+  ASSERT_TRUE(proto::Decode(dec, &m));
+  EXPECT_EQ(m.data, data);
+  // The received descriptor is the pipe's write end: a byte written to it arrives.
+  ASSERT_EQ(::write(fds[0].get(), "z", 1), 1);
+  char c = 0;
+  ASSERT_EQ(::read(pipefd[0], &c, 1), 1);
+  EXPECT_EQ(c, 'z');
+  ::close(pipefd[0]);
+  ::close(pipefd[1]);
+}
+
+TEST(UnixChannel, RejectsOversizedHeaderWithoutReadingIt) {
+  UniqueFd a, b;
+  ASSERT_TRUE(SocketPair(&a, &b).ok());
+  UnixChannel ca(std::move(a)), cb(std::move(b));
+  uint8_t hdr[proto::kFrameHeaderBytes];
+  proto::EncodeHeader({.payload_bytes = proto::kMaxPayloadBytes + 1, .op = 3}, hdr);
+  ASSERT_TRUE(ca.Write(std::string_view(reinterpret_cast<char*>(hdr), sizeof hdr)).ok());
+  proto::FrameHeader h;
+  std::string payload;
+  std::vector<UniqueFd> fds;
+  Status s = cb.ReadFrame(&h, &payload, &fds);
+  EXPECT_EQ(s.code(), static_cast<int32_t>(Code::kMalformed));
+}
+
+TEST(UnixChannel, ClaimedDescriptorsThatNeverCameAreRejected) {
+  UniqueFd a, b;
+  ASSERT_TRUE(SocketPair(&a, &b).ok());
+  UnixChannel ca(std::move(a)), cb(std::move(b));
+  std::string frame;
+  proto::AppendRequest(&frame, proto::PingRequest{}, 1, /*num_fds=*/3);
+  ASSERT_TRUE(ca.Write(frame).ok());
+  proto::FrameHeader h;
+  std::string payload;
+  std::vector<UniqueFd> fds;
+  EXPECT_EQ(cb.ReadFrame(&h, &payload, &fds).code(), static_cast<int32_t>(Code::kMalformed));
+}
+
+TEST(UnixChannel, PeerCloseIsUnavailable) {
+  UniqueFd a, b;
+  ASSERT_TRUE(SocketPair(&a, &b).ok());
+  UnixChannel cb(std::move(b));
+  a.Reset();
+  proto::FrameHeader h;
+  std::string payload;
+  std::vector<UniqueFd> fds;
+  EXPECT_EQ(cb.ReadFrame(&h, &payload, &fds).code(), static_cast<int32_t>(Code::kUnavailable));
+}
+
+}  // namespace
+}  // namespace smolvm
