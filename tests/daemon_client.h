@@ -81,12 +81,15 @@ struct CallResult {
 // A guest session over the raw wire.
 class RawClient {
  public:
-  Status Connect(const std::string& socket, uint64_t hash = proto::kProtoHash) {
+  Status Connect(const std::string& socket, uint64_t hash = proto::kProtoHash, uint32_t role = 0,
+                 const std::string& token = "", uint32_t pid = static_cast<uint32_t>(::getpid())) {
     ASSIGN_OR_RETURN(UniqueFd fd, ConnectUnix(socket));
     ch_ = std::make_unique<UnixChannel>(std::move(fd));
     proto::HelloRequest hello;
     hello.proto_hash = hash;
-    hello.pid = static_cast<uint32_t>(::getpid());
+    hello.role = role;
+    hello.token = token;
+    hello.pid = pid;
     CallResult r = Call(hello, &hello_);
     if (!r.transport.ok()) return r.transport;
     if (r.head.result != 0) return Status(r.head.result, r.head.message);

@@ -19,6 +19,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include <sys/random.h>
+
+#include "daemon/control.h"
 #include "proto/dispatch.h"
 #include "proto/frame.h"
 #include "proto/proto_hash.h"
@@ -206,6 +209,14 @@ void Daemon::ReadHello(UniqueFd fd) {
   g.role = hello.role;
   g.guest_pid = hello.pid;
   g.flags = hello.flags;
+  if (hello.role == 2) {
+    AttachClone(std::move(g), hello.token);
+    return;
+  }
+  if (hello.role != 0) {
+    ReplyError(*g.channel, h.seq, Code::kInvalidArgument, "a new session says role 0 (or 2 with a clone token)");
+    return;
+  }
   waiting_.push_back(std::move(g));
   AssignWorkers();
 }
@@ -253,6 +264,9 @@ void Daemon::AssignWorkers() {
   for (auto& [pid, w] : workers_)
     if (w.session_id == 0 && w.control) ++pooled;
   size_t want = static_cast<size_t>(options_.pool_size) + waiting_.size();
+  for (const auto& [id, job] : forks_)
+    if (job.phase == ForkJob::kBuilding)
+      for (const auto& c : job.clones) want += c.worker < 0 ? 1 : 0;
   while (!stopping_ && pooled < want && failures < kMaxStartFailures) {
     Status st = SpawnWorker();
     if (!st.ok()) {
@@ -281,6 +295,22 @@ void Daemon::OnWorkerControl(WorkerProc& w) {
       start_failures_ = 0;
       AssignWorkers();
     }
+  } else if (h.op == static_cast<uint16_t>(proto::Op::kWorkerState)) {
+    proto::WorkerStateRequest r;
+    if (proto::Decode(dec, &r)) {
+      auto it = sessions_.find(r.session_id);
+      if (it != sessions_.end() && it->second.worker_pid == w.pid) {
+        it->second.state = r.state;
+        if (r.state == "forkpoint" && it->second.role == 0) it->second.role = 1;
+      }
+      AdvanceForks();
+    }
+  } else if (h.op == static_cast<uint16_t>(proto::Op::kForkManifest)) {
+    proto::ForkManifestRequest r;
+    if (proto::Decode(dec, &r)) OnForkManifest(w, r);
+  } else if (h.op == static_cast<uint16_t>(proto::Op::kCloneBuilt)) {
+    proto::CloneBuiltRequest r;
+    if (proto::Decode(dec, &r)) OnCloneBuilt(w, r);
   } else if (h.op == static_cast<uint16_t>(proto::Op::kWorkerStats)) {
     proto::WorkerStatsRequest r;
     if (proto::Decode(dec, &r)) {
@@ -309,8 +339,16 @@ void Daemon::OnWorkerExit(pid_t pid) {
     Log("pooled worker %d %s before serving anyone", pid, how.c_str());
   }
   bool start_failed = !w.ready && w.session_id == 0;
+  uint64_t session = w.session_id;
   workers_.erase(it);
   if (stopping_) return;
+  for (auto job = forks_.begin(); job != forks_.end();) {
+    auto next = std::next(job);
+    bool touched = job->second.golden == session;
+    for (const auto& c : job->second.clones) touched = touched || (c.worker == pid && !c.attached);
+    if (touched) FailFork(job->second, Unavailable("a worker of this fork exited (" + how + ")"));
+    job = next;
+  }
   if (start_failed) {
     if (++start_failures_ >= kMaxStartFailures) {
       for (auto& g : waiting_)
@@ -363,18 +401,31 @@ struct AdminHandler {
 void Daemon::AcceptAdmin() {
   int fd = ::accept4(admin_listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
   if (fd < 0) return;
-  admin_clients_.push_back(std::make_unique<UnixChannel>(UniqueFd(fd)));
+  admin_clients_[next_admin_client_++] = std::make_unique<UnixChannel>(UniqueFd(fd));
 }
 
-void Daemon::ServeAdmin(size_t index) {
-  UnixChannel& ch = *admin_clients_[index];
+void Daemon::ServeAdmin(uint64_t client) {
+  auto it = admin_clients_.find(client);
+  if (it == admin_clients_.end()) return;
+  UnixChannel& ch = *it->second;
   proto::FrameHeader h;
   std::string payload;
   std::vector<UniqueFd> fds;
   Status st = ch.ReadFrame(&h, &payload, &fds);
   if (!st.ok()) {
-    admin_clients_.erase(admin_clients_.begin() + static_cast<long>(index));
+    admin_clients_.erase(it);
     return;
+  }
+  proto::Decoder dec(payload);
+  if (h.op == static_cast<uint16_t>(proto::Op::kAdminFork)) {
+    proto::AdminForkRequest r;
+    if (!proto::Decode(dec, &r)) return AdminReply(client, h.seq, h.op, Malformed("AdminFork does not decode"), "");
+    return StartFork(client, h.seq, r);
+  }
+  if (h.op == static_cast<uint16_t>(proto::Op::kAdminRelease)) {
+    proto::AdminReleaseRequest r;
+    if (!proto::Decode(dec, &r)) return AdminReply(client, h.seq, h.op, Malformed("AdminRelease does not decode"), "");
+    return Release(client, h.seq, r);
   }
   std::function<std::string()> json = [this] { return StatusJson(); };
   AdminHandler handler{&json};
@@ -384,6 +435,291 @@ void Daemon::ServeAdmin(size_t index) {
   std::string out;
   proto::Dispatch(handler, h, payload, &ctx, &out);
   if (!out.empty()) (void)ch.Write(out);
+}
+
+void Daemon::AdminReply(uint64_t client, uint32_t seq, uint16_t op, const Status& st, const std::string& json) {
+  auto it = admin_clients_.find(client);
+  if (it == admin_clients_.end()) return;
+  std::string out;
+  if (st.ok()) {
+    proto::AppendReply(&out, op, seq, 0, proto::AdminForkReply{json});
+  } else {
+    proto::AppendErrorReply(&out, op, seq, st.code(), 0, st.message());
+  }
+  (void)it->second->Write(out);
+}
+
+Daemon::Session* Daemon::FindSession(uint64_t session, uint32_t pid) {
+  if (session) {
+    auto it = sessions_.find(session);
+    return it == sessions_.end() ? nullptr : &it->second;
+  }
+  Session* found = nullptr;
+  for (auto& [id, s] : sessions_)
+    if (s.guest_pid == pid && s.role != 2) found = &s;
+  return found;
+}
+
+void Daemon::StartFork(uint64_t client, uint32_t seq, const proto::AdminForkRequest& req) {
+  const uint16_t op = static_cast<uint16_t>(proto::Op::kAdminFork);
+  if (req.count == 0) return AdminReply(client, seq, op, InvalidArgument("--count must be at least 1"), "");
+  if (req.count > 256) return AdminReply(client, seq, op, InvalidArgument("--count is at most 256"), "");
+  if (req.share != "on" && req.share != "off" && req.share != "auto")
+    return AdminReply(client, seq, op, InvalidArgument("--share must be on, off or auto"), "");
+  Session* s = FindSession(req.session, req.pid);
+  if (!s) {
+    std::string who = req.session ? "session " + std::to_string(req.session) : "pid " + std::to_string(req.pid);
+    return AdminReply(client, seq, op, NotFound("no CUDA session of " + who + " (see 'smolvm cuda status')"), "");
+  }
+  if (forks_.count(s->id))
+    return AdminReply(client, seq, op, Status(Code::kAlreadyExists, "a fork of this session is already in progress"), "");
+  ForkJob job;
+  job.admin_client = client;
+  job.admin_seq = seq;
+  job.golden = s->id;
+  job.count = req.count;
+  job.share = req.share;
+  job.t0 = std::chrono::steady_clock::now();
+  job.deadline = job.t0 + std::chrono::milliseconds(req.wait_ms);
+  job.clones.resize(req.count);
+  forks_[s->id] = std::move(job);
+  AdvanceForks();
+}
+
+void Daemon::Release(uint64_t client, uint32_t seq, const proto::AdminReleaseRequest& req) {
+  const uint16_t op = static_cast<uint16_t>(proto::Op::kAdminRelease);
+  Session* s = FindSession(req.session, req.pid);
+  if (!s) return AdminReply(client, seq, op, NotFound("no CUDA session of pid " + std::to_string(req.pid)), "");
+  if (s->state != "forkpoint")
+    return AdminReply(client, seq, op, InvalidArgument("the session is not waiting at its forkpoint"), "");
+  auto w = workers_.find(s->worker_pid);
+  if (w == workers_.end() || !w->second.control) return AdminReply(client, seq, op, Unavailable("its worker is gone"), "");
+  std::string out;
+  proto::AppendRequest(&out, proto::ForkGoRequest{-1, ""}, 0);
+  (void)w->second.control->Write(out);
+  s->state = "running";
+  auto it = admin_clients_.find(client);
+  if (it != admin_clients_.end()) {
+    std::string rep;
+    proto::AppendReply(&rep, op, seq, 0, proto::AdminReleaseReply{});
+    (void)it->second->Write(rep);
+  }
+}
+
+void Daemon::FailFork(ForkJob& job, Status why) {
+  Log("fork of session %llu failed: %s", static_cast<unsigned long long>(job.golden), why.ToString().c_str());
+  for (auto& c : job.clones) {
+    if (c.worker > 0 && !c.attached) {
+      ::kill(c.worker, SIGKILL);  // reaped through its pidfd
+      sessions_.erase(c.session);
+    }
+  }
+  AdminReply(job.admin_client, job.admin_seq, static_cast<uint16_t>(proto::Op::kAdminFork), why, "");
+  forks_.erase(job.golden);
+}
+
+void Daemon::OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m) {
+  auto it = forks_.find(w.session_id);
+  // The descriptors follow the manifest on the same link; take them even if
+  // the job is gone, to keep the link in step.
+  std::vector<UniqueFd> fds;
+  if (m.result == 0) {
+    auto got = ReceiveChunkFds(*w.control, m.num_chunks);
+    if (!got.ok()) {
+      if (it != forks_.end()) FailFork(it->second, got.status());
+      return;
+    }
+    fds = std::move(got).value();
+  }
+  if (it == forks_.end() || it->second.phase != ForkJob::kPreparing) return;
+  ForkJob& job = it->second;
+  if (m.result != 0) return FailFork(job, Status(m.result, m.message));
+  // Admission: the clones' private copies and the contexts of any workers
+  // not started yet must fit in what the device has free now.
+  size_t ready = 0;
+  for (auto& [pid, x] : workers_)
+    if (x.ready && x.session_id == 0 && x.control) ++ready;
+  uint64_t ctx = options_.backend == "cuda" ? (600ull << 20) : 0;
+  uint64_t extra_workers = job.count > ready ? job.count - ready : 0;
+  uint64_t need = m.private_bytes * job.count + ctx * extra_workers;
+  if (need > m.free_bytes) {
+    char msg[128];
+    std::snprintf(msg, sizeof msg, "fork needs %llu MiB, %llu MiB free",
+                  static_cast<unsigned long long>(need >> 20), static_cast<unsigned long long>(m.free_bytes >> 20));
+    return FailFork(job, Status(static_cast<int32_t>(2) /* CUDA_ERROR_OUT_OF_MEMORY */, msg));
+  }
+  job.manifest = m.manifest;
+  job.fds = std::move(fds);
+  job.phase = ForkJob::kBuilding;
+  job.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  AssignWorkers();
+  AdvanceForks();
+}
+
+void Daemon::OnCloneBuilt(WorkerProc& w, const proto::CloneBuiltRequest& b) {
+  for (auto& [golden, job] : forks_) {
+    for (auto& c : job.clones) {
+      if (c.worker != w.pid) continue;
+      if (b.result != 0) return FailFork(job, Status(b.result, "clone build: " + b.message));
+      c.built = true;
+      c.info = b;
+      AdvanceForks();
+      return;
+    }
+  }
+}
+
+void Daemon::AttachClone(PendingGuest g, const std::string& token) {
+  for (auto& [golden, job] : forks_) {
+    if (job.phase != ForkJob::kAttaching) continue;
+    for (auto& c : job.clones) {
+      if (c.token != token || c.attached) continue;
+      auto w = workers_.find(c.worker);
+      auto sock = g.channel->TakeSocket();
+      if (w == workers_.end() || !w->second.control || !sock.ok()) {
+        ReplyError(*g.channel, g.hello_seq, Code::kUnavailable, "the clone's worker is gone");
+        return;
+      }
+      proto::WorkerAdoptRequest adopt{c.session, g.hello_seq, 2, g.guest_pid, g.flags};
+      std::string out;
+      proto::AppendRequest(&out, adopt, 0, 1);
+      int fd = sock->get();
+      if (!w->second.control->Write(out, std::span<const int>(&fd, 1)).ok()) return;
+      c.attached = true;
+      c.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - job.t0).count();
+      Session& s = sessions_[c.session];
+      s.guest_pid = g.guest_pid;
+      s.state = "running";
+      const Session& gold = sessions_[job.golden];
+      Log("fork: clone %d of %u shared=%llu private=%llu shared_mib=%.1f private_mib=%.1f ms=%.1f", c.index,
+          gold.guest_pid, static_cast<unsigned long long>(c.info.shared_chunks),
+          static_cast<unsigned long long>(c.info.private_chunks), c.info.shared_bytes / 1048576.0,
+          c.info.private_bytes / 1048576.0, c.ms);
+      AdvanceForks();
+      return;
+    }
+  }
+  ReplyError(*g.channel, g.hello_seq, Code::kPermissionDenied, "unknown or expired clone token");
+}
+
+void Daemon::AdvanceForks() {
+  auto now = std::chrono::steady_clock::now();
+  for (auto it = forks_.begin(); it != forks_.end();) {
+    auto next = std::next(it);
+    const uint64_t key = it->first;
+    ForkJob& job = it->second;
+    auto golden = sessions_.find(job.golden);
+    if (golden == sessions_.end()) {
+      FailFork(job, Unavailable("the golden session ended"));
+      it = next;
+      continue;
+    }
+    auto gw = workers_.find(golden->second.worker_pid);
+    if (job.phase == ForkJob::kWaitForkpoint) {
+      if (golden->second.state == "forkpoint" && gw != workers_.end() && gw->second.control) {
+        std::string out;
+        proto::AppendRequest(&out, proto::ForkPrepareRequest{job.share, job.count}, 0);
+        (void)gw->second.control->Write(out);
+        job.phase = ForkJob::kPreparing;
+        job.deadline = now + std::chrono::seconds(60);
+      } else if (now >= job.deadline) {
+        FailFork(job, Timeout("pid " + std::to_string(golden->second.guest_pid) +
+                              " did not reach its forkpoint in time (is it calling smolvmForkpoint()?)"));
+      }
+    } else if (job.phase == ForkJob::kBuilding) {
+      for (auto& c : job.clones) {
+        if (c.worker > 0) continue;
+        WorkerProc* free_worker = nullptr;
+        for (auto& [pid, w] : workers_)
+          if (w.ready && w.session_id == 0 && w.control) {
+            free_worker = &w;
+            break;
+          }
+        if (!free_worker) break;
+        c.worker = free_worker->pid;
+        c.session = next_session_++;
+        free_worker->session_id = c.session;
+        Session s;
+        s.id = c.session;
+        s.worker_pid = c.worker;
+        s.role = 2;
+        s.state = "building";
+        sessions_[c.session] = s;
+        std::string out;
+        proto::AppendRequest(&out, proto::CloneBuildRequest{c.session, 0, job.manifest,
+                                                            static_cast<uint32_t>(job.fds.size())}, 0);
+        std::vector<int> fds;
+        for (auto& fd : job.fds) fds.push_back(fd.get());
+        Status st = free_worker->control->Write(out);
+        if (st.ok()) st = SendChunkFds(*free_worker->control, fds);
+        if (!st.ok()) {
+          FailFork(job, st);
+          break;
+        }
+        c.sent = true;
+      }
+      if (forks_.count(key) == 0) {
+        it = next;
+        continue;
+      }
+      bool all_built = true;
+      for (auto& c : job.clones) all_built = all_built && c.built;
+      if (all_built && gw != workers_.end() && gw->second.control) {
+        job.fds.clear();
+        job.phase = ForkJob::kAttaching;
+        job.deadline = now + std::chrono::seconds(30);
+        for (auto& c : job.clones) {
+          c.index = next_clone_index_[job.golden]++;
+          unsigned char raw[16];
+          if (::getrandom(raw, sizeof raw, 0) != sizeof raw) {
+            FailFork(job, Internal("getrandom failed"));
+            break;
+          }
+          char hex[33];
+          for (int i = 0; i < 16; ++i) std::snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+          c.token = hex;
+          std::string out;
+          proto::AppendRequest(&out, proto::ForkGoRequest{c.index, c.token}, 0);
+          (void)gw->second.control->Write(out);
+        }
+      } else if (now >= job.deadline) {
+        FailFork(job, Timeout("clones were not built in time"));
+      }
+    } else if (job.phase == ForkJob::kAttaching) {
+      bool all = true;
+      for (auto& c : job.clones) all = all && c.attached;
+      if (all) {
+        nlohmann::json lines = nlohmann::json::array();
+        for (auto& c : job.clones)
+          lines.push_back({{"clone", c.index},
+                           {"golden_pid", golden->second.guest_pid},
+                           {"session", c.session},
+                           {"shared", c.info.shared_chunks},
+                           {"private", c.info.private_chunks},
+                           {"shared_mib", c.info.shared_bytes / 1048576.0},
+                           {"private_mib", c.info.private_bytes / 1048576.0},
+                           {"build_ms", c.info.ms},
+                           {"ms", c.ms}});
+        AdminReply(job.admin_client, job.admin_seq, static_cast<uint16_t>(proto::Op::kAdminFork), Status::Ok(),
+                   lines.dump());
+        forks_.erase(it);
+      } else if (now >= job.deadline) {
+        FailFork(job, Timeout("forked children did not attach in time"));
+      }
+    } else if (now >= job.deadline) {
+      FailFork(job, Timeout("the golden did not describe its session in time"));
+    }
+    it = next;
+  }
+}
+
+int Daemon::NextTimeoutMs() const {
+  if (forks_.empty()) return -1;
+  auto now = std::chrono::steady_clock::now();
+  auto soonest = forks_.begin()->second.deadline;
+  for (const auto& [id, job] : forks_) soonest = std::min(soonest, job.deadline);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(soonest - now).count();
+  return static_cast<int>(std::clamp<long long>(ms + 1, 0, 60000));
 }
 
 Status Daemon::Run() {
@@ -405,14 +741,13 @@ Status Daemon::Run() {
       add(w.pidfd.get(), kPidfd, pid);
       if (w.control) add(w.control->fd(), kControl, pid);
     }
-    for (size_t i = 0; i < admin_clients_.size(); ++i) add(admin_clients_[i]->fd(), kAdmin, static_cast<long>(i));
-    int n = ::poll(pfds.data(), pfds.size(), -1);
+    for (auto& [id, c] : admin_clients_) add(c->fd(), kAdmin, static_cast<long>(id));
+    int n = ::poll(pfds.data(), pfds.size(), NextTimeoutMs());
     if (n < 0) {
       if (errno == EINTR) continue;
       return ErrnoStatus("poll", errno);
     }
-    // Admin clients are handled last and in reverse so erasing keeps indices valid.
-    std::vector<size_t> admin_ready;
+    std::vector<uint64_t> admin_ready;
     for (size_t i = 0; i < pfds.size() && !stopping_; ++i) {
       if (!pfds[i].revents) continue;
       auto [kind, arg] = what[i];
@@ -435,16 +770,27 @@ Status Daemon::Run() {
           OnWorkerExit(static_cast<pid_t>(arg));
           break;
         case kControl: {
+          // Frames already buffered would never wake poll again: drain them.
           auto it = workers_.find(static_cast<pid_t>(arg));
-          if (it != workers_.end() && it->second.control) OnWorkerControl(it->second);
+          while (it != workers_.end() && it->second.control) {
+            OnWorkerControl(it->second);
+            it = workers_.find(static_cast<pid_t>(arg));
+            if (it == workers_.end() || !it->second.control || !it->second.control->HasBufferedFrame()) break;
+          }
           break;
         }
         case kAdmin:
-          admin_ready.push_back(static_cast<size_t>(arg));
+          admin_ready.push_back(static_cast<uint64_t>(arg));
           break;
       }
     }
-    for (auto it = admin_ready.rbegin(); it != admin_ready.rend(); ++it) ServeAdmin(*it);
+    for (uint64_t id : admin_ready) {
+      ServeAdmin(id);
+      for (auto c = admin_clients_.find(id); c != admin_clients_.end() && c->second->HasBufferedFrame();
+           c = admin_clients_.find(id))
+        ServeAdmin(id);
+    }
+    AdvanceForks();
   }
   Shutdown();
   return Status::Ok();
@@ -478,6 +824,10 @@ void Daemon::Shutdown() {
     for (size_t i = 0; i < pfds.size(); ++i)
       if (pfds[i].revents) OnWorkerExit(pids[i]);
   }
+  for (auto& [id, job] : forks_)
+    AdminReply(job.admin_client, job.admin_seq, static_cast<uint16_t>(proto::Op::kAdminFork),
+               Unavailable("the smolvm daemon is shutting down"), "");
+  forks_.clear();
   sessions_.clear();
   admin_clients_.clear();
   if (listen_.valid()) {

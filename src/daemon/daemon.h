@@ -13,6 +13,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -22,6 +23,7 @@
 
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "proto/messages.h"
 #include "transport/unix_channel.h"
 
 namespace smolvm {
@@ -72,6 +74,28 @@ class Daemon {
     uint32_t guest_pid = 0;
     uint64_t flags = 0;
   };
+  // One fork request in flight (at most one per golden session).
+  struct ForkJob {
+    uint64_t admin_client = 0;
+    uint32_t admin_seq = 0;
+    uint64_t golden = 0;  // session id
+    uint32_t count = 0;
+    std::string share;
+    enum Phase { kWaitForkpoint, kPreparing, kBuilding, kAttaching } phase = kWaitForkpoint;
+    std::chrono::steady_clock::time_point t0, deadline;
+    std::string manifest;
+    std::vector<UniqueFd> fds;
+    struct Clone {
+      pid_t worker = -1;
+      uint64_t session = 0;
+      int32_t index = -1;
+      std::string token;
+      bool sent = false, built = false, attached = false;
+      proto::CloneBuiltRequest info;
+      double ms = 0;
+    };
+    std::vector<Clone> clones;
+  };
 
   Status SpawnWorker();
   void AcceptGuest();
@@ -81,8 +105,20 @@ class Daemon {
   void AssignWorkers();
   void OnWorkerControl(WorkerProc& w);
   void OnWorkerExit(pid_t pid);
-  void ServeAdmin(size_t index);
+  void ServeAdmin(uint64_t client);
   std::string StatusJson() const;
+  // Admin requests (ServeAdmin dispatches here).
+  void StartFork(uint64_t client, uint32_t seq, const proto::AdminForkRequest& req);
+  void Release(uint64_t client, uint32_t seq, const proto::AdminReleaseRequest& req);
+  Session* FindSession(uint64_t session, uint32_t pid);
+  // Moves fork jobs along; called whenever something they wait on happens.
+  void AdvanceForks();
+  void FailFork(ForkJob& job, Status why);
+  void OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m);
+  void OnCloneBuilt(WorkerProc& w, const proto::CloneBuiltRequest& b);
+  void AttachClone(PendingGuest g, const std::string& token);
+  void AdminReply(uint64_t client, uint32_t seq, uint16_t op, const Status& st, const std::string& json);
+  int NextTimeoutMs() const;
   void Shutdown();
   void Log(const char* fmt, ...) const __attribute__((format(printf, 2, 3)));
 
@@ -93,7 +129,10 @@ class Daemon {
   std::map<pid_t, WorkerProc> workers_;
   std::map<uint64_t, Session> sessions_;
   std::deque<PendingGuest> waiting_;
-  std::vector<std::unique_ptr<UnixChannel>> admin_clients_;
+  std::map<uint64_t, std::unique_ptr<UnixChannel>> admin_clients_;
+  uint64_t next_admin_client_ = 1;
+  std::map<uint64_t, ForkJob> forks_;          // by golden session id
+  std::map<uint64_t, int32_t> next_clone_index_;  // by golden session id
   uint64_t next_session_ = 1;
   int start_failures_ = 0;  // workers in a row that died before WorkerReady
   bool stopping_ = false;

@@ -83,6 +83,10 @@ Status Worker::Serve(std::unique_ptr<Channel> guest, const proto::WorkerAdoptReq
   std::string payload;
   std::vector<UniqueFd> fds;
   while (!goodbye_) {
+    if (control_ && control_->HasBufferedFrame()) {
+      RETURN_IF_ERROR(OnControl(*guest));
+      continue;
+    }
     if (!guest->HasBufferedFrame()) {
       struct pollfd p[2] = {{guest->fd(), POLLIN, 0}, {control_ ? control_->fd() : -1, POLLIN, 0}};
       int n = ::poll(p, control_ ? 2 : 1, -1);
