@@ -243,7 +243,7 @@ Result<uint64_t> CudaBackend::ChunkImport(int fd, uint64_t bytes) {
 Status CudaBackend::ChunkRelease(uint64_t chunk) {
   RETURN_IF_ERROR(Enter());
   RETURN_IF_ERROR(Check(driver_->cuMemRelease(chunk), "cuMemRelease"));
-  chunks_.erase(chunk);
+  if (auto it = chunks_.find(chunk); it != chunks_.end()) chunks_.erase(it);
   return Status::Ok();
 }
 

@@ -140,7 +140,7 @@ class CudaBackend final : public GpuBackend {
   uint64_t granularity_ = 0;
   uint64_t arena_base_ = 0, arena_bytes_ = 0;
   std::map<uint64_t, uint64_t> mappings_;  // address -> bytes, for teardown
-  std::set<uint64_t> chunks_;              // live handles, for teardown
+  std::multiset<uint64_t> chunks_;         // live handles, for teardown
 };
 
 }  // namespace smolvm
