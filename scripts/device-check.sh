@@ -275,7 +275,8 @@ phase_programs() {
     local rc_n rc_s
     rc_n=$(cat "$LOGS/native/$p.rc" 2>/dev/null || echo none)
     rc_s=$(cat "$LOGS/shim/$p.rc")
-    if [[ $rc_n == "$rc_s" ]] && diff -q "$LOGS/native/$p.out" "$LOGS/shim/$p.out" >/dev/null 2>&1; then
+    # Identical output only counts when both runs passed their own checks.
+    if [[ $rc_n == 0 && $rc_s == 0 ]] && diff -q "$LOGS/native/$p.out" "$LOGS/shim/$p.out" >/dev/null 2>&1; then
       same=$((same + 1))
     else
       differ+=" $p(rc $rc_n/$rc_s)"

@@ -15,6 +15,7 @@ dest=${2:-.carry/build}
 [[ -f $src/CMakeCache.txt ]] || { echo "device-pack: $src is not a build tree" >&2; exit 1; }
 rm -rf "$dest"
 mkdir -p "$dest"
+dest=$(cd "$dest" && pwd)
 cd "$src"
 {
   find . -path ./CMakeFiles -prune -o -path '*/CMakeFiles' -prune -o -type f \
@@ -26,10 +27,9 @@ cd "$src"
   done
   find . -path '*/CMakeFiles' -prune -o -type f -name '*.so*' -print
 } | sort -u | while read -r f; do
-  mkdir -p "$OLDPWD/$dest/$(dirname "$f")"
-  cp -a "$f" "$OLDPWD/$dest/$f"
+  mkdir -p "$dest/$(dirname "$f")"
+  cp -a "$f" "$dest/$f"
 done
-cd "$OLDPWD"
 find "$dest" -type f | while read -r f; do
   [[ $(head -c 4 "$f" | od -An -c | tr -d ' ') == 177ELF ]] && strip --strip-unneeded "$f" 2>/dev/null || true
 done
