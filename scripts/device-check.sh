@@ -129,8 +129,37 @@ stop_daemon() {
   DAEMON_PID=""
 }
 
+# The programs find the toolkit's libcudart through their RUNPATH
+# (/usr/local/cuda/lib64). Where that is missing, look for libcudart.so.13
+# elsewhere (other toolkit paths, the pip wheel torch uses) and put its folder
+# on LD_LIBRARY_PATH for native runs (after the shim for shim runs).
+NATIVE_LIB_DIR=""
+find_native_cudart() {
+  [[ -x $BIN/vecadd ]] || return 0
+  ldd "$BIN/vecadd" 2>/dev/null | grep -q 'libcudart.so.13 => not found' || return 0
+  local d
+  for d in /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-13*/lib64 /usr/lib/x86_64-linux-gnu \
+           $(python3 -c 'import glob,site; print(" ".join(sorted({p.rsplit("/",1)[0] for s in site.getsitepackages() for p in glob.glob(s+"/nvidia/cu*/lib/libcudart.so.13")+glob.glob(s+"/nvidia/cuda_runtime/lib/libcudart.so.13")})))' 2>/dev/null); do
+    if [[ -f $d/libcudart.so.13 ]]; then
+      NATIVE_LIB_DIR=$d
+      log "native libcudart.so.13 from $d (not at the RUNPATH /usr/local/cuda/lib64)"
+      return 0
+    fi
+  done
+  log "no libcudart.so.13 for native runs anywhere; native programs will fail to load"
+}
+
+native_env() {
+  if [[ -n $NATIVE_LIB_DIR ]]; then
+    env LD_LIBRARY_PATH="$NATIVE_LIB_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"
+  else
+    "$@"
+  fi
+}
+
 shim_env() {
-  env LD_LIBRARY_PATH="$SHIM_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" SMOLVM_CUDA_SOCKET="$SOCK" "$@"
+  local lp=$SHIM_DIR${NATIVE_LIB_DIR:+:$NATIVE_LIB_DIR}
+  env LD_LIBRARY_PATH="$lp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" SMOLVM_CUDA_SOCKET="$SOCK" "$@"
 }
 
 # run_prog MODE NAME DIR [ARGS...]: runs one program natively or through the
@@ -143,7 +172,7 @@ run_prog() {
   if [[ $mode == shim ]]; then
     shim_env timeout -k 5 "$t" "$BIN/$name" "$@" >"$dir/$name.out" 2>"$dir/$name.err"
   else
-    timeout -k 5 "$t" "$BIN/$name" "$@" >"$dir/$name.out" 2>"$dir/$name.err"
+    native_env timeout -k 5 "$t" "$BIN/$name" "$@" >"$dir/$name.out" 2>"$dir/$name.err"
   fi
   local rc=$?
   echo "$rc" >"$dir/$name.rc"
@@ -191,7 +220,7 @@ phase_env() {
     done
     for p in "${PROGRAMS[@]}"; do [[ -x $BIN/$p ]] && echo "present  $BIN/$p" || echo "MISSING  $BIN/$p"; done
     echo "== libcudart a program loads natively / through the shim"
-    ldd "$BIN/vecadd" 2>&1 | grep -E 'cudart|not found'
+    native_env ldd "$BIN/vecadd" 2>&1 | grep -E 'cudart|not found'
     shim_env ldd "$BIN/vecadd" 2>&1 | grep -E 'cudart|not found'
     [[ -x $SMOLVM ]] && { echo "== smolvm"; "$SMOLVM" --version 2>&1; "$SMOLVM" --proto-hash 2>&1; }
   } >"$LOGS/env.txt" 2>&1
@@ -224,7 +253,7 @@ phase_gpu_tests() {
   local log=$LOGS/tests/ctest-gpu.log t
   t=$(box 150)
   if command -v ctest >/dev/null && relocate_ctest_files; then
-    (cd "$BUILD" && SMOLVM_REQUIRE_GPU=1 timeout -k 5 "$t" ctest -L gpu --output-on-failure --timeout 120) >"$log" 2>&1
+    (cd "$BUILD" && SMOLVM_REQUIRE_GPU=1 native_env timeout -k 5 "$t" ctest -L gpu --output-on-failure --timeout 120) >"$log" 2>&1
     local rc=$?
     local line
     line=$(grep -E 'tests passed|No tests were found' "$log" | tail -1)
@@ -321,7 +350,7 @@ phase_bench() {
   [[ -x $BIN/micro_bench ]] || { record bench MISSING "no micro_bench"; return; }
   local t status=PASS notes=""
   t=$(box 120)
-  timeout -k 5 "$t" "$BIN/micro_bench" all --label native >"$LOGS/bench/native.jsonl" 2>"$LOGS/bench/native.err"
+  native_env timeout -k 5 "$t" "$BIN/micro_bench" all --label native >"$LOGS/bench/native.jsonl" 2>"$LOGS/bench/native.err"
   local rc=$?
   ((rc == 0)) || { status=FAIL; notes+=" native rc=$rc"; }
   if have_shim && start_daemon; then
@@ -353,6 +382,7 @@ phase_memory() {
 # --- main ---------------------------------------------------------------------
 
 log "phases: ${PHASES[*]}; build tree $BUILD; logs in $WORK, results in $OUT"
+find_native_cudart
 # The memory check needs a start value even when env is not asked for.
 [[ " ${PHASES[*]} " == *" memory "* && " ${PHASES[*]} " != *" env "* ]] && START_MEM=$(gpu_mem_used)
 for p in "${PHASES[@]}"; do
