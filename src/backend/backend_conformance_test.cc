@@ -81,8 +81,9 @@ class BackendConformanceTest : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     rng_.seed(seed_);
     auto made = MakeBackend(GetParam());
-    if (!made.ok()) GTEST_SKIP() << "backend '" << GetParam() << "' is not built in: "
-                                 << made.status().ToString();
+    if (!made.ok())
+      GTEST_SKIP() << "backend '" << GetParam()
+                   << "' is not built in: " << made.status().ToString();
     b_ = std::move(made).value();
     Status init = b_->Init(0);
     if (!init.ok()) {
@@ -184,8 +185,8 @@ class BackendConformanceTest : public ::testing::TestWithParam<std::string> {
   bool faulted_ = false;
 };
 
-#define SKIP_WITHOUT_KERNELS(module)                                                  \
-  if ((module) == 0 && GetParam() == "cuda" && TestKernelsImage().empty())           \
+#define SKIP_WITHOUT_KERNELS(module)                                       \
+  if ((module) == 0 && GetParam() == "cuda" && TestKernelsImage().empty()) \
   GTEST_SKIP() << "test kernels were not compiled (no nvcc at build time)"
 
 TEST_P(BackendConformanceTest, DeviceAndContextQueries) {
@@ -371,9 +372,10 @@ TEST_P(BackendConformanceTest, TestKernelsHaveTheirLayoutsAndCompute) {
   uint64_t dx = Alloc(m * 4), dy = Alloc(m * 4);
   ASSERT_TRUE(b_->MemcpyHtoD(dx, x.data(), m * 4, kDefaultStream).ok());
   ASSERT_TRUE(b_->MemcpyHtoD(dy, y.data(), m * 4, kDefaultStream).ok());
-  ASSERT_TRUE(b_->LaunchKernel(saxpy, cfg, kDefaultStream,
-                               Params(saxpy).Add(a).Add(dx).Add(dy).Add<unsigned long long>(m).Done())
-                  .ok());
+  ASSERT_TRUE(
+      b_->LaunchKernel(saxpy, cfg, kDefaultStream,
+                       Params(saxpy).Add(a).Add(dx).Add(dy).Add<unsigned long long>(m).Done())
+          .ok());
   std::vector<float> out(m);
   ASSERT_TRUE(b_->MemcpyDtoH(out.data(), dy, m * 4, kDefaultStream).ok());
   ASSERT_TRUE(b_->StreamSynchronize(kDefaultStream).ok());
@@ -387,8 +389,8 @@ TEST_P(BackendConformanceTest, TestKernelsHaveTheirLayoutsAndCompute) {
   LaunchConfig one;
   ASSERT_TRUE(b_->LaunchKernel(empty, one, kDefaultStream, Params(empty).Done()).ok());
   uint32_t v = static_cast<uint32_t>(rng_());
-  ASSERT_TRUE(b_->LaunchKernel(write, one, kPerThreadStream, Params(write).Add(p + 40).Add(v).Done())
-                  .ok());
+  ASSERT_TRUE(
+      b_->LaunchKernel(write, one, kPerThreadStream, Params(write).Add(p + 40).Add(v).Done()).ok());
   ASSERT_TRUE(b_->StreamSynchronize(kPerThreadStream).ok());
   std::vector<uint8_t> w = Read(p + 40, 4);
   uint32_t wv;

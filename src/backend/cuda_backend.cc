@@ -141,8 +141,7 @@ Result<DeviceInfo> CudaBackend::GetDeviceInfo(int device) {
   size_t total = 0;
   RETURN_IF_ERROR(Check(driver_->cuDeviceTotalMem(&total, dev), "cuDeviceTotalMem"));
   info.total_mem = total;
-  RETURN_IF_ERROR(
-      Check(driver_->cuDriverGetVersion(&info.driver_version), "cuDriverGetVersion"));
+  RETURN_IF_ERROR(Check(driver_->cuDriverGetVersion(&info.driver_version), "cuDriverGetVersion"));
   info.attrs.assign(CU_DEVICE_ATTRIBUTE_MAX, 0);
   for (int a = 1; a < CU_DEVICE_ATTRIBUTE_MAX; ++a) {
     int v = 0;
@@ -192,8 +191,8 @@ Status CudaBackend::StreamPriorityRange(int* least, int* greatest) {
 Status CudaBackend::ReserveArena(uint64_t base, uint64_t bytes) {
   RETURN_IF_ERROR(Enter());
   if (arena_bytes_ != 0) {
-    return Status(CUDA_ERROR_INVALID_VALUE, "ReserveArena: an arena is already reserved at " +
-                                                Hex(arena_base_));
+    return Status(CUDA_ERROR_INVALID_VALUE,
+                  "ReserveArena: an arena is already reserved at " + Hex(arena_base_));
   }
   CUdeviceptr got = 0;
   RETURN_IF_ERROR(
@@ -389,8 +388,8 @@ Status CudaBackend::EventQuery(uint64_t event) {
 Result<float> CudaBackend::EventElapsedTime(uint64_t start, uint64_t end) {
   RETURN_IF_ERROR(Enter());
   float ms = 0;
-  RETURN_IF_ERROR(Check(driver_->cuEventElapsedTime(&ms, ToEvent(start), ToEvent(end)),
-                        "cuEventElapsedTime"));
+  RETURN_IF_ERROR(
+      Check(driver_->cuEventElapsedTime(&ms, ToEvent(start), ToEvent(end)), "cuEventElapsedTime"));
   return ms;
 }
 

@@ -126,8 +126,8 @@ Result<std::unique_ptr<CudaDriver>> CudaDriver::Load(const LibcudaSearch& search
   d->path_ = path;
   d->dl_ = dl;
 
-  using GetProc = CUresult (*)(const char*, void**, int, cuuint64_t,
-                               CUdriverProcAddressQueryResult*);
+  using GetProc =
+      CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
   auto get_proc = reinterpret_cast<GetProc>(::dlsym(dl, "cuGetProcAddress_v2"));
   std::string missing;
   auto resolve = [&](const char* base, const char* versioned) -> void* {

@@ -34,74 +34,79 @@ namespace smolvm {
 // X(api): every driver entry point the backend calls. `api` is the name as
 // cuda.h's macros spell it (cuMemcpyHtoDAsync), which the preprocessor turns
 // into the versioned symbol (cuMemcpyHtoDAsync_v2) wherever it is expanded.
-#define SMOLVM_CUDA_DRIVER_FNS(X)                      \
-  X(cuGetErrorName)                                    \
-  X(cuInit)                                            \
-  X(cuDriverGetVersion)                                \
-  X(cuDeviceGet)                                       \
-  X(cuDeviceGetCount)                                  \
-  X(cuDeviceGetName)                                   \
-  X(cuDeviceGetUuid)                                   \
-  X(cuDeviceTotalMem)                                  \
-  X(cuDeviceGetAttribute)                              \
-  X(cuDevicePrimaryCtxRetain)                          \
-  X(cuDevicePrimaryCtxRelease)                         \
-  X(cuCtxSetCurrent)                                   \
-  X(cuCtxSynchronize)                                  \
-  X(cuCtxGetLimit)                                     \
-  X(cuCtxSetLimit)                                     \
-  X(cuCtxGetStreamPriorityRange)                       \
-  X(cuMemGetInfo)                                      \
-  X(cuMemAddressReserve)                               \
-  X(cuMemAddressFree)                                  \
-  X(cuMemGetAllocationGranularity)                     \
-  X(cuMemCreate)                                       \
-  X(cuMemRelease)                                      \
-  X(cuMemMap)                                          \
-  X(cuMemUnmap)                                        \
-  X(cuMemSetAccess)                                    \
-  X(cuMemExportToShareableHandle)                      \
-  X(cuMemImportFromShareableHandle)                    \
-  X(cuMemHostRegister)                                 \
-  X(cuMemHostUnregister)                               \
-  X(cuMemcpyHtoDAsync)                                 \
-  X(cuMemcpyDtoHAsync)                                 \
-  X(cuMemcpyDtoDAsync)                                 \
-  X(cuMemsetD8Async)                                   \
-  X(cuMemsetD16Async)                                  \
-  X(cuMemsetD32Async)                                  \
-  X(cuStreamCreateWithPriority)                        \
-  X(cuStreamDestroy)                                   \
-  X(cuStreamSynchronize)                               \
-  X(cuStreamQuery)                                     \
-  X(cuStreamWaitEvent)                                 \
-  X(cuEventCreate)                                     \
-  X(cuEventDestroy)                                    \
-  X(cuEventRecord)                                     \
-  X(cuEventSynchronize)                                \
-  X(cuEventQuery)                                      \
-  X(cuEventElapsedTime)                                \
-  X(cuModuleLoadData)                                  \
-  X(cuModuleUnload)                                    \
-  X(cuModuleGetFunction)                               \
-  X(cuModuleGetGlobal)                                 \
-  X(cuFuncGetParamInfo)                                \
-  X(cuFuncGetAttribute)                                \
-  X(cuFuncSetAttribute)                                \
-  X(cuLaunchKernel)                                    \
+#define SMOLVM_CUDA_DRIVER_FNS(X)   \
+  X(cuGetErrorName)                 \
+  X(cuInit)                         \
+  X(cuDriverGetVersion)             \
+  X(cuDeviceGet)                    \
+  X(cuDeviceGetCount)               \
+  X(cuDeviceGetName)                \
+  X(cuDeviceGetUuid)                \
+  X(cuDeviceTotalMem)               \
+  X(cuDeviceGetAttribute)           \
+  X(cuDevicePrimaryCtxRetain)       \
+  X(cuDevicePrimaryCtxRelease)      \
+  X(cuCtxSetCurrent)                \
+  X(cuCtxSynchronize)               \
+  X(cuCtxGetLimit)                  \
+  X(cuCtxSetLimit)                  \
+  X(cuCtxGetStreamPriorityRange)    \
+  X(cuMemGetInfo)                   \
+  X(cuMemAddressReserve)            \
+  X(cuMemAddressFree)               \
+  X(cuMemGetAllocationGranularity)  \
+  X(cuMemCreate)                    \
+  X(cuMemRelease)                   \
+  X(cuMemMap)                       \
+  X(cuMemUnmap)                     \
+  X(cuMemSetAccess)                 \
+  X(cuMemExportToShareableHandle)   \
+  X(cuMemImportFromShareableHandle) \
+  X(cuMemHostRegister)              \
+  X(cuMemHostUnregister)            \
+  X(cuMemcpyHtoDAsync)              \
+  X(cuMemcpyDtoHAsync)              \
+  X(cuMemcpyDtoDAsync)              \
+  X(cuMemsetD8Async)                \
+  X(cuMemsetD16Async)               \
+  X(cuMemsetD32Async)               \
+  X(cuStreamCreateWithPriority)     \
+  X(cuStreamDestroy)                \
+  X(cuStreamSynchronize)            \
+  X(cuStreamQuery)                  \
+  X(cuStreamWaitEvent)              \
+  X(cuEventCreate)                  \
+  X(cuEventDestroy)                 \
+  X(cuEventRecord)                  \
+  X(cuEventSynchronize)             \
+  X(cuEventQuery)                   \
+  X(cuEventElapsedTime)             \
+  X(cuModuleLoadData)               \
+  X(cuModuleUnload)                 \
+  X(cuModuleGetFunction)            \
+  X(cuModuleGetGlobal)              \
+  X(cuFuncGetParamInfo)             \
+  X(cuFuncGetAttribute)             \
+  X(cuFuncSetAttribute)             \
+  X(cuLaunchKernel)                 \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags)
 
 // Directories searched after $LD_LIBRARY_PATH and the ld.so cache.
 inline constexpr const char* kLibcudaSystemDirs[] = {
-    "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/local/nvidia/lib64",
-    "/usr/lib64", "/usr/lib", "/lib/x86_64-linux-gnu", "/usr/local/cuda/compat",
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/local/nvidia/lib64",
+    "/usr/lib64",
+    "/usr/lib",
+    "/lib/x86_64-linux-gnu",
+    "/usr/local/cuda/compat",
     "/usr/local/cuda/lib64/compat",
 };
 
 // Inputs of the search, separated from the process environment for tests.
 struct LibcudaSearch {
-  std::string override_path;      // $SMOLVM_LIBCUDA
-  std::string ld_library_path;    // $LD_LIBRARY_PATH
+  std::string override_path;    // $SMOLVM_LIBCUDA
+  std::string ld_library_path;  // $LD_LIBRARY_PATH
   std::string ld_so_cache = "/etc/ld.so.cache";
   std::vector<std::string> system_dirs{std::begin(kLibcudaSystemDirs),
                                        std::end(kLibcudaSystemDirs)};
