@@ -40,7 +40,7 @@ while (($#)); do
     --build) BUILD=$(cd "$2" && pwd); shift 2 ;;
     --deadline) DEADLINE=$2; shift 2 ;;
     --list) printf '%s\n' "${ALL_PHASES[@]}"; exit 0 ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "device-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
