@@ -24,7 +24,7 @@ namespace smolvm {
 namespace {
 
 constexpr uint64_t kMiB = 1ull << 20;
-// A private arena, away from the daemon's (0x600000000000) and the fake's
+// A private arena, away from the daemon's (0x680000000000) and the fake's
 // unit test (0x5a0000000000); SMOLVM_TEST_ARENA_BASE overrides it.
 constexpr uint64_t kDefaultArenaBase = 0x580000000000ull;
 constexpr uint64_t kArenaBytes = 4096 * kMiB;
