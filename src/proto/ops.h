@@ -81,7 +81,18 @@
     (F(u64, function) F(u32, grid_x) F(u32, grid_y) F(u32, grid_z) F(u32, block_x) \
      F(u32, block_y) F(u32, block_z) F(u32, shared_bytes) F(u64, stream) F(bytes, params)), ()) \
   X(56, OccupancyMaxBlocks, SYNC, \
-    (F(u64, function) F(i32, block_size) F(u64, dynamic_smem) F(u32, flags)), (F(i32, blocks)))
+    (F(u64, function) F(i32, block_size) F(u64, dynamic_smem) F(u32, flags)), (F(i32, blocks))) \
+  /* -- admin socket (host-side operators; never reachable by guests) --- */ \
+  X(200, AdminStatus, SYNC, (), (F(str, json))) \
+  /* -- daemon <-> worker control link (same binary on both ends) ------- */ \
+  /* worker -> daemon once its context and arena are up */ \
+  X(300, WorkerReady, ASYNC, (F(u32, pid) F(u64, context_bytes)), ()) \
+  /* daemon -> worker: serve this guest; the guest's socket rides along */ \
+  X(301, WorkerAdopt, ASYNC, \
+    (F(u64, session_id) F(u32, hello_seq) F(u32, role) F(u32, guest_pid) F(u64, flags)), ()) \
+  /* worker -> daemon: what its session holds, after each change */ \
+  X(302, WorkerStats, ASYNC, \
+    (F(u64, session_id) F(u64, chunks) F(u64, chunk_bytes) F(u64, allocations)), ())
 // clang-format on
 
 namespace smolvm::proto {
