@@ -83,6 +83,8 @@ class Session {
   // op's result as a Status (code = CUresult or smolvm Code, message from the
   // host), or the session's failure when the transport broke. When `fd` >= 0
   // it rides with m's frame (the queue is flushed first, in its own write).
+  // `bytes` fields of *rep point into the session's reply buffer: valid
+  // until the next Call.
   template <typename Req, typename Rep>
   Status Call(const Req& m, Rep* rep, int fd = -1) {
     static_assert(Req::kKind == proto::OpKind::SYNC);
@@ -98,9 +100,8 @@ class Session {
       RETURN_IF_ERROR(WriteQueue({}));
     }
     proto::ReplyHead head;
-    std::string payload;
-    RETURN_IF_ERROR(ReadReply(static_cast<uint16_t>(Req::kOp), seq, &payload));
-    Status st = proto::DecodeReply(payload, &head, rep);
+    RETURN_IF_ERROR(ReadReply(static_cast<uint16_t>(Req::kOp), seq, &reply_payload_));
+    Status st = proto::DecodeReply(reply_payload_, &head, rep);
     if (!st.ok()) return Broken("malformed reply to " + std::string(Req::kName) + ": " + st.message());
     NoteDeferred(head.deferred);
     if (head.result != 0) return Status(head.result, std::move(head.message));
@@ -132,6 +133,7 @@ class Session {
   Status failure_status_;
   proto::HelloReply hello_;
   std::string queue_;
+  std::string reply_payload_;  // backs bytes fields of the last reply
   size_t queued_ops_ = 0;
   uint32_t next_seq_ = 1;
   int32_t deferred_ = 0;
