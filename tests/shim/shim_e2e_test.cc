@@ -167,9 +167,10 @@ TEST_F(ShimE2eTest, WorkerKilledMidSessionFailsThatGuestOnly) {
     EXPECT_NE(p->Out().find("sync: cudaSuccess"), std::string::npos) << p->Report();
   }
   int worker = 0;
-  for (auto& s : AdminStatus(daemon)["sessions"])
-    if (s["pid"] == victim.pid()) worker = s["worker_pid"];
-  ASSERT_GT(worker, 0) << AdminStatus(daemon).dump();
+  nlohmann::json status = AdminStatus(daemon);
+  for (auto& s : status["sessions"])
+    if (s["pid"].get<int>() == static_cast<int>(victim.pid())) worker = s["worker_pid"].get<int>();
+  ASSERT_GT(worker, 0) << "victim pid " << victim.pid() << ": " << AdminStatus(daemon).dump();
   ASSERT_EQ(::kill(worker, SIGKILL), 0);
 
   victim.WriteLine();
