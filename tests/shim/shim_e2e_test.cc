@@ -134,6 +134,9 @@ TEST_F(ShimE2eTest, KernelFaultIsDeferredAndSticky) {
   Program q(daemon, "prog_basic");
   EXPECT_EQ(q.Wait(), 0);
   EXPECT_NE(q.Out().find("malloc: cudaSuccess"), std::string::npos) << q.Report();
+  // Unimplemented exports say so once and return cudaErrorNotSupported.
+  EXPECT_EQ(Count(q.Out(), "stub: cudaErrorNotSupported"), 2u) << q.Report();
+  EXPECT_EQ(Count(q.Err(), "cudaGraphCreate is not supported"), 1u) << q.Report();
 }
 
 TEST_F(ShimE2eTest, HandshakeMismatchFailsEveryCallWithInitializationError) {
