@@ -126,6 +126,8 @@ TEST_F(ShimE2eTest, EveryMemcpyKindMemsetAndErrorValues) { RunToPass("prog_memor
 
 TEST_F(ShimE2eTest, StreamAndEventOrdering) { RunToPass("prog_streams"); }
 
+TEST_F(ShimE2eTest, ManyHostThreadsAtOnce) { RunToPass("prog_threads"); }
+
 TEST_F(ShimE2eTest, KernelFaultIsDeferredAndSticky) {
   Program p(daemon, "prog_fault");
   EXPECT_EQ(p.Wait(), 0) << p.Report() << "\ndaemon log:\n" << daemon.Log();
