@@ -7,6 +7,7 @@
 #include <random>
 
 #include "daemon/daemon.h"
+#include "daemon/layout.h"
 #include "daemon/module_cache.h"
 #include "daemon_client.h"
 
@@ -40,7 +41,7 @@ class DaemonTest : public ::testing::Test {
 TEST_F(DaemonTest, HelloGivesTheFixedArena) {
   RawClient c;
   ASSERT_TRUE(c.Connect(daemon.socket()).ok()) << daemon.Log();
-  EXPECT_EQ(c.hello().arena_base, 0x600000000000ull);
+  EXPECT_EQ(c.hello().arena_base, kArenaBase);
   EXPECT_EQ(c.hello().backend, "fake");
   EXPECT_GT(c.hello().session_id, 0u);
   PingReply pong;

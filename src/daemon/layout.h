@@ -8,7 +8,9 @@
 namespace smolvm {
 
 // Device memory of every session lives in [kArenaBase, kArenaBase + arena bytes).
-inline constexpr uint64_t kArenaBase = 0x600000000000ull;    // 96 TiB
+// Not 0x600000000000: AddressSanitizer keeps its heap at [0x600000000000,
+// 0x640000000000), and guests built with ASan must be able to reserve the arena.
+inline constexpr uint64_t kArenaBase = 0x680000000000ull;    // 104 TiB
 inline constexpr uint64_t kArenaDefaultBytes = 1ull << 40;   // 1 TiB of VA
 // Pinned host segments (cudaMallocHost, staging) live in this range, mapped
 // at the same address in guest and worker.

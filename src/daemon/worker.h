@@ -36,10 +36,15 @@ class Worker {
 
   // Reserves the host range, initialises the backend and the arena.
   Status Start();
-  // Serves one guest until it disconnects; `control` (may be null in tests)
-  // receives WorkerStats. Returns OK on a clean disconnect.
+  // Serves one guest until it disconnects, and the daemon's requests on
+  // `control` meanwhile (may be null in tests). Returns OK on a clean disconnect.
   Status Serve(std::unique_ptr<Channel> guest, const proto::WorkerAdoptRequest& adopt,
                Channel* control);
+
+  // Clone side of a fork: rebuilds the golden's session from its manifest
+  // and chunk descriptors, before any guest is adopted.
+  Result<proto::CloneBuiltRequest> BuildClone(const proto::CloneBuildRequest& req,
+                                              const std::vector<UniqueFd>& chunk_fds);
 
   GpuBackend& backend() { return *backend_; }
 
@@ -82,11 +87,43 @@ class Worker {
   Status Handle(const proto::FuncSetAttributeRequest&, proto::FuncSetAttributeReply*, Ctx*);
   Status Handle(const proto::LaunchKernelRequest&, proto::LaunchKernelReply*, Ctx*);
   Status Handle(const proto::OccupancyMaxBlocksRequest&, proto::OccupancyMaxBlocksReply*, Ctx*);
+  Status Handle(const proto::MarkFrozenRequest&, proto::MarkFrozenReply*, Ctx*);
 
  private:
   struct HostSegment {
     uint64_t bytes = 0;
   };
+  struct ModuleInfo {
+    uint64_t handle = 0;
+    std::string hash;
+  };
+  struct FunctionInfo {
+    uint64_t handle = 0;
+    uint64_t module = 0;
+    std::string name;
+  };
+  struct StreamInfo {
+    uint64_t handle = 0;
+    uint32_t flags = 0;
+    int32_t priority = 0;
+  };
+  struct EventInfo {
+    uint64_t handle = 0;
+    uint32_t flags = 0;
+  };
+  struct RecentLaunch {
+    uint64_t function = 0;
+    std::string params;
+  };
+  // One frame from the guest: dispatch, reply or keep the deferred error.
+  Status ServeFrame(Channel& guest, const proto::FrameHeader& h, std::string_view payload,
+                    std::vector<UniqueFd>* fds);
+  // One request from the daemon while serving.
+  Status OnControl(Channel& guest);
+  Status PrepareFork(const proto::ForkPrepareRequest& req);
+  // Answers the guest's pending ForkpointWait with the oldest queued order.
+  Status AnswerForkpoint(Channel& guest);
+  void ReportFault();
   Result<uint64_t> Stream(uint64_t guest_id) const;
   Result<uint64_t> Event(uint64_t guest_id) const;
   // OK when [addr, addr+bytes) lies inside one registered host segment.
@@ -102,11 +139,19 @@ class Worker {
   Channel* control_ = nullptr;
   bool goodbye_ = false;
   std::map<uint64_t, HostSegment> host_;
-  std::unordered_map<uint64_t, uint64_t> streams_;    // guest id -> backend handle
-  std::unordered_map<uint64_t, uint64_t> events_;
-  std::unordered_map<uint64_t, uint64_t> modules_;
-  std::unordered_map<uint64_t, uint64_t> functions_;
+  std::map<uint64_t, StreamInfo> streams_;  // by guest id
+  std::map<uint64_t, EventInfo> events_;
+  std::map<uint64_t, ModuleInfo> modules_;
+  std::map<uint64_t, FunctionInfo> functions_;
   std::string scratch_;  // DtoH reply bytes
+  int32_t deferred_ = 0;
+  // Fork state (golden side).
+  bool forkpoint_waiting_ = false;      // a ForkpointWait is unanswered
+  uint32_t forkpoint_seq_ = 0;
+  std::vector<proto::ForkGoRequest> fork_orders_;
+  bool fault_reported_ = false;
+  std::vector<RecentLaunch> recent_launches_;  // ring of the last few launches
+  size_t recent_next_ = 0;
 };
 
 // The `_cuda-worker` process: runs a Worker on the control descriptor.

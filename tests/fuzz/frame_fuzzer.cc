@@ -3,6 +3,7 @@
 // decode, dispatch, handlers). Nothing may crash, hang or leak.
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 
@@ -22,7 +23,11 @@ smolvm::Worker* TheWorker() {
     o.host_base = smolvm::kHostBase;
     o.host_bytes = 1ull << 30;
     auto* w = new smolvm::Worker(std::make_unique<smolvm::FakeBackend>(), o);
-    if (!w->Start().ok()) __builtin_trap();
+    smolvm::Status st = w->Start();
+    if (!st.ok()) {
+      std::fprintf(stderr, "frame fuzzer: worker start failed: %s\n", st.ToString().c_str());
+      __builtin_trap();
+    }
     return w;
   }();
   return worker;

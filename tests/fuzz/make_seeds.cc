@@ -19,10 +19,10 @@ int main(int argc, char** argv) {
   Write(d, "ping", s);
   s.clear();
   AppendRequest(&s, MemAllocRequest{.bytes = 4096}, 1);
-  AppendRequest(&s, MemcpyHtoDRequest{.dst = 0x600000000000ull, .stream = 0, .data = "abcdefgh"}, 2);
-  AppendRequest(&s, MemcpyDtoHRequest{.src = 0x600000000000ull, .bytes = 8, .stream = 0}, 3);
-  AppendRequest(&s, MemsetRequest{.dst = 0x600000000000ull, .value = 1, .elem_bytes = 4, .count = 2, .stream = 0}, 4);
-  AppendRequest(&s, MemFreeRequest{.dptr = 0x600000000000ull}, 5);
+  AppendRequest(&s, MemcpyHtoDRequest{.dst = 0x680000000000ull, .stream = 0, .data = "abcdefgh"}, 2);
+  AppendRequest(&s, MemcpyDtoHRequest{.src = 0x680000000000ull, .bytes = 8, .stream = 0}, 3);
+  AppendRequest(&s, MemsetRequest{.dst = 0x680000000000ull, .value = 1, .elem_bytes = 4, .count = 2, .stream = 0}, 4);
+  AppendRequest(&s, MemFreeRequest{.dptr = 0x680000000000ull}, 5);
   Write(d, "memory", s);
   s.clear();
   AppendRequest(&s, StreamCreateRequest{.stream = 0x100, .flags = 1, .priority = 0}, 1);
