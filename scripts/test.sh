@@ -13,8 +13,8 @@ log=$(mktemp)
 rc=${PIPESTATUS[0]}
 total=$(grep -oE 'tests failed out of [0-9]+' "$log" | grep -oE '[0-9]+$' | tail -1)
 failed=$(grep -oE '[0-9]+ tests failed' "$log" | grep -oE '^[0-9]+' | tail -1)
-skipped=$(grep -cE '\*\*\*Skipped|Not Run' "$log")
+skipped=$(grep -cE '\(Skipped\)|\*\*\*Not Run' "$log")
 rm -f "$log"
 total=${total:-0}; failed=${failed:-0}
-echo "$((total - failed)) passed, ${failed} failed, ${skipped} skipped"
+echo "$((total - failed - skipped)) passed, ${failed} failed, ${skipped} skipped"
 exit "$rc"
