@@ -35,6 +35,8 @@ foreach(version IN LISTS by_version)
   endif()
   string(APPEND map "};\n")
 endforeach()
+# smolvm's own entry point for libsmolvm-guest.so (see src/shim/fork.cc).
+string(APPEND map "SMOLVM_SHIM_1 {\n  global:\n    smolvm_shim_cuda_hooks;\n};\n")
 file(WRITE "${OUT_MAP}.tmp" "${map}")
 file(WRITE "${OUT_STUBS}.tmp" "${stubs}")
 execute_process(COMMAND ${CMAKE_COMMAND} -E copy_if_different "${OUT_MAP}.tmp" "${OUT_MAP}")

@@ -118,4 +118,36 @@ const HostSegment* HostMemory::Find(uint64_t p, uint64_t bytes, uint64_t* base) 
   return &it->second;
 }
 
+Status HostMemory::PrivatizeForClone() {
+  for (auto& [addr, seg] : segments_) {
+    UniqueFd fd(::memfd_create("smolvm-pinned", MFD_CLOEXEC));
+    if (!fd.valid()) return ErrnoStatus("memfd_create", errno);
+    if (::ftruncate(fd.get(), static_cast<off_t>(seg.bytes)) < 0) return ErrnoStatus("ftruncate", errno);
+    // Copy the bytes as the parent left them, then put the copy in place.
+    const char* src = reinterpret_cast<const char*>(addr);
+    for (uint64_t off = 0; off < seg.bytes;) {
+      ssize_t w = ::pwrite(fd.get(), src + off, seg.bytes - off, static_cast<off_t>(off));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return ErrnoStatus("pwrite pinned copy", errno);
+      off += static_cast<uint64_t>(w);
+    }
+    void* p = ::mmap(reinterpret_cast<void*>(addr), seg.bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                     fd.get(), 0);
+    if (p == MAP_FAILED) return ErrnoStatus("mmap private pinned copy", errno);
+    seg.memfd = std::move(fd);
+  }
+  return Status::Ok();
+}
+
+Status HostMemory::RegisterAll(Session& session) {
+  for (auto& [addr, seg] : segments_) {
+    proto::HostRegisterRequest req;
+    req.addr = addr;
+    req.bytes = seg.bytes;
+    proto::HostRegisterReply rep;
+    RETURN_IF_ERROR(session.Call(req, &rep, seg.memfd.get()));
+  }
+  return Status::Ok();
+}
+
 }  // namespace smolvm::shim

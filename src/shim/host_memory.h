@@ -48,6 +48,14 @@ class HostMemory {
   const HostSegment* Find(uint64_t p, uint64_t bytes, uint64_t* base) const;
   const std::map<uint64_t, HostSegment>& Segments() const { return segments_; }
 
+  // In a forked child, before it talks to anyone: replaces every segment's
+  // mapping (shared with the parent's memfd) by a private copy in a fresh
+  // memfd at the same address, so the child's writes stay its own.
+  Status PrivatizeForClone();
+  // Registers every segment with the session's current worker (REQUIRES its
+  // lock); the clone's worker starts knowing none.
+  Status RegisterAll(Session& session);
+
  private:
   uint64_t range_base_ = 0;
   uint64_t range_bytes_ = 0;

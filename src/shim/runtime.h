@@ -111,6 +111,15 @@ class Runtime {
   // Records `err` as this thread's last error when it is not success.
   cudaError_t Record(cudaError_t err);
 
+  // --- fork (fork.cc) -------------------------------------------------------
+  // The golden's forkpoint with the daemon as controller: waits for orders;
+  // for each fork order forks the process. Returns the clone index in each
+  // child, a negative errno in the golden when released or when the session
+  // broke (-ECANCELED, -ECONNRESET).
+  int Forkpoint();
+  // Marks device memory frozen (smolvmMarkFrozen): 0 or -EINVAL / -EIO.
+  int MarkFrozen(const void* ptr, size_t bytes);
+
  private:
   // Kernel and global-variable records live as long as the process; a
   // cudaKernel_t is a KernelRecord*.
@@ -154,6 +163,8 @@ class Runtime {
   cudaError_t CopyFromDevice(void* dst, uint64_t src, size_t bytes, uint64_t stream);
   cudaError_t EnsureStaging();
   cudaError_t FreeAllForReset();
+  // In a forked child: private pinned memory, a new session as a clone.
+  Status BecomeClone(const std::string& token);
   uint64_t NewHandle() { return next_handle_++; }
 
   Session session_;

@@ -56,8 +56,20 @@ Status Session::Connect() {
                                                " (CUDA calls return cudaErrorNoDevice)");
   channel_ = std::make_unique<UnixChannel>(std::move(sock).value());
   RETURN_IF_ERROR(Handshake());
-  if (options_.reserve_ranges) RETURN_IF_ERROR(ReserveRanges());
+  if (options_.reserve_ranges && arena_reservation_ == nullptr) RETURN_IF_ERROR(ReserveRanges());
   return Status::Ok();
+}
+
+void Session::DetachForClone(const std::string& token) {
+  channel_.reset();
+  queue_.clear();
+  reply_payload_.clear();
+  queued_ops_ = 0;
+  deferred_ = 0;
+  failure_ = SessionFailure::kNone;
+  failure_status_ = Status::Ok();
+  options_.role = 2;
+  options_.token = token;
 }
 
 Status Session::Handshake() {

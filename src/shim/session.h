@@ -108,6 +108,11 @@ class Session {
     return Status::Ok();
   }
 
+  // In a forked child: forgets the parent's connection (closing only this
+  // process's copy of the socket, never writing to it) so the next Connect()
+  // says Hello as a clone with `token`. The reserved ranges stay.
+  void DetachForClone(const std::string& token);
+
   // Writes the queued ASYNC ops now (no reply is awaited).
   Status Flush();
   size_t queued_ops() const { return queued_ops_; }

@@ -1,0 +1,34 @@
+// libsmolvm-guest.so's way into the shim: the hooks behind smolvmForkpoint()
+// and smolvmMarkFrozen() when the CUDA daemon is the fork controller.
+// Linked into the shared library itself (not the core archive), so the
+// constructor and the export survive --exclude-libs.
+#include <dlfcn.h>
+
+#include "shim/runtime.h"
+#include "smolvm/guest.h"
+
+namespace smolvm::shim {
+namespace {
+
+int HookForkpoint(void*) { return Runtime::Get().Forkpoint(); }
+int HookMarkFrozen(void*, const void* ptr, size_t bytes) { return Runtime::Get().MarkFrozen(ptr, bytes); }
+
+const smolvm_cuda_hooks kHooks = {
+    sizeof(smolvm_cuda_hooks), nullptr,
+    /*prepare_fork=*/nullptr, /*parent_after_fork=*/nullptr, /*child_after_fork=*/nullptr,
+    HookMarkFrozen, HookForkpoint,
+};
+
+// When libsmolvm-guest.so is already loaded, hand it our hooks; when it loads
+// later, it finds them through smolvm_shim_cuda_hooks().
+__attribute__((constructor)) void RegisterWithGuestLibrary() {
+  using SetHooks = int (*)(const smolvm_cuda_hooks*);
+  if (auto set = reinterpret_cast<SetHooks>(::dlsym(RTLD_DEFAULT, "smolvm_guest_set_cuda_hooks"))) set(&kHooks);
+}
+
+}  // namespace
+}  // namespace smolvm::shim
+
+extern "C" __attribute__((visibility("default"))) const smolvm_cuda_hooks* smolvm_shim_cuda_hooks(void) {
+  return &smolvm::shim::kHooks;
+}
