@@ -130,9 +130,13 @@ Result<std::unique_ptr<CudaDriver>> CudaDriver::Load(const LibcudaSearch& search
       CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
   auto get_proc = reinterpret_cast<GetProc>(::dlsym(dl, "cuGetProcAddress_v2"));
   std::string missing;
+  // The exported symbol cuda.h names (cuMemcpyHtoDAsync_v2, cuCtxSynchronize)
+  // has exactly the prototype the header declares. cuGetProcAddress at
+  // CUDA_VERSION may hand back a newer ABI under the same name
+  // (cuCtxSynchronize at 13000 takes a CUcontext), so it is only the fallback.
   auto resolve = [&](const char* base, const char* versioned) -> void* {
-    void* fn = nullptr;
-    if (get_proc != nullptr) {
+    void* fn = ::dlsym(dl, versioned);
+    if (fn == nullptr && get_proc != nullptr) {
       CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
       if (get_proc(base, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &found) !=
               CUDA_SUCCESS ||
@@ -140,7 +144,6 @@ Result<std::unique_ptr<CudaDriver>> CudaDriver::Load(const LibcudaSearch& search
         fn = nullptr;
       }
     }
-    if (fn == nullptr) fn = ::dlsym(dl, versioned);
     if (fn == nullptr) missing += (missing.empty() ? "" : ", ") + std::string(versioned);
     return fn;
   };

@@ -13,9 +13,12 @@
 // A directory that contains a file named `.smolvm-shim` holds our shims and
 // is skipped, wherever it appears.
 //
-// Entry points are resolved with cuGetProcAddress at the ABI version of the
-// cuda.h we compile against (CUDA_VERSION), legacy default stream semantics,
-// falling back to dlsym of the versioned symbol (e.g. cuMemcpyHtoDAsync_v2).
+// Entry points are resolved by dlsym of the symbol cuda.h names (e.g.
+// cuMemcpyHtoDAsync_v2, legacy default stream semantics), whose ABI is the
+// prototype we compile against; cuGetProcAddress at CUDA_VERSION is only the
+// fallback, because it may return a newer ABI under the same name (measured
+// on the H200: cuCtxSynchronize at 13000 takes a CUcontext, and calling it as
+// cuCtxSynchronize(void) answered CUDA_ERROR_CONTEXT_IS_DESTROYED).
 //
 // Thread safety: a loaded CudaDriver is immutable and may be shared.
 #pragma once
