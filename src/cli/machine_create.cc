@@ -22,8 +22,8 @@ void AddMachineCreate(CLI::App& machine, int* exit_code) {
   c->add_flag("--cuda", o->cuda, "remote CUDA through the host daemon");
   c->add_option("--gpu-mem", o->gpu_mem, "device memory cap in MiB (with --cuda)");
   c->add_flag("--net", o->net, "share the host network (default: loopback only)");
-  c->add_option("-v,--volume", o->volumes, "HOST:GUEST[:ro] bind mount")->take_all();
-  c->add_option("-e,--env", o->env, "KEY=VAL in the program's environment")->take_all();
+  c->add_option("-v,--volume", o->volumes, "HOST:GUEST[:ro] bind mount")->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  c->add_option("-e,--env", o->env, "KEY=VAL in the program's environment")->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   c->add_option("--image", o->image, "directory used as the root (overlay lower) instead of host /usr etc.");
   c->add_option("cmd", o->cmd, "the program and its arguments, after --")->expected(-1);
   c->callback([o, exit_code] {

@@ -14,7 +14,7 @@ void AddMachineExec(CLI::App& machine, int* exit_code) {
   auto o = std::make_shared<Opts>();
   CLI::App* c = machine.add_subcommand("exec", "run a command in a running machine with this terminal's stdio");
   c->add_option("--name", o->name)->required();
-  c->add_option("-e,--env", o->env, "KEY=VAL")->take_all();
+  c->add_option("-e,--env", o->env, "KEY=VAL")->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   c->add_option("cmd", o->cmd, "the command, after --")->expected(-1)->required();
   c->callback([o, exit_code] {
     auto r = machine::ExecMachine(machine::SmolvmHome(), o->name, o->env, o->cmd);

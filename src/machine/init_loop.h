@@ -28,6 +28,13 @@ static inline int SmolvmInitLoop(pid_t program, int report_fd) {
   sigaction(SIGTERM, &sa, NULL);
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGHUP, &sa, NULL);
+  sigset_t unblock;
+  sigemptyset(&unblock);
+  sigaddset(&unblock, SIGTERM);
+  sigaddset(&unblock, SIGINT);
+  sigaddset(&unblock, SIGHUP);
+  sigaddset(&unblock, SIGCHLD);
+  sigprocmask(SIG_UNBLOCK, &unblock, NULL);
   int program_status = 0;
   for (;;) {
     int status;

@@ -81,7 +81,7 @@ Result<HostFds> OpenHostFds(const SandboxConfig& cfg) {
     if (!fd.valid()) return ErrnoStatus("open " + what, errno);
     return fd;
   };
-  ASSIGN_OR_RETURN(f.root, need(OpenPath(cfg.paths.root), cfg.paths.root));
+  ASSIGN_OR_RETURN(f.root, need(OpenPath(cfg.paths.dir), cfg.paths.dir));
   ASSIGN_OR_RETURN(f.tmp, need(OpenPath(cfg.paths.tmp), cfg.paths.tmp));
   ASSIGN_OR_RETURN(f.workspace, need(OpenPath(cfg.paths.workspace), cfg.paths.workspace));
   ASSIGN_OR_RETURN(f.run, need(OpenPath(cfg.paths.run), cfg.paths.run));
@@ -139,6 +139,12 @@ std::vector<char*> CStrings(std::vector<std::string>& v) {
 
 // pid 1 of a new machine. Never returns.
 [[noreturn]] void RunInit(const SandboxConfig& cfg, int sync, int log_fd) {
+  // The supervisor blocks the signals it reads through a signalfd; the
+  // machine starts with none blocked.
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::signal(SIGPIPE, SIG_DFL);
   char go;
   if (::read(sync, &go, 1) != 1) ::_exit(1);  // parent gone before the maps were written
   auto fds = OpenHostFds(cfg);

@@ -22,7 +22,7 @@ struct HostFds {
     UniqueFd fd;       // a directory to bind
     std::string link;  // or a symlink to recreate (merged /usr)
   };
-  UniqueFd root, tmp, workspace, run, shim, image, upper, work;
+  UniqueFd root /* the machine directory, holding root/ */, tmp, workspace, run, shim, image, upper, work;
   std::vector<SystemDir> system;
   std::vector<UniqueFd> volumes;
 };

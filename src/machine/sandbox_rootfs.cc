@@ -113,7 +113,9 @@ Status MountCgroupFs(const std::string& root, const CgroupLayout& layout) {
 
 Status BuildRootfs(const SandboxConfig& cfg, const HostFds& fds) {
   RETURN_IF_ERROR(Mount("", "/", nullptr, MS_REC | MS_PRIVATE));
-  std::string root = FdPath(fds.root.get());
+  // Looked up by name below the machine directory so the walk enters the
+  // mount placed on it (a /proc/self/fd jump would land under it).
+  std::string root = FdPath(fds.root.get()) + "/root";
   if (!cfg.spec.image.empty()) {
     std::string opts = "lowerdir=" + FdPath(fds.image.get()) + ",upperdir=" + FdPath(fds.upper.get()) +
                        ",workdir=" + FdPath(fds.work.get());
