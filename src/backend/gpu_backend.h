@@ -40,8 +40,10 @@ struct LaunchConfig {
   uint32_t shared_bytes = 0;
 };
 
-// Stream handle 0 is the legacy default stream.
+// Stream handle 0 is the legacy default stream, 2 the per-thread default
+// stream (the values CUDA itself uses; backends never hand them out).
 inline constexpr uint64_t kDefaultStream = 0;
+inline constexpr uint64_t kPerThreadStream = 2;
 
 class GpuBackend {
  public:

@@ -1,7 +1,179 @@
+// `smolvm cuda status`: the daemon's view of its sessions (admin socket).
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.h"
+#include "proto/frame.h"
+#include "transport/unix_channel.h"
 
 namespace smolvm::cli {
+namespace {
 
-void RegisterCudaCommands(CLI::App& app, int* exit_code) {}
+std::string DaemonSocket(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  const char* env = std::getenv("SMOLVM_CUDA_SOCKET");
+  return env ? env : "";
+}
+
+// Sends one admin request and decodes its reply.
+template <typename Req, typename Rep>
+Status AdminCall(const std::string& socket, const Req& req, Rep* rep) {
+  ASSIGN_OR_RETURN(UniqueFd fd, ConnectUnix(socket + ".admin"));
+  UnixChannel ch(std::move(fd));
+  std::string out;
+  proto::AppendRequest(&out, req, 1);
+  RETURN_IF_ERROR(ch.Write(out));
+  proto::FrameHeader h;
+  std::string payload;
+  std::vector<UniqueFd> fds;
+  RETURN_IF_ERROR(ch.ReadFrame(&h, &payload, &fds));
+  proto::ReplyHead head;
+  RETURN_IF_ERROR(proto::DecodeReply(payload, &head, rep));
+  if (head.result != 0) return Status(head.result, head.message);
+  return Status::Ok();
+}
+
+int Status(const std::string& socket_flag, bool json) {
+  std::string socket = DaemonSocket(socket_flag);
+  if (socket.empty()) {
+    std::fprintf(stderr, "smolvm cuda status: no daemon socket (use --socket or set SMOLVM_CUDA_SOCKET)\n");
+    return 2;
+  }
+  proto::AdminStatusReply rep;
+  smolvm::Status st = AdminCall(socket, proto::AdminStatusRequest{}, &rep);
+  if (!st.ok()) {
+    std::fprintf(stderr, "smolvm cuda status: cannot reach the daemon at %s.admin: %s\n", socket.c_str(),
+                 st.ToString().c_str());
+    return 1;
+  }
+  if (json) {
+    std::printf("%s\n", rep.json.c_str());
+    return 0;
+  }
+  auto j = nlohmann::json::parse(rep.json, nullptr, false);
+  if (j.is_discarded()) {
+    std::fprintf(stderr, "smolvm cuda status: the daemon answered malformed JSON\n");
+    return 1;
+  }
+  std::printf("daemon pid %d, backend %s, proto %s, %zu pooled worker(s)\n", j.value("daemon_pid", 0),
+              j.value("backend", "?").c_str(), j.value("proto_hash", "?").c_str(),
+              j.value("pooled_workers", size_t{0}));
+  std::printf("%-8s %-8s %-8s %-11s %-9s %7s %10s\n", "SESSION", "PID", "WORKER", "ROLE", "STATE", "CHUNKS",
+              "MIB");
+  for (const auto& s : j["sessions"])
+    std::printf("%-8llu %-8u %-8d %-11s %-9s %7llu %10.1f\n", s.value("session", 0ull), s.value("pid", 0u),
+                s.value("worker_pid", 0), s.value("role", "?").c_str(), s.value("state", "?").c_str(),
+                s.value("chunks", 0ull), s.value("chunk_mib", 0.0));
+  return 0;
+}
+
+struct ForkArgs {
+  std::string socket;
+  uint32_t pid = 0;
+  uint64_t session = 0;
+  uint32_t count = 1;
+  std::string share;
+  double wait_s = 10;
+  bool json = false;
+};
+
+// The default share mode: --share wins; else SMOLVM_CUDA_FORK_SHARE_WEIGHTS=0|1
+// (the seed's switch); else on.
+std::string DefaultShare(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  const char* env = std::getenv("SMOLVM_CUDA_FORK_SHARE_WEIGHTS");
+  if (env && std::string(env) == "0") return "off";
+  return "on";
+}
+
+int Fork(const ForkArgs& a) {
+  std::string socket = DaemonSocket(a.socket);
+  if (socket.empty()) {
+    std::fprintf(stderr, "smolvm cuda fork: no daemon socket (use --socket or set SMOLVM_CUDA_SOCKET)\n");
+    return 2;
+  }
+  if (!a.pid && !a.session) {
+    std::fprintf(stderr, "smolvm cuda fork: name the golden with --pid PID or --session ID\n");
+    return 2;
+  }
+  proto::AdminForkRequest req;
+  req.session = a.session;
+  req.pid = a.pid;
+  req.count = a.count;
+  req.share = DefaultShare(a.share);
+  req.wait_ms = static_cast<uint32_t>(a.wait_s * 1000);
+  proto::AdminForkReply rep;
+  smolvm::Status st = AdminCall(socket, req, &rep);
+  if (!st.ok()) {
+    std::fprintf(stderr, "smolvm cuda fork: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  auto lines = nlohmann::json::parse(rep.json, nullptr, false);
+  if (lines.is_discarded() || !lines.is_array()) {
+    std::fprintf(stderr, "smolvm cuda fork: the daemon answered malformed JSON\n");
+    return 1;
+  }
+  for (const auto& l : lines) {
+    if (a.json) {
+      std::printf("%s\n", l.dump().c_str());
+      continue;
+    }
+    std::printf("fork: clone %d of %u shared=%llu private=%llu shared_mib=%.1f private_mib=%.1f ms=%.1f\n",
+                l.value("clone", -1), l.value("golden_pid", 0u), l.value("shared", 0ull), l.value("private", 0ull),
+                l.value("shared_mib", 0.0), l.value("private_mib", 0.0), l.value("ms", 0.0));
+  }
+  return 0;
+}
+
+int Release(const std::string& socket_flag, uint32_t pid, uint64_t session) {
+  std::string socket = DaemonSocket(socket_flag);
+  if (socket.empty()) {
+    std::fprintf(stderr, "smolvm cuda release: no daemon socket (use --socket or set SMOLVM_CUDA_SOCKET)\n");
+    return 2;
+  }
+  proto::AdminReleaseReply rep;
+  smolvm::Status st = AdminCall(socket, proto::AdminReleaseRequest{session, pid}, &rep);
+  if (!st.ok()) {
+    std::fprintf(stderr, "smolvm cuda release: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void RegisterCudaCommands(CLI::App& app, int* exit_code) {
+  auto* cuda = app.add_subcommand("cuda", "talk to the host CUDA daemon");
+  cuda->require_subcommand(1);
+  auto* status = cuda->add_subcommand("status", "sessions, roles and memory as the daemon sees them");
+  auto socket = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
+  status->add_option("--socket", *socket, "daemon socket (default: $SMOLVM_CUDA_SOCKET)");
+  status->add_flag("--json", *json, "print JSON");
+  status->callback([socket, json, exit_code] { *exit_code = Status(*socket, *json); });
+
+  auto* fork = cuda->add_subcommand("fork", "fork a process waiting at its smolvmForkpoint()");
+  auto fa = std::make_shared<ForkArgs>();
+  auto* by_pid = fork->add_option("--pid", fa->pid, "the golden's process id");
+  auto* by_session = fork->add_option("--session", fa->session, "the golden's session id");
+  by_pid->excludes(by_session);
+  fork->add_option("--count", fa->count, "clones to make")->capture_default_str();
+  fork->add_option("--share", fa->share, "on: share memory marked frozen; off: copy everything; auto: heuristic")
+      ->check(CLI::IsMember({"on", "off", "auto"}));
+  fork->add_option("--wait", fa->wait_s, "seconds to wait for the forkpoint")->capture_default_str();
+  fork->add_option("--socket", fa->socket, "daemon socket (default: $SMOLVM_CUDA_SOCKET)");
+  fork->add_flag("--json", fa->json, "one JSON object per clone");
+  fork->callback([fa, exit_code] { *exit_code = Fork(*fa); });
+
+  auto* release = cuda->add_subcommand("release", "let a golden's smolvmForkpoint() return");
+  auto rpid = std::make_shared<uint32_t>(0);
+  auto rsession = std::make_shared<uint64_t>(0);
+  auto rsocket = std::make_shared<std::string>();
+  release->add_option("--pid", *rpid, "the golden's process id");
+  release->add_option("--session", *rsession, "the golden's session id");
+  release->add_option("--socket", *rsocket, "daemon socket (default: $SMOLVM_CUDA_SOCKET)");
+  release->callback([rpid, rsession, rsocket, exit_code] { *exit_code = Release(*rsocket, *rpid, *rsession); });
+}
 
 }  // namespace smolvm::cli

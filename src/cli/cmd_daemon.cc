@@ -1,7 +1,44 @@
+// `smolvm _cuda-daemon` and `smolvm _cuda-worker`: internal commands that
+// start the host daemon and (started by the daemon only) its workers.
+#include <cstdlib>
+
 #include "cli/commands.h"
+#include "daemon/daemon.h"
+#include "daemon/layout.h"
+#include "daemon/worker.h"
 
 namespace smolvm::cli {
 
-void RegisterDaemonCommands(CLI::App& app, int* exit_code) {}
+void RegisterDaemonCommands(CLI::App& app, int* exit_code) {
+  auto* d = app.add_subcommand("_cuda-daemon", "run the host CUDA daemon on SOCKET (internal)");
+  auto dopt = std::make_shared<DaemonOptions>();
+  dopt->arena_base = kArenaBase;
+  dopt->arena_bytes = kArenaDefaultBytes;
+  dopt->host_base = kHostBase;
+  dopt->host_bytes = kHostDefaultBytes;
+  d->add_option("socket", dopt->socket_path, "guest socket path (admin: <socket>.admin)")->required();
+  d->add_option("--backend", dopt->backend, "cuda or fake")
+      ->check(CLI::IsMember({"cuda", "fake"}))
+      ->capture_default_str();
+  d->add_option("--pool", dopt->pool_size, "workers kept started ahead of guests")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
+  d->add_flag("--quiet", dopt->quiet, "log nothing");
+  d->callback([dopt, exit_code] { *exit_code = DaemonMain(*dopt); });
+
+  auto* w = app.add_subcommand("_cuda-worker", "a daemon's worker (started by the daemon only)");
+  w->group("");  // hidden from --help
+  auto wopt = std::make_shared<WorkerOptions>();
+  auto control_fd = std::make_shared<int>(-1);
+  w->add_option("--control-fd", *control_fd)->required();
+  w->add_option("--backend", wopt->backend)->required();
+  w->add_option("--arena-base", wopt->arena_base)->required();
+  w->add_option("--arena-bytes", wopt->arena_bytes)->required();
+  w->add_option("--host-base", wopt->host_base)->required();
+  w->add_option("--host-bytes", wopt->host_bytes)->required();
+  w->add_option("--module-cache", wopt->module_cache_dir)->required();
+  w->add_option("--memory-limit", wopt->memory_limit_bytes);
+  w->callback([wopt, control_fd, exit_code] { *exit_code = WorkerMain(*control_fd, *wopt); });
+}
 
 }  // namespace smolvm::cli

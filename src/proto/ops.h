@@ -81,7 +81,46 @@
     (F(u64, function) F(u32, grid_x) F(u32, grid_y) F(u32, grid_z) F(u32, block_x) \
      F(u32, block_y) F(u32, block_z) F(u32, shared_bytes) F(u64, stream) F(bytes, params)), ()) \
   X(56, OccupancyMaxBlocks, SYNC, \
-    (F(u64, function) F(i32, block_size) F(u64, dynamic_smem) F(u32, flags)), (F(i32, blocks)))
+    (F(u64, function) F(i32, block_size) F(u64, dynamic_smem) F(u32, flags)), (F(i32, blocks))) \
+  /* -- fork (DESIGN §5) ------------------------------------------------ */ \
+  /* marks device memory frozen: shared read-only by clones under --share on */ \
+  X(60, MarkFrozen, SYNC, (F(u64, dptr) F(u64, bytes)), ()) \
+  /* the golden blocks here; clone_index >= 0: fork a child now, which says */ \
+  /* Hello{role=2, token}; clone_index < 0: released */ \
+  X(61, ForkpointWait, SYNC, (), (F(i32, clone_index) F(str, token))) \
+  /* -- admin socket (host-side operators; never reachable by guests) --- */ \
+  X(200, AdminStatus, SYNC, (), (F(str, json))) \
+  /* session 0 = find the golden by pid; share: on|off|auto; reply: one JSON line per clone */ \
+  X(201, AdminFork, SYNC, \
+    (F(u64, session) F(u32, pid) F(u32, count) F(str, share) F(u32, wait_ms)), (F(str, json))) \
+  X(202, AdminRelease, SYNC, (F(u64, session) F(u32, pid)), ()) \
+  /* -- daemon <-> worker control link (same binary on both ends) ------- */ \
+  /* worker -> daemon once its context and arena are up */ \
+  X(300, WorkerReady, ASYNC, (F(u32, pid) F(u64, context_bytes)), ()) \
+  /* daemon -> worker: serve this guest; the guest's socket rides along */ \
+  X(301, WorkerAdopt, ASYNC, \
+    (F(u64, session_id) F(u32, hello_seq) F(u32, role) F(u32, guest_pid) F(u64, flags)), ()) \
+  /* worker -> daemon: what its session holds, after each change */ \
+  X(302, WorkerStats, ASYNC, \
+    (F(u64, session_id) F(u64, chunks) F(u64, chunk_bytes) F(u64, allocations)), ()) \
+  /* worker -> daemon: its session entered ("forkpoint") or left ("running") the forkpoint */ \
+  X(303, WorkerState, ASYNC, (F(u64, session_id) F(str, state)), ()) \
+  /* daemon -> golden worker: freeze and describe the session for `count` clones */ \
+  X(304, ForkPrepare, ASYNC, (F(str, share) F(u32, count)), ()) \
+  /* golden worker -> daemon: the manifest (JSON); num_chunks descriptors follow in ForkFds */ \
+  X(305, ForkManifest, ASYNC, \
+    (F(i32, result) F(str, message) F(str, manifest) F(u32, num_chunks) F(u64, free_bytes) \
+     F(u64, private_bytes) F(u64, shared_bytes)), ()) \
+  /* a batch of chunk descriptors, in manifest order, riding with this frame */ \
+  X(306, ForkFds, ASYNC, (F(u32, first) F(u32, count)), ()) \
+  /* daemon -> clone worker: rebuild the golden's session; ForkFds follow */ \
+  X(307, CloneBuild, ASYNC, \
+    (F(u64, session_id) F(u32, clone_index) F(str, manifest) F(u32, num_chunks)), ()) \
+  X(308, CloneBuilt, ASYNC, \
+    (F(i32, result) F(str, message) F(u64, shared_chunks) F(u64, private_chunks) \
+     F(u64, shared_bytes) F(u64, private_bytes) F(f32, ms)), ()) \
+  /* daemon -> golden worker: answer the guest's ForkpointWait (index < 0: release) */ \
+  X(309, ForkGo, ASYNC, (F(i32, clone_index) F(str, token)), ())
 // clang-format on
 
 namespace smolvm::proto {

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Copies what the GPU machine needs from a build tree into a small, stripped
+# tree to carry (the device tool carries at most 64 MiB): executables and
+# shared libraries (stripped), the shim folder as it is (marker file and
+# proto-hash included), the CTest files and CMakeCache.txt (which
+# scripts/device-check.sh uses to relocate the CTest files).
+#
+# Usage: scripts/device-pack.sh [BUILD_DIR=build] [DEST=.carry/build]
+# Then carry DEST; scripts/device-check.sh finds .carry/build by itself when
+# there is no build/ (or pass --build DIR).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+src=${1:-build}
+dest=${2:-.carry/build}
+[[ -f $src/CMakeCache.txt ]] || { echo "device-pack: $src is not a build tree" >&2; exit 1; }
+rm -rf "$dest"
+mkdir -p "$dest"
+dest=$(cd "$dest" && pwd)
+cd "$src"
+{
+  find . -path ./CMakeFiles -prune -o -path '*/CMakeFiles' -prune -o -type f \
+    \( -name 'CTestTestfile.cmake' -o -name '*_tests.cmake' -o -name '*_include.cmake' \) -print
+  echo ./CMakeCache.txt
+  [[ -d shim ]] && find shim -path '*/CMakeFiles' -prune -o \( -type f -o -type l \) -print | grep -v '\.o$\|\.a$\|\.ninja\|cmake_install' || true
+  find . -path '*/CMakeFiles' -prune -o -type f -perm -u+x -print | while read -r f; do
+    [[ $(head -c 4 "$f" | od -An -c | tr -d ' ') == 177ELF ]] && echo "$f"
+  done
+  find . -path '*/CMakeFiles' -prune -o -type f -name '*.so*' -print
+} | sort -u | while read -r f; do
+  mkdir -p "$dest/$(dirname "$f")"
+  cp -a "$f" "$dest/$f"
+done
+find "$dest" -type f | while read -r f; do
+  [[ $(head -c 4 "$f" | od -An -c | tr -d ' ') == 177ELF ]] && strip --strip-unneeded "$f" 2>/dev/null || true
+done
+du -sh "$dest"

@@ -1,0 +1,589 @@
+#include "backend/fake_backend.h"
+
+#include <cuda.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <functional>
+
+namespace smolvm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Status Cu(CUresult r, const std::string& what) { return Status(static_cast<int32_t>(r), what); }
+
+template <typename T>
+T ParamAt(std::string_view params, uint32_t offset) {
+  T v{};
+  std::memcpy(&v, params.data() + offset, sizeof(T));
+  return v;
+}
+
+uint64_t ThreadsOf(const LaunchConfig& c) {
+  return uint64_t{c.grid[0]} * c.grid[1] * c.grid[2] * c.block[0] * c.block[1] * c.block[2];
+}
+
+}  // namespace
+
+struct FakeBackend::Chunk {
+  UniqueFd fd;
+  uint64_t bytes = 0;
+  bool imported = false;
+};
+
+struct FakeBackend::Mapping {
+  uint64_t bytes = 0;
+  uint64_t chunk = 0;
+  bool writable = true;
+};
+
+struct FakeBackend::Event {
+  uint32_t flags = 0;
+  bool recorded = false;
+  Clock::time_point at;
+};
+
+struct FakeBackend::Kernel {
+  const char* name;
+  std::vector<ParamInfo> params;
+  std::function<Status(FakeBackend&, const LaunchConfig&, std::string_view)> run;
+};
+
+namespace {
+
+// The built-in test kernels. Each checks its pointers as a GPU would fault.
+const std::vector<FakeBackend::Kernel*>& Kernels();
+
+}  // namespace
+
+FakeBackend::FakeBackend(FakeBackendOptions options) : options_(options) {}
+
+FakeBackend::~FakeBackend() {
+  for (auto& [addr, m] : mappings_) ::munmap(reinterpret_cast<void*>(addr), m.bytes);
+  if (arena_bytes_) ::munmap(reinterpret_cast<void*>(arena_base_), arena_bytes_);
+  if (global_) ::munmap(global_, 4096);
+}
+
+int FakeBackend::CallCount(const std::string& method) const {
+  auto it = calls_.find(method);
+  return it == calls_.end() ? 0 : it->second;
+}
+
+void FakeBackend::FailNext(const std::string& method, int32_t cuda_result) {
+  fail_next_[method] = cuda_result;
+}
+
+Status FakeBackend::Enter(const char* method) {
+  ++calls_[method];
+  auto it = fail_next_.find(method);
+  if (it != fail_next_.end()) {
+    int32_t code = it->second;
+    fail_next_.erase(it);
+    return Status(code, std::string(method) + ": injected failure");
+  }
+  if (sticky_ != 0) return Status(sticky_, std::string(method) + ": context is poisoned by an earlier fault");
+  if (!initialized_ && std::strcmp(method, "Init") != 0 && std::strcmp(method, "DeviceCount") != 0)
+    return Cu(CUDA_ERROR_NOT_INITIALIZED, std::string(method) + ": backend not initialised");
+  return Status::Ok();
+}
+
+Status FakeBackend::Fault(const std::string& what) {
+  sticky_ = CUDA_ERROR_ILLEGAL_ADDRESS;
+  return Cu(CUDA_ERROR_ILLEGAL_ADDRESS, "an illegal memory access was encountered (" + what + ")");
+}
+
+Status FakeBackend::CheckDevice(uint64_t addr, uint64_t bytes, bool write) {
+  if (bytes == 0) return Status::Ok();
+  uint64_t at = addr;
+  const uint64_t end = addr + bytes;
+  if (end < addr) return Cu(CUDA_ERROR_INVALID_VALUE, "address range wraps");
+  // The module global lives outside the arena, like a real module's.
+  uint64_t g = reinterpret_cast<uint64_t>(global_);
+  if (global_ && addr >= g && end <= g + 4096) return Status::Ok();
+  while (at < end) {
+    auto it = mappings_.upper_bound(at);
+    if (it == mappings_.begin()) return Cu(CUDA_ERROR_INVALID_VALUE, "address is not device memory");
+    --it;
+    if (at >= it->first + it->second.bytes)
+      return Cu(CUDA_ERROR_INVALID_VALUE, "address is not device memory");
+    if (write && !it->second.writable) return Fault("write to a read-only mapping");
+    at = it->first + it->second.bytes;
+  }
+  return Status::Ok();
+}
+
+Status FakeBackend::KernelAccess(uint64_t addr, uint64_t bytes, bool write) {
+  Status s = CheckDevice(addr, bytes, write);
+  if (s.ok() || sticky_ != 0) return s;
+  return Fault("kernel touched memory that is not mapped device memory");
+}
+
+Status FakeBackend::CheckStream(uint64_t stream) const {
+  if (stream == kDefaultStream || stream == 2 || streams_.count(stream)) return Status::Ok();
+  return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown stream");
+}
+
+Status FakeBackend::Init(int device) {
+  RETURN_IF_ERROR(Enter("Init"));
+  if (device != 0) return Cu(CUDA_ERROR_INVALID_DEVICE, "the fake has one device");
+  global_ = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (global_ == MAP_FAILED) {
+    global_ = nullptr;
+    return Cu(CUDA_ERROR_OUT_OF_MEMORY, "mmap of the module global failed");
+  }
+  initialized_ = true;
+  return Status::Ok();
+}
+
+Result<int> FakeBackend::DeviceCount() {
+  RETURN_IF_ERROR(Enter("DeviceCount"));
+  return 1;
+}
+
+Result<DeviceInfo> FakeBackend::GetDeviceInfo(int device) {
+  RETURN_IF_ERROR(Enter("GetDeviceInfo"));
+  if (device != 0) return Cu(CUDA_ERROR_INVALID_DEVICE, "the fake has one device");
+  DeviceInfo info;
+  info.name = "smolvm fake GPU";
+  info.uuid = std::string("smolvm-fake-gpu0", 16);
+  info.total_mem = options_.total_mem;
+  info.driver_version = 13000;
+  info.attrs.assign(CU_DEVICE_ATTRIBUTE_MAX, 0);
+  auto set = [&info](CUdevice_attribute a, int v) { info.attrs[a] = v; };
+  set(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 1024);
+  set(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, 1024);
+  set(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, 1024);
+  set(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, 64);
+  set(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, 2147483647);
+  set(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, 65535);
+  set(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, 65535);
+  set(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, 49152);
+  set(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, 232448);
+  set(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, 233472);
+  set(CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY, 65536);
+  set(CU_DEVICE_ATTRIBUTE_WARP_SIZE, 32);
+  set(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, 65536);
+  set(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, 65536);
+  set(CU_DEVICE_ATTRIBUTE_CLOCK_RATE, 1980000);
+  set(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, 3201000);
+  set(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, 6144);
+  set(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, 50331648);
+  set(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 4);
+  set(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, 2048);
+  set(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR, 32);
+  set(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 9);
+  set(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0);
+  set(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 1);
+  set(CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS, 1);
+  set(CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT, 2);
+  set(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 1);
+  set(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1);
+  set(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, 1);
+  set(CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED, 1);
+  set(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, 0x19);
+  set(CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT, 512);
+  return info;
+}
+
+Status FakeBackend::MemGetInfo(uint64_t* free_bytes, uint64_t* total_bytes) {
+  RETURN_IF_ERROR(Enter("MemGetInfo"));
+  *total_bytes = options_.total_mem;
+  *free_bytes = options_.total_mem - used_bytes_;
+  return Status::Ok();
+}
+
+Status FakeBackend::CtxSynchronize() { return Enter("CtxSynchronize"); }
+
+Result<uint64_t> FakeBackend::CtxGetLimit(int limit) {
+  RETURN_IF_ERROR(Enter("CtxGetLimit"));
+  if (limit == CU_LIMIT_STACK_SIZE) return uint64_t{1024};
+  if (limit == CU_LIMIT_MALLOC_HEAP_SIZE) return uint64_t{8 << 20};
+  if (limit == CU_LIMIT_PRINTF_FIFO_SIZE) return uint64_t{1 << 20};
+  return Cu(CUDA_ERROR_UNSUPPORTED_LIMIT, "limit not emulated by the fake");
+}
+
+Status FakeBackend::CtxSetLimit(int limit, uint64_t value) {
+  RETURN_IF_ERROR(Enter("CtxSetLimit"));
+  if (limit < 0 || limit > CU_LIMIT_MAX) return Cu(CUDA_ERROR_UNSUPPORTED_LIMIT, "unknown limit");
+  return Status::Ok();
+}
+
+Status FakeBackend::StreamPriorityRange(int* least, int* greatest) {
+  RETURN_IF_ERROR(Enter("StreamPriorityRange"));
+  *least = 0;
+  *greatest = -5;
+  return Status::Ok();
+}
+
+Status FakeBackend::ReserveArena(uint64_t base, uint64_t bytes) {
+  RETURN_IF_ERROR(Enter("ReserveArena"));
+  if (arena_bytes_) return Cu(CUDA_ERROR_INVALID_VALUE, "arena already reserved");
+  void* p = ::mmap(reinterpret_cast<void*>(base), bytes, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+  if (p == MAP_FAILED) return Cu(CUDA_ERROR_OUT_OF_MEMORY, "arena address range is taken");
+  if (reinterpret_cast<uint64_t>(p) != base) {
+    ::munmap(p, bytes);
+    return Cu(CUDA_ERROR_OUT_OF_MEMORY, "arena was not granted at the requested address");
+  }
+  arena_base_ = base;
+  arena_bytes_ = bytes;
+  return Status::Ok();
+}
+
+Result<uint64_t> FakeBackend::ChunkCreate(uint64_t bytes) {
+  RETURN_IF_ERROR(Enter("ChunkCreate"));
+  if (bytes == 0 || bytes % options_.granularity != 0)
+    return Cu(CUDA_ERROR_INVALID_VALUE, "chunk size is not a multiple of the granularity");
+  if (used_bytes_ + bytes > options_.total_mem) return Cu(CUDA_ERROR_OUT_OF_MEMORY, "fake device memory is full");
+  UniqueFd fd(::memfd_create("smolvm-fake-chunk", MFD_CLOEXEC));
+  if (!fd.valid()) return ErrnoStatus("memfd_create", errno);
+  if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) < 0) return ErrnoStatus("ftruncate", errno);
+  auto c = std::make_unique<Chunk>();
+  c->fd = std::move(fd);
+  c->bytes = bytes;
+  uint64_t h = next_handle_++;
+  chunks_[h] = std::move(c);
+  used_bytes_ += bytes;
+  return h;
+}
+
+Result<UniqueFd> FakeBackend::ChunkExport(uint64_t chunk) {
+  RETURN_IF_ERROR(Enter("ChunkExport"));
+  auto it = chunks_.find(chunk);
+  if (it == chunks_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown chunk");
+  int fd = ::fcntl(it->second->fd.get(), F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return ErrnoStatus("dup", errno);
+  return UniqueFd(fd);
+}
+
+Result<uint64_t> FakeBackend::ChunkImport(int fd, uint64_t bytes) {
+  RETURN_IF_ERROR(Enter("ChunkImport"));
+  struct stat st;
+  if (::fstat(fd, &st) < 0 || static_cast<uint64_t>(st.st_size) < bytes)
+    return Cu(CUDA_ERROR_INVALID_VALUE, "imported descriptor is not a chunk of that size");
+  int dup = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (dup < 0) return ErrnoStatus("dup", errno);
+  auto c = std::make_unique<Chunk>();
+  c->fd.Reset(dup);
+  c->bytes = bytes;
+  c->imported = true;
+  uint64_t h = next_handle_++;
+  chunks_[h] = std::move(c);
+  return h;
+}
+
+Status FakeBackend::ChunkRelease(uint64_t chunk) {
+  RETURN_IF_ERROR(Enter("ChunkRelease"));
+  auto it = chunks_.find(chunk);
+  if (it == chunks_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown chunk");
+  if (!it->second->imported) used_bytes_ -= it->second->bytes;
+  chunks_.erase(it);
+  return Status::Ok();
+}
+
+Status FakeBackend::ChunkMap(uint64_t addr, uint64_t chunk, uint64_t bytes, bool writable) {
+  RETURN_IF_ERROR(Enter("ChunkMap"));
+  auto it = chunks_.find(chunk);
+  if (it == chunks_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown chunk");
+  if (bytes != it->second->bytes) return Cu(CUDA_ERROR_INVALID_VALUE, "map size differs from the chunk");
+  if (addr < arena_base_ || addr + bytes > arena_base_ + arena_bytes_ || addr % options_.granularity)
+    return Cu(CUDA_ERROR_INVALID_VALUE, "mapping outside the reserved arena");
+  auto next = mappings_.lower_bound(addr);
+  if ((next != mappings_.end() && next->first < addr + bytes) ||
+      (next != mappings_.begin() && std::prev(next)->first + std::prev(next)->second.bytes > addr))
+    return Cu(CUDA_ERROR_INVALID_VALUE, "range already mapped");
+  int prot = PROT_READ | (writable ? PROT_WRITE : 0);
+  void* p = ::mmap(reinterpret_cast<void*>(addr), bytes, prot, MAP_SHARED | MAP_FIXED,
+                   it->second->fd.get(), 0);
+  if (p == MAP_FAILED) return ErrnoStatus("mmap chunk", errno);
+  mappings_[addr] = Mapping{bytes, chunk, writable};
+  return Status::Ok();
+}
+
+Status FakeBackend::ChunkSetAccess(uint64_t addr, uint64_t bytes, bool writable) {
+  RETURN_IF_ERROR(Enter("ChunkSetAccess"));
+  auto it = mappings_.find(addr);
+  if (it == mappings_.end() || it->second.bytes != bytes)
+    return Cu(CUDA_ERROR_INVALID_VALUE, "not a mapped chunk");
+  if (::mprotect(reinterpret_cast<void*>(addr), bytes, PROT_READ | (writable ? PROT_WRITE : 0)) < 0)
+    return ErrnoStatus("mprotect", errno);
+  it->second.writable = writable;
+  return Status::Ok();
+}
+
+Status FakeBackend::ChunkUnmap(uint64_t addr, uint64_t bytes) {
+  RETURN_IF_ERROR(Enter("ChunkUnmap"));
+  auto it = mappings_.find(addr);
+  if (it == mappings_.end() || it->second.bytes != bytes)
+    return Cu(CUDA_ERROR_INVALID_VALUE, "not a mapped chunk");
+  // Back to a PROT_NONE reservation, as cuMemUnmap leaves the VA reserved.
+  void* p = ::mmap(reinterpret_cast<void*>(addr), bytes, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  if (p == MAP_FAILED) return ErrnoStatus("mmap reservation", errno);
+  mappings_.erase(it);
+  return Status::Ok();
+}
+
+Status FakeBackend::HostRegister(void* p, uint64_t bytes) { return Enter("HostRegister"); }
+Status FakeBackend::HostUnregister(void* p) { return Enter("HostUnregister"); }
+
+Status FakeBackend::MemcpyHtoD(uint64_t dst, const void* src, uint64_t bytes, uint64_t stream) {
+  RETURN_IF_ERROR(Enter("MemcpyHtoD"));
+  RETURN_IF_ERROR(CheckStream(stream));
+  RETURN_IF_ERROR(CheckDevice(dst, bytes, true));
+  std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
+  return Status::Ok();
+}
+
+Status FakeBackend::MemcpyDtoH(void* dst, uint64_t src, uint64_t bytes, uint64_t stream) {
+  RETURN_IF_ERROR(Enter("MemcpyDtoH"));
+  RETURN_IF_ERROR(CheckStream(stream));
+  RETURN_IF_ERROR(CheckDevice(src, bytes, false));
+  std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
+  return Status::Ok();
+}
+
+Status FakeBackend::MemcpyDtoD(uint64_t dst, uint64_t src, uint64_t bytes, uint64_t stream) {
+  RETURN_IF_ERROR(Enter("MemcpyDtoD"));
+  RETURN_IF_ERROR(CheckStream(stream));
+  RETURN_IF_ERROR(CheckDevice(src, bytes, false));
+  RETURN_IF_ERROR(CheckDevice(dst, bytes, true));
+  std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
+  return Status::Ok();
+}
+
+Status FakeBackend::Memset(uint64_t dst, uint32_t value, uint32_t elem_bytes, uint64_t count,
+                           uint64_t stream) {
+  RETURN_IF_ERROR(Enter("Memset"));
+  RETURN_IF_ERROR(CheckStream(stream));
+  if (elem_bytes != 1 && elem_bytes != 2 && elem_bytes != 4)
+    return Cu(CUDA_ERROR_INVALID_VALUE, "memset element size must be 1, 2 or 4");
+  RETURN_IF_ERROR(CheckDevice(dst, count * elem_bytes, true));
+  auto* p = reinterpret_cast<uint8_t*>(dst);
+  if (elem_bytes == 1) {
+    std::memset(p, static_cast<int>(value & 0xff), count);
+  } else {
+    for (uint64_t i = 0; i < count; ++i) std::memcpy(p + i * elem_bytes, &value, elem_bytes);
+  }
+  return Status::Ok();
+}
+
+Result<uint64_t> FakeBackend::StreamCreate(uint32_t flags, int32_t priority) {
+  RETURN_IF_ERROR(Enter("StreamCreate"));
+  uint64_t h = (next_handle_++) << 4;
+  streams_[h] = flags;
+  return h;
+}
+
+Status FakeBackend::StreamDestroy(uint64_t stream) {
+  RETURN_IF_ERROR(Enter("StreamDestroy"));
+  if (!streams_.erase(stream)) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown stream");
+  return Status::Ok();
+}
+
+Status FakeBackend::StreamSynchronize(uint64_t stream) {
+  RETURN_IF_ERROR(Enter("StreamSynchronize"));
+  return CheckStream(stream);
+}
+
+Status FakeBackend::StreamQuery(uint64_t stream) {
+  RETURN_IF_ERROR(Enter("StreamQuery"));
+  return CheckStream(stream);
+}
+
+Status FakeBackend::StreamWaitEvent(uint64_t stream, uint64_t event, uint32_t flags) {
+  RETURN_IF_ERROR(Enter("StreamWaitEvent"));
+  RETURN_IF_ERROR(CheckStream(stream));
+  if (!events_.count(event)) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown event");
+  return Status::Ok();
+}
+
+Result<uint64_t> FakeBackend::EventCreate(uint32_t flags) {
+  RETURN_IF_ERROR(Enter("EventCreate"));
+  uint64_t h = (next_handle_++) << 4;
+  events_[h] = Event{flags, false, {}};
+  return h;
+}
+
+Status FakeBackend::EventDestroy(uint64_t event) {
+  RETURN_IF_ERROR(Enter("EventDestroy"));
+  if (!events_.erase(event)) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown event");
+  return Status::Ok();
+}
+
+Status FakeBackend::EventRecord(uint64_t event, uint64_t stream) {
+  RETURN_IF_ERROR(Enter("EventRecord"));
+  RETURN_IF_ERROR(CheckStream(stream));
+  auto it = events_.find(event);
+  if (it == events_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown event");
+  it->second.recorded = true;
+  it->second.at = Clock::now();
+  return Status::Ok();
+}
+
+Status FakeBackend::EventSynchronize(uint64_t event) {
+  RETURN_IF_ERROR(Enter("EventSynchronize"));
+  if (!events_.count(event)) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown event");
+  return Status::Ok();
+}
+
+Status FakeBackend::EventQuery(uint64_t event) {
+  RETURN_IF_ERROR(Enter("EventQuery"));
+  if (!events_.count(event)) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown event");
+  return Status::Ok();
+}
+
+Result<float> FakeBackend::EventElapsedTime(uint64_t start, uint64_t end) {
+  RETURN_IF_ERROR(Enter("EventElapsedTime"));
+  auto a = events_.find(start), b = events_.find(end);
+  if (a == events_.end() || b == events_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown event");
+  if ((a->second.flags | b->second.flags) & CU_EVENT_DISABLE_TIMING)
+    return Cu(CUDA_ERROR_INVALID_HANDLE, "event created with timing disabled");
+  if (!a->second.recorded || !b->second.recorded) return Cu(CUDA_ERROR_INVALID_HANDLE, "event not recorded");
+  return std::chrono::duration<float, std::milli>(b->second.at - a->second.at).count();
+}
+
+Result<uint64_t> FakeBackend::ModuleLoad(std::string_view image) {
+  RETURN_IF_ERROR(Enter("ModuleLoad"));
+  if (image.empty()) return Cu(CUDA_ERROR_INVALID_IMAGE, "empty module image");
+  uint64_t h = next_handle_++;
+  modules_[h] = 0;
+  return h;
+}
+
+Status FakeBackend::ModuleUnload(uint64_t module) {
+  RETURN_IF_ERROR(Enter("ModuleUnload"));
+  if (!modules_.erase(module)) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown module");
+  return Status::Ok();
+}
+
+Result<uint64_t> FakeBackend::ModuleGetFunction(uint64_t module, const std::string& name) {
+  RETURN_IF_ERROR(Enter("ModuleGetFunction"));
+  if (!modules_.count(module)) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown module");
+  for (const Kernel* k : Kernels()) {
+    if (name == k->name) {
+      uint64_t h = next_handle_++;
+      functions_[h] = k;
+      std::vector<int32_t> attrs(CU_FUNC_ATTRIBUTE_MAX, 0);
+      attrs[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] = 1024;
+      attrs[CU_FUNC_ATTRIBUTE_NUM_REGS] = 16;
+      attrs[CU_FUNC_ATTRIBUTE_PTX_VERSION] = 90;
+      attrs[CU_FUNC_ATTRIBUTE_BINARY_VERSION] = 90;
+      attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] = 49152;
+      function_attrs_[h] = std::move(attrs);
+      return h;
+    }
+  }
+  return Cu(CUDA_ERROR_NOT_FOUND, "the fake backend has no kernel named '" + name + "'");
+}
+
+Status FakeBackend::ModuleGetGlobal(uint64_t module, const std::string& name, uint64_t* dptr,
+                                    uint64_t* bytes) {
+  RETURN_IF_ERROR(Enter("ModuleGetGlobal"));
+  if (!modules_.count(module)) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown module");
+  if (name != "smolvm_test_global") return Cu(CUDA_ERROR_NOT_FOUND, "no global named '" + name + "'");
+  *dptr = reinterpret_cast<uint64_t>(global_);
+  *bytes = 4096;
+  return Status::Ok();
+}
+
+Result<std::vector<ParamInfo>> FakeBackend::FuncGetParamInfo(uint64_t function) {
+  RETURN_IF_ERROR(Enter("FuncGetParamInfo"));
+  auto it = functions_.find(function);
+  if (it == functions_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown function");
+  return it->second->params;
+}
+
+Result<std::vector<int32_t>> FakeBackend::FuncGetAttributes(uint64_t function) {
+  RETURN_IF_ERROR(Enter("FuncGetAttributes"));
+  auto it = function_attrs_.find(function);
+  if (it == function_attrs_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown function");
+  return it->second;
+}
+
+Status FakeBackend::FuncSetAttribute(uint64_t function, int32_t attr, int32_t value) {
+  RETURN_IF_ERROR(Enter("FuncSetAttribute"));
+  auto it = function_attrs_.find(function);
+  if (it == function_attrs_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown function");
+  if (attr != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES &&
+      attr != CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT)
+    return Cu(CUDA_ERROR_INVALID_VALUE, "attribute is not settable");
+  if (attr == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES && (value < 0 || value > 232448))
+    return Cu(CUDA_ERROR_INVALID_VALUE, "dynamic shared memory above the device limit");
+  it->second[attr] = value;
+  return Status::Ok();
+}
+
+Status FakeBackend::LaunchKernel(uint64_t function, const LaunchConfig& config, uint64_t stream,
+                                 std::string_view params) {
+  RETURN_IF_ERROR(Enter("LaunchKernel"));
+  RETURN_IF_ERROR(CheckStream(stream));
+  auto it = functions_.find(function);
+  if (it == functions_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown function");
+  const Kernel* k = it->second;
+  uint32_t need = 0;
+  for (const ParamInfo& p : k->params) need = std::max(need, p.offset + p.size);
+  if (params.size() < need) return Cu(CUDA_ERROR_INVALID_VALUE, "parameter buffer too small");
+  uint64_t threads = ThreadsOf(config);
+  if (threads == 0 || uint64_t{config.block[0]} * config.block[1] * config.block[2] > 1024)
+    return Cu(CUDA_ERROR_INVALID_VALUE, "invalid launch configuration");
+  auto& attrs = function_attrs_[function];
+  if (config.shared_bytes > static_cast<uint32_t>(std::max(attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES], 0)))
+    return Cu(CUDA_ERROR_INVALID_VALUE, "too much dynamic shared memory");
+  return k->run(*this, config, params);
+}
+
+Result<int32_t> FakeBackend::OccupancyMaxBlocks(uint64_t function, int32_t block_size,
+                                                uint64_t dynamic_smem, uint32_t flags) {
+  RETURN_IF_ERROR(Enter("OccupancyMaxBlocks"));
+  if (!functions_.count(function)) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown function");
+  if (block_size <= 0 || block_size > 1024) return Cu(CUDA_ERROR_INVALID_VALUE, "bad block size");
+  return std::min(32, 2048 / block_size);
+}
+
+namespace {
+
+const std::vector<FakeBackend::Kernel*>& Kernels() {
+  using K = FakeBackend::Kernel;
+  static K fill{"smolvm_test_fill_u32", {{0, 8}, {8, 4}, {16, 8}},
+                [](FakeBackend& b, const LaunchConfig& c, std::string_view prm) -> Status {
+                  auto* p = ParamAt<uint32_t*>(prm, 0);
+                  uint32_t value = ParamAt<uint32_t>(prm, 8);
+                  uint64_t n = ParamAt<uint64_t>(prm, 16);
+                  RETURN_IF_ERROR(b.KernelAccess(reinterpret_cast<uint64_t>(p), n * 4, true));
+                  for (uint64_t i = 0; i < n; ++i) p[i] = value + static_cast<uint32_t>(i);
+                  return Status::Ok();
+                }};
+  static K saxpy{"smolvm_test_saxpy", {{0, 4}, {8, 8}, {16, 8}, {24, 8}},
+                 [](FakeBackend& b, const LaunchConfig& c, std::string_view prm) -> Status {
+                   float a = ParamAt<float>(prm, 0);
+                   auto* x = ParamAt<const float*>(prm, 8);
+                   auto* y = ParamAt<float*>(prm, 16);
+                   uint64_t n = ParamAt<uint64_t>(prm, 24);
+                   RETURN_IF_ERROR(b.KernelAccess(reinterpret_cast<uint64_t>(x), n * 4, false));
+                   RETURN_IF_ERROR(b.KernelAccess(reinterpret_cast<uint64_t>(y), n * 4, true));
+                   for (uint64_t i = 0; i < n; ++i) y[i] = a * x[i] + y[i];
+                   return Status::Ok();
+                 }};
+  static K empty{"smolvm_test_empty", {},
+                 [](FakeBackend&, const LaunchConfig&, std::string_view) { return Status::Ok(); }};
+  static K write{"smolvm_test_write_u32", {{0, 8}, {8, 4}},
+                 [](FakeBackend& b, const LaunchConfig& c, std::string_view prm) -> Status {
+                   auto* p = ParamAt<uint32_t*>(prm, 0);
+                   uint32_t value = ParamAt<uint32_t>(prm, 8);
+                   RETURN_IF_ERROR(b.KernelAccess(reinterpret_cast<uint64_t>(p), 4, true));
+                   *p = value;
+                   return Status::Ok();
+                 }};
+  static const std::vector<K*> all = {&fill, &saxpy, &empty, &write};
+  return all;
+}
+
+}  // namespace
+
+}  // namespace smolvm

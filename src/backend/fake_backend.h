@@ -1,0 +1,143 @@
+// FakeBackend: a GpuBackend in host memory, so CI exercises the protocol,
+// the daemon and the fork engine without a GPU.
+//
+// What it emulates honestly:
+//  - device memory: chunks are memfds mapped at their arena addresses in the
+//    worker process (read-only mappings are PROT_READ), exportable and
+//    importable by fd exactly like VMM handles;
+//  - copies and memsets, checked against the mapped ranges: touching an
+//    unmapped address is CUDA_ERROR_INVALID_VALUE, writing a read-only one is
+//    a fault (CUDA_ERROR_ILLEGAL_ADDRESS) that poisons the context like a
+//    real fault does (every later call returns it);
+//  - streams and events with stream order (work runs when issued, so every
+//    stream is always idle by the next call), event timestamps;
+//  - modules: any image loads; functions resolve by name to built-in test
+//    kernels (below), with their real parameter layouts; a kernel that writes
+//    outside writable device memory faults.
+// Built-in kernels (grid-stride semantics: every element i < n is written):
+//   smolvm_test_fill_u32(unsigned* p, unsigned value, unsigned long long n)  p[i] = value + i
+//   smolvm_test_saxpy(float a, const float* x, float* y, unsigned long long n)  y[i] = a*x[i] + y[i]
+//   smolvm_test_empty()
+//   smolvm_test_write_u32(unsigned* p, unsigned value)  p[0] = value
+// and one module global, `smolvm_test_global` (4096 bytes), outside the arena.
+//
+// Tests count calls per method (CallCount) and make the next call of a
+// method fail with a chosen code (FailNext).
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "backend/gpu_backend.h"
+
+namespace smolvm {
+
+struct FakeBackendOptions {
+  uint64_t total_mem = 16ull << 30;
+  uint64_t granularity = 2ull << 20;
+};
+
+class FakeBackend final : public GpuBackend {
+ public:
+  explicit FakeBackend(FakeBackendOptions options = {});
+  ~FakeBackend() override;
+
+  // A built-in kernel: its name, parameter layout and host implementation.
+  struct Kernel;
+  // For built-in kernels: OK when the kernel may touch the range; otherwise
+  // a fault (sticky CUDA_ERROR_ILLEGAL_ADDRESS), as a GPU kernel would get.
+  Status KernelAccess(uint64_t addr, uint64_t bytes, bool write);
+
+  // --- test hooks ---
+  int CallCount(const std::string& method) const;
+  void FailNext(const std::string& method, int32_t cuda_result);
+
+  std::string_view Name() const override { return "fake"; }
+  Status Init(int device) override;
+  Result<int> DeviceCount() override;
+  Result<DeviceInfo> GetDeviceInfo(int device) override;
+  Status MemGetInfo(uint64_t* free_bytes, uint64_t* total_bytes) override;
+  Status CtxSynchronize() override;
+  Result<uint64_t> CtxGetLimit(int limit) override;
+  Status CtxSetLimit(int limit, uint64_t value) override;
+  Status StreamPriorityRange(int* least, int* greatest) override;
+
+  Status ReserveArena(uint64_t base, uint64_t bytes) override;
+  uint64_t Granularity() const override { return options_.granularity; }
+  Result<uint64_t> ChunkCreate(uint64_t bytes) override;
+  Result<UniqueFd> ChunkExport(uint64_t chunk) override;
+  Result<uint64_t> ChunkImport(int fd, uint64_t bytes) override;
+  Status ChunkRelease(uint64_t chunk) override;
+  Status ChunkMap(uint64_t addr, uint64_t chunk, uint64_t bytes, bool writable) override;
+  Status ChunkSetAccess(uint64_t addr, uint64_t bytes, bool writable) override;
+  Status ChunkUnmap(uint64_t addr, uint64_t bytes) override;
+
+  Status HostRegister(void* p, uint64_t bytes) override;
+  Status HostUnregister(void* p) override;
+
+  Status MemcpyHtoD(uint64_t dst, const void* src, uint64_t bytes, uint64_t stream) override;
+  Status MemcpyDtoH(void* dst, uint64_t src, uint64_t bytes, uint64_t stream) override;
+  Status MemcpyDtoD(uint64_t dst, uint64_t src, uint64_t bytes, uint64_t stream) override;
+  Status Memset(uint64_t dst, uint32_t value, uint32_t elem_bytes, uint64_t count,
+                uint64_t stream) override;
+
+  Result<uint64_t> StreamCreate(uint32_t flags, int32_t priority) override;
+  Status StreamDestroy(uint64_t stream) override;
+  Status StreamSynchronize(uint64_t stream) override;
+  Status StreamQuery(uint64_t stream) override;
+  Status StreamWaitEvent(uint64_t stream, uint64_t event, uint32_t flags) override;
+  Result<uint64_t> EventCreate(uint32_t flags) override;
+  Status EventDestroy(uint64_t event) override;
+  Status EventRecord(uint64_t event, uint64_t stream) override;
+  Status EventSynchronize(uint64_t event) override;
+  Status EventQuery(uint64_t event) override;
+  Result<float> EventElapsedTime(uint64_t start, uint64_t end) override;
+
+  Result<uint64_t> ModuleLoad(std::string_view image) override;
+  Status ModuleUnload(uint64_t module) override;
+  Result<uint64_t> ModuleGetFunction(uint64_t module, const std::string& name) override;
+  Status ModuleGetGlobal(uint64_t module, const std::string& name, uint64_t* dptr,
+                         uint64_t* bytes) override;
+  Result<std::vector<ParamInfo>> FuncGetParamInfo(uint64_t function) override;
+  Result<std::vector<int32_t>> FuncGetAttributes(uint64_t function) override;
+  Status FuncSetAttribute(uint64_t function, int32_t attr, int32_t value) override;
+  Status LaunchKernel(uint64_t function, const LaunchConfig& config, uint64_t stream,
+                      std::string_view params) override;
+  Result<int32_t> OccupancyMaxBlocks(uint64_t function, int32_t block_size, uint64_t dynamic_smem,
+                                     uint32_t flags) override;
+
+ private:
+  struct Chunk;
+  struct Mapping;
+  struct Event;
+
+  // Begins every public call: counts it, applies FailNext and the sticky fault.
+  Status Enter(const char* method);
+  // OK when [addr, addr+bytes) lies in mapped device memory (writable if asked);
+  // otherwise INVALID_VALUE (unmapped) or a sticky ILLEGAL_ADDRESS (read-only).
+  Status CheckDevice(uint64_t addr, uint64_t bytes, bool write);
+  Status Fault(const std::string& what);
+  Status CheckStream(uint64_t stream) const;
+
+  FakeBackendOptions options_;
+  bool initialized_ = false;
+  int32_t sticky_ = 0;
+  uint64_t arena_base_ = 0, arena_bytes_ = 0;
+  uint64_t next_handle_ = 1;
+  uint64_t used_bytes_ = 0;
+  std::unordered_map<uint64_t, std::unique_ptr<Chunk>> chunks_;
+  std::map<uint64_t, Mapping> mappings_;  // by address
+  std::unordered_map<uint64_t, uint32_t> streams_;
+  std::unordered_map<uint64_t, Event> events_;
+  std::unordered_map<uint64_t, int> modules_;  // value: unused
+  std::unordered_map<uint64_t, const Kernel*> functions_;
+  std::unordered_map<uint64_t, std::vector<int32_t>> function_attrs_;
+  void* global_ = nullptr;
+  std::map<std::string, int> calls_;
+  std::map<std::string, int32_t> fail_next_;
+};
+
+}  // namespace smolvm

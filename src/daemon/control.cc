@@ -1,0 +1,36 @@
+#include "daemon/control.h"
+
+#include <algorithm>
+
+#include "proto/frame.h"
+
+namespace smolvm {
+
+Status SendChunkFds(Channel& ch, const std::vector<int>& fds) {
+  for (size_t first = 0; first < fds.size(); first += proto::kMaxFdsPerFrame) {
+    uint32_t n = static_cast<uint32_t>(std::min<size_t>(proto::kMaxFdsPerFrame, fds.size() - first));
+    std::string out;
+    proto::AppendRequest(&out, proto::ForkFdsRequest{static_cast<uint32_t>(first), n}, 0, n);
+    RETURN_IF_ERROR(ch.Write(out, std::span<const int>(fds.data() + first, n)));
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<UniqueFd>> ReceiveChunkFds(Channel& ch, uint32_t count) {
+  std::vector<UniqueFd> all;
+  while (all.size() < count) {
+    proto::FrameHeader h;
+    std::string payload;
+    std::vector<UniqueFd> fds;
+    RETURN_IF_ERROR(ch.ReadFrame(&h, &payload, &fds));
+    proto::ForkFdsRequest r;
+    proto::Decoder dec(payload);
+    if (h.op != static_cast<uint16_t>(proto::Op::kForkFds) || !proto::Decode(dec, &r) ||
+        r.first != all.size() || r.count != fds.size() || all.size() + fds.size() > count)
+      return Malformed("expected chunk descriptors on the control link");
+    for (auto& fd : fds) all.push_back(std::move(fd));
+  }
+  return all;
+}
+
+}  // namespace smolvm

@@ -1,0 +1,859 @@
+#include "daemon/daemon.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include <sys/random.h>
+
+#include "daemon/control.h"
+#include "proto/dispatch.h"
+#include "proto/frame.h"
+#include "proto/proto_hash.h"
+
+namespace smolvm {
+namespace {
+
+int PidfdOpen(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+
+std::string Hex(uint64_t v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+// A daemon that cannot start workers stops trying after this many failures
+// in a row, and tells waiting guests why.
+constexpr int kMaxStartFailures = 3;
+constexpr int kShutdownGraceMs = 5000;
+
+void ReplyError(UnixChannel& ch, uint32_t seq, Code code, const std::string& message) {
+  std::string out;
+  proto::AppendErrorReply(&out, static_cast<uint16_t>(proto::Op::kHello), seq,
+                          static_cast<int32_t>(code), 0, message);
+  (void)ch.Write(out);
+}
+
+}  // namespace
+
+std::string LibraryPathWithoutShims(const char* ld_library_path) {
+  if (!ld_library_path) return "";
+  std::string out;
+  std::string_view rest(ld_library_path);
+  while (true) {
+    size_t colon = rest.find(':');
+    std::string dir(rest.substr(0, colon));
+    std::error_code ec;
+    if (!dir.empty() && !std::filesystem::exists(dir + "/.smolvm-shim", ec)) {
+      if (!out.empty()) out += ':';
+      out += dir;
+    }
+    if (colon == std::string_view::npos) break;
+    rest.remove_prefix(colon + 1);
+  }
+  return out;
+}
+
+Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
+  admin_path_ = options_.socket_path + ".admin";
+  module_dir_ = options_.socket_path + ".modules";
+}
+
+Daemon::~Daemon() {
+  if (!workers_.empty()) Shutdown();
+}
+
+void Daemon::Log(const char* fmt, ...) const {
+  if (options_.quiet) return;
+  struct timespec ts;
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  struct tm tm;
+  ::localtime_r(&ts.tv_sec, &tm);
+  char prefix[64];
+  std::snprintf(prefix, sizeof prefix, "smolvmd[%d] %02d:%02d:%02d.%03ld: ", ::getpid(), tm.tm_hour,
+                tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  std::fprintf(stderr, "%s%s\n", prefix, msg);
+}
+
+Status Daemon::Listen() {
+  ASSIGN_OR_RETURN(listen_, ListenUnix(options_.socket_path, 0660));
+  ASSIGN_OR_RETURN(admin_listen_, ListenUnix(admin_path_, 0600));
+  std::error_code ec;
+  std::filesystem::create_directories(module_dir_, ec);
+  if (ec) return Status(Code::kIo, "create " + module_dir_ + ": " + ec.message());
+  ::chmod(module_dir_.c_str(), 0700);
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGINT);
+  ::sigprocmask(SIG_BLOCK, &mask, nullptr);
+  signal_fd_.Reset(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!signal_fd_.valid()) return ErrnoStatus("signalfd", errno);
+  ::signal(SIGPIPE, SIG_IGN);
+  return Status::Ok();
+}
+
+Status Daemon::SpawnWorker() {
+  UniqueFd mine, theirs;
+  RETURN_IF_ERROR(SocketPair(&mine, &theirs));
+  std::vector<std::string> args = {
+      "smolvm-worker",     "_cuda-worker",        "--control-fd",
+      "3",                 "--backend",           options_.backend,
+      "--arena-base",      Hex(options_.arena_base),
+      "--arena-bytes",     Hex(options_.arena_bytes),
+      "--host-base",       Hex(options_.host_base),
+      "--host-bytes",      Hex(options_.host_bytes),
+      "--module-cache",    module_dir_};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::string ld = LibraryPathWithoutShims(::getenv("LD_LIBRARY_PATH"));
+  pid_t pid = ::fork();
+  if (pid < 0) return ErrnoStatus("fork", errno);
+  if (pid == 0) {
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::signal(SIGPIPE, SIG_DFL);
+    if (theirs.get() == 3) {
+      ::fcntl(3, F_SETFD, 0);
+    } else if (::dup2(theirs.get(), 3) < 0) {
+      ::_exit(126);
+    }
+    if (ld.empty()) {
+      ::unsetenv("LD_LIBRARY_PATH");
+    } else {
+      ::setenv("LD_LIBRARY_PATH", ld.c_str(), 1);
+    }
+    ::execv(options_.self_exe.c_str(), argv.data());
+    ::_exit(127);
+  }
+  WorkerProc w;
+  w.pid = pid;
+  w.pidfd.Reset(PidfdOpen(pid));
+  if (!w.pidfd.valid()) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    return ErrnoStatus("pidfd_open", errno);
+  }
+  w.control = std::make_unique<UnixChannel>(std::move(mine));
+  workers_[pid] = std::move(w);
+  return Status::Ok();
+}
+
+void Daemon::AcceptGuest() {
+  int fd = ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd < 0) return;
+  ReadHello(UniqueFd(fd));
+}
+
+void Daemon::ReadHello(UniqueFd fd) {
+  struct timeval tv = {options_.hello_timeout_ms / 1000, (options_.hello_timeout_ms % 1000) * 1000};
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  auto ch = std::make_unique<UnixChannel>(std::move(fd));
+  proto::FrameHeader h;
+  std::string payload;
+  std::vector<UniqueFd> fds;
+  Status st = ch->ReadFrame(&h, &payload, &fds);
+  if (!st.ok()) {
+    if (st.code() == static_cast<int32_t>(Code::kMalformed)) ReplyError(*ch, h.seq, Code::kMalformed, st.message());
+    Log("guest dropped before its Hello: %s", st.ToString().c_str());
+    return;
+  }
+  if (h.op != static_cast<uint16_t>(proto::Op::kHello)) {
+    ReplyError(*ch, h.seq, Code::kMalformed, "the first frame must be Hello");
+    return;
+  }
+  proto::HelloRequest hello;
+  proto::Decoder dec(payload);
+  if (!proto::Decode(dec, &hello)) {
+    ReplyError(*ch, h.seq, Code::kMalformed, "Hello does not decode");
+    return;
+  }
+  if (hello.proto_hash != proto::kProtoHash) {
+    std::string msg = "PROTOCOL MISMATCH: client wire hash " + proto::HashHex(hello.proto_hash) +
+                      " != server " + proto::HashHex(proto::kProtoHash);
+    Log("guest pid %u refused: %s", hello.pid, msg.c_str());
+    ReplyError(*ch, h.seq, Code::kProtocolMismatch, msg);
+    return;
+  }
+  if (ch->HasBufferedFrame() || !fds.empty()) {
+    ReplyError(*ch, h.seq, Code::kMalformed, "send nothing before the Hello reply");
+    return;
+  }
+  struct timeval zero = {0, 0};
+  ::setsockopt(ch->fd(), SOL_SOCKET, SO_RCVTIMEO, &zero, sizeof zero);
+  PendingGuest g;
+  g.channel = std::move(ch);
+  g.hello_seq = h.seq;
+  g.role = hello.role;
+  g.guest_pid = hello.pid;
+  g.flags = hello.flags;
+  if (hello.role == 2) {
+    AttachClone(std::move(g), hello.token);
+    return;
+  }
+  if (hello.role != 0) {
+    ReplyError(*g.channel, h.seq, Code::kInvalidArgument, "a new session says role 0 (or 2 with a clone token)");
+    return;
+  }
+  waiting_.push_back(std::move(g));
+  AssignWorkers();
+}
+
+void Daemon::AssignWorkers() {
+  int failures = 0;
+  while (!waiting_.empty()) {
+    WorkerProc* free_worker = nullptr;
+    for (auto& [pid, w] : workers_)
+      if (w.ready && w.session_id == 0 && w.control) {
+        free_worker = &w;
+        break;
+      }
+    if (!free_worker) break;
+    PendingGuest g = std::move(waiting_.front());
+    waiting_.pop_front();
+    auto sock = g.channel->TakeSocket();
+    if (!sock.ok()) continue;
+    uint64_t id = next_session_++;
+    proto::WorkerAdoptRequest adopt{id, g.hello_seq, g.role, g.guest_pid, g.flags};
+    std::string out;
+    proto::AppendRequest(&out, adopt, 0, 1);
+    int fd = sock->get();
+    Status st = free_worker->control->Write(out, std::span<const int>(&fd, 1));
+    if (!st.ok()) {
+      Log("worker %d did not take session %llu: %s", free_worker->pid,
+          static_cast<unsigned long long>(id), st.ToString().c_str());
+      free_worker->control.reset();
+      ++failures;
+      continue;
+    }
+    free_worker->session_id = id;
+    Session s;
+    s.id = id;
+    s.worker_pid = free_worker->pid;
+    s.guest_pid = g.guest_pid;
+    s.role = g.role;
+    sessions_[id] = s;
+    Log("session %llu: guest pid %u served by worker %d", static_cast<unsigned long long>(id),
+        g.guest_pid, free_worker->pid);
+  }
+  // Keep the pool full: enough started workers for the waiting guests plus
+  // pool_size spares.
+  size_t pooled = 0;
+  for (auto& [pid, w] : workers_)
+    if (w.session_id == 0 && w.control) ++pooled;
+  size_t want = static_cast<size_t>(options_.pool_size) + waiting_.size();
+  for (const auto& [id, job] : forks_)
+    if (job.phase == ForkJob::kBuilding)
+      for (const auto& c : job.clones) want += c.worker < 0 ? 1 : 0;
+  while (!stopping_ && pooled < want && failures < kMaxStartFailures) {
+    Status st = SpawnWorker();
+    if (!st.ok()) {
+      Log("cannot start a worker: %s", st.ToString().c_str());
+      ++failures;
+      continue;
+    }
+    ++pooled;
+  }
+}
+
+void Daemon::OnWorkerControl(WorkerProc& w) {
+  proto::FrameHeader h;
+  std::string payload;
+  std::vector<UniqueFd> fds;
+  Status st = w.control->ReadFrame(&h, &payload, &fds);
+  if (!st.ok()) {
+    w.control.reset();  // its exit arrives through the pidfd
+    return;
+  }
+  proto::Decoder dec(payload);
+  if (h.op == static_cast<uint16_t>(proto::Op::kWorkerReady)) {
+    proto::WorkerReadyRequest r;
+    if (proto::Decode(dec, &r)) {
+      w.ready = true;
+      start_failures_ = 0;
+      AssignWorkers();
+    }
+  } else if (h.op == static_cast<uint16_t>(proto::Op::kWorkerState)) {
+    proto::WorkerStateRequest r;
+    if (proto::Decode(dec, &r)) {
+      auto it = sessions_.find(r.session_id);
+      if (it != sessions_.end() && it->second.worker_pid == w.pid) {
+        it->second.state = r.state;
+        if (r.state == "forkpoint" && it->second.role == 0) it->second.role = 1;
+      }
+      AdvanceForks();
+    }
+  } else if (h.op == static_cast<uint16_t>(proto::Op::kForkManifest)) {
+    proto::ForkManifestRequest r;
+    if (proto::Decode(dec, &r)) OnForkManifest(w, r);
+  } else if (h.op == static_cast<uint16_t>(proto::Op::kCloneBuilt)) {
+    proto::CloneBuiltRequest r;
+    if (proto::Decode(dec, &r)) OnCloneBuilt(w, r);
+  } else if (h.op == static_cast<uint16_t>(proto::Op::kWorkerStats)) {
+    proto::WorkerStatsRequest r;
+    if (proto::Decode(dec, &r)) {
+      auto it = sessions_.find(r.session_id);
+      if (it != sessions_.end() && it->second.worker_pid == w.pid) {
+        it->second.chunks = r.chunks;
+        it->second.chunk_bytes = r.chunk_bytes;
+        it->second.allocations = r.allocations;
+      }
+    }
+  }
+}
+
+void Daemon::OnWorkerExit(pid_t pid) {
+  int status = 0;
+  if (::waitpid(pid, &status, WNOHANG) <= 0) return;
+  auto it = workers_.find(pid);
+  if (it == workers_.end()) return;
+  WorkerProc& w = it->second;
+  std::string how = WIFEXITED(status) ? "exited with " + std::to_string(WEXITSTATUS(status))
+                                      : "killed by signal " + std::to_string(WTERMSIG(status));
+  if (w.session_id) {
+    Log("session %llu ended: worker %d %s", static_cast<unsigned long long>(w.session_id), pid, how.c_str());
+    sessions_.erase(w.session_id);
+  } else if (!stopping_) {
+    Log("pooled worker %d %s before serving anyone", pid, how.c_str());
+  }
+  bool start_failed = !w.ready && w.session_id == 0;
+  uint64_t session = w.session_id;
+  workers_.erase(it);
+  if (stopping_) return;
+  for (auto job = forks_.begin(); job != forks_.end();) {
+    auto next = std::next(job);
+    bool touched = job->second.golden == session;
+    for (const auto& c : job->second.clones) touched = touched || (c.worker == pid && !c.attached);
+    if (touched) FailFork(job->second, Unavailable("a worker of this fork exited (" + how + ")"));
+    job = next;
+  }
+  if (start_failed) {
+    if (++start_failures_ >= kMaxStartFailures) {
+      for (auto& g : waiting_)
+        ReplyError(*g.channel, g.hello_seq, Code::kUnavailable,
+                   "the smolvm daemon cannot start a GPU worker (see the daemon's log)");
+      waiting_.clear();
+      return;
+    }
+  }
+  AssignWorkers();
+}
+
+std::string Daemon::StatusJson() const {
+  nlohmann::json j;
+  j["daemon_pid"] = ::getpid();
+  j["backend"] = options_.backend;
+  j["proto_hash"] = proto::HashHex(proto::kProtoHash);
+  nlohmann::json sessions = nlohmann::json::array();
+  static const char* kRoles[] = {"standalone", "golden", "clone"};
+  for (const auto& [id, s] : sessions_) {
+    sessions.push_back({{"session", id},
+                        {"pid", s.guest_pid},
+                        {"worker_pid", s.worker_pid},
+                        {"role", s.role < 3 ? kRoles[s.role] : "unknown"},
+                        {"state", s.state},
+                        {"chunks", s.chunks},
+                        {"chunk_mib", static_cast<double>(s.chunk_bytes) / (1 << 20)},
+                        {"allocations", s.allocations}});
+  }
+  j["sessions"] = sessions;
+  size_t pooled = 0;
+  for (const auto& [pid, w] : workers_)
+    if (w.session_id == 0) ++pooled;
+  j["pooled_workers"] = pooled;
+  return j.dump();
+}
+
+namespace {
+
+struct AdminHandler {
+  const std::function<std::string()>* status_json;
+  Status Handle(const proto::AdminStatusRequest&, proto::AdminStatusReply* r, proto::CallContext*) {
+    r->json = (*status_json)();
+    return Status::Ok();
+  }
+};
+
+}  // namespace
+
+void Daemon::AcceptAdmin() {
+  int fd = ::accept4(admin_listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd < 0) return;
+  admin_clients_[next_admin_client_++] = std::make_unique<UnixChannel>(UniqueFd(fd));
+}
+
+void Daemon::ServeAdmin(uint64_t client) {
+  auto it = admin_clients_.find(client);
+  if (it == admin_clients_.end()) return;
+  UnixChannel& ch = *it->second;
+  proto::FrameHeader h;
+  std::string payload;
+  std::vector<UniqueFd> fds;
+  Status st = ch.ReadFrame(&h, &payload, &fds);
+  if (!st.ok()) {
+    admin_clients_.erase(it);
+    return;
+  }
+  proto::Decoder dec(payload);
+  if (h.op == static_cast<uint16_t>(proto::Op::kAdminFork)) {
+    proto::AdminForkRequest r;
+    if (!proto::Decode(dec, &r)) return AdminReply(client, h.seq, h.op, Malformed("AdminFork does not decode"), "");
+    return StartFork(client, h.seq, r);
+  }
+  if (h.op == static_cast<uint16_t>(proto::Op::kAdminRelease)) {
+    proto::AdminReleaseRequest r;
+    if (!proto::Decode(dec, &r)) return AdminReply(client, h.seq, h.op, Malformed("AdminRelease does not decode"), "");
+    return Release(client, h.seq, r);
+  }
+  std::function<std::string()> json = [this] { return StatusJson(); };
+  AdminHandler handler{&json};
+  proto::CallContext ctx;
+  ctx.header = &h;
+  ctx.fds_in = &fds;
+  std::string out;
+  proto::Dispatch(handler, h, payload, &ctx, &out);
+  if (!out.empty()) (void)ch.Write(out);
+}
+
+void Daemon::AdminReply(uint64_t client, uint32_t seq, uint16_t op, const Status& st, const std::string& json) {
+  auto it = admin_clients_.find(client);
+  if (it == admin_clients_.end()) return;
+  std::string out;
+  if (st.ok()) {
+    proto::AppendReply(&out, op, seq, 0, proto::AdminForkReply{json});
+  } else {
+    proto::AppendErrorReply(&out, op, seq, st.code(), 0, st.message());
+  }
+  (void)it->second->Write(out);
+}
+
+Daemon::Session* Daemon::FindSession(uint64_t session, uint32_t pid) {
+  if (session) {
+    auto it = sessions_.find(session);
+    return it == sessions_.end() ? nullptr : &it->second;
+  }
+  Session* found = nullptr;
+  for (auto& [id, s] : sessions_)
+    if (s.guest_pid == pid && s.role != 2) found = &s;
+  return found;
+}
+
+void Daemon::StartFork(uint64_t client, uint32_t seq, const proto::AdminForkRequest& req) {
+  const uint16_t op = static_cast<uint16_t>(proto::Op::kAdminFork);
+  if (req.count == 0) return AdminReply(client, seq, op, InvalidArgument("--count must be at least 1"), "");
+  if (req.count > 256) return AdminReply(client, seq, op, InvalidArgument("--count is at most 256"), "");
+  if (req.share != "on" && req.share != "off" && req.share != "auto")
+    return AdminReply(client, seq, op, InvalidArgument("--share must be on, off or auto"), "");
+  Session* s = FindSession(req.session, req.pid);
+  if (!s) {
+    std::string who = req.session ? "session " + std::to_string(req.session) : "pid " + std::to_string(req.pid);
+    return AdminReply(client, seq, op, NotFound("no CUDA session of " + who + " (see 'smolvm cuda status')"), "");
+  }
+  if (forks_.count(s->id))
+    return AdminReply(client, seq, op, Status(Code::kAlreadyExists, "a fork of this session is already in progress"), "");
+  ForkJob job;
+  job.admin_client = client;
+  job.admin_seq = seq;
+  job.golden = s->id;
+  job.count = req.count;
+  job.share = req.share;
+  job.t0 = std::chrono::steady_clock::now();
+  job.deadline = job.t0 + std::chrono::milliseconds(req.wait_ms);
+  job.clones.resize(req.count);
+  forks_[s->id] = std::move(job);
+  AdvanceForks();
+}
+
+void Daemon::Release(uint64_t client, uint32_t seq, const proto::AdminReleaseRequest& req) {
+  const uint16_t op = static_cast<uint16_t>(proto::Op::kAdminRelease);
+  Session* s = FindSession(req.session, req.pid);
+  if (!s) return AdminReply(client, seq, op, NotFound("no CUDA session of pid " + std::to_string(req.pid)), "");
+  if (s->state != "forkpoint")
+    return AdminReply(client, seq, op, InvalidArgument("the session is not waiting at its forkpoint"), "");
+  auto w = workers_.find(s->worker_pid);
+  if (w == workers_.end() || !w->second.control) return AdminReply(client, seq, op, Unavailable("its worker is gone"), "");
+  std::string out;
+  proto::AppendRequest(&out, proto::ForkGoRequest{-1, ""}, 0);
+  (void)w->second.control->Write(out);
+  s->state = "running";
+  auto it = admin_clients_.find(client);
+  if (it != admin_clients_.end()) {
+    std::string rep;
+    proto::AppendReply(&rep, op, seq, 0, proto::AdminReleaseReply{});
+    (void)it->second->Write(rep);
+  }
+}
+
+void Daemon::FailFork(ForkJob& job, Status why) {
+  Log("fork of session %llu failed: %s", static_cast<unsigned long long>(job.golden), why.ToString().c_str());
+  for (auto& c : job.clones) {
+    if (c.worker > 0 && !c.attached) {
+      ::kill(c.worker, SIGKILL);  // reaped through its pidfd
+      sessions_.erase(c.session);
+    }
+  }
+  AdminReply(job.admin_client, job.admin_seq, static_cast<uint16_t>(proto::Op::kAdminFork), why, "");
+  forks_.erase(job.golden);
+}
+
+void Daemon::OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m) {
+  auto it = forks_.find(w.session_id);
+  // The descriptors follow the manifest on the same link; take them even if
+  // the job is gone, to keep the link in step.
+  std::vector<UniqueFd> fds;
+  if (m.result == 0) {
+    auto got = ReceiveChunkFds(*w.control, m.num_chunks);
+    if (!got.ok()) {
+      if (it != forks_.end()) FailFork(it->second, got.status());
+      return;
+    }
+    fds = std::move(got).value();
+  }
+  if (it == forks_.end() || it->second.phase != ForkJob::kPreparing) return;
+  ForkJob& job = it->second;
+  if (m.result != 0) return FailFork(job, Status(m.result, m.message));
+  // Admission: the clones' private copies and the contexts of any workers
+  // not started yet must fit in what the device has free now.
+  size_t ready = 0;
+  for (auto& [pid, x] : workers_)
+    if (x.ready && x.session_id == 0 && x.control) ++ready;
+  uint64_t ctx = options_.backend == "cuda" ? (600ull << 20) : 0;
+  uint64_t extra_workers = job.count > ready ? job.count - ready : 0;
+  uint64_t need = m.private_bytes * job.count + ctx * extra_workers;
+  if (need > m.free_bytes) {
+    char msg[128];
+    std::snprintf(msg, sizeof msg, "fork needs %llu MiB, %llu MiB free",
+                  static_cast<unsigned long long>(need >> 20), static_cast<unsigned long long>(m.free_bytes >> 20));
+    return FailFork(job, Status(static_cast<int32_t>(2) /* CUDA_ERROR_OUT_OF_MEMORY */, msg));
+  }
+  job.manifest = m.manifest;
+  job.fds = std::move(fds);
+  job.phase = ForkJob::kBuilding;
+  job.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  AssignWorkers();
+  AdvanceForks();
+}
+
+void Daemon::OnCloneBuilt(WorkerProc& w, const proto::CloneBuiltRequest& b) {
+  for (auto& [golden, job] : forks_) {
+    for (auto& c : job.clones) {
+      if (c.worker != w.pid) continue;
+      if (b.result != 0) return FailFork(job, Status(b.result, "clone build: " + b.message));
+      c.built = true;
+      c.info = b;
+      AdvanceForks();
+      return;
+    }
+  }
+}
+
+void Daemon::AttachClone(PendingGuest g, const std::string& token) {
+  for (auto& [golden, job] : forks_) {
+    if (job.phase != ForkJob::kAttaching) continue;
+    for (auto& c : job.clones) {
+      if (c.token != token || c.attached) continue;
+      auto w = workers_.find(c.worker);
+      auto sock = g.channel->TakeSocket();
+      if (w == workers_.end() || !w->second.control || !sock.ok()) {
+        ReplyError(*g.channel, g.hello_seq, Code::kUnavailable, "the clone's worker is gone");
+        return;
+      }
+      proto::WorkerAdoptRequest adopt{c.session, g.hello_seq, 2, g.guest_pid, g.flags};
+      std::string out;
+      proto::AppendRequest(&out, adopt, 0, 1);
+      int fd = sock->get();
+      if (!w->second.control->Write(out, std::span<const int>(&fd, 1)).ok()) return;
+      c.attached = true;
+      c.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - job.t0).count();
+      Session& s = sessions_[c.session];
+      s.guest_pid = g.guest_pid;
+      s.state = "running";
+      const Session& gold = sessions_[job.golden];
+      Log("fork: clone %d of %u shared=%llu private=%llu shared_mib=%.1f private_mib=%.1f ms=%.1f", c.index,
+          gold.guest_pid, static_cast<unsigned long long>(c.info.shared_chunks),
+          static_cast<unsigned long long>(c.info.private_chunks), c.info.shared_bytes / 1048576.0,
+          c.info.private_bytes / 1048576.0, c.ms);
+      AdvanceForks();
+      return;
+    }
+  }
+  ReplyError(*g.channel, g.hello_seq, Code::kPermissionDenied, "unknown or expired clone token");
+}
+
+void Daemon::AdvanceForks() {
+  auto now = std::chrono::steady_clock::now();
+  for (auto it = forks_.begin(); it != forks_.end();) {
+    auto next = std::next(it);
+    const uint64_t key = it->first;
+    ForkJob& job = it->second;
+    auto golden = sessions_.find(job.golden);
+    if (golden == sessions_.end()) {
+      FailFork(job, Unavailable("the golden session ended"));
+      it = next;
+      continue;
+    }
+    auto gw = workers_.find(golden->second.worker_pid);
+    if (job.phase == ForkJob::kWaitForkpoint) {
+      if (golden->second.state == "forkpoint" && gw != workers_.end() && gw->second.control) {
+        std::string out;
+        proto::AppendRequest(&out, proto::ForkPrepareRequest{job.share, job.count}, 0);
+        (void)gw->second.control->Write(out);
+        job.phase = ForkJob::kPreparing;
+        job.deadline = now + std::chrono::seconds(60);
+      } else if (now >= job.deadline) {
+        FailFork(job, Timeout("pid " + std::to_string(golden->second.guest_pid) +
+                              " did not reach its forkpoint in time (is it calling smolvmForkpoint()?)"));
+      }
+    } else if (job.phase == ForkJob::kBuilding) {
+      for (auto& c : job.clones) {
+        if (c.worker > 0) continue;
+        WorkerProc* free_worker = nullptr;
+        for (auto& [pid, w] : workers_)
+          if (w.ready && w.session_id == 0 && w.control) {
+            free_worker = &w;
+            break;
+          }
+        if (!free_worker) break;
+        c.worker = free_worker->pid;
+        c.session = next_session_++;
+        free_worker->session_id = c.session;
+        Session s;
+        s.id = c.session;
+        s.worker_pid = c.worker;
+        s.role = 2;
+        s.state = "building";
+        sessions_[c.session] = s;
+        std::string out;
+        proto::AppendRequest(&out, proto::CloneBuildRequest{c.session, 0, job.manifest,
+                                                            static_cast<uint32_t>(job.fds.size())}, 0);
+        std::vector<int> fds;
+        for (auto& fd : job.fds) fds.push_back(fd.get());
+        Status st = free_worker->control->Write(out);
+        if (st.ok()) st = SendChunkFds(*free_worker->control, fds);
+        if (!st.ok()) {
+          FailFork(job, st);
+          break;
+        }
+        c.sent = true;
+      }
+      if (forks_.count(key) == 0) {
+        it = next;
+        continue;
+      }
+      bool all_built = true;
+      for (auto& c : job.clones) all_built = all_built && c.built;
+      if (all_built && gw != workers_.end() && gw->second.control) {
+        job.fds.clear();
+        job.phase = ForkJob::kAttaching;
+        job.deadline = now + std::chrono::seconds(30);
+        for (auto& c : job.clones) {
+          c.index = next_clone_index_[job.golden]++;
+          unsigned char raw[16];
+          if (::getrandom(raw, sizeof raw, 0) != sizeof raw) {
+            FailFork(job, Internal("getrandom failed"));
+            break;
+          }
+          char hex[33];
+          for (int i = 0; i < 16; ++i) std::snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+          c.token = hex;
+          std::string out;
+          proto::AppendRequest(&out, proto::ForkGoRequest{c.index, c.token}, 0);
+          (void)gw->second.control->Write(out);
+        }
+      } else if (now >= job.deadline) {
+        FailFork(job, Timeout("clones were not built in time"));
+      }
+    } else if (job.phase == ForkJob::kAttaching) {
+      bool all = true;
+      for (auto& c : job.clones) all = all && c.attached;
+      if (all) {
+        nlohmann::json lines = nlohmann::json::array();
+        for (auto& c : job.clones)
+          lines.push_back({{"clone", c.index},
+                           {"golden_pid", golden->second.guest_pid},
+                           {"session", c.session},
+                           {"shared", c.info.shared_chunks},
+                           {"private", c.info.private_chunks},
+                           {"shared_mib", c.info.shared_bytes / 1048576.0},
+                           {"private_mib", c.info.private_bytes / 1048576.0},
+                           {"build_ms", c.info.ms},
+                           {"ms", c.ms}});
+        AdminReply(job.admin_client, job.admin_seq, static_cast<uint16_t>(proto::Op::kAdminFork), Status::Ok(),
+                   lines.dump());
+        forks_.erase(it);
+      } else if (now >= job.deadline) {
+        FailFork(job, Timeout("forked children did not attach in time"));
+      }
+    } else if (now >= job.deadline) {
+      FailFork(job, Timeout("the golden did not describe its session in time"));
+    }
+    it = next;
+  }
+}
+
+int Daemon::NextTimeoutMs() const {
+  if (forks_.empty()) return -1;
+  auto now = std::chrono::steady_clock::now();
+  auto soonest = forks_.begin()->second.deadline;
+  for (const auto& [id, job] : forks_) soonest = std::min(soonest, job.deadline);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(soonest - now).count();
+  return static_cast<int>(std::clamp<long long>(ms + 1, 0, 60000));
+}
+
+Status Daemon::Run() {
+  Log("listening on %s (admin %s), backend %s, proto %s", options_.socket_path.c_str(),
+      admin_path_.c_str(), options_.backend.c_str(), proto::HashHex(proto::kProtoHash).c_str());
+  AssignWorkers();
+  while (!stopping_) {
+    std::vector<struct pollfd> pfds;
+    enum Kind { kListen, kAdminListen, kSignal, kPidfd, kControl, kAdmin };
+    std::vector<std::pair<Kind, long>> what;
+    auto add = [&](int fd, Kind k, long arg) {
+      pfds.push_back({fd, POLLIN, 0});
+      what.emplace_back(k, arg);
+    };
+    add(listen_.get(), kListen, 0);
+    add(admin_listen_.get(), kAdminListen, 0);
+    add(signal_fd_.get(), kSignal, 0);
+    for (auto& [pid, w] : workers_) {
+      add(w.pidfd.get(), kPidfd, pid);
+      if (w.control) add(w.control->fd(), kControl, pid);
+    }
+    for (auto& [id, c] : admin_clients_) add(c->fd(), kAdmin, static_cast<long>(id));
+    int n = ::poll(pfds.data(), pfds.size(), NextTimeoutMs());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("poll", errno);
+    }
+    std::vector<uint64_t> admin_ready;
+    for (size_t i = 0; i < pfds.size() && !stopping_; ++i) {
+      if (!pfds[i].revents) continue;
+      auto [kind, arg] = what[i];
+      switch (kind) {
+        case kListen:
+          AcceptGuest();
+          break;
+        case kAdminListen:
+          AcceptAdmin();
+          break;
+        case kSignal: {
+          struct signalfd_siginfo si;
+          if (::read(signal_fd_.get(), &si, sizeof si) == sizeof si) {
+            Log("signal %u: shutting down", si.ssi_signo);
+            stopping_ = true;
+          }
+          break;
+        }
+        case kPidfd:
+          OnWorkerExit(static_cast<pid_t>(arg));
+          break;
+        case kControl: {
+          // Frames already buffered would never wake poll again: drain them.
+          auto it = workers_.find(static_cast<pid_t>(arg));
+          while (it != workers_.end() && it->second.control) {
+            OnWorkerControl(it->second);
+            it = workers_.find(static_cast<pid_t>(arg));
+            if (it == workers_.end() || !it->second.control || !it->second.control->HasBufferedFrame()) break;
+          }
+          break;
+        }
+        case kAdmin:
+          admin_ready.push_back(static_cast<uint64_t>(arg));
+          break;
+      }
+    }
+    for (uint64_t id : admin_ready) {
+      ServeAdmin(id);
+      for (auto c = admin_clients_.find(id); c != admin_clients_.end() && c->second->HasBufferedFrame();
+           c = admin_clients_.find(id))
+        ServeAdmin(id);
+    }
+    AdvanceForks();
+  }
+  Shutdown();
+  return Status::Ok();
+}
+
+void Daemon::Shutdown() {
+  stopping_ = true;
+  for (auto& g : waiting_)
+    ReplyError(*g.channel, g.hello_seq, Code::kUnavailable, "the smolvm daemon is shutting down");
+  waiting_.clear();
+  for (auto& [pid, w] : workers_) ::kill(pid, SIGTERM);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kShutdownGraceMs);
+  while (!workers_.empty()) {
+    std::vector<struct pollfd> pfds;
+    std::vector<pid_t> pids;
+    for (auto& [pid, w] : workers_) {
+      pfds.push_back({w.pidfd.get(), POLLIN, 0});
+      pids.push_back(pid);
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) {
+      for (pid_t pid : pids) {
+        Log("worker %d did not stop in time: killing it", pid);
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+        workers_.erase(pid);
+      }
+      break;
+    }
+    ::poll(pfds.data(), pfds.size(), static_cast<int>(left));
+    for (size_t i = 0; i < pfds.size(); ++i)
+      if (pfds[i].revents) OnWorkerExit(pids[i]);
+  }
+  for (auto& [id, job] : forks_)
+    AdminReply(job.admin_client, job.admin_seq, static_cast<uint16_t>(proto::Op::kAdminFork),
+               Unavailable("the smolvm daemon is shutting down"), "");
+  forks_.clear();
+  sessions_.clear();
+  admin_clients_.clear();
+  if (listen_.valid()) {
+    ::unlink(options_.socket_path.c_str());
+    ::unlink(admin_path_.c_str());
+    listen_.Reset();
+    admin_listen_.Reset();
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(module_dir_, ec);
+  Log("stopped");
+}
+
+int DaemonMain(const DaemonOptions& options) {
+  Daemon d(options);
+  Status st = d.Listen();
+  if (!st.ok()) {
+    std::fprintf(stderr, "smolvm _cuda-daemon: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  st = d.Run();
+  if (!st.ok()) {
+    std::fprintf(stderr, "smolvm _cuda-daemon: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace smolvm

@@ -1,0 +1,148 @@
+// Daemon: accepts guest sessions on its socket and hands each to a worker
+// process of its own (one CUDA context per session), keeps a pool of
+// pre-started workers, supervises and reaps every worker, and answers
+// operators on the admin socket (`<socket>.admin`, mode 0600).
+//
+// The daemon never initialises CUDA itself: workers are started by fork+exec
+// of this binary (`smolvm _cuda-worker`), with the shim directories removed
+// from LD_LIBRARY_PATH. A worker's death ends only its session.
+//
+// Threading: one thread, a poll loop. Run() returns after SIGTERM/SIGINT
+// (or RequestStop) once every worker has been stopped and reaped.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/unique_fd.h"
+#include "proto/messages.h"
+#include "transport/unix_channel.h"
+
+namespace smolvm {
+
+struct DaemonOptions {
+  std::string socket_path;
+  std::string backend = "cuda";
+  int pool_size = 1;              // workers kept started and waiting
+  uint64_t arena_base = 0;
+  uint64_t arena_bytes = 0;
+  uint64_t host_base = 0;
+  uint64_t host_bytes = 0;
+  std::string self_exe = "/proc/self/exe";
+  int hello_timeout_ms = 2000;    // a guest must finish its Hello within this
+  bool quiet = false;
+};
+
+class Daemon {
+ public:
+  explicit Daemon(DaemonOptions options);
+  ~Daemon();
+
+  // Binds the sockets. Fails when another daemon listens on the path.
+  Status Listen();
+  // Serves until a stop signal; stops and reaps every worker before returning.
+  Status Run();
+
+ private:
+  struct WorkerProc {
+    pid_t pid = -1;
+    UniqueFd pidfd;
+    std::unique_ptr<UnixChannel> control;
+    bool ready = false;
+    uint64_t session_id = 0;  // 0 while pooled
+  };
+  struct Session {
+    uint64_t id = 0;
+    pid_t worker_pid = -1;
+    uint32_t guest_pid = 0;
+    uint32_t role = 0;
+    std::string state = "running";
+    uint64_t chunks = 0, chunk_bytes = 0, allocations = 0;
+  };
+  struct PendingGuest {
+    std::unique_ptr<UnixChannel> channel;
+    uint32_t hello_seq = 0;
+    uint32_t role = 0;
+    uint32_t guest_pid = 0;
+    uint64_t flags = 0;
+  };
+  // One fork request in flight (at most one per golden session).
+  struct ForkJob {
+    uint64_t admin_client = 0;
+    uint32_t admin_seq = 0;
+    uint64_t golden = 0;  // session id
+    uint32_t count = 0;
+    std::string share;
+    enum Phase { kWaitForkpoint, kPreparing, kBuilding, kAttaching } phase = kWaitForkpoint;
+    std::chrono::steady_clock::time_point t0, deadline;
+    std::string manifest;
+    std::vector<UniqueFd> fds;
+    struct Clone {
+      pid_t worker = -1;
+      uint64_t session = 0;
+      int32_t index = -1;
+      std::string token;
+      bool sent = false, built = false, attached = false;
+      proto::CloneBuiltRequest info;
+      double ms = 0;
+    };
+    std::vector<Clone> clones;
+  };
+
+  Status SpawnWorker();
+  void AcceptGuest();
+  void AcceptAdmin();
+  // Reads one guest's Hello; on success queues it for a worker.
+  void ReadHello(UniqueFd fd);
+  void AssignWorkers();
+  void OnWorkerControl(WorkerProc& w);
+  void OnWorkerExit(pid_t pid);
+  void ServeAdmin(uint64_t client);
+  std::string StatusJson() const;
+  // Admin requests (ServeAdmin dispatches here).
+  void StartFork(uint64_t client, uint32_t seq, const proto::AdminForkRequest& req);
+  void Release(uint64_t client, uint32_t seq, const proto::AdminReleaseRequest& req);
+  Session* FindSession(uint64_t session, uint32_t pid);
+  // Moves fork jobs along; called whenever something they wait on happens.
+  void AdvanceForks();
+  void FailFork(ForkJob& job, Status why);
+  void OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m);
+  void OnCloneBuilt(WorkerProc& w, const proto::CloneBuiltRequest& b);
+  void AttachClone(PendingGuest g, const std::string& token);
+  void AdminReply(uint64_t client, uint32_t seq, uint16_t op, const Status& st, const std::string& json);
+  int NextTimeoutMs() const;
+  void Shutdown();
+  void Log(const char* fmt, ...) const __attribute__((format(printf, 2, 3)));
+
+  DaemonOptions options_;
+  std::string admin_path_;
+  std::string module_dir_;
+  UniqueFd listen_, admin_listen_, signal_fd_;
+  std::map<pid_t, WorkerProc> workers_;
+  std::map<uint64_t, Session> sessions_;
+  std::deque<PendingGuest> waiting_;
+  std::map<uint64_t, std::unique_ptr<UnixChannel>> admin_clients_;
+  uint64_t next_admin_client_ = 1;
+  std::map<uint64_t, ForkJob> forks_;          // by golden session id
+  std::map<uint64_t, int32_t> next_clone_index_;  // by golden session id
+  uint64_t next_session_ = 1;
+  int start_failures_ = 0;  // workers in a row that died before WorkerReady
+  bool stopping_ = false;
+};
+
+// The `_cuda-daemon` command.
+int DaemonMain(const DaemonOptions& options);
+
+// LD_LIBRARY_PATH without the directories that hold a smolvm shim (marked by
+// a `.smolvm-shim` file), so workers load NVIDIA's real libraries.
+std::string LibraryPathWithoutShims(const char* ld_library_path);
+
+}  // namespace smolvm

@@ -1,0 +1,117 @@
+// DeviceMemory: one session's device allocations, built from VMM chunks
+// mapped into the fixed guest arena (DESIGN §4). Owned by the worker thread.
+//
+// - Large allocations (> kSlabMaxBytes) get their own VA range, rounded up to
+//   the granularity and split into chunks of at most kMaxChunkBytes.
+// - Small allocations are packed, 256-byte aligned, into slab chunks of one
+//   granule each.
+// Every chunk is its own backend handle, so sharing and copy-on-write can be
+// decided per chunk at a fork.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "backend/gpu_backend.h"
+#include "base/status.h"
+
+namespace smolvm {
+
+inline constexpr uint64_t kMaxChunkBytes = 64ull << 20;
+inline constexpr uint64_t kSlabMaxBytes = 1ull << 20;
+inline constexpr uint64_t kAllocAlign = 256;
+
+struct ChunkRecord {
+  uint64_t addr = 0;
+  uint64_t bytes = 0;
+  uint64_t handle = 0;   // the backend's chunk handle
+  bool writable = true;  // false once shared with clones (read-only for everyone)
+  bool shared = false;   // imported from, or exported to, other sessions
+  bool owned = true;     // false when imported from a golden (not counted as ours)
+};
+
+// At the top of the arena: a window never handed to allocations, for the
+// worker's temporary mappings (copying a golden's chunks, copy-on-write).
+inline constexpr uint64_t kScratchBytes = 16ull << 30;
+
+class DeviceMemory {
+ public:
+  // `limit_bytes` caps the chunk bytes this session may hold (0 = no cap).
+  DeviceMemory(GpuBackend* backend, uint64_t arena_base, uint64_t arena_bytes,
+               uint64_t limit_bytes = 0);
+  ~DeviceMemory();
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+
+  // A new allocation; bytes > 0. Fails with CUDA_ERROR_OUT_OF_MEMORY when the
+  // device, the arena or the session's limit is exhausted.
+  Result<uint64_t> Alloc(uint64_t bytes);
+  // Frees an allocation made by Alloc (exact start address), else
+  // CUDA_ERROR_INVALID_VALUE. Synchronizes the context before unmapping.
+  Status Free(uint64_t ptr);
+  // True when [ptr, ptr+bytes) lies inside one live allocation.
+  bool Contains(uint64_t ptr, uint64_t bytes) const;
+
+  // Marks [ptr, ptr+bytes) frozen; it must lie inside one live allocation.
+  Status MarkFrozen(uint64_t ptr, uint64_t bytes);
+  // True when every allocated byte of the chunk at `addr` is frozen, so the
+  // chunk can be shared with clones without hiding anyone's writes.
+  bool ChunkIsFrozen(uint64_t addr) const;
+  // Marks the chunk shared and maps it read-only (for everyone, the owner too).
+  Status ShareChunk(uint64_t addr);
+  // Before a copy or memset writes [ptr, ptr+bytes): every read-only shared
+  // chunk it touches is replaced by a private copy at the same address.
+  // Returns how many chunks were copied.
+  Result<int> PrepareWrite(uint64_t ptr, uint64_t bytes);
+  // Chunks overlapping [ptr, ptr+bytes) that are shared (for fault reports).
+  std::vector<uint64_t> SharedChunksIn(uint64_t ptr, uint64_t bytes) const;
+
+  // The allocator's layout (allocations, slabs, free VA, frozen ranges, and
+  // the chunks in `chunks()` order) for a clone to rebuild.
+  nlohmann::json ExportLayout() const;
+  // Rebuilds this (empty) allocator from a golden's layout. `chunk_fds[i]` is
+  // the golden's i-th chunk: shared chunks are imported and mapped read-only;
+  // the others get a new private chunk holding a copy of the golden's bytes.
+  Status ImportLayout(const nlohmann::json& layout, const std::vector<int>& chunk_fds);
+
+  const std::map<uint64_t, ChunkRecord>& chunks() const { return chunks_; }
+  uint64_t chunk_bytes() const { return chunk_bytes_; }
+  size_t allocation_count() const { return allocs_.size(); }
+
+ private:
+  struct Allocation {
+    uint64_t bytes = 0;     // as asked
+    uint64_t reserved = 0;  // VA bytes held (large) or slab bytes held (small)
+    uint64_t slab = 0;      // the slab's address for small allocations, else 0
+  };
+  struct Slab {
+    std::map<uint64_t, uint64_t> free;  // offset -> bytes
+    uint64_t used = 0;
+  };
+
+  Result<uint64_t> TakeVa(uint64_t bytes);
+  void ReturnVa(uint64_t addr, uint64_t bytes);
+  // Creates and maps chunks covering [addr, addr+bytes); rolls back on failure.
+  Status MapRange(uint64_t addr, uint64_t bytes);
+  Status UnmapRange(uint64_t addr, uint64_t bytes);
+  Result<uint64_t> AllocSmall(uint64_t bytes);
+  // Copies `bytes` from the chunk `src_handle` into the device range at `dst`
+  // through a temporary mapping in the scratch window. Synchronizes.
+  Status CopyFromHandle(uint64_t dst, uint64_t src_handle, uint64_t bytes);
+
+  GpuBackend* backend_;
+  uint64_t granularity_;
+  uint64_t limit_bytes_;
+  uint64_t chunk_bytes_ = 0;
+  std::map<uint64_t, uint64_t> free_va_;  // addr -> bytes, coalesced
+  std::map<uint64_t, ChunkRecord> chunks_;
+  std::map<uint64_t, Allocation> allocs_;
+  std::map<uint64_t, Slab> slabs_;
+  std::map<uint64_t, uint64_t> frozen_;  // start -> end, merged
+  uint64_t scratch_base_ = 0;
+};
+
+}  // namespace smolvm

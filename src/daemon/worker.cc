@@ -1,0 +1,758 @@
+#include "daemon/worker.h"
+
+#include <cuda.h>
+#include <errno.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "backend/backend_factory.h"
+#include "daemon/control.h"
+#include "daemon/module_cache.h"
+#include "proto/frame.h"
+#include "transport/unix_channel.h"
+
+namespace smolvm {
+namespace {
+
+Status Cu(CUresult r, const std::string& what) { return Status(static_cast<int32_t>(r), what); }
+
+// Largest DtoH answered inline; bigger copies go through pinned staging.
+constexpr uint64_t kMaxInlineDtoH = 64ull << 20;
+
+}  // namespace
+
+Worker::Worker(std::unique_ptr<GpuBackend> backend, WorkerOptions options)
+    : backend_(std::move(backend)), options_(std::move(options)) {}
+
+Worker::~Worker() { ReleaseAll(); }
+
+void Worker::ReleaseAll() {
+  memory_.reset();
+  for (auto& [addr, seg] : host_) {
+    (void)backend_->HostUnregister(reinterpret_cast<void*>(addr));
+    ::mmap(reinterpret_cast<void*>(addr), seg.bytes, PROT_NONE,
+           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  }
+  host_.clear();
+  if (host_reserved_) {
+    ::munmap(reinterpret_cast<void*>(options_.host_base), options_.host_bytes);
+    host_reserved_ = false;
+  }
+}
+
+Status Worker::Start() {
+  // The host range first, before the driver can place anything there.
+  if (options_.host_bytes) {
+    void* p = ::mmap(reinterpret_cast<void*>(options_.host_base), options_.host_bytes, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == MAP_FAILED || reinterpret_cast<uint64_t>(p) != options_.host_base)
+      return Internal("cannot reserve the pinned host range at its fixed address");
+    host_reserved_ = true;
+  }
+  RETURN_IF_ERROR(backend_->Init(0));
+  RETURN_IF_ERROR(backend_->ReserveArena(options_.arena_base, options_.arena_bytes));
+  memory_ = std::make_unique<DeviceMemory>(backend_.get(), options_.arena_base, options_.arena_bytes,
+                                           options_.memory_limit_bytes);
+  return Status::Ok();
+}
+
+Status Worker::Serve(std::unique_ptr<Channel> guest, const proto::WorkerAdoptRequest& adopt,
+                     Channel* control) {
+  session_id_ = adopt.session_id;
+  control_ = control;
+  std::string out;
+  proto::HelloReply hello;
+  hello.session_id = adopt.session_id;
+  hello.arena_base = options_.arena_base;
+  hello.arena_bytes = options_.arena_bytes;
+  hello.host_base = options_.host_base;
+  hello.host_bytes = options_.host_bytes;
+  hello.backend = std::string(backend_->Name());
+  proto::AppendReply(&out, static_cast<uint16_t>(proto::Op::kHello), adopt.hello_seq, 0, hello);
+  RETURN_IF_ERROR(guest->Write(out));
+
+  proto::FrameHeader h;
+  std::string payload;
+  std::vector<UniqueFd> fds;
+  while (!goodbye_) {
+    if (control_ && control_->HasBufferedFrame()) {
+      RETURN_IF_ERROR(OnControl(*guest));
+      continue;
+    }
+    if (!guest->HasBufferedFrame()) {
+      struct pollfd p[2] = {{guest->fd(), POLLIN, 0}, {control_ ? control_->fd() : -1, POLLIN, 0}};
+      int n = ::poll(p, control_ ? 2 : 1, -1);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return ErrnoStatus("poll", errno);
+      if (control_ && p[1].revents) {
+        Status st = OnControl(*guest);
+        if (!st.ok()) return st;
+        continue;
+      }
+    }
+    Status st = guest->ReadFrame(&h, &payload, &fds);
+    if (!st.ok()) {
+      if (st.code() == static_cast<int32_t>(Code::kUnavailable)) return Status::Ok();
+      // A broken frame leaves the stream unsynchronised: say why, then end.
+      out.clear();
+      proto::AppendErrorReply(&out, h.op, h.seq, st.code(), deferred_, st.message());
+      (void)guest->Write(out);
+      return st;
+    }
+    RETURN_IF_ERROR(ServeFrame(*guest, h, payload, &fds));
+  }
+  return Status::Ok();
+}
+
+Status Worker::ServeFrame(Channel& guest, const proto::FrameHeader& h, std::string_view payload,
+                          std::vector<UniqueFd>* fds) {
+  if (h.op == static_cast<uint16_t>(proto::Op::kForkpointWait) && !(h.flags & proto::kFlagAsync)) {
+    // Answered later, when the daemon orders a fork or a release.
+    RETURN_IF_ERROR(backend_->CtxSynchronize());
+    forkpoint_waiting_ = true;
+    forkpoint_seq_ = h.seq;
+    if (fork_orders_.empty() && control_) {
+      std::string note;
+      proto::AppendRequest(&note, proto::WorkerStateRequest{session_id_, "forkpoint"}, 0);
+      (void)control_->Write(note);
+    }
+    return AnswerForkpoint(guest);
+  }
+  std::string out;
+  proto::CallContext ctx;
+  ctx.header = &h;
+  ctx.fds_in = fds;
+  ctx.deferred = deferred_;
+  proto::DispatchOutcome o = proto::Dispatch(*this, h, payload, &ctx, &out);
+  if (o.status.code() == CUDA_ERROR_ILLEGAL_ADDRESS || ctx.deferred == CUDA_ERROR_ILLEGAL_ADDRESS) ReportFault();
+  if (o.replied) {
+    deferred_ = 0;
+    return guest.Write(out, ctx.fds_out);
+  }
+  if (!o.status.ok() && deferred_ == 0) deferred_ = o.status.code();
+  return Status::Ok();
+}
+
+Status Worker::AnswerForkpoint(Channel& guest) {
+  if (!forkpoint_waiting_ || fork_orders_.empty()) return Status::Ok();
+  proto::ForkGoRequest go = fork_orders_.front();
+  fork_orders_.erase(fork_orders_.begin());
+  forkpoint_waiting_ = false;
+  std::string reply;
+  proto::AppendReply(&reply, static_cast<uint16_t>(proto::Op::kForkpointWait), forkpoint_seq_, deferred_,
+                     proto::ForkpointWaitReply{go.clone_index, go.token});
+  deferred_ = 0;
+  RETURN_IF_ERROR(guest.Write(reply));
+  if (go.clone_index < 0 && control_) {
+    std::string note;
+    proto::AppendRequest(&note, proto::WorkerStateRequest{session_id_, "running"}, 0);
+    (void)control_->Write(note);
+  }
+  return Status::Ok();
+}
+
+void Worker::ReportFault() {
+  if (fault_reported_) return;
+  fault_reported_ = true;
+  std::string where;
+  for (const RecentLaunch& l : recent_launches_) {
+    auto f = functions_.find(l.function);
+    for (size_t off = 0; off + 8 <= l.params.size(); off += 8) {
+      uint64_t v;
+      std::memcpy(&v, l.params.data() + off, 8);
+      for (uint64_t chunk : memory_->SharedChunksIn(v, 1)) {
+        char b[96];
+        std::snprintf(b, sizeof b, " %s->0x%llx", f == functions_.end() ? "?" : f->second.name.c_str(),
+                      static_cast<unsigned long long>(chunk));
+        where += b;
+      }
+    }
+  }
+  std::fprintf(stderr, "smolvm worker %d: session %llu: an illegal memory access was encountered%s%s\n",
+               ::getpid(), static_cast<unsigned long long>(session_id_),
+               where.empty() ? "" : "; recent launches pointed into shared (read-only) chunks:",
+               where.c_str());
+}
+
+void Worker::SendStats() {
+  if (!control_) return;
+  proto::WorkerStatsRequest s;
+  s.session_id = session_id_;
+  s.chunks = memory_->chunks().size();
+  s.chunk_bytes = memory_->chunk_bytes();
+  s.allocations = memory_->allocation_count();
+  std::string out;
+  proto::AppendRequest(&out, s, 0);
+  (void)control_->Write(out);
+}
+
+Result<uint64_t> Worker::Stream(uint64_t guest_id) const {
+  if (guest_id == 0 || guest_id == 1) return kDefaultStream;  // NULL, cudaStreamLegacy
+  if (guest_id == 2) return uint64_t{2};  // per-thread default stream
+  auto it = streams_.find(guest_id);
+  if (it == streams_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown stream");
+  return it->second.handle;
+}
+
+Result<uint64_t> Worker::Event(uint64_t guest_id) const {
+  auto it = events_.find(guest_id);
+  if (it == events_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown event");
+  return it->second.handle;
+}
+
+Status Worker::CheckHost(uint64_t addr, uint64_t bytes) const {
+  auto it = host_.upper_bound(addr);
+  if (it != host_.begin()) {
+    --it;
+    if (addr + bytes >= addr && addr + bytes <= it->first + it->second.bytes) return Status::Ok();
+  }
+  return Cu(CUDA_ERROR_INVALID_VALUE, "host range is not a registered pinned segment");
+}
+
+// --- session and device -------------------------------------------------------
+
+Status Worker::Handle(const proto::GoodbyeRequest&, proto::GoodbyeReply*, Ctx*) {
+  goodbye_ = true;
+  return backend_->CtxSynchronize();
+}
+
+Status Worker::Handle(const proto::PingRequest&, proto::PingReply*, Ctx*) { return Status::Ok(); }
+
+Status Worker::Handle(const proto::DeviceGetCountRequest&, proto::DeviceGetCountReply* r, Ctx*) {
+  // A session sees the one device its worker's context lives on.
+  r->count = 1;
+  return Status::Ok();
+}
+
+Status Worker::Handle(const proto::DeviceGetInfoRequest& q, proto::DeviceGetInfoReply* r, Ctx*) {
+  if (q.device != 0) return Cu(CUDA_ERROR_INVALID_DEVICE, "a session has one device, 0");
+  ASSIGN_OR_RETURN(DeviceInfo info, backend_->GetDeviceInfo(0));
+  scratch_ = info.uuid;
+  r->name = info.name;
+  r->uuid = scratch_;
+  r->total_mem = info.total_mem;
+  r->driver_version = info.driver_version;
+  r->attrs = std::move(info.attrs);
+  return Status::Ok();
+}
+
+Status Worker::Handle(const proto::MemGetInfoRequest&, proto::MemGetInfoReply* r, Ctx*) {
+  RETURN_IF_ERROR(backend_->MemGetInfo(&r->free_bytes, &r->total_bytes));
+  if (options_.memory_limit_bytes) {
+    uint64_t left = options_.memory_limit_bytes - std::min(options_.memory_limit_bytes, memory_->chunk_bytes());
+    r->total_bytes = options_.memory_limit_bytes;
+    r->free_bytes = std::min(r->free_bytes, left);
+  }
+  return Status::Ok();
+}
+
+Status Worker::Handle(const proto::CtxSynchronizeRequest&, proto::CtxSynchronizeReply*, Ctx*) {
+  return backend_->CtxSynchronize();
+}
+
+Status Worker::Handle(const proto::CtxGetLimitRequest& q, proto::CtxGetLimitReply* r, Ctx*) {
+  ASSIGN_OR_RETURN(r->value, backend_->CtxGetLimit(q.limit));
+  return Status::Ok();
+}
+
+Status Worker::Handle(const proto::CtxSetLimitRequest& q, proto::CtxSetLimitReply*, Ctx*) {
+  return backend_->CtxSetLimit(q.limit, q.value);
+}
+
+Status Worker::Handle(const proto::StreamPriorityRangeRequest&, proto::StreamPriorityRangeReply* r,
+                      Ctx*) {
+  int least = 0, greatest = 0;
+  RETURN_IF_ERROR(backend_->StreamPriorityRange(&least, &greatest));
+  r->least = least;
+  r->greatest = greatest;
+  return Status::Ok();
+}
+
+// --- memory -------------------------------------------------------------------
+
+Status Worker::Handle(const proto::MemAllocRequest& q, proto::MemAllocReply* r, Ctx*) {
+  ASSIGN_OR_RETURN(r->dptr, memory_->Alloc(q.bytes));
+  SendStats();
+  return Status::Ok();
+}
+
+Status Worker::Handle(const proto::MemFreeRequest& q, proto::MemFreeReply*, Ctx*) {
+  RETURN_IF_ERROR(memory_->Free(q.dptr));
+  SendStats();
+  return Status::Ok();
+}
+
+Status Worker::Handle(const proto::HostRegisterRequest& q, proto::HostRegisterReply*, Ctx* ctx) {
+  if (ctx->fds_in->size() != 1) return Cu(CUDA_ERROR_INVALID_VALUE, "HostRegister needs one memfd");
+  uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  if (q.bytes == 0 || q.addr % page || q.bytes % page || q.addr < options_.host_base ||
+      q.addr + q.bytes > options_.host_base + options_.host_bytes || q.addr + q.bytes < q.addr)
+    return Cu(CUDA_ERROR_INVALID_VALUE, "host segment outside the pinned host range");
+  auto next = host_.lower_bound(q.addr);
+  if ((next != host_.end() && next->first < q.addr + q.bytes) ||
+      (next != host_.begin() && std::prev(next)->first + std::prev(next)->second.bytes > q.addr))
+    return Cu(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "host segment overlaps another");
+  void* p = ::mmap(reinterpret_cast<void*>(q.addr), q.bytes, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_FIXED, (*ctx->fds_in)[0].get(), 0);
+  if (p == MAP_FAILED) return Cu(CUDA_ERROR_INVALID_VALUE, std::string("mmap host segment: ") + strerror(errno));
+  Status st = backend_->HostRegister(p, q.bytes);
+  if (!st.ok()) {
+    ::mmap(p, q.bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    return st;
+  }
+  host_[q.addr] = HostSegment{q.bytes};
+  return Status::Ok();
+}
+
+Status Worker::Handle(const proto::HostUnregisterRequest& q, proto::HostUnregisterReply*, Ctx*) {
+  auto it = host_.find(q.addr);
+  if (it == host_.end()) return Cu(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "not a registered host segment");
+  // DMA from or to the segment may still be in flight.
+  RETURN_IF_ERROR(backend_->CtxSynchronize());
+  Status st = backend_->HostUnregister(reinterpret_cast<void*>(q.addr));
+  ::mmap(reinterpret_cast<void*>(q.addr), it->second.bytes, PROT_NONE,
+         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  host_.erase(it);
+  return st;
+}
+
+Status Worker::Handle(const proto::MemcpyHtoDRequest& q, proto::MemcpyHtoDReply*, Ctx*) {
+  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
+  RETURN_IF_ERROR(memory_->PrepareWrite(q.dst, q.data.size()).status());
+  // The bytes live in the frame buffer, which the next read reuses: copy
+  // synchronously with respect to it, as pageable copies are.
+  RETURN_IF_ERROR(backend_->MemcpyHtoD(q.dst, q.data.data(), q.data.size(), s));
+  if (q.data.size() > 0) return backend_->StreamSynchronize(s);
+  return Status::Ok();
+}
+
+Status Worker::Handle(const proto::MemcpyHtoDHostRequest& q, proto::MemcpyHtoDHostReply*, Ctx*) {
+  RETURN_IF_ERROR(CheckHost(q.src, q.bytes));
+  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
+  RETURN_IF_ERROR(memory_->PrepareWrite(q.dst, q.bytes).status());
+  return backend_->MemcpyHtoD(q.dst, reinterpret_cast<const void*>(q.src), q.bytes, s);
+}
+
+Status Worker::Handle(const proto::MemcpyDtoHRequest& q, proto::MemcpyDtoHReply* r, Ctx*) {
+  if (q.bytes > kMaxInlineDtoH) return Cu(CUDA_ERROR_INVALID_VALUE, "inline copy too large");
+  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
+  scratch_.resize(q.bytes);
+  RETURN_IF_ERROR(backend_->MemcpyDtoH(scratch_.data(), q.src, q.bytes, s));
+  RETURN_IF_ERROR(backend_->StreamSynchronize(s));
+  r->data = scratch_;
+  return Status::Ok();
+}
+
+Status Worker::Handle(const proto::MemcpyDtoHHostRequest& q, proto::MemcpyDtoHHostReply*, Ctx*) {
+  RETURN_IF_ERROR(CheckHost(q.dst, q.bytes));
+  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
+  return backend_->MemcpyDtoH(reinterpret_cast<void*>(q.dst), q.src, q.bytes, s);
+}
+
+Status Worker::Handle(const proto::MemcpyDtoDRequest& q, proto::MemcpyDtoDReply*, Ctx*) {
+  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
+  RETURN_IF_ERROR(memory_->PrepareWrite(q.dst, q.bytes).status());
+  return backend_->MemcpyDtoD(q.dst, q.src, q.bytes, s);
+}
+
+Status Worker::Handle(const proto::MemsetRequest& q, proto::MemsetReply*, Ctx*) {
+  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
+  RETURN_IF_ERROR(memory_->PrepareWrite(q.dst, q.count * q.elem_bytes).status());
+  return backend_->Memset(q.dst, q.value, q.elem_bytes, q.count, s);
+}
+
+// --- streams and events ---------------------------------------------------------
+
+Status Worker::Handle(const proto::StreamCreateRequest& q, proto::StreamCreateReply*, Ctx*) {
+  if (q.stream <= 2 || streams_.count(q.stream))
+    return Cu(CUDA_ERROR_INVALID_VALUE, "stream id is reserved or in use");
+  ASSIGN_OR_RETURN(uint64_t h, backend_->StreamCreate(q.flags, q.priority));
+  streams_[q.stream] = StreamInfo{h, q.flags, q.priority};
+  return Status::Ok();
+}
+
+Status Worker::Handle(const proto::StreamDestroyRequest& q, proto::StreamDestroyReply*, Ctx*) {
+  auto it = streams_.find(q.stream);
+  if (it == streams_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown stream");
+  Status st = backend_->StreamDestroy(it->second.handle);
+  streams_.erase(it);
+  return st;
+}
+
+Status Worker::Handle(const proto::StreamSynchronizeRequest& q, proto::StreamSynchronizeReply*, Ctx*) {
+  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
+  return backend_->StreamSynchronize(s);
+}
+
+Status Worker::Handle(const proto::StreamQueryRequest& q, proto::StreamQueryReply*, Ctx*) {
+  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
+  return backend_->StreamQuery(s);
+}
+
+Status Worker::Handle(const proto::StreamWaitEventRequest& q, proto::StreamWaitEventReply*, Ctx*) {
+  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
+  ASSIGN_OR_RETURN(uint64_t e, Event(q.event));
+  return backend_->StreamWaitEvent(s, e, q.flags);
+}
+
+Status Worker::Handle(const proto::EventCreateRequest& q, proto::EventCreateReply*, Ctx*) {
+  if (q.event == 0 || events_.count(q.event)) return Cu(CUDA_ERROR_INVALID_VALUE, "event id in use");
+  ASSIGN_OR_RETURN(uint64_t h, backend_->EventCreate(q.flags));
+  events_[q.event] = EventInfo{h, q.flags};
+  return Status::Ok();
+}
+
+Status Worker::Handle(const proto::EventDestroyRequest& q, proto::EventDestroyReply*, Ctx*) {
+  auto it = events_.find(q.event);
+  if (it == events_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown event");
+  Status st = backend_->EventDestroy(it->second.handle);
+  events_.erase(it);
+  return st;
+}
+
+Status Worker::Handle(const proto::EventRecordRequest& q, proto::EventRecordReply*, Ctx*) {
+  ASSIGN_OR_RETURN(uint64_t e, Event(q.event));
+  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
+  return backend_->EventRecord(e, s);
+}
+
+Status Worker::Handle(const proto::EventSynchronizeRequest& q, proto::EventSynchronizeReply*, Ctx*) {
+  ASSIGN_OR_RETURN(uint64_t e, Event(q.event));
+  return backend_->EventSynchronize(e);
+}
+
+Status Worker::Handle(const proto::EventQueryRequest& q, proto::EventQueryReply*, Ctx*) {
+  ASSIGN_OR_RETURN(uint64_t e, Event(q.event));
+  return backend_->EventQuery(e);
+}
+
+Status Worker::Handle(const proto::EventElapsedTimeRequest& q, proto::EventElapsedTimeReply* r, Ctx*) {
+  ASSIGN_OR_RETURN(uint64_t a, Event(q.start));
+  ASSIGN_OR_RETURN(uint64_t b, Event(q.end));
+  ASSIGN_OR_RETURN(r->ms, backend_->EventElapsedTime(a, b));
+  return Status::Ok();
+}
+
+// --- modules and launches -------------------------------------------------------
+
+Status Worker::Handle(const proto::ModuleLoadRequest& q, proto::ModuleLoadReply*, Ctx*) {
+  if (q.module == 0 || modules_.count(q.module)) return Cu(CUDA_ERROR_INVALID_VALUE, "module id in use");
+  ModuleCache cache(options_.module_cache_dir);
+  std::string cached;
+  std::string_view image = q.image;
+  if (image.empty()) {
+    auto got = cache.Get(q.hash);
+    if (!got.ok()) return got.status();  // kNotFound: the guest resends with the bytes
+    cached = std::move(got).value();
+    image = cached;
+  } else {
+    RETURN_IF_ERROR(cache.Put(q.hash, image));
+  }
+  ASSIGN_OR_RETURN(uint64_t h, backend_->ModuleLoad(image));
+  modules_[q.module] = ModuleInfo{h, std::string(q.hash)};
+  return Status::Ok();
+}
+
+Status Worker::Handle(const proto::ModuleUnloadRequest& q, proto::ModuleUnloadReply*, Ctx*) {
+  auto it = modules_.find(q.module);
+  if (it == modules_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown module");
+  Status st = backend_->ModuleUnload(it->second.handle);
+  modules_.erase(it);
+  return st;
+}
+
+Status Worker::Handle(const proto::ModuleGetFunctionRequest& q, proto::ModuleGetFunctionReply* r, Ctx*) {
+  auto m = modules_.find(q.module);
+  if (m == modules_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown module");
+  if (q.function == 0 || functions_.count(q.function)) return Cu(CUDA_ERROR_INVALID_VALUE, "function id in use");
+  ASSIGN_OR_RETURN(uint64_t f, backend_->ModuleGetFunction(m->second.handle, q.name));
+  ASSIGN_OR_RETURN(std::vector<ParamInfo> params, backend_->FuncGetParamInfo(f));
+  ASSIGN_OR_RETURN(r->attrs, backend_->FuncGetAttributes(f));
+  for (const ParamInfo& p : params) {
+    r->params.push_back(p.offset);
+    r->params.push_back(p.size);
+  }
+  functions_[q.function] = FunctionInfo{f, q.module, q.name};
+  return Status::Ok();
+}
+
+Status Worker::Handle(const proto::ModuleGetGlobalRequest& q, proto::ModuleGetGlobalReply* r, Ctx*) {
+  auto m = modules_.find(q.module);
+  if (m == modules_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown module");
+  return backend_->ModuleGetGlobal(m->second.handle, q.name, &r->dptr, &r->bytes);
+}
+
+Status Worker::Handle(const proto::FuncSetAttributeRequest& q, proto::FuncSetAttributeReply*, Ctx*) {
+  auto f = functions_.find(q.function);
+  if (f == functions_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown function");
+  return backend_->FuncSetAttribute(f->second.handle, q.attr, q.value);
+}
+
+Status Worker::Handle(const proto::LaunchKernelRequest& q, proto::LaunchKernelReply*, Ctx*) {
+  auto f = functions_.find(q.function);
+  if (f == functions_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown function");
+  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
+  LaunchConfig c;
+  c.grid[0] = q.grid_x, c.grid[1] = q.grid_y, c.grid[2] = q.grid_z;
+  c.block[0] = q.block_x, c.block[1] = q.block_y, c.block[2] = q.block_z;
+  c.shared_bytes = q.shared_bytes;
+  // Kept for fault reports: which shared chunks a faulting launch pointed into.
+  constexpr size_t kRecent = 8;
+  if (recent_launches_.size() < kRecent) recent_launches_.resize(kRecent);
+  RecentLaunch& slot = recent_launches_[recent_next_++ % kRecent];
+  slot.function = q.function;
+  slot.params.assign(q.params.data(), q.params.size());
+  return backend_->LaunchKernel(f->second.handle, c, s, q.params);
+}
+
+Status Worker::Handle(const proto::OccupancyMaxBlocksRequest& q, proto::OccupancyMaxBlocksReply* r, Ctx*) {
+  auto f = functions_.find(q.function);
+  if (f == functions_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown function");
+  ASSIGN_OR_RETURN(r->blocks, backend_->OccupancyMaxBlocks(f->second.handle, q.block_size, q.dynamic_smem, q.flags));
+  return Status::Ok();
+}
+
+Status Worker::Handle(const proto::MarkFrozenRequest& q, proto::MarkFrozenReply*, Ctx*) {
+  return memory_->MarkFrozen(q.dptr, q.bytes);
+}
+
+// --- fork ---------------------------------------------------------------------
+
+namespace {
+
+std::string HexOf(std::string_view bytes) {
+  std::string hex;
+  char b[3];
+  for (unsigned char c : bytes) {
+    std::snprintf(b, sizeof b, "%02x", c);
+    hex += b;
+  }
+  return hex;
+}
+
+std::string BytesOfHex(const std::string& hex) {
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  return out;
+}
+
+}  // namespace
+
+Status Worker::OnControl(Channel& guest) {
+  proto::FrameHeader h;
+  std::string payload;
+  std::vector<UniqueFd> fds;
+  Status st = control_->ReadFrame(&h, &payload, &fds);
+  if (!st.ok()) {
+    // The daemon is gone; PR_SET_PDEATHSIG ends us too, but do not spin.
+    control_ = nullptr;
+    return Status::Ok();
+  }
+  proto::Decoder dec(payload);
+  if (h.op == static_cast<uint16_t>(proto::Op::kForkPrepare)) {
+    proto::ForkPrepareRequest r;
+    if (!proto::Decode(dec, &r)) return Malformed("ForkPrepare does not decode");
+    return PrepareFork(r);
+  }
+  if (h.op == static_cast<uint16_t>(proto::Op::kForkGo)) {
+    proto::ForkGoRequest r;
+    if (!proto::Decode(dec, &r)) return Malformed("ForkGo does not decode");
+    fork_orders_.push_back(r);
+    return AnswerForkpoint(guest);
+  }
+  return Malformed("unexpected control op " + std::to_string(h.op));
+}
+
+Status Worker::PrepareFork(const proto::ForkPrepareRequest& req) {
+  proto::ForkManifestRequest m;
+  auto fail = [&](const Status& why) {
+    m.result = why.code() ? why.code() : static_cast<int32_t>(Code::kInternal);
+    m.message = why.message();
+    std::string out;
+    proto::AppendRequest(&out, m, 0);
+    return control_->Write(out);
+  };
+  if (!forkpoint_waiting_) return fail(Status(Code::kInvalidArgument, "the session is not at its forkpoint"));
+  if (req.share != "on" && req.share != "off" && req.share != "auto")
+    return fail(InvalidArgument("share must be on, off or auto"));
+  if (req.share == "auto")
+    return fail(NotSupported("--share auto is not implemented yet; use --share on (smolvmMarkFrozen) or off"));
+  Status st = backend_->CtxSynchronize();
+  if (!st.ok()) return fail(st);
+  bool share = req.share == "on";
+  if (share) {
+    bool any = false;
+    for (const auto& [addr, c] : memory_->chunks()) any = any || memory_->ChunkIsFrozen(addr);
+    if (!any) return fail(InvalidArgument("no memory marked frozen; use --share auto"));
+    for (const auto& [addr, c] : memory_->chunks()) {
+      if (!memory_->ChunkIsFrozen(addr)) continue;
+      st = memory_->ShareChunk(addr);
+      if (!st.ok()) return fail(st);
+    }
+  }
+  std::vector<UniqueFd> owned;
+  std::vector<int> fds;
+  for (const auto& [addr, c] : memory_->chunks()) {
+    auto fd = backend_->ChunkExport(c.handle);
+    if (!fd.ok()) return fail(fd.status());
+    fds.push_back(fd->get());
+    owned.push_back(std::move(fd).value());
+    if (share && c.shared) {
+      m.shared_bytes += c.bytes;
+    } else {
+      m.private_bytes += c.bytes;
+    }
+  }
+  nlohmann::json j;
+  j["layout"] = memory_->ExportLayout();
+  if (!share) {
+    // The control arm: nothing is shared, whatever was shared before.
+    for (auto& c : j["layout"]["chunks"]) c[2] = 0;
+  }
+  j["modules"] = nlohmann::json::array();
+  for (const auto& [id, mod] : modules_) j["modules"].push_back({id, HexOf(mod.hash)});
+  j["functions"] = nlohmann::json::array();
+  for (const auto& [id, f] : functions_) j["functions"].push_back({id, f.module, f.name});
+  j["streams"] = nlohmann::json::array();
+  for (const auto& [id, si] : streams_) j["streams"].push_back({id, si.flags, si.priority});
+  j["events"] = nlohmann::json::array();
+  for (const auto& [id, ei] : events_) j["events"].push_back({id, ei.flags});
+  uint64_t total = 0;
+  (void)backend_->MemGetInfo(&m.free_bytes, &total);
+  m.manifest = j.dump();
+  m.num_chunks = static_cast<uint32_t>(fds.size());
+  std::string out;
+  proto::AppendRequest(&out, m, 0);
+  RETURN_IF_ERROR(control_->Write(out));
+  return SendChunkFds(*control_, fds);
+}
+
+Result<proto::CloneBuiltRequest> Worker::BuildClone(const proto::CloneBuildRequest& req,
+                                                    const std::vector<UniqueFd>& chunk_fds) {
+  auto t0 = std::chrono::steady_clock::now();
+  nlohmann::json j = nlohmann::json::parse(req.manifest, nullptr, false);
+  if (j.is_discarded()) return Malformed("clone manifest is not JSON");
+  std::vector<int> fds;
+  for (const auto& fd : chunk_fds) fds.push_back(fd.get());
+  try {
+    RETURN_IF_ERROR(memory_->ImportLayout(j.at("layout"), fds));
+    ModuleCache cache(options_.module_cache_dir);
+    for (const auto& m : j.at("modules")) {
+      uint64_t id = m.at(0);
+      std::string hash = BytesOfHex(m.at(1).get<std::string>());
+      ASSIGN_OR_RETURN(std::string image, cache.Get(hash));
+      ASSIGN_OR_RETURN(uint64_t h, backend_->ModuleLoad(image));
+      modules_[id] = ModuleInfo{h, hash};
+    }
+    for (const auto& f : j.at("functions")) {
+      uint64_t id = f.at(0), module = f.at(1);
+      std::string name = f.at(2);
+      auto mod = modules_.find(module);
+      if (mod == modules_.end()) return Malformed("clone manifest names an unknown module");
+      ASSIGN_OR_RETURN(uint64_t h, backend_->ModuleGetFunction(mod->second.handle, name));
+      functions_[id] = FunctionInfo{h, module, name};
+    }
+    for (const auto& st : j.at("streams")) {
+      uint64_t id = st.at(0);
+      uint32_t flags = st.at(1);
+      int32_t prio = st.at(2);
+      ASSIGN_OR_RETURN(uint64_t h, backend_->StreamCreate(flags, prio));
+      streams_[id] = StreamInfo{h, flags, prio};
+    }
+    for (const auto& ev : j.at("events")) {
+      uint64_t id = ev.at(0);
+      uint32_t flags = ev.at(1);
+      ASSIGN_OR_RETURN(uint64_t h, backend_->EventCreate(flags));
+      events_[id] = EventInfo{h, flags};
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return Malformed(std::string("clone manifest: ") + e.what());
+  }
+  proto::CloneBuiltRequest built;
+  for (const auto& [addr, c] : memory_->chunks()) {
+    if (c.shared) {
+      ++built.shared_chunks;
+      built.shared_bytes += c.bytes;
+    } else {
+      ++built.private_chunks;
+      built.private_bytes += c.bytes;
+    }
+  }
+  built.ms = std::chrono::duration<float, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return built;
+}
+
+// --- the worker process ------------------------------------------------------------
+
+int WorkerMain(int control_fd, const WorkerOptions& options) {
+  // The daemon supervises us; if it dies, so do we (and our GPU memory goes).
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() == 1) return 1;
+  UnixChannel control{UniqueFd(control_fd)};
+  auto backend = MakeBackend(options.backend);
+  if (!backend.ok()) {
+    std::fprintf(stderr, "smolvm worker: %s\n", backend.status().ToString().c_str());
+    return 1;
+  }
+  Worker worker(std::move(backend).value(), options);
+  Status st = worker.Start();
+  if (!st.ok()) {
+    std::fprintf(stderr, "smolvm worker %d: start failed: %s\n", ::getpid(), st.ToString().c_str());
+    return 2;
+  }
+  uint64_t free0 = 0, total = 0;
+  (void)worker.backend().MemGetInfo(&free0, &total);
+  std::string out;
+  proto::AppendRequest(&out, proto::WorkerReadyRequest{static_cast<uint32_t>(::getpid()), 0}, 0);
+  if (!control.Write(out).ok()) return 3;
+
+  proto::FrameHeader h;
+  std::string payload;
+  std::vector<UniqueFd> fds;
+  st = control.ReadFrame(&h, &payload, &fds);
+  if (!st.ok()) return 0;  // the daemon let us go unused
+  if (h.op == static_cast<uint16_t>(proto::Op::kCloneBuild)) {
+    // A fork: become a copy of the golden, then wait for the clone's guest.
+    proto::CloneBuildRequest build;
+    proto::Decoder bdec(payload);
+    if (!proto::Decode(bdec, &build)) return 4;
+    auto chunk_fds = ReceiveChunkFds(control, build.num_chunks);
+    Result<proto::CloneBuiltRequest> built =
+        chunk_fds.ok() ? worker.BuildClone(build, *chunk_fds) : Result<proto::CloneBuiltRequest>(chunk_fds.status());
+    proto::CloneBuiltRequest reply;
+    if (built.ok()) {
+      reply = *built;
+    } else {
+      reply.result = built.status().code() ? built.status().code() : static_cast<int32_t>(Code::kInternal);
+      reply.message = built.status().message();
+    }
+    out.clear();
+    proto::AppendRequest(&out, reply, 0);
+    if (!control.Write(out).ok() || !built.ok()) return 5;
+    st = control.ReadFrame(&h, &payload, &fds);
+    if (!st.ok()) return 0;
+  }
+  proto::WorkerAdoptRequest adopt;
+  proto::Decoder dec(payload);
+  if (h.op != static_cast<uint16_t>(proto::Op::kWorkerAdopt) || !proto::Decode(dec, &adopt) ||
+      fds.size() != 1) {
+    std::fprintf(stderr, "smolvm worker %d: bad adopt message from the daemon\n", ::getpid());
+    return 4;
+  }
+  auto guest = std::make_unique<UnixChannel>(std::move(fds[0]));
+  st = worker.Serve(std::move(guest), adopt, &control);
+  if (!st.ok())
+    std::fprintf(stderr, "smolvm worker %d: session %llu ended: %s\n", ::getpid(),
+                 static_cast<unsigned long long>(adopt.session_id), st.ToString().c_str());
+  return 0;
+}
+
+}  // namespace smolvm

@@ -1,0 +1,160 @@
+// Worker: serves one guest session on the real GPU (or the fake), in its own
+// process with its own context. Started by the daemon with fork+exec, it
+// brings its backend up, reserves the arena and the host range, reports
+// WorkerReady on its control link, then serves the one guest the daemon hands
+// it (WorkerAdopt, the guest's socket attached) until that guest disconnects.
+//
+// Threading: one thread; every handler runs on it.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "backend/gpu_backend.h"
+#include "daemon/device_memory.h"
+#include "proto/dispatch.h"
+#include "transport/channel.h"
+
+namespace smolvm {
+
+struct WorkerOptions {
+  std::string backend = "cuda";
+  uint64_t arena_base = 0;
+  uint64_t arena_bytes = 0;
+  uint64_t host_base = 0;
+  uint64_t host_bytes = 0;
+  std::string module_cache_dir;  // daemon-wide module images, by content hash
+  uint64_t memory_limit_bytes = 0;
+};
+
+class Worker {
+ public:
+  Worker(std::unique_ptr<GpuBackend> backend, WorkerOptions options);
+  ~Worker();
+
+  // Reserves the host range, initialises the backend and the arena.
+  Status Start();
+  // Serves one guest until it disconnects, and the daemon's requests on
+  // `control` meanwhile (may be null in tests). Returns OK on a clean disconnect.
+  Status Serve(std::unique_ptr<Channel> guest, const proto::WorkerAdoptRequest& adopt,
+               Channel* control);
+
+  // Clone side of a fork: rebuilds the golden's session from its manifest
+  // and chunk descriptors, before any guest is adopted.
+  Result<proto::CloneBuiltRequest> BuildClone(const proto::CloneBuildRequest& req,
+                                              const std::vector<UniqueFd>& chunk_fds);
+
+  GpuBackend& backend() { return *backend_; }
+
+  // --- handlers (called by proto::Dispatch) ---
+  using Ctx = proto::CallContext;
+  Status Handle(const proto::GoodbyeRequest&, proto::GoodbyeReply*, Ctx*);
+  Status Handle(const proto::PingRequest&, proto::PingReply*, Ctx*);
+  Status Handle(const proto::DeviceGetCountRequest&, proto::DeviceGetCountReply*, Ctx*);
+  Status Handle(const proto::DeviceGetInfoRequest&, proto::DeviceGetInfoReply*, Ctx*);
+  Status Handle(const proto::MemGetInfoRequest&, proto::MemGetInfoReply*, Ctx*);
+  Status Handle(const proto::CtxSynchronizeRequest&, proto::CtxSynchronizeReply*, Ctx*);
+  Status Handle(const proto::CtxGetLimitRequest&, proto::CtxGetLimitReply*, Ctx*);
+  Status Handle(const proto::CtxSetLimitRequest&, proto::CtxSetLimitReply*, Ctx*);
+  Status Handle(const proto::StreamPriorityRangeRequest&, proto::StreamPriorityRangeReply*, Ctx*);
+  Status Handle(const proto::MemAllocRequest&, proto::MemAllocReply*, Ctx*);
+  Status Handle(const proto::MemFreeRequest&, proto::MemFreeReply*, Ctx*);
+  Status Handle(const proto::HostRegisterRequest&, proto::HostRegisterReply*, Ctx*);
+  Status Handle(const proto::HostUnregisterRequest&, proto::HostUnregisterReply*, Ctx*);
+  Status Handle(const proto::MemcpyHtoDRequest&, proto::MemcpyHtoDReply*, Ctx*);
+  Status Handle(const proto::MemcpyHtoDHostRequest&, proto::MemcpyHtoDHostReply*, Ctx*);
+  Status Handle(const proto::MemcpyDtoHRequest&, proto::MemcpyDtoHReply*, Ctx*);
+  Status Handle(const proto::MemcpyDtoHHostRequest&, proto::MemcpyDtoHHostReply*, Ctx*);
+  Status Handle(const proto::MemcpyDtoDRequest&, proto::MemcpyDtoDReply*, Ctx*);
+  Status Handle(const proto::MemsetRequest&, proto::MemsetReply*, Ctx*);
+  Status Handle(const proto::StreamCreateRequest&, proto::StreamCreateReply*, Ctx*);
+  Status Handle(const proto::StreamDestroyRequest&, proto::StreamDestroyReply*, Ctx*);
+  Status Handle(const proto::StreamSynchronizeRequest&, proto::StreamSynchronizeReply*, Ctx*);
+  Status Handle(const proto::StreamQueryRequest&, proto::StreamQueryReply*, Ctx*);
+  Status Handle(const proto::StreamWaitEventRequest&, proto::StreamWaitEventReply*, Ctx*);
+  Status Handle(const proto::EventCreateRequest&, proto::EventCreateReply*, Ctx*);
+  Status Handle(const proto::EventDestroyRequest&, proto::EventDestroyReply*, Ctx*);
+  Status Handle(const proto::EventRecordRequest&, proto::EventRecordReply*, Ctx*);
+  Status Handle(const proto::EventSynchronizeRequest&, proto::EventSynchronizeReply*, Ctx*);
+  Status Handle(const proto::EventQueryRequest&, proto::EventQueryReply*, Ctx*);
+  Status Handle(const proto::EventElapsedTimeRequest&, proto::EventElapsedTimeReply*, Ctx*);
+  Status Handle(const proto::ModuleLoadRequest&, proto::ModuleLoadReply*, Ctx*);
+  Status Handle(const proto::ModuleUnloadRequest&, proto::ModuleUnloadReply*, Ctx*);
+  Status Handle(const proto::ModuleGetFunctionRequest&, proto::ModuleGetFunctionReply*, Ctx*);
+  Status Handle(const proto::ModuleGetGlobalRequest&, proto::ModuleGetGlobalReply*, Ctx*);
+  Status Handle(const proto::FuncSetAttributeRequest&, proto::FuncSetAttributeReply*, Ctx*);
+  Status Handle(const proto::LaunchKernelRequest&, proto::LaunchKernelReply*, Ctx*);
+  Status Handle(const proto::OccupancyMaxBlocksRequest&, proto::OccupancyMaxBlocksReply*, Ctx*);
+  Status Handle(const proto::MarkFrozenRequest&, proto::MarkFrozenReply*, Ctx*);
+
+ private:
+  struct HostSegment {
+    uint64_t bytes = 0;
+  };
+  struct ModuleInfo {
+    uint64_t handle = 0;
+    std::string hash;
+  };
+  struct FunctionInfo {
+    uint64_t handle = 0;
+    uint64_t module = 0;
+    std::string name;
+  };
+  struct StreamInfo {
+    uint64_t handle = 0;
+    uint32_t flags = 0;
+    int32_t priority = 0;
+  };
+  struct EventInfo {
+    uint64_t handle = 0;
+    uint32_t flags = 0;
+  };
+  struct RecentLaunch {
+    uint64_t function = 0;
+    std::string params;
+  };
+  // One frame from the guest: dispatch, reply or keep the deferred error.
+  Status ServeFrame(Channel& guest, const proto::FrameHeader& h, std::string_view payload,
+                    std::vector<UniqueFd>* fds);
+  // One request from the daemon while serving.
+  Status OnControl(Channel& guest);
+  Status PrepareFork(const proto::ForkPrepareRequest& req);
+  // Answers the guest's pending ForkpointWait with the oldest queued order.
+  Status AnswerForkpoint(Channel& guest);
+  void ReportFault();
+  Result<uint64_t> Stream(uint64_t guest_id) const;
+  Result<uint64_t> Event(uint64_t guest_id) const;
+  // OK when [addr, addr+bytes) lies inside one registered host segment.
+  Status CheckHost(uint64_t addr, uint64_t bytes) const;
+  void SendStats();
+  void ReleaseAll();
+
+  std::unique_ptr<GpuBackend> backend_;
+  WorkerOptions options_;
+  std::unique_ptr<DeviceMemory> memory_;
+  bool host_reserved_ = false;
+  uint64_t session_id_ = 0;
+  Channel* control_ = nullptr;
+  bool goodbye_ = false;
+  std::map<uint64_t, HostSegment> host_;
+  std::map<uint64_t, StreamInfo> streams_;  // by guest id
+  std::map<uint64_t, EventInfo> events_;
+  std::map<uint64_t, ModuleInfo> modules_;
+  std::map<uint64_t, FunctionInfo> functions_;
+  std::string scratch_;  // DtoH reply bytes
+  int32_t deferred_ = 0;
+  // Fork state (golden side).
+  bool forkpoint_waiting_ = false;      // a ForkpointWait is unanswered
+  uint32_t forkpoint_seq_ = 0;
+  std::vector<proto::ForkGoRequest> fork_orders_;
+  bool fault_reported_ = false;
+  std::vector<RecentLaunch> recent_launches_;  // ring of the last few launches
+  size_t recent_next_ = 0;
+};
+
+// The `_cuda-worker` process: runs a Worker on the control descriptor.
+int WorkerMain(int control_fd, const WorkerOptions& options);
+
+}  // namespace smolvm

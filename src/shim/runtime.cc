@@ -1,0 +1,93 @@
+#include "shim/runtime.h"
+
+#include "shim/errors.h"
+
+namespace smolvm::shim {
+namespace {
+
+thread_local cudaError_t tl_last_error = cudaSuccess;
+
+}  // namespace
+
+Runtime& Runtime::Get() {
+  // Never destroyed: the program's atexit handlers (__cudaUnregisterFatBinary,
+  // cudaFree in destructors) may call in after static destructors ran.
+  static Runtime* runtime = new Runtime(SessionOptions::FromEnv());
+  return *runtime;
+}
+
+Runtime::Runtime(SessionOptions options) : session_(std::move(options)) {}
+
+cudaError_t Runtime::ToCuda(const Status& st) const {
+  if (st.ok()) return cudaSuccess;
+  if (session_.failure() != SessionFailure::kNone) return static_cast<cudaError_t>(session_.failure());
+  return WireResultToCuda(st.code());
+}
+
+cudaError_t Runtime::Begin() {
+  if (sticky_ != cudaSuccess) return sticky_;
+  Status st = session_.Connect();
+  if (!st.ok()) return ToCuda(st);
+  if (!host_mem_.initialized()) host_mem_.Init(session_.hello().host_base, session_.hello().host_bytes);
+  return cudaSuccess;
+}
+
+cudaError_t Runtime::Finish(cudaError_t err) {
+  if (session_.failure() != SessionFailure::kNone) {
+    err = static_cast<cudaError_t>(session_.failure());
+  } else if (int32_t d = session_.TakeDeferred(); d != 0) {
+    cudaError_t de = WireResultToCuda(d);
+    if (IsStickyError(de)) sticky_ = de;
+    if (err == cudaSuccess) err = de;
+    else tl_last_error = de;
+  }
+  if (sticky_ != cudaSuccess) err = sticky_;
+  return Record(err);
+}
+
+cudaError_t Runtime::Record(cudaError_t err) {
+  // Not-ready answers of queries are results, not errors: CUDA leaves the
+  // last error alone for them.
+  if (err != cudaSuccess && err != cudaErrorNotReady) tl_last_error = err;
+  return err;
+}
+
+cudaError_t Runtime::GetLastError() {
+  std::lock_guard lock(session_.mu());
+  if (int32_t d = session_.TakeDeferred(); d != 0) {
+    cudaError_t de = WireResultToCuda(d);
+    if (IsStickyError(de)) sticky_ = de;
+    tl_last_error = de;
+  }
+  if (sticky_ != cudaSuccess) return sticky_;
+  return std::exchange(tl_last_error, cudaSuccess);
+}
+
+cudaError_t Runtime::PeekAtLastError() {
+  std::lock_guard lock(session_.mu());
+  if (int32_t d = session_.TakeDeferred(); d != 0) {
+    cudaError_t de = WireResultToCuda(d);
+    if (IsStickyError(de)) sticky_ = de;
+    tl_last_error = de;
+  }
+  if (sticky_ != cudaSuccess) return sticky_;
+  return tl_last_error;
+}
+
+cudaError_t Runtime::StreamId(cudaStream_t stream, bool per_thread, uint64_t* id) const {
+  uint64_t s = HandleId(stream);
+  if (s == 0) {
+    *id = per_thread ? 2 : 0;
+  } else if (s == HandleId(cudaStreamLegacy)) {
+    *id = 0;
+  } else if (s == HandleId(cudaStreamPerThread)) {
+    *id = 2;
+  } else if (streams_.count(s) == 1) {
+    *id = s;
+  } else {
+    return cudaErrorInvalidResourceHandle;
+  }
+  return cudaSuccess;
+}
+
+}  // namespace smolvm::shim

@@ -1,0 +1,187 @@
+// Runtime: the CUDA runtime API implemented on top of the wire's driver-API
+// model (DESIGN §3). One per process (Runtime::Get(), never destroyed, so
+// atexit handlers of the program may still call in); tests build their own
+// against fake servers.
+//
+// Thread safety: every public method may be called from any thread. Methods
+// that touch the session or the handle tables take the session lock for the
+// whole call, so one call's frames are contiguous on the wire and the tables
+// never change under a call. Per-thread state (last error, launch
+// configuration stack, per-thread stream) lives in thread_locals.
+//
+// Errors: every method returns a cudaError_t exactly as the real runtime
+// would, records it as the thread's last error when it is not success, and
+// merges a deferred worker error (see Session) into its own result. The
+// mapping rules are in errors.h and docs/shim.md.
+//
+// Implementation is split by API family: forward_memory.cc (allocations,
+// pinned host memory, copies, memset), forward_stream.cc (streams, events),
+// forward_module.cc (fatbin registration, modules, launches, symbols),
+// forward_device.cc (device queries, synchronization, versions, errors).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "shim/handles.h"
+#include "shim/host_memory.h"
+#include "shim/session.h"
+
+namespace smolvm::shim {
+
+class Runtime {
+ public:
+  static Runtime& Get();
+  explicit Runtime(SessionOptions options);
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  Session& session() { return session_; }
+
+  // --- memory (forward_memory.cc) ---------------------------------------
+  cudaError_t Malloc(void** ptr, size_t bytes);
+  cudaError_t Free(void* ptr);
+  cudaError_t MallocHost(void** ptr, size_t bytes, unsigned flags);
+  cudaError_t FreeHost(void* ptr);
+  cudaError_t HostGetDevicePointer(void** dptr, void* hptr, unsigned flags);
+  cudaError_t HostGetFlags(unsigned* flags, void* hptr);
+  // stream_is_per_thread: the _ptds/_ptsz entry points, where stream 0 means
+  // the per-thread default stream.
+  cudaError_t Memcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream,
+                     bool async, bool per_thread);
+  cudaError_t Memset(void* dst, int value, size_t bytes, cudaStream_t stream, bool per_thread);
+  cudaError_t MemGetInfo(size_t* free_bytes, size_t* total_bytes);
+  cudaError_t PointerGetAttributes(cudaPointerAttributes* attrs, const void* ptr);
+
+  // --- streams and events (forward_stream.cc) ----------------------------
+  cudaError_t StreamCreate(cudaStream_t* stream, unsigned flags, int priority);
+  cudaError_t StreamDestroy(cudaStream_t stream);
+  cudaError_t StreamSynchronize(cudaStream_t stream, bool per_thread);
+  cudaError_t StreamQuery(cudaStream_t stream, bool per_thread);
+  cudaError_t StreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags, bool per_thread);
+  cudaError_t StreamGetFlags(cudaStream_t stream, unsigned* flags);
+  cudaError_t StreamGetPriority(cudaStream_t stream, int* priority);
+  cudaError_t EventCreate(cudaEvent_t* event, unsigned flags);
+  cudaError_t EventDestroy(cudaEvent_t event);
+  cudaError_t EventRecord(cudaEvent_t event, cudaStream_t stream, unsigned flags, bool per_thread);
+  cudaError_t EventSynchronize(cudaEvent_t event);
+  cudaError_t EventQuery(cudaEvent_t event);
+  cudaError_t EventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
+
+  // --- modules and launches (forward_module.cc) --------------------------
+  void** RegisterFatBinary(void* fat_cubin);
+  void UnregisterFatBinary(void** handle);
+  void RegisterFunction(void** handle, const char* host_fun, const char* device_name);
+  void RegisterVar(void** handle, char* host_var, const char* device_name, size_t bytes);
+  unsigned PushCallConfiguration(dim3 grid, dim3 block, size_t shared_bytes, void* stream);
+  cudaError_t PopCallConfiguration(dim3* grid, dim3* block, size_t* shared_bytes, void* stream);
+  cudaError_t GetKernel(cudaKernel_t* kernel, const void* host_fun);
+  // `func` is a host function pointer (by_kernel false) or a cudaKernel_t.
+  cudaError_t LaunchKernel(const void* func, bool by_kernel, dim3 grid, dim3 block, void** args,
+                           size_t shared_bytes, cudaStream_t stream, bool per_thread);
+  cudaError_t FuncGetAttributes(cudaFuncAttributes* attrs, const void* func);
+  cudaError_t FuncSetAttribute(const void* func, cudaFuncAttribute attr, int value);
+  cudaError_t OccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const void* func, int block_size,
+                                                         size_t dynamic_smem, unsigned flags);
+  cudaError_t MemcpySymbol(const void* symbol, void* host, size_t bytes, size_t offset, cudaMemcpyKind kind,
+                           bool to_symbol, cudaStream_t stream, bool async, bool per_thread);
+  cudaError_t GetSymbolAddress(void** dptr, const void* symbol);
+  cudaError_t GetSymbolSize(size_t* bytes, const void* symbol);
+
+  // --- device, synchronization, errors (forward_device.cc) ---------------
+  cudaError_t GetDeviceCount(int* count);
+  cudaError_t SetDevice(int device);
+  cudaError_t GetDevice(int* device);
+  cudaError_t GetDeviceProperties(cudaDeviceProp* prop, int device);
+  cudaError_t DeviceGetAttribute(int* value, cudaDeviceAttr attr, int device);
+  cudaError_t DeviceSynchronize();
+  cudaError_t DeviceReset();
+  cudaError_t DeviceGetLimit(size_t* value, cudaLimit limit);
+  cudaError_t DeviceSetLimit(cudaLimit limit, size_t value);
+  cudaError_t DeviceGetStreamPriorityRange(int* least, int* greatest);
+  cudaError_t DriverGetVersion(int* version);
+  cudaError_t GetLastError();
+  cudaError_t PeekAtLastError();
+  // Records `err` as this thread's last error when it is not success.
+  cudaError_t Record(cudaError_t err);
+
+ private:
+  // Kernel and global-variable records live as long as the process; a
+  // cudaKernel_t is a KernelRecord*.
+  struct ModuleRecord {
+    std::string_view image;  // fatbin header + payload, owned by the program
+    uint64_t id = 0;         // 0 until loaded
+    cudaError_t load_error = cudaSuccess;
+  };
+  struct KernelRecord {
+    ModuleRecord* module = nullptr;
+    std::string name;
+    uint64_t id = 0;  // 0 until resolved
+    std::vector<uint32_t> params;  // (offset, size) pairs
+    std::vector<int32_t> attrs;    // by CUfunction_attribute
+    uint32_t params_bytes = 0;
+  };
+  struct VarRecord {
+    ModuleRecord* module = nullptr;
+    std::string name;
+    size_t bytes = 0;
+    uint64_t dptr = 0;  // 0 until resolved
+  };
+
+  // All REQUIRE session_.mu() held.
+  // Starts a call: connects; returns the sticky or session error if any.
+  cudaError_t Begin();
+  // Ends a call: merges the deferred error, records the last error.
+  cudaError_t Finish(cudaError_t err);
+  cudaError_t FinishStatus(const Status& st) { return Finish(ToCuda(st)); }
+  cudaError_t ToCuda(const Status& st) const;
+  // Resolves a user stream to its wire id, or fails with an invalid handle.
+  cudaError_t StreamId(cudaStream_t stream, bool per_thread, uint64_t* id) const;
+  cudaError_t EnsureDeviceInfo();
+  cudaError_t EnsureModule(ModuleRecord* m);
+  cudaError_t EnsureKernel(KernelRecord* k);
+  cudaError_t EnsureVar(VarRecord* v);
+  KernelRecord* FindKernel(const void* func, bool by_kernel);
+  cudaError_t CheckLaunch(const KernelRecord& k, dim3 grid, dim3 block, size_t shared_bytes) const;
+  // Copies, by memory class of each side (forward_memory.cc).
+  cudaError_t CopyToDevice(uint64_t dst, const void* src, size_t bytes, uint64_t stream);
+  cudaError_t CopyFromDevice(void* dst, uint64_t src, size_t bytes, uint64_t stream);
+  cudaError_t EnsureStaging();
+  cudaError_t FreeAllForReset();
+  uint64_t NewHandle() { return next_handle_++; }
+
+  Session session_;
+  DeviceMemoryTable device_mem_;
+  HostMemory host_mem_;
+  std::map<uint64_t, StreamInfo> streams_;
+  std::map<uint64_t, EventInfo> events_;
+  std::vector<std::unique_ptr<ModuleRecord>> modules_;
+  std::unordered_map<const void*, std::unique_ptr<KernelRecord>> kernels_;  // by host function
+  std::unordered_map<const void*, KernelRecord*> kernel_handles_;           // cudaKernel_t -> record
+  std::unordered_map<const void*, std::unique_ptr<VarRecord>> vars_;        // by host variable
+  bool have_device_info_ = false;
+  proto::DeviceGetInfoReply device_info_;
+  std::string device_uuid_;
+  cudaError_t sticky_ = cudaSuccess;
+  // Created ids never collide with stream 0 (legacy) or 2 (per-thread).
+  uint64_t next_handle_ = 0x100;
+  // Pinned staging for pageable copies: two buffers used in turn, each
+  // guarded by an event recorded after the copy that last used it.
+  struct Staging {
+    char* buf = nullptr;
+    uint64_t event = 0;
+    bool in_use = false;  // an event was recorded and not yet waited for
+  };
+  Staging staging_[2];
+};
+
+// Stream/event handles as the user sees them.
+inline uint64_t HandleId(const void* h) { return reinterpret_cast<uint64_t>(h); }
+
+}  // namespace smolvm::shim

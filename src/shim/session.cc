@@ -1,0 +1,153 @@
+#include "shim/session.h"
+
+#include <errno.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "proto/proto_hash.h"
+
+namespace smolvm::shim {
+
+SessionOptions SessionOptions::FromEnv() {
+  SessionOptions o;
+  if (const char* s = std::getenv("SMOLVM_CUDA_SOCKET")) o.socket_path = s;
+  if (const char* t = std::getenv("SMOLVM_CUDA_TOKEN")) o.token = t;
+  return o;
+}
+
+Session::Session(SessionOptions options) : options_(std::move(options)) {}
+
+Session::~Session() {
+  // Closing the channel ends the worker's session. The reservations (and
+  // any pinned segments mapped inside them) go with it.
+  channel_.reset();
+  if (arena_reservation_ != nullptr) ::munmap(arena_reservation_, hello_.arena_bytes);
+  if (host_reservation_ != nullptr) ::munmap(host_reservation_, hello_.host_bytes);
+}
+
+Status Session::Fail(SessionFailure how, const std::string& message) {
+  if (failure_ == SessionFailure::kNone) {
+    failure_ = how;
+    int32_t code = how == SessionFailure::kInitialization ? static_cast<int32_t>(Code::kProtocolMismatch)
+                                                          : static_cast<int32_t>(Code::kUnavailable);
+    failure_status_ = Status(code, message);
+    std::fprintf(stderr, "%s\n", message.c_str());
+    std::fflush(stderr);
+    channel_.reset();
+  }
+  return failure_status_;
+}
+
+Status Session::Connect() {
+  if (failure_ != SessionFailure::kNone) return failure_status_;
+  if (channel_ != nullptr) return Status::Ok();
+  if (options_.socket_path.empty())
+    return Fail(SessionFailure::kNoDevice,
+                "smolvm cudart: SMOLVM_CUDA_SOCKET is not set; no remote GPU (CUDA calls return "
+                "cudaErrorNoDevice)");
+  Result<UniqueFd> sock = ConnectUnix(options_.socket_path);
+  if (!sock.ok())
+    return Fail(SessionFailure::kNoDevice, "smolvm cudart: cannot reach the CUDA daemon: " +
+                                               sock.status().message() +
+                                               " (CUDA calls return cudaErrorNoDevice)");
+  channel_ = std::make_unique<UnixChannel>(std::move(sock).value());
+  RETURN_IF_ERROR(Handshake());
+  if (options_.reserve_ranges) RETURN_IF_ERROR(ReserveRanges());
+  return Status::Ok();
+}
+
+Status Session::Handshake() {
+  proto::HelloRequest req;
+  req.proto_hash = proto::kProtoHash;
+  req.role = options_.role;
+  req.pid = static_cast<uint32_t>(::getpid());
+  req.token = options_.token;
+  req.flags = 0;
+  uint32_t seq = next_seq_++;
+  proto::AppendRequest(&queue_, req, seq);
+  RETURN_IF_ERROR(WriteQueue({}));
+  std::string payload;
+  RETURN_IF_ERROR(ReadReply(static_cast<uint16_t>(proto::Op::kHello), seq, &payload));
+  proto::ReplyHead head;
+  Status st = proto::DecodeReply(payload, &head, &hello_);
+  if (!st.ok()) return Fail(SessionFailure::kInitialization, "smolvm cudart: malformed Hello reply: " + st.message());
+  if (head.result != 0) {
+    // The daemon's message is printed as it is: for a mismatch it is exactly
+    // "PROTOCOL MISMATCH: client wire hash <hex> != server <hex>".
+    std::string msg = head.result == static_cast<int32_t>(Code::kProtocolMismatch)
+                          ? head.message
+                          : "smolvm cudart: the CUDA daemon refused the session: " + head.message;
+    return Fail(SessionFailure::kInitialization, msg);
+  }
+  return Status::Ok();
+}
+
+Status Session::ReserveRanges() {
+  auto reserve = [this](uint64_t base, uint64_t bytes, const char* what, void** out) -> Status {
+    if (bytes == 0) return Status::Ok();
+    void* want = reinterpret_cast<void*>(base);
+    void* p = ::mmap(want, bytes, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == MAP_FAILED || p != want) {
+      int err = errno;
+      if (p != MAP_FAILED) ::munmap(p, bytes);
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "smolvm cudart: cannot reserve the %s range [0x%llx, +0x%llx): %s", what,
+                    static_cast<unsigned long long>(base), static_cast<unsigned long long>(bytes),
+                    p == MAP_FAILED ? strerror(err) : "kernel placed it elsewhere");
+      return Fail(SessionFailure::kInitialization, buf);
+    }
+    *out = p;
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(reserve(hello_.arena_base, hello_.arena_bytes, "device arena", &arena_reservation_));
+  RETURN_IF_ERROR(reserve(hello_.host_base, hello_.host_bytes, "pinned host", &host_reservation_));
+  return Status::Ok();
+}
+
+Status Session::WriteQueue(std::span<const int> fds) {
+  if (queue_.empty() && fds.empty()) return Status::Ok();
+  if (channel_ == nullptr) return Connect().ok() ? Internal("no channel") : failure_status_;
+  Status st = channel_->Write(queue_, fds);
+  queue_.clear();
+  queued_ops_ = 0;
+  if (!st.ok()) return Broken("smolvm cudart: lost the connection to the CUDA worker: " + st.message() +
+                              " (CUDA calls now return cudaErrorDevicesUnavailable)");
+  return Status::Ok();
+}
+
+Status Session::Flush() {
+  if (queue_.empty()) return Status::Ok();
+  RETURN_IF_ERROR(Connect());
+  return WriteQueue({});
+}
+
+Status Session::ReadReply(uint16_t op, uint32_t seq, std::string* payload) {
+  proto::FrameHeader h;
+  std::vector<UniqueFd> fds;
+  Status st = channel_->ReadFrame(&h, payload, &fds);
+  if (!st.ok())
+    return Broken("smolvm cudart: lost the connection to the CUDA worker: " + st.message() +
+                  " (CUDA calls now return cudaErrorDevicesUnavailable)");
+  if (!(h.flags & proto::kFlagReply) || h.seq != seq || (h.op != op && h.op != 0)) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  "smolvm cudart: unexpected frame from the CUDA worker (op %u seq %u flags %u, awaiting op %u "
+                  "seq %u)",
+                  h.op, h.seq, h.flags, op, seq);
+    return Broken(buf);
+  }
+  return Status::Ok();
+}
+
+void Session::NoteDeferred(int32_t deferred) {
+  if (deferred != 0 && deferred_ == 0) deferred_ = deferred;
+}
+
+int32_t Session::TakeDeferred() { return std::exchange(deferred_, 0); }
+
+}  // namespace smolvm::shim

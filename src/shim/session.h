@@ -1,0 +1,144 @@
+// Session: the guest shim's one connection to its worker, and the queue of
+// ASYNC ops waiting to ride with the next SYNC op.
+//
+// Process: the guest program. Threads: any; every method below except the
+// constructor REQUIRES mu() held by the caller (the Runtime takes it once per
+// CUDA call, so a call's ops stay contiguous on the wire).
+//
+// Lifecycle: constructed unconnected; Connect() dials, says Hello and
+// reserves the arena and pinned-host ranges. Connect() is idempotent. A
+// failure is permanent for the session: once it failed (no daemon, protocol
+// mismatch, connection lost) every later call returns the same failure
+// without touching the socket, and the reason was printed once on stderr.
+//
+// Ordering: the worker executes frames in the order they were written, so an
+// ASYNC op queued before a SYNC op is executed before it. Errors of ASYNC ops
+// come back as `deferred` in a later reply; TakeDeferred() hands the first
+// one to the caller exactly once.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+
+#include "base/status.h"
+#include "base/unique_fd.h"
+#include "proto/frame.h"
+#include "proto/messages.h"
+#include "transport/unix_channel.h"
+
+namespace smolvm::shim {
+
+// How a failed session answers CUDA calls (a cudaError_t value).
+enum class SessionFailure : int {
+  kNone = 0,
+  kNoDevice = 100,            // cudaErrorNoDevice: no socket configured or nobody listening
+  kInitialization = 3,        // cudaErrorInitializationError: handshake refused (e.g. mismatch)
+  kDevicesUnavailable = 46,   // cudaErrorDevicesUnavailable: connection lost mid-session
+};
+
+struct SessionOptions {
+  std::string socket_path;  // SMOLVM_CUDA_SOCKET
+  std::string token;        // SMOLVM_CUDA_TOKEN
+  uint32_t role = 0;        // 0 standalone, 1 golden, 2 clone
+  // Reserve [arena) and [host) ranges in this process (off in unit tests that
+  // run several sessions in one process against fake servers).
+  bool reserve_ranges = true;
+  // Queued bytes that trigger a flush without waiting for a SYNC op.
+  size_t flush_bytes = 4u << 20;
+
+  static SessionOptions FromEnv();
+};
+
+class Session {
+ public:
+  explicit Session(SessionOptions options);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  std::mutex& mu() { return mu_; }
+
+  // Dials and handshakes once. OK when connected; otherwise the permanent
+  // failure (see failure()).
+  Status Connect();
+  bool connected() const { return channel_ != nullptr && failure_ == SessionFailure::kNone; }
+  SessionFailure failure() const { return failure_; }
+  const Status& failure_status() const { return failure_status_; }
+  const proto::HelloReply& hello() const { return hello_; }
+
+  // Queues an ASYNC op. Never fails by itself: a transport error surfaces
+  // from the Flush or Call that writes it.
+  template <typename Req>
+  void Enqueue(const Req& m) {
+    static_assert(Req::kKind == proto::OpKind::ASYNC);
+    proto::AppendRequest(&queue_, m, next_seq_++);
+    ++queued_ops_;
+    if (queue_.size() >= options_.flush_bytes) (void)Flush();
+  }
+
+  // Sends the queue and `m` in one write and waits for m's reply. Returns the
+  // op's result as a Status (code = CUresult or smolvm Code, message from the
+  // host), or the session's failure when the transport broke. When `fd` >= 0
+  // it rides with m's frame (the queue is flushed first, in its own write).
+  // `bytes` fields of *rep point into the session's reply buffer: valid
+  // until the next Call.
+  template <typename Req, typename Rep>
+  Status Call(const Req& m, Rep* rep, int fd = -1) {
+    static_assert(Req::kKind == proto::OpKind::SYNC);
+    RETURN_IF_ERROR(Connect());
+    uint32_t seq = next_seq_++;
+    if (fd >= 0) {
+      RETURN_IF_ERROR(Flush());
+      proto::AppendRequest(&queue_, m, seq, 1);
+      int fds[1] = {fd};
+      RETURN_IF_ERROR(WriteQueue(fds));
+    } else {
+      proto::AppendRequest(&queue_, m, seq);
+      RETURN_IF_ERROR(WriteQueue({}));
+    }
+    proto::ReplyHead head;
+    RETURN_IF_ERROR(ReadReply(static_cast<uint16_t>(Req::kOp), seq, &reply_payload_));
+    Status st = proto::DecodeReply(reply_payload_, &head, rep);
+    if (!st.ok()) return Broken("malformed reply to " + std::string(Req::kName) + ": " + st.message());
+    NoteDeferred(head.deferred);
+    if (head.result != 0) return Status(head.result, std::move(head.message));
+    return Status::Ok();
+  }
+
+  // Writes the queued ASYNC ops now (no reply is awaited).
+  Status Flush();
+  size_t queued_ops() const { return queued_ops_; }
+
+  // The first unreported failure of an earlier ASYNC op (0 when none);
+  // cleared by the call.
+  int32_t TakeDeferred();
+
+ private:
+  Status WriteQueue(std::span<const int> fds);
+  Status ReadReply(uint16_t op, uint32_t seq, std::string* payload);
+  Status Handshake();
+  Status ReserveRanges();
+  void NoteDeferred(int32_t deferred);
+  // Marks the session failed (printing `message` once) and returns the failure.
+  Status Fail(SessionFailure how, const std::string& message);
+  Status Broken(const std::string& message) { return Fail(SessionFailure::kDevicesUnavailable, message); }
+
+  SessionOptions options_;
+  std::mutex mu_;
+  std::unique_ptr<UnixChannel> channel_;
+  SessionFailure failure_ = SessionFailure::kNone;
+  Status failure_status_;
+  proto::HelloReply hello_;
+  std::string queue_;
+  std::string reply_payload_;  // backs bytes fields of the last reply
+  size_t queued_ops_ = 0;
+  uint32_t next_seq_ = 1;
+  int32_t deferred_ = 0;
+  void* arena_reservation_ = nullptr;
+  void* host_reservation_ = nullptr;
+};
+
+}  // namespace smolvm::shim

@@ -1,0 +1,137 @@
+// Test helpers: start `smolvm _cuda-daemon` on a temp socket (recording its
+// PID) and talk to it over the raw wire, as a guest or as an operator.
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "proto/frame.h"
+#include "proto/proto_hash.h"
+#include "transport/unix_channel.h"
+
+namespace smolvm::testing {
+
+// A daemon process with the fake backend, stopped (SIGTERM, then reaped) on
+// destruction.
+class DaemonProcess {
+ public:
+  explicit DaemonProcess(std::string backend = "fake", int pool = 1) {
+    char tmpl[] = "/tmp/smolvm-test-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    socket_ = dir_ + "/cuda.sock";
+    log_ = dir_ + "/daemon.log";
+    std::string pool_s = std::to_string(pool);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      FILE* f = std::freopen(log_.c_str(), "w", stderr);
+      (void)f;
+      ::execl(SMOLVM_BINARY, "smolvm", "_cuda-daemon", socket_.c_str(), "--backend", backend.c_str(),
+              "--pool", pool_s.c_str(), nullptr);
+      ::_exit(127);
+    }
+    // Wait until it answers on its socket.
+    for (int i = 0; i < 500 && !std::filesystem::exists(socket_ + ".admin"); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ~DaemonProcess() {
+    Stop();
+    std::filesystem::remove_all(dir_);
+  }
+  // SIGTERM and reap; returns the exit status.
+  int Stop() {
+    if (pid_ <= 0) return exit_status_;
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, &exit_status_, 0);
+    pid_ = -1;
+    return exit_status_;
+  }
+  pid_t pid() const { return pid_; }
+  const std::string& socket() const { return socket_; }
+  const std::string& dir() const { return dir_; }
+  std::string Log() const {
+    FILE* f = std::fopen(log_.c_str(), "r");
+    if (!f) return "";
+    std::string s;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
+    std::fclose(f);
+    return s;
+  }
+
+ private:
+  std::string dir_, socket_, log_;
+  pid_t pid_ = -1;
+  int exit_status_ = 0;
+};
+
+struct CallResult {
+  Status transport;          // the channel or decoding failed
+  proto::ReplyHead head;     // result, deferred, message
+  bool ok() const { return transport.ok() && head.result == 0; }
+};
+
+// A guest session over the raw wire.
+class RawClient {
+ public:
+  Status Connect(const std::string& socket, uint64_t hash = proto::kProtoHash, uint32_t role = 0,
+                 const std::string& token = "", uint32_t pid = static_cast<uint32_t>(::getpid())) {
+    ASSIGN_OR_RETURN(UniqueFd fd, ConnectUnix(socket));
+    ch_ = std::make_unique<UnixChannel>(std::move(fd));
+    proto::HelloRequest hello;
+    hello.proto_hash = hash;
+    hello.role = role;
+    hello.token = token;
+    hello.pid = pid;
+    CallResult r = Call(hello, &hello_);
+    if (!r.transport.ok()) return r.transport;
+    if (r.head.result != 0) return Status(r.head.result, r.head.message);
+    return Status::Ok();
+  }
+  template <typename Req, typename Rep>
+  CallResult Call(const Req& req, Rep* rep, std::span<const int> fds = {}) {
+    CallResult r;
+    std::string out = std::move(queue_);
+    queue_.clear();
+    if (!fds.empty() && !out.empty()) {
+      r.transport = ch_->Write(out);
+      out.clear();
+      if (!r.transport.ok()) return r;
+    }
+    proto::AppendRequest(&out, req, ++seq_, static_cast<uint32_t>(fds.size()));
+    r.transport = ch_->Write(out, fds);
+    if (!r.transport.ok()) return r;
+    proto::FrameHeader h;
+    std::string payload;
+    std::vector<UniqueFd> in_fds;
+    r.transport = ch_->ReadFrame(&h, &payload, &in_fds);
+    if (!r.transport.ok()) return r;
+    reply_payload_ = std::move(payload);
+    if (h.seq != seq_) r.transport = Internal("reply out of order");
+    else r.transport = proto::DecodeReply(reply_payload_, &r.head, rep);
+    return r;
+  }
+  // Queues an ASYNC op; it goes out with the next Call.
+  template <typename Req>
+  void Queue(const Req& req) {
+    proto::AppendRequest(&queue_, req, ++seq_);
+  }
+  UnixChannel& channel() { return *ch_; }
+  const proto::HelloReply& hello() const { return hello_; }
+
+ private:
+  std::unique_ptr<UnixChannel> ch_;
+  proto::HelloReply hello_;
+  std::string queue_;
+  std::string reply_payload_;  // backs bytes fields of the last reply
+  uint32_t seq_ = 0;
+};
+
+}  // namespace smolvm::testing

@@ -1,0 +1,266 @@
+// GPU fork end to end on the fake backend: a golden with frozen and private
+// memory and a device-resident pointer table forks clones through the CLI.
+#include <cuda.h>
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "daemon/module_cache.h"
+#include "daemon_client.h"
+
+namespace smolvm::testing {
+namespace {
+
+using namespace smolvm::proto;
+constexpr uint64_t kMiB = 1ull << 20;
+
+// Runs a command, returns (exit status, stdout+stderr).
+std::pair<int, std::string> RunCommand(const std::string& cmd) {
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int st = ::pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : 255, out};
+}
+
+std::string Cli(const DaemonProcess& d, const std::string& args) {
+  return std::string(SMOLVM_BINARY) + " cuda " + args + " --socket " + d.socket();
+}
+
+// The golden's forkpoint loop, on its own thread: each order is queued for
+// the test to act on as the forked child would.
+class Golden {
+ public:
+  explicit Golden(RawClient* c) : c_(c) {
+    thread_ = std::thread([this] {
+      while (true) {
+        ForkpointWaitReply r;
+        CallResult res = c_->Call(ForkpointWaitRequest{}, &r);
+        std::lock_guard<std::mutex> l(mu_);
+        orders_.push_back(res.ok() ? r : ForkpointWaitReply{-2, ""});
+        cv_.notify_all();
+        if (!res.ok() || r.clone_index < 0) return;
+      }
+    });
+  }
+  ~Golden() {
+    if (thread_.joinable()) thread_.join();
+  }
+  ForkpointWaitReply Next() {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait_for(l, std::chrono::seconds(20), [this] { return !orders_.empty(); });
+    if (orders_.empty()) return {-3, ""};
+    auto r = orders_.front();
+    orders_.pop_front();
+    return r;
+  }
+  void Join() { thread_.join(); }
+
+ private:
+  RawClient* c_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<ForkpointWaitReply> orders_;
+};
+
+std::string Bytes(RawClient& c, uint64_t src, uint64_t n) {
+  MemcpyDtoHReply r;
+  CallResult res = c.Call(MemcpyDtoHRequest{.src = src, .bytes = n, .stream = 0}, &r);
+  EXPECT_TRUE(res.ok()) << res.head.message;
+  return std::string(r.data);
+}
+
+std::string Pattern(uint64_t n, uint32_t seed) {
+  std::string s(n, '\0');
+  uint32_t x = seed;
+  for (auto& c : s) {
+    x = x * 1664525u + 1013904223u;
+    c = static_cast<char>(x >> 24);
+  }
+  return s;
+}
+
+class ForkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(golden.Connect(daemon.socket()).ok());
+    ASSERT_TRUE(golden.Call(MemAllocRequest{.bytes = kFrozen}, &frozen).ok());
+    ASSERT_TRUE(golden.Call(MemAllocRequest{.bytes = kPrivate}, &priv).ok());
+    ASSERT_TRUE(golden.Call(MemAllocRequest{.bytes = 16}, &table).ok());
+    // Uploads larger than one frame go in pieces.
+    for (uint64_t off = 0; off < kFrozen; off += 32 * kMiB)
+      golden.Queue(MemcpyHtoDRequest{.dst = frozen.dptr + off, .stream = 0,
+                                     .data = std::string_view(frozen_bytes).substr(off, 32 * kMiB)});
+    golden.Queue(MemcpyHtoDRequest{.dst = priv.dptr, .stream = 0, .data = private_bytes});
+    uint64_t ptrs[2] = {frozen.dptr, priv.dptr};
+    golden.Queue(MemcpyHtoDRequest{.dst = table.dptr, .stream = 0,
+                                   .data = std::string_view(reinterpret_cast<char*>(ptrs), 16)});
+    MarkFrozenReply m;
+    ASSERT_TRUE(golden.Call(MarkFrozenRequest{.dptr = frozen.dptr, .bytes = kFrozen}, &m).ok());
+    std::string image = "fake module";
+    ModuleLoadReply lr;
+    ASSERT_TRUE(golden.Call(ModuleLoadRequest{.module = 1, .hash = ModuleHash(image), .image = image}, &lr).ok());
+    ModuleGetFunctionReply fr;
+    ASSERT_TRUE(golden.Call(ModuleGetFunctionRequest{.module = 1, .function = 5, .name = "smolvm_test_write_u32"}, &fr).ok());
+    golden.Queue(StreamCreateRequest{.stream = 0x100, .flags = 1, .priority = 0});
+  }
+
+  // Forks `n` clones through the CLI, attaching each as its child would.
+  std::pair<int, std::string> Fork(Golden& g, int n, const std::string& share,
+                                   std::vector<std::unique_ptr<RawClient>>* clones) {
+    std::pair<int, std::string> cli;
+    std::thread t([&] {
+      cli = RunCommand(Cli(daemon, "fork --pid " + std::to_string(::getpid()) + " --count " + std::to_string(n) +
+                                " --share " + share));
+    });
+    for (int i = 0; i < n; ++i) {
+      ForkpointWaitReply order = g.Next();
+      if (order.clone_index < 0) break;
+      auto c = std::make_unique<RawClient>();
+      Status st = c->Connect(daemon.socket(), kProtoHash, 2, order.token, 100000 + order.clone_index);
+      EXPECT_TRUE(st.ok()) << st.ToString();
+      clones->push_back(std::move(c));
+    }
+    t.join();
+    return cli;
+  }
+
+  static constexpr uint64_t kFrozen = 128 * kMiB;
+  static constexpr uint64_t kPrivate = 8 * kMiB;
+  DaemonProcess daemon{"fake", 2};
+  RawClient golden;
+  MemAllocReply frozen, priv, table;
+  std::string frozen_bytes = Pattern(kFrozen, 1);
+  std::string private_bytes = Pattern(kPrivate, 2);
+};
+
+TEST_F(ForkTest, ClonesShareFrozenMemoryReadOnlyAndKeepPrivateWritesApart) {
+  Golden g(&golden);
+  std::vector<std::unique_ptr<RawClient>> clones;
+  auto [rc, out] = Fork(g, 4, "on", &clones);
+  ASSERT_EQ(rc, 0) << out << daemon.Log();
+  ASSERT_EQ(clones.size(), 4u);
+  // One line per clone: the frozen 128 MiB are two shared chunks.
+  for (int i = 0; i < 4; ++i)
+    EXPECT_NE(out.find("fork: clone " + std::to_string(i) + " of " + std::to_string(::getpid()) +
+                       " shared=2 private=2 shared_mib=128.0 private_mib=10.0"),
+              std::string::npos)
+        << out;
+  EXPECT_NE(daemon.Log().find("fork: clone 3 of"), std::string::npos);
+
+  // Same contents at the same addresses, pointer table included.
+  for (auto& c : clones) {
+    EXPECT_EQ(Bytes(*c, frozen.dptr + 7 * kMiB, kMiB), frozen_bytes.substr(7 * kMiB, kMiB));
+    EXPECT_EQ(Bytes(*c, priv.dptr, kPrivate), private_bytes);
+    std::string t = Bytes(*c, table.dptr, 16);
+    uint64_t ptrs[2];
+    std::memcpy(ptrs, t.data(), 16);
+    EXPECT_EQ(ptrs[0], frozen.dptr);
+    EXPECT_EQ(ptrs[1], priv.dptr);
+  }
+  // Private writes stay private.
+  clones[0]->Queue(MemsetRequest{.dst = priv.dptr, .value = 0x55, .elem_bytes = 1, .count = 4096, .stream = 0});
+  EXPECT_EQ(Bytes(*clones[0], priv.dptr, 4096), std::string(4096, '\x55'));
+  EXPECT_EQ(Bytes(*clones[1], priv.dptr, 4096), private_bytes.substr(0, 4096));
+  // A copy into frozen memory is copy-on-write at the same address.
+  clones[1]->Queue(MemcpyHtoDRequest{.dst = frozen.dptr + 100, .stream = 0, .data = "copy-on-write"});
+  EXPECT_EQ(Bytes(*clones[1], frozen.dptr + 100, 13), "copy-on-write");
+  EXPECT_EQ(Bytes(*clones[2], frozen.dptr + 100, 13), frozen_bytes.substr(100, 13));
+  // A kernel writing frozen memory faults in that clone only.
+  std::string params(12, '\0');
+  uint64_t p = frozen.dptr + 64 * kMiB;
+  std::memcpy(params.data(), &p, 8);
+  clones[2]->Queue(LaunchKernelRequest{.function = 5, .grid_x = 1, .grid_y = 1, .grid_z = 1, .block_x = 1,
+                                       .block_y = 1, .block_z = 1, .shared_bytes = 0, .stream = 0, .params = params});
+  CtxSynchronizeReply sr;
+  CallResult r = clones[2]->Call(CtxSynchronizeRequest{}, &sr);
+  EXPECT_EQ(r.head.result, CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_TRUE(clones[3]->Call(CtxSynchronizeRequest{}, &sr).ok());
+  EXPECT_EQ(Bytes(*clones[3], p, 4), frozen_bytes.substr(64 * kMiB, 4));
+  // Streams were rebuilt under the same ids.
+  StreamQueryReply q;
+  EXPECT_TRUE(clones[3]->Call(StreamQueryRequest{.stream = 0x100}, &q).ok());
+  for (int i = 0; i < 100 && daemon.Log().find("read-only) chunks") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_NE(daemon.Log().find("smolvm_test_write_u32->0x"), std::string::npos) << daemon.Log();
+
+  // The control arm: --share off shares nothing.
+  std::vector<std::unique_ptr<RawClient>> copies;
+  auto [rc2, out2] = Fork(g, 1, "off", &copies);
+  ASSERT_EQ(rc2, 0) << out2;
+  EXPECT_NE(out2.find("fork: clone 4 of"), std::string::npos) << out2;
+  EXPECT_NE(out2.find("shared=0 private=4"), std::string::npos) << out2;
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(Bytes(*copies[0], frozen.dptr + 3, 10), frozen_bytes.substr(3, 10));
+
+  auto status = RunCommand(std::string(SMOLVM_BINARY) + " cuda status --json --socket " + daemon.socket());
+  auto j = nlohmann::json::parse(status.second);
+  int goldens = 0, clones_seen = 0;
+  for (auto& s : j["sessions"]) {
+    goldens += s["role"] == "golden";
+    clones_seen += s["role"] == "clone";
+  }
+  EXPECT_EQ(goldens, 1);
+  EXPECT_EQ(clones_seen, 5);
+
+  // Release: the golden's forkpoint returns a negative value; clones live on.
+  auto [rc3, out3] = RunCommand(Cli(daemon, "release --pid " + std::to_string(::getpid())));
+  EXPECT_EQ(rc3, 0) << out3;
+  EXPECT_LT(g.Next().clone_index, 0);
+  EXPECT_EQ(Bytes(*clones[3], priv.dptr, 16), private_bytes.substr(0, 16));
+  // The golden's own copy into shared memory is copy-on-write too.
+  golden.Queue(MemcpyHtoDRequest{.dst = frozen.dptr, .stream = 0, .data = "golden"});
+  EXPECT_EQ(Bytes(golden, frozen.dptr, 6), "golden");
+  EXPECT_EQ(Bytes(*clones[3], frozen.dptr, 6), frozen_bytes.substr(0, 6));
+}
+
+TEST_F(ForkTest, BadRequestsAreRejectedAndNothingIsHalfMade) {
+  Golden g(&golden);
+  std::string pid = std::to_string(::getpid());
+  auto r = RunCommand(Cli(daemon, "fork --pid " + pid + " --count 0"));
+  EXPECT_NE(r.first, 0);
+  EXPECT_NE(r.second.find("--count must be at least 1"), std::string::npos) << r.second;
+  r = RunCommand(Cli(daemon, "fork --pid 4000000"));
+  EXPECT_NE(r.first, 0);
+  EXPECT_NE(r.second.find("no CUDA session of pid 4000000"), std::string::npos) << r.second;
+  // A session that never reaches its forkpoint: a timeout, not a hang.
+  RawClient busy;
+  ASSERT_TRUE(busy.Connect(daemon.socket(), kProtoHash, 0, "", 4000001).ok());
+  r = RunCommand(Cli(daemon, "fork --pid 4000001 --wait 0.3"));
+  EXPECT_NE(r.first, 0);
+  EXPECT_NE(r.second.find("did not reach its forkpoint"), std::string::npos) << r.second;
+  // More clones than the device can hold: refused before any work.
+  r = RunCommand(Cli(daemon, "fork --pid " + pid + " --count 250 --share off"));
+  EXPECT_NE(r.first, 0);
+  EXPECT_NE(r.second.find("fork needs"), std::string::npos) << r.second;
+  EXPECT_NE(r.second.find("MiB free"), std::string::npos) << r.second;
+  // Nothing marked frozen in a session: share on is refused with the hint.
+  RawClient unmarked;
+  ASSERT_TRUE(unmarked.Connect(daemon.socket(), kProtoHash, 0, "", 4000002).ok());
+  MemAllocReply a;
+  ASSERT_TRUE(unmarked.Call(MemAllocRequest{.bytes = kMiB}, &a).ok());
+  Golden g2(&unmarked);
+  r = RunCommand(Cli(daemon, "fork --pid 4000002 --share on"));
+  EXPECT_NE(r.first, 0);
+  EXPECT_NE(r.second.find("no memory marked frozen; use --share auto"), std::string::npos) << r.second;
+  // No clone session was left behind by any of these.
+  auto status = nlohmann::json::parse(RunCommand(Cli(daemon, "status --json")).second);
+  for (auto& s : status["sessions"]) EXPECT_NE(s["role"], "clone");
+  // A made-up clone token is refused.
+  RawClient intruder;
+  EXPECT_EQ(intruder.Connect(daemon.socket(), kProtoHash, 2, "00112233445566778899aabbccddeeff").code(),
+            static_cast<int32_t>(Code::kPermissionDenied));
+  EXPECT_EQ(RunCommand(Cli(daemon, "release --pid 4000002")).first, 0);
+  EXPECT_EQ(RunCommand(Cli(daemon, "release --pid " + pid)).first, 0);
+}
+
+}  // namespace
+}  // namespace smolvm::testing

@@ -1,0 +1,46 @@
+// Writes seed inputs for the frame fuzzer: valid frames of every op family.
+// Usage: make_seeds DIR
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "proto/frame.h"
+
+using namespace smolvm::proto;
+
+static void Write(const std::string& dir, const std::string& name, const std::string& bytes) {
+  std::ofstream(dir + "/" + name, std::ios::binary) << bytes;
+}
+
+int main(int argc, char** argv) {
+  if (argc != 2) return 2;
+  std::string d = argv[1], s;
+  AppendRequest(&s, PingRequest{}, 1);
+  Write(d, "ping", s);
+  s.clear();
+  AppendRequest(&s, MemAllocRequest{.bytes = 4096}, 1);
+  AppendRequest(&s, MemcpyHtoDRequest{.dst = 0x680000000000ull, .stream = 0, .data = "abcdefgh"}, 2);
+  AppendRequest(&s, MemcpyDtoHRequest{.src = 0x680000000000ull, .bytes = 8, .stream = 0}, 3);
+  AppendRequest(&s, MemsetRequest{.dst = 0x680000000000ull, .value = 1, .elem_bytes = 4, .count = 2, .stream = 0}, 4);
+  AppendRequest(&s, MemFreeRequest{.dptr = 0x680000000000ull}, 5);
+  Write(d, "memory", s);
+  s.clear();
+  AppendRequest(&s, StreamCreateRequest{.stream = 0x100, .flags = 1, .priority = 0}, 1);
+  AppendRequest(&s, EventCreateRequest{.event = 0x200, .flags = 0}, 2);
+  AppendRequest(&s, EventRecordRequest{.event = 0x200, .stream = 0x100}, 3);
+  AppendRequest(&s, StreamWaitEventRequest{.stream = 0, .event = 0x200}, 4);
+  AppendRequest(&s, EventElapsedTimeRequest{.start = 0x200, .end = 0x200}, 5);
+  AppendRequest(&s, StreamDestroyRequest{.stream = 0x100}, 6);
+  Write(d, "streams", s);
+  s.clear();
+  AppendRequest(&s, ModuleLoadRequest{.module = 1, .hash = std::string(16, 'h'), .image = "x"}, 1);
+  AppendRequest(&s, ModuleGetFunctionRequest{.module = 1, .function = 2, .name = "smolvm_test_fill_u32"}, 2);
+  AppendRequest(&s, LaunchKernelRequest{.function = 2, .grid_x = 1, .grid_y = 1, .grid_z = 1, .block_x = 1, .block_y = 1, .block_z = 1, .params = std::string(24, '\0')}, 3);
+  Write(d, "module", s);
+  s.clear();
+  AppendRequest(&s, DeviceGetInfoRequest{.device = 0}, 1);
+  AppendRequest(&s, MemGetInfoRequest{}, 2);
+  AppendRequest(&s, CtxGetLimitRequest{.limit = 0}, 3);
+  Write(d, "device", s);
+  return 0;
+}

@@ -1,0 +1,62 @@
+// Helpers for the shim's test programs: plain CUDA programs (nvcc,
+// -cudart shared) that run natively or through the shim unchanged. Each
+// check prints what failed and exits non-zero; a passing program prints
+// "PASS <name>" last.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+// The call must return `want`.
+#define EXPECT_CUDA(want, call)                                                                  \
+  do {                                                                                           \
+    cudaError_t got_ = (call);                                                                   \
+    if (got_ != (want)) {                                                                        \
+      std::fprintf(stderr, "%s:%d: %s returned %s, expected %s\n", __FILE__, __LINE__, #call,    \
+                   cudaGetErrorName(got_), cudaGetErrorName(want));                              \
+      std::exit(1);                                                                              \
+    }                                                                                            \
+  } while (0)
+#define CHECK_CUDA(call) EXPECT_CUDA(cudaSuccess, call)
+#define CHECK(cond)                                                               \
+  do {                                                                            \
+    if (!(cond)) {                                                                \
+      std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+      std::exit(1);                                                               \
+    }                                                                             \
+  } while (0)
+
+// The kernels the daemon's fake backend runs by name (and real GPUs run as
+// compiled).
+extern "C" __global__ void smolvm_test_fill_u32(unsigned* p, unsigned value, unsigned long long n) {
+  unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+  if (i < n) p[i] = value + (unsigned)i;
+}
+extern "C" __global__ void smolvm_test_saxpy(float a, const float* x, float* y, unsigned long long n) {
+  unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+extern "C" __global__ void smolvm_test_empty() {}
+extern "C" __global__ void smolvm_test_write_u32(unsigned* p, unsigned value) { *p = value; }
+
+// A seeded xorshift, so every run checks fresh but reproducible values.
+struct Rng {
+  unsigned long long s;
+  explicit Rng(unsigned long long seed) : s(seed * 0x9E3779B97F4A7C15ull + 1) {}
+  unsigned Next() {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return (unsigned)(s >> 11);
+  }
+  float Float() { return (Next() % 20001) / 1000.0f - 10.0f; }
+};
+
+inline unsigned long long SeedFromEnv() {
+  const char* s = std::getenv("SMOLVM_TEST_SEED");
+  return s ? std::strtoull(s, nullptr, 10) : 12345;
+}
+
+inline unsigned Blocks(unsigned long long n, unsigned block) { return (unsigned)((n + block - 1) / block); }

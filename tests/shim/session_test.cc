@@ -1,0 +1,240 @@
+// The shim's session (queue, batching, deferred errors, permanent failures)
+// and error mapping, against an in-test fake server on a temp socket.
+#include "shim/session.h"
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include "proto/proto_hash.h"
+#include "shim/errors.h"
+
+namespace smolvm::shim {
+namespace {
+
+using namespace smolvm::proto;
+
+// Accepts one connection and runs `script` on it in a thread.
+class FakeServer {
+ public:
+  explicit FakeServer(std::function<void(UnixChannel&)> script) {
+    char tmpl[] = "/tmp/smolvm-shim-test-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    path_ = dir_ + "/s.sock";
+    auto l = ListenUnix(path_, 0600);
+    EXPECT_TRUE(l.ok());
+    listen_ = std::move(l).value();
+    thread_ = std::thread([this, script = std::move(script)] {
+      UniqueFd conn(::accept(listen_.get(), nullptr, nullptr));
+      UnixChannel ch(std::move(conn));
+      script(ch);
+    });
+  }
+  ~FakeServer() {
+    thread_.join();
+    std::filesystem::remove_all(dir_);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string dir_, path_;
+  UniqueFd listen_;
+  std::thread thread_;
+};
+
+SessionOptions Options(const FakeServer& s) {
+  SessionOptions o;
+  o.socket_path = s.path();
+  o.reserve_ranges = false;
+  return o;
+}
+
+// Reads one frame; returns its header.
+FrameHeader Read(UnixChannel& ch, std::string* payload = nullptr) {
+  FrameHeader h;
+  std::string p;
+  std::vector<UniqueFd> fds;
+  EXPECT_TRUE(ch.ReadFrame(&h, &p, &fds).ok());
+  if (payload) *payload = std::move(p);
+  return h;
+}
+
+void AnswerHello(UnixChannel& ch) {
+  std::string payload;
+  FrameHeader h = Read(ch, &payload);
+  EXPECT_EQ(h.op, static_cast<uint16_t>(Op::kHello));
+  HelloRequest req;
+  Decoder dec(payload);
+  EXPECT_TRUE(Decode(dec, &req));
+  EXPECT_EQ(req.proto_hash, kProtoHash);
+  EXPECT_EQ(req.role, 0u);
+  HelloReply rep;
+  rep.session_id = 7;
+  rep.backend = "test";
+  std::string out;
+  AppendReply(&out, h.op, h.seq, 0, rep);
+  EXPECT_TRUE(ch.Write(out).ok());
+}
+
+TEST(Session, AsyncOpsWaitForTheNextSyncOpAndArriveInOrder) {
+  std::vector<FrameHeader> seen;
+  auto server = std::make_unique<FakeServer>([&](UnixChannel& ch) {
+    AnswerHello(ch);
+    for (int i = 0; i < 4; ++i) seen.push_back(Read(ch));
+    std::string out;
+    AppendReply(&out, seen.back().op, seen.back().seq, 0, PingReply{});
+    EXPECT_TRUE(ch.Write(out).ok());
+  });
+  {
+    Session s(Options(*server));
+    std::lock_guard lock(s.mu());
+    ASSERT_TRUE(s.Connect().ok());
+    for (uint32_t i = 0; i < 3; ++i)
+      s.Enqueue(MemsetRequest{.dst = 0x600000000000ull, .value = i, .elem_bytes = 1, .count = 4});
+    EXPECT_EQ(s.queued_ops(), 3u);
+    PingReply pong;
+    ASSERT_TRUE(s.Call(PingRequest{}, &pong).ok());
+    EXPECT_EQ(s.queued_ops(), 0u);
+  }
+  server.reset();  // joins the server thread
+  ASSERT_EQ(seen.size(), 4u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(seen[i].op, static_cast<uint16_t>(Op::kMemset));
+    EXPECT_TRUE(seen[i].flags & kFlagAsync);
+    if (i > 0) EXPECT_EQ(seen[i].seq, seen[i - 1].seq + 1);
+  }
+  EXPECT_EQ(seen[3].op, static_cast<uint16_t>(Op::kPing));
+}
+
+TEST(Session, NothingIsWrittenUntilAFlushOrASyncOp) {
+  int frames = 0;
+  auto server = std::make_unique<FakeServer>([&](UnixChannel& ch) {
+    AnswerHello(ch);
+    // The guest enqueued two ops and flushed; then it closes.
+    proto::FrameHeader h;
+    std::string p;
+    std::vector<UniqueFd> fds;
+    while (ch.ReadFrame(&h, &p, &fds).ok()) ++frames;
+  });
+  {
+    Session s(Options(*server));
+    std::lock_guard lock(s.mu());
+    ASSERT_TRUE(s.Connect().ok());
+    s.Enqueue(StreamCreateRequest{.stream = 0x100});
+    s.Enqueue(StreamDestroyRequest{.stream = 0x100});
+    EXPECT_EQ(s.queued_ops(), 2u);
+    ASSERT_TRUE(s.Flush().ok());
+    EXPECT_EQ(s.queued_ops(), 0u);
+  }
+  server.reset();  // the session closed, so the server's read loop ends
+  EXPECT_EQ(frames, 2);
+}
+
+TEST(Session, DeferredErrorIsHandedOutOnce) {
+  FakeServer server([&](UnixChannel& ch) {
+    AnswerHello(ch);
+    FrameHeader h = Read(ch);
+    std::string out;
+    AppendReply(&out, h.op, h.seq, /*deferred=*/700, PingReply{});
+    EXPECT_TRUE(ch.Write(out).ok());
+  });
+  Session s(Options(server));
+  std::lock_guard lock(s.mu());
+  PingReply pong;
+  ASSERT_TRUE(s.Call(PingRequest{}, &pong).ok());
+  EXPECT_EQ(s.TakeDeferred(), 700);
+  EXPECT_EQ(s.TakeDeferred(), 0);
+}
+
+TEST(Session, OpErrorsComeBackWithTheHostMessage) {
+  FakeServer server([&](UnixChannel& ch) {
+    AnswerHello(ch);
+    FrameHeader h = Read(ch);
+    std::string out;
+    AppendErrorReply(&out, h.op, h.seq, 2, 0, "out of memory on the fake");
+    EXPECT_TRUE(ch.Write(out).ok());
+  });
+  Session s(Options(server));
+  std::lock_guard lock(s.mu());
+  MemAllocReply rep;
+  Status st = s.Call(MemAllocRequest{.bytes = 1}, &rep);
+  EXPECT_EQ(st.code(), 2);
+  EXPECT_EQ(st.message(), "out of memory on the fake");
+  EXPECT_TRUE(s.connected());  // an op's failure is no session failure
+}
+
+TEST(Session, ProtocolMismatchIsPermanent) {
+  const std::string line = "PROTOCOL MISMATCH: client wire hash 0000000000000001 != server 0000000000000002";
+  FakeServer server([&](UnixChannel& ch) {
+    FrameHeader h = Read(ch);
+    std::string out;
+    AppendErrorReply(&out, h.op, h.seq, static_cast<int32_t>(Code::kProtocolMismatch), 0, line);
+    EXPECT_TRUE(ch.Write(out).ok());
+  });
+  Session s(Options(server));
+  std::lock_guard lock(s.mu());
+  ::testing::internal::CaptureStderr();
+  EXPECT_FALSE(s.Connect().ok());
+  PingReply pong;
+  EXPECT_FALSE(s.Call(PingRequest{}, &pong).ok());  // no second dial, no second line
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err, line + "\n");
+  EXPECT_EQ(s.failure(), SessionFailure::kInitialization);
+  EXPECT_EQ(static_cast<int>(s.failure()), static_cast<int>(cudaErrorInitializationError));
+}
+
+TEST(Session, PeerGoneIsDevicesUnavailableNeverAHang) {
+  FakeServer server([&](UnixChannel& ch) {
+    AnswerHello(ch);
+    Read(ch);  // the Ping; then the "worker" dies without answering
+  });
+  Session s(Options(server));
+  std::lock_guard lock(s.mu());
+  ::testing::internal::CaptureStderr();
+  PingReply pong;
+  EXPECT_FALSE(s.Call(PingRequest{}, &pong).ok());
+  EXPECT_FALSE(s.Call(PingRequest{}, &pong).ok());
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(s.failure(), SessionFailure::kDevicesUnavailable);
+  EXPECT_EQ(static_cast<int>(s.failure()), static_cast<int>(cudaErrorDevicesUnavailable));
+  EXPECT_NE(err.find("lost the connection to the CUDA worker"), std::string::npos) << err;
+  EXPECT_EQ(err.find("lost the connection", err.find("lost the connection") + 1), std::string::npos) << err;
+}
+
+TEST(Session, NoSocketConfiguredIsNoDevice) {
+  Session s(SessionOptions{});
+  std::lock_guard lock(s.mu());
+  ::testing::internal::CaptureStderr();
+  EXPECT_FALSE(s.Connect().ok());
+  ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(static_cast<int>(s.failure()), static_cast<int>(cudaErrorNoDevice));
+}
+
+TEST(ErrorMapping, CuResultsMapValueForValueAndSmolvmCodesToDocumentedErrors) {
+  EXPECT_EQ(WireResultToCuda(0), cudaSuccess);
+  EXPECT_EQ(WireResultToCuda(1), cudaErrorInvalidValue);
+  EXPECT_EQ(WireResultToCuda(2), cudaErrorMemoryAllocation);
+  EXPECT_EQ(WireResultToCuda(400), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(WireResultToCuda(600), cudaErrorNotReady);
+  EXPECT_EQ(WireResultToCuda(700), cudaErrorIllegalAddress);
+  EXPECT_EQ(WireResultToCuda(202), cudaErrorUnknown);  // CONTEXT_ALREADY_CURRENT has no runtime twin
+  EXPECT_EQ(WireResultToCuda(static_cast<int32_t>(Code::kProtocolMismatch)), cudaErrorInitializationError);
+  EXPECT_EQ(WireResultToCuda(static_cast<int32_t>(Code::kUnavailable)), cudaErrorDevicesUnavailable);
+  EXPECT_EQ(WireResultToCuda(static_cast<int32_t>(Code::kInvalidArgument)), cudaErrorInvalidValue);
+  EXPECT_EQ(WireResultToCuda(static_cast<int32_t>(Code::kNotSupported)), cudaErrorNotSupported);
+  EXPECT_EQ(WireResultToCuda(static_cast<int32_t>(Code::kMalformed)), cudaErrorUnknown);
+  EXPECT_TRUE(IsStickyError(cudaErrorIllegalAddress));
+  EXPECT_FALSE(IsStickyError(cudaErrorInvalidValue));
+  EXPECT_STREQ(CudaErrorName(700), "cudaErrorIllegalAddress");
+  EXPECT_STREQ(CudaErrorString(700), "an illegal memory access was encountered");
+  EXPECT_EQ(CudaErrorName(12345), nullptr);
+}
+
+}  // namespace
+}  // namespace smolvm::shim

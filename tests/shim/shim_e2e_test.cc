@@ -1,0 +1,213 @@
+// Unmodified nvcc-built programs (-cudart shared) run through the shim
+// (LD_LIBRARY_PATH=build/shim) against `smolvm _cuda-daemon --backend fake`
+// on a temp socket: shim -> wire -> daemon -> worker -> FakeBackend.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "daemon_client.h"
+
+namespace smolvm::testing {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+size_t Count(const std::string& hay, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// A test program started through the shim, stdout and stderr to files in
+// the daemon's temp dir; stdin is a pipe the test may write to.
+class Program {
+ public:
+  Program(const DaemonProcess& daemon, const std::string& name, std::vector<std::string> args = {},
+          const std::string& shim_dir = SHIM_DIR) {
+    static int serial = 0;
+    std::string base = daemon.dir() + "/" + name + "." + std::to_string(++serial);
+    out_path_ = base + ".out";
+    err_path_ = base + ".err";
+    int in[2];
+    EXPECT_EQ(::pipe(in), 0);
+    std::string exe = std::string(PROG_DIR) + "/" + name;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(in[0], 0);
+      int o = ::open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      int e = ::open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(o, 1);
+      ::dup2(e, 2);
+      ::setenv("LD_LIBRARY_PATH", shim_dir.c_str(), 1);
+      ::setenv("SMOLVM_CUDA_SOCKET", daemon.socket().c_str(), 1);
+      std::vector<char*> argv = {const_cast<char*>(exe.c_str())};
+      for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      ::execv(exe.c_str(), argv.data());
+      ::_exit(127);
+    }
+    ::close(in[0]);
+    stdin_ = in[1];
+  }
+  ~Program() {
+    if (stdin_ >= 0) ::close(stdin_);
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  // Waits for the exit; returns the exit code (or 128 + signal).
+  int Wait() {
+    int st = 0;
+    ::waitpid(pid_, &st, 0);
+    pid_ = -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  }
+  void WriteLine() {
+    ssize_t w = ::write(stdin_, "\n", 1);
+    EXPECT_EQ(w, 1);
+  }
+  pid_t pid() const { return pid_; }
+  std::string Out() const { return ReadFile(out_path_); }
+  std::string Err() const { return ReadFile(err_path_); }
+  std::string Report() const { return "stdout:\n" + Out() + "\nstderr:\n" + Err(); }
+
+ private:
+  pid_t pid_ = -1;
+  int stdin_ = -1;
+  std::string out_path_, err_path_;
+};
+
+nlohmann::json AdminStatus(const DaemonProcess& d) {
+  auto fd = ConnectUnix(d.socket() + ".admin");
+  EXPECT_TRUE(fd.ok());
+  UnixChannel ch(std::move(fd).value());
+  std::string out;
+  proto::AppendRequest(&out, proto::AdminStatusRequest{}, 1);
+  EXPECT_TRUE(ch.Write(out).ok());
+  proto::FrameHeader h;
+  std::string payload;
+  std::vector<UniqueFd> fds;
+  EXPECT_TRUE(ch.ReadFrame(&h, &payload, &fds).ok());
+  proto::ReplyHead head;
+  proto::AdminStatusReply rep;
+  EXPECT_TRUE(proto::DecodeReply(payload, &head, &rep).ok());
+  return nlohmann::json::parse(rep.json);
+}
+
+class ShimE2eTest : public ::testing::Test {
+ protected:
+  DaemonProcess daemon{"fake", 2};
+
+  void RunToPass(const std::string& name) {
+    Program p(daemon, name);
+    int rc = p.Wait();
+    EXPECT_EQ(rc, 0) << p.Report() << "\ndaemon log:\n" << daemon.Log();
+    EXPECT_NE(p.Out().find("PASS " + name.substr(5)), std::string::npos) << p.Report();
+  }
+};
+
+TEST_F(ShimE2eTest, KernelLaunchesAttributesAndSymbols) { RunToPass("prog_kernels"); }
+
+TEST_F(ShimE2eTest, EveryMemcpyKindMemsetAndErrorValues) { RunToPass("prog_memory"); }
+
+TEST_F(ShimE2eTest, StreamAndEventOrdering) { RunToPass("prog_streams"); }
+
+TEST_F(ShimE2eTest, ManyHostThreadsAtOnce) { RunToPass("prog_threads"); }
+
+TEST_F(ShimE2eTest, KernelFaultIsDeferredAndSticky) {
+  Program p(daemon, "prog_fault");
+  EXPECT_EQ(p.Wait(), 0) << p.Report() << "\ndaemon log:\n" << daemon.Log();
+  EXPECT_NE(p.Out().find("sync: cudaErrorIllegalAddress"), std::string::npos) << p.Report();
+  // The daemon serves the next guest.
+  Program q(daemon, "prog_basic");
+  EXPECT_EQ(q.Wait(), 0);
+  EXPECT_NE(q.Out().find("malloc: cudaSuccess"), std::string::npos) << q.Report();
+  // Unimplemented exports say so once and return cudaErrorNotSupported.
+  EXPECT_EQ(Count(q.Out(), "stub: cudaErrorNotSupported"), 2u) << q.Report();
+  EXPECT_EQ(Count(q.Err(), "cudaGraphCreate is not supported"), 1u) << q.Report();
+}
+
+TEST_F(ShimE2eTest, HandshakeMismatchFailsEveryCallWithInitializationError) {
+  std::string hash = ReadFile(std::string(SHIM_DIR) + "/proto-hash");
+  ASSERT_EQ(hash.size(), 17u);
+  EXPECT_EQ(hash.substr(0, 16), proto::HashHex(proto::kProtoHash));
+  Program p(daemon, "prog_basic", {}, SALTED_SHIM_DIR);
+  EXPECT_EQ(p.Wait(), 0) << p.Report();
+  std::string out = p.Out(), err = p.Err();
+  EXPECT_NE(out.find("malloc: cudaErrorInitializationError"), std::string::npos) << p.Report();
+  EXPECT_NE(out.find("count: cudaErrorInitializationError"), std::string::npos) << p.Report();
+  EXPECT_NE(out.find("free: cudaErrorInitializationError"), std::string::npos) << p.Report();
+  // Exactly the daemon's line, exactly once.
+  const std::string line = "PROTOCOL MISMATCH: client wire hash ";
+  EXPECT_EQ(Count(err, line), 1u) << err;
+  EXPECT_NE(err.find(" != server " + proto::HashHex(proto::kProtoHash) + "\n"), std::string::npos) << err;
+  EXPECT_EQ(err.find("PROTOCOL MISMATCH"), 0u) << err;
+  // The daemon lives on for a matching guest.
+  Program q(daemon, "prog_basic");
+  EXPECT_EQ(q.Wait(), 0);
+  EXPECT_NE(q.Out().find("malloc: cudaSuccess"), std::string::npos) << q.Report();
+}
+
+TEST_F(ShimE2eTest, WorkerKilledMidSessionFailsThatGuestOnly) {
+  Program victim(daemon, "prog_basic", {"wait"});
+  Program bystander(daemon, "prog_basic", {"wait"});
+  // Both sessions are up once each printed READY (read the file until it does).
+  for (Program* p : {&victim, &bystander}) {
+    for (int i = 0; i < 1000 && p->Out().find("READY") == std::string::npos; ++i) ::usleep(10000);
+    ASSERT_NE(p->Out().find("READY"), std::string::npos) << p->Report();
+    EXPECT_NE(p->Out().find("sync: cudaSuccess"), std::string::npos) << p->Report();
+  }
+  int worker = 0;
+  nlohmann::json status = AdminStatus(daemon);
+  for (auto& s : status["sessions"])
+    if (s["pid"].get<int>() == static_cast<int>(victim.pid())) worker = s["worker_pid"].get<int>();
+  ASSERT_GT(worker, 0) << "victim pid " << victim.pid() << ": " << AdminStatus(daemon).dump();
+  ASSERT_EQ(::kill(worker, SIGKILL), 0);
+
+  victim.WriteLine();
+  EXPECT_EQ(victim.Wait(), 0) << victim.Report();
+  std::string out = victim.Out(), err = victim.Err();
+  size_t ready = out.find("READY");
+  EXPECT_NE(out.find("sync: cudaErrorDevicesUnavailable", ready), std::string::npos) << victim.Report();
+  EXPECT_NE(out.find("free: cudaErrorDevicesUnavailable", ready), std::string::npos) << victim.Report();
+  EXPECT_EQ(Count(err, "lost the connection to the CUDA worker"), 1u) << err;
+
+  bystander.WriteLine();
+  EXPECT_EQ(bystander.Wait(), 0) << bystander.Report();
+  out = bystander.Out();
+  EXPECT_EQ(Count(out, "sync: cudaSuccess"), 2u) << bystander.Report();
+  EXPECT_NE(out.find("free: cudaSuccess"), std::string::npos) << bystander.Report();
+
+  // And a new session still works.
+  Program later(daemon, "prog_basic");
+  EXPECT_EQ(later.Wait(), 0);
+  EXPECT_NE(later.Out().find("malloc: cudaSuccess"), std::string::npos) << later.Report();
+}
+
+TEST_F(ShimE2eTest, NoDaemonMeansNoDevice) {
+  DaemonProcess other;
+  std::string dead = other.socket();
+  other.Stop();
+  Program p(other, "prog_basic");
+  EXPECT_EQ(p.Wait(), 0) << p.Report();
+  EXPECT_NE(p.Out().find("malloc: cudaErrorNoDevice"), std::string::npos) << p.Report();
+  EXPECT_NE(p.Out().find("count: cudaErrorNoDevice"), std::string::npos) << p.Report();
+  EXPECT_EQ(Count(p.Err(), "cannot reach the CUDA daemon"), 1u) << p.Err();
+}
+
+}  // namespace
+}  // namespace smolvm::testing
