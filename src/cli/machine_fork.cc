@@ -54,18 +54,17 @@ void AddMachineFork(CLI::App& machine, int* exit_code) {
 
 void AddMachineSupervisor(CLI::App& app, int* exit_code) {
   struct Opts {
-    std::string home, name;
+    std::string name;
     int64_t run_id = 0;
     int ready_fd = -1;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* c = app.add_subcommand("_machine-supervisor", "");
   c->group("");  // hidden
-  c->add_option("--home", o->home)->required();
   c->add_option("--name", o->name)->required();
   c->add_option("--run-id", o->run_id)->required();
   c->add_option("--ready-fd", o->ready_fd)->required();
-  c->callback([o, exit_code] { *exit_code = machine::RunSupervisor(o->home, o->name, o->run_id, o->ready_fd); });
+  c->callback([o, exit_code] { *exit_code = machine::RunSupervisor(machine::SmolvmHome(), o->name, o->run_id, o->ready_fd); });
 }
 
 }  // namespace smolvm::cli

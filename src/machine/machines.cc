@@ -127,8 +127,11 @@ Status SpawnSupervisor(const std::string& home, const std::string& name, int64_t
     ::dup2(ready_w.get(), 3);  // dup2 clears close-on-exec
     ::syscall(SYS_close_range, 4u, ~0u, 0u);
     std::string run = std::to_string(run_id);
-    const char* argv[] = {"smolvm", "_machine-supervisor", "--home", home.c_str(), "--name", name.c_str(),
-                          "--run-id", run.c_str(), "--ready-fd", "3", nullptr};
+    // The home travels in the environment: pid 1 inside shows this argv to
+    // the guest, and the host path is none of its business.
+    ::setenv("SMOLVM_HOME", home.c_str(), 1);
+    const char* argv[] = {"smolvm", "_machine-supervisor", "--name", name.c_str(), "--run-id", run.c_str(),
+                          "--ready-fd", "3", nullptr};
     ::execv("/proc/self/exe", const_cast<char**>(argv));
     ::_exit(127);
   }

@@ -161,6 +161,7 @@ std::vector<char*> CStrings(std::vector<std::string>& v) {
   if (!s.ok()) Fail(sync, s);
   fds = HostFds();  // closes every host path
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  ::prctl(PR_SET_NAME, "smolvm-init", 0, 0, 0);
   s = ApplySeccompFilter();
   if (!s.ok()) Fail(sync, s);
   std::vector<std::string> env = GuestEnvironment(cfg, {});

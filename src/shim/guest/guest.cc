@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -219,6 +220,8 @@ int ContinueAsClone(const char* path, int index, const char* name, const char* t
   if (program < 0) _exit(78);
   if (program > 0) {
     CloseFdsExcept(c);
+    prctl(PR_SET_NAME, "smolvm-init", 0, 0, 0);
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     int status = SmolvmInitLoop(program, c);
     _exit(SmolvmInitExitCode(status));
   }
