@@ -207,6 +207,14 @@ TEST_F(MachineTest, LifecycleRoundTrip) {
   EXPECT_FALSE(fs::exists(home_ + "/machines/life"));
 }
 
+TEST_F(MachineTest, LogsFollowEndsWithTheMachine) {
+  ASSERT_EQ(Cli({"machine", "create", "--name", "talk", "--", "sh", "-c", "echo one; sleep 0.3; echo two"}).rc, 0);
+  ASSERT_EQ(Cli({"machine", "start", "--name", "talk"}).rc, 0);
+  CliRun r = Cli({"machine", "logs", "--name", "talk", "--follow"});
+  EXPECT_EQ(r.rc, 0);
+  EXPECT_EQ(r.out, "one\ntwo\n");
+}
+
 TEST_F(MachineTest, ProgramExitEndsMachineAndListSaysSo) {
   ASSERT_EQ(Cli({"machine", "create", "--name", "ok", "--", "true"}).rc, 0);
   ASSERT_EQ(Cli({"machine", "create", "--name", "bad", "--", "sh", "-c", "exit 3"}).rc, 0);

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <filesystem>
 #include <set>
 
 namespace smolvm::machine {
@@ -80,7 +81,9 @@ void BindRecord(Stmt& st, const MachineRecord& r) {
 }  // namespace
 
 Result<std::unique_ptr<Store>> Store::Open(const std::string& home) {
-  ::mkdir(home.c_str(), 0700);
+  std::error_code ec;
+  std::filesystem::create_directories(home, ec);
+  if (ec) return Status(Code::kIo, "cannot create $SMOLVM_HOME " + home + ": " + ec.message());
   std::string path = home + "/state.db";
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &db,
