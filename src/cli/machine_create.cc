@@ -1,0 +1,53 @@
+#include <memory>
+
+#include "cli/machine_commands.h"
+#include "machine/machines.h"
+#include "machine/paths.h"
+
+namespace smolvm::cli {
+
+void AddMachineCreate(CLI::App& machine, int* exit_code) {
+  struct Opts {
+    std::string name, image;
+    double cpus = 0;
+    int64_t mem = 0, gpu_mem = 0;
+    bool cuda = false, net = false;
+    std::vector<std::string> volumes, env, cmd;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* c = machine.add_subcommand("create", "define a machine: smolvm machine create --name N [opts] -- CMD...");
+  c->add_option("--name", o->name, "letters, digits, '-', '_'; at most 40")->required();
+  c->add_option("--cpus", o->cpus, "CPU quota in CPUs; also a cpuset of that many cores");
+  c->add_option("--mem", o->mem, "memory limit in MiB");
+  c->add_flag("--cuda", o->cuda, "remote CUDA through the host daemon");
+  c->add_option("--gpu-mem", o->gpu_mem, "device memory cap in MiB (with --cuda)");
+  c->add_flag("--net", o->net, "share the host network (default: loopback only)");
+  c->add_option("-v,--volume", o->volumes, "HOST:GUEST[:ro] bind mount")->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  c->add_option("-e,--env", o->env, "KEY=VAL in the program's environment")->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  c->add_option("--image", o->image, "directory used as the root (overlay lower) instead of host /usr etc.");
+  c->add_option("cmd", o->cmd, "the program and its arguments, after --")->expected(-1);
+  c->callback([o, exit_code] {
+    machine::MachineSpec spec;
+    spec.cpus = o->cpus;
+    spec.mem_mib = o->mem;
+    spec.cuda = o->cuda;
+    spec.gpu_mem_mib = o->gpu_mem;
+    spec.net = o->net;
+    spec.env = o->env;
+    spec.image = o->image;
+    spec.cmd = o->cmd;
+    for (const auto& v : o->volumes) {
+      auto vol = machine::ParseVolume(v);
+      if (!vol.ok()) {
+        *exit_code = ReportMachineError(vol.status());
+        return;
+      }
+      spec.volumes.push_back(*vol);
+    }
+    Status s = machine::CreateMachine(machine::SmolvmHome(), o->name, spec);
+    if (s.ok()) std::printf("created %s\n", o->name.c_str());
+    *exit_code = ReportMachineError(s);
+  });
+}
+
+}  // namespace smolvm::cli

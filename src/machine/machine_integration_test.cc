@@ -1,0 +1,473 @@
+// Machines end to end: drives the built `smolvm` CLI as a user would, as root
+// (CI runs as root; elsewhere these tests skip). Every test gets its own
+// SMOLVM_HOME and cgroup parent and checks that nothing is left behind:
+// no machine processes, no cgroups, no mounts on the host.
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "machine/cgroups.h"
+
+extern char** environ;
+
+namespace smolvm::machine {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliRun {
+  int rc = -1;
+  std::string out, err;
+};
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs argv (argv[0] a path), capturing stdout and stderr.
+CliRun Exec(const std::vector<std::string>& argv, const std::string& scratch) {
+  std::string out = scratch + "/out", err = scratch + "/err";
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  std::vector<char*> a;
+  for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+  a.push_back(nullptr);
+  pid_t pid;
+  CliRun r;
+  if (posix_spawn(&pid, a[0], &fa, nullptr, a.data(), environ) != 0) return r;
+  posix_spawn_file_actions_destroy(&fa);
+  int status;
+  waitpid(pid, &status, 0);
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = Slurp(out);
+  r.err = Slurp(err);
+  return r;
+}
+
+class MachineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (geteuid() != 0) return;
+    char tmpl[] = "/tmp/smolvm-mt-bin-XXXXXX";
+    bin_dir_ = mkdtemp(tmpl);
+    chmod(bin_dir_.c_str(), 0755);
+    std::string src = std::string(SMOLVM_SOURCE_DIR) + "/src/machine/";
+    std::string cc = "cc -O1 -o " + bin_dir_ + "/golden " + src + "testdata_golden.c -I" + SMOLVM_GUEST_INCLUDE +
+                     " -L" + SMOLVM_GUEST_LIB_DIR + " -lsmolvm-guest && cc -O1 -o " + bin_dir_ + "/syscalls " + src +
+                     "testdata_syscalls.c";
+    compiled_ = system(cc.c_str()) == 0;
+  }
+  static void TearDownTestSuite() {
+    if (!bin_dir_.empty()) fs::remove_all(bin_dir_);
+  }
+
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "machines need root (CI runs these as root)";
+    ASSERT_TRUE(compiled_) << "could not compile the test programs with cc";
+    char tmpl[] = "/tmp/smolvm-mt-XXXXXX";
+    home_ = mkdtemp(tmpl);
+    scratch_ = home_ + "-scratch";
+    fs::create_directories(scratch_);
+    std::random_device rd;
+    cgroup_parent_ = "smolvm-test-" + std::to_string(getpid()) + "-" + std::to_string(rd() % 100000);
+    setenv("SMOLVM_HOME", home_.c_str(), 1);
+    setenv("SMOLVM_CGROUP_PARENT", cgroup_parent_.c_str(), 1);
+    setenv("SMOLVM_SHIM_DIR", SMOLVM_GUEST_LIB_DIR, 1);
+  }
+
+  void TearDown() override {
+    if (home_.empty()) return;
+    // Remove whatever a failed test left running, then prove nothing is left.
+    auto list = nlohmann::json::parse(Cli({"machine", "list", "--json"}).out, nullptr, false);
+    if (list.is_array())
+      for (const auto& m : list)
+        if (m["golden"] == "") Cli({"machine", "rm", "--force", "--grace", "0", "--name", m["name"]});
+    ExpectNothingLeft();
+    auto layout = DetectCgroups();
+    if (layout.ok())
+      for (const auto& h : layout->hierarchies) rmdir((h.mount_point + "/" + cgroup_parent_).c_str());
+    fs::remove_all(home_);
+    fs::remove_all(scratch_);
+    unsetenv("SMOLVM_HOME");
+    unsetenv("SMOLVM_CGROUP_PARENT");
+  }
+
+  CliRun Cli(std::vector<std::string> args) {
+    args.insert(args.begin(), SMOLVM_CLI);
+    return Exec(args, scratch_);
+  }
+
+  // Runs a shell command inside machine `name`; returns its output.
+  CliRun Sh(const std::string& name, const std::string& script) {
+    return Cli({"machine", "exec", "--name", name, "--", "sh", "-c", script});
+  }
+
+  std::string Logs(const std::string& name) { return Cli({"machine", "logs", "--name", name}).out; }
+
+  nlohmann::json Find(const std::string& name) {
+    auto list = nlohmann::json::parse(Cli({"machine", "list", "--json"}).out, nullptr, false);
+    if (list.is_array())
+      for (const auto& m : list)
+        if (m["name"] == name) return m;
+    return nullptr;
+  }
+
+  // Waits (bounded) until the machine's log contains `text`.
+  bool WaitForLog(const std::string& name, const std::string& text, int timeout_ms = 10000) {
+    for (int waited = 0; waited < timeout_ms; waited += 20) {
+      if (Logs(name).find(text) != std::string::npos) return true;
+      usleep(20000);
+    }
+    return false;
+  }
+
+  // Cgroup directories of this test (machines under our parent).
+  std::vector<std::string> LeftoverCgroups() {
+    std::vector<std::string> out;
+    auto layout = DetectCgroups();
+    if (!layout.ok()) return out;
+    for (const auto& h : layout->hierarchies) {
+      std::string parent = h.mount_point + "/" + cgroup_parent_;
+      std::error_code ec;
+      for (const auto& e : fs::directory_iterator(parent, ec))
+        if (e.is_directory()) out.push_back(e.path());
+    }
+    return out;
+  }
+
+  void ExpectNothingLeft() {
+    EXPECT_EQ(LeftoverCgroups(), std::vector<std::string>{});
+    // No host mount refers to the machines' directories (sandbox mounts live
+    // in the machines' own mount namespaces and die with them).
+    EXPECT_EQ(Slurp("/proc/self/mountinfo").find(home_), std::string::npos);
+    // No process of ours runs from SMOLVM_HOME's machines (supervisors name it).
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator("/proc", ec)) {
+      std::string cmdline = Slurp(e.path().string() + "/cmdline");
+      EXPECT_EQ(cmdline.find(home_), std::string::npos) << "leftover process " << e.path();
+    }
+  }
+
+  static std::string bin_dir_;
+  static bool compiled_;
+  std::string home_, scratch_, cgroup_parent_;
+};
+
+std::string MachineTest::bin_dir_;
+bool MachineTest::compiled_ = false;
+
+TEST_F(MachineTest, LifecycleRoundTrip) {
+  CliRun r = Cli({"machine", "create", "--name", "life", "--", "sh", "-c", "echo hello-from-guest; sleep 1000"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(Find("life")["state"], "created");
+  r = Cli({"machine", "start", "--name", "life"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(Find("life")["state"], "running");
+  EXPECT_TRUE(WaitForLog("life", "hello-from-guest"));
+  r = Sh("life", "echo out-$((6*7)); echo err-text >&2; exit 7");
+  EXPECT_EQ(r.rc, 7);
+  EXPECT_EQ(r.out, "out-42\n");
+  EXPECT_EQ(r.err, "err-text\n");
+  r = Cli({"machine", "stop", "--name", "life"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(Find("life")["state"], "stopped");
+  EXPECT_EQ(LeftoverCgroups(), std::vector<std::string>{});
+  r = Sh("life", "true");
+  EXPECT_EQ(r.rc, 5);
+  EXPECT_NE(r.err.find("not running"), std::string::npos) << r.err;
+  // Restart runs the program again; the log keeps both runs.
+  ASSERT_EQ(Cli({"machine", "start", "--name", "life"}).rc, 0);
+  EXPECT_TRUE(WaitForLog("life", "hello-from-guest\nhello-from-guest"));
+  r = Cli({"machine", "rm", "--name", "life"});
+  EXPECT_EQ(r.rc, 5) << "rm of a running machine needs --force";
+  ASSERT_EQ(Cli({"machine", "rm", "--name", "life", "--force"}).rc, 0);
+  EXPECT_TRUE(Find("life").is_null());
+  EXPECT_FALSE(fs::exists(home_ + "/machines/life"));
+}
+
+TEST_F(MachineTest, LogsFollowEndsWithTheMachine) {
+  ASSERT_EQ(Cli({"machine", "create", "--name", "talk", "--", "sh", "-c", "echo one; sleep 0.3; echo two"}).rc, 0);
+  ASSERT_EQ(Cli({"machine", "start", "--name", "talk"}).rc, 0);
+  CliRun r = Cli({"machine", "logs", "--name", "talk", "--follow"});
+  EXPECT_EQ(r.rc, 0);
+  EXPECT_EQ(r.out, "one\ntwo\n");
+}
+
+TEST_F(MachineTest, ProgramExitEndsMachineAndListSaysSo) {
+  ASSERT_EQ(Cli({"machine", "create", "--name", "ok", "--", "true"}).rc, 0);
+  ASSERT_EQ(Cli({"machine", "create", "--name", "bad", "--", "sh", "-c", "exit 3"}).rc, 0);
+  ASSERT_EQ(Cli({"machine", "start", "--name", "ok"}).rc, 0);
+  ASSERT_EQ(Cli({"machine", "start", "--name", "bad"}).rc, 0);
+  for (int i = 0; i < 500 && (Find("ok")["state"] == "running" || Find("bad")["state"] == "running"); ++i)
+    usleep(10000);
+  EXPECT_EQ(Find("ok")["state"], "stopped");
+  EXPECT_EQ(Find("bad")["state"], "failed");
+  EXPECT_EQ(Find("bad")["exit_code"], 3);
+}
+
+TEST_F(MachineTest, InitKeepsLeftoversAndReapsZombies) {
+  // The program exits at once, leaving a background sleep and a zombie-maker.
+  ASSERT_EQ(Cli({"machine", "create", "--name", "init", "--", "sh", "-c",
+                 "sleep 1000 & (sh -c 'sleep 0.1 &' ) ; echo started; exit 0"})
+                .rc,
+            0);
+  ASSERT_EQ(Cli({"machine", "start", "--name", "init"}).rc, 0);
+  ASSERT_TRUE(WaitForLog("init", "started"));
+  usleep(300000);
+  EXPECT_EQ(Find("init")["state"], "running");
+  CliRun r = Sh("init", "ps -e -o pid=,stat=,comm= | grep -v ' ps$'");
+  EXPECT_NE(r.out.find("sleep"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(" Z"), std::string::npos) << "zombie left unreaped:\n" << r.out;
+  ASSERT_EQ(Cli({"machine", "stop", "--name", "init"}).rc, 0);
+}
+
+TEST_F(MachineTest, IsolationReadBackFromInside) {
+  std::string rw = scratch_ + "/vol-rw", ro = scratch_ + "/vol-ro";
+  fs::create_directories(rw);
+  fs::create_directories(ro);
+  chmod(rw.c_str(), 0777);
+  std::ofstream(ro + "/file") << "read-only-volume";
+  CliRun r = Cli({"machine", "create", "--name", "iso", "--cpus", "1", "--mem", "64", "--cuda", "-v", rw + ":/data", "-v",
+               ro + ":/ro:ro", "-v", bin_dir_ + ":/opt/bin:ro", "--", "sleep", "1000"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  ASSERT_EQ(Cli({"machine", "start", "--name", "iso"}).rc, 0);
+
+  // Only its own processes: init (pid 1, "smolvm-init"), the program, and this
+  // exec's shell and cat.
+  r = Sh("iso", "cat /proc/[0-9]*/comm");
+  std::istringstream comms(r.out);
+  std::string comm;
+  int procs = 0;
+  for (; std::getline(comms, comm); ++procs)
+    EXPECT_TRUE(comm == "smolvm-init" || comm == "sleep" || comm == "sh" || comm == "cat") << "foreign process " << comm;
+  EXPECT_GE(procs, 3);
+  EXPECT_LE(procs, 4);
+  // Only loopback, and it is up.
+  r = Sh("iso", "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '");
+  EXPECT_EQ(r.out, "lo\n");
+  // No host paths but the volumes.
+  for (const char* p : {"/home", "/root", "/srv", "/mnt", "/work", "/var", home_.c_str(), scratch_.c_str()})
+    EXPECT_EQ(Sh("iso", std::string("test -e ") + p).rc, 1) << p << " is visible inside";
+  EXPECT_EQ(Sh("iso", "test -d /usr/bin && test -d /etc && test -d /workspace && test -d /tmp").rc, 0);
+  EXPECT_NE(Sh("iso", "touch /usr/smolvm-test").rc, 0) << "/usr must be read-only";
+  EXPECT_NE(Sh("iso", "touch /etc/smolvm-test").rc, 0) << "/etc must be read-only";
+  // Volumes: rw writable (seen on the host), ro readable but not writable.
+  EXPECT_EQ(Sh("iso", "echo hi > /data/written").rc, 0);
+  EXPECT_EQ(Slurp(rw + "/written"), "hi\n");
+  EXPECT_EQ(Sh("iso", "cat /ro/file").out, "read-only-volume");
+  EXPECT_NE(Sh("iso", "echo x > /ro/new").rc, 0);
+  EXPECT_FALSE(fs::exists(ro + "/new"));
+  EXPECT_EQ(Sh("iso", "echo x > /workspace/w && echo y > /tmp/t").rc, 0);
+  // Root inside is not root outside: the guest's uid 0 maps to a high host uid.
+  r = Sh("iso", "id -u; cat /proc/self/uid_map");
+  std::istringstream map(r.out);
+  int inside, first, host_base, count;
+  map >> inside >> first >> host_base >> count;
+  EXPECT_EQ(inside, 0);
+  EXPECT_EQ(first, 0);
+  EXPECT_GE(host_base, 100000);
+  // Cgroup limits as asked, read back inside.
+  bool v2 = DetectCgroups()->v2;
+  if (v2) {
+    EXPECT_EQ(Sh("iso", "cat /sys/fs/cgroup/cpu.max").out, "100000 100000\n");
+    EXPECT_EQ(Sh("iso", "cat /sys/fs/cgroup/memory.max").out, "67108864\n");
+    r = Sh("iso", "cat /sys/fs/cgroup/cpuset.cpus");
+  } else {
+    EXPECT_EQ(Sh("iso", "cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us").out, "100000\n");
+    EXPECT_EQ(Sh("iso", "cat /sys/fs/cgroup/cpu/cpu.cfs_period_us").out, "100000\n");
+    EXPECT_EQ(Sh("iso", "cat /sys/fs/cgroup/memory/memory.limit_in_bytes").out, "67108864\n");
+    r = Sh("iso", "cat /sys/fs/cgroup/cpuset/cpuset.cpus");
+  }
+  EXPECT_EQ(r.out.find_first_of(",-"), std::string::npos) << "one core expected: " << r.out;
+  EXPECT_EQ(Sh("iso", "cat /proc/self/cgroup | grep -v ':/$' | grep -v '^0::/$' | grep -E 'cpu|memory|pids' || true").out,
+            "")
+      << "cgroup namespace root is the machine's cgroup";
+  // No GPU device nodes, even with --cuda; the shim directory is bound in.
+  EXPECT_EQ(Sh("iso", "ls /dev | grep -c nvidia || true").out, "0\n");
+  EXPECT_EQ(Sh("iso", "echo $LD_LIBRARY_PATH; echo $SMOLVM_CUDA_SOCKET").out,
+            "/run/smolvm/lib\n/run/smolvm/cuda.sock\n");
+  // Seccomp: denied calls, clone3 -> ENOSYS.
+  r = Cli({"machine", "exec", "--name", "iso", "--", "/opt/bin/syscalls"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::map<std::string, int> got;
+  std::istringstream lines(r.out);
+  std::string name;
+  int err;
+  while (lines >> name >> err) got[name] = err;
+  EXPECT_EQ(got["clone3"], ENOSYS);
+  for (const char* n : {"ptrace", "bpf", "keyctl", "perf_event_open", "userfaultfd", "init_module", "kexec_load", "reboot"})
+    EXPECT_EQ(got[n], EPERM) << n;
+  // Hostname is the machine's.
+  EXPECT_EQ(Sh("iso", "hostname").out, "iso\n");
+  ASSERT_EQ(Cli({"machine", "rm", "--force", "--name", "iso"}).rc, 0);
+}
+
+TEST_F(MachineTest, ForkFourClonesContinueFromGoldenState) {
+  ASSERT_EQ(Cli({"machine", "create", "--name", "gold", "--cpus", "1", "-v", bin_dir_ + ":/opt/bin:ro", "--",
+                 "/opt/bin/golden"})
+                .rc,
+            0);
+  ASSERT_EQ(Cli({"machine", "start", "--name", "gold", "--forkable"}).rc, 0);
+  CliRun r = Cli({"machine", "fork", "--golden", "gold", "--count", "4", "--name-prefix", "kid"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  for (int i = 0; i < 4; ++i) {
+    std::string name = "kid-" + std::to_string(i);
+    auto m = Find(name);
+    ASSERT_FALSE(m.is_null());
+    EXPECT_EQ(m["state"], "running");
+    EXPECT_EQ(m["golden"], "gold");
+    EXPECT_EQ(m["fork_index"], i);
+    std::string expect = "clone idx=" + std::to_string(i) + " counter=" + std::to_string(42 + i) +
+                         " heap=golden-heap host=" + name + " env_index=" + std::to_string(i) + " env_name=" + name;
+    EXPECT_TRUE(WaitForLog(name, expect)) << Logs(name);
+    EXPECT_EQ(Logs(name).find("golden ready"), std::string::npos) << "a clone's log starts at the fork";
+    // Its own writable files: the golden's state plus only its own line.
+    EXPECT_EQ(Sh(name, "cat /workspace/state.txt").out, "golden\nclone " + std::to_string(i) + "\n");
+    EXPECT_EQ(Sh(name, "cat /tmp/scratch.txt").out, "tmp-golden\n");
+    EXPECT_EQ(Sh(name, "hostname; echo $SMOLVM_FORK_INDEX").out, name + "\n" + std::to_string(i) + "\n");
+    EXPECT_EQ(Sh(name, "echo mine > /tmp/own-" + std::to_string(i)).rc, 0);
+  }
+  EXPECT_EQ(Sh("gold", "cat /workspace/state.txt; ls /tmp").out, "golden\nscratch.txt\n");
+  EXPECT_EQ(Sh("kid-0", "ls /tmp").out, "own-0\nscratch.txt\n");
+  // A clone sees only its own pid namespace.
+  // (pid 1 = its init, 2 = the program, then this exec's sh, ls, grep, wc)
+  EXPECT_LE(std::stoi(Sh("kid-1", "ls /proc | grep -E '^[0-9]+$' | wc -l").out), 6);
+  // The golden refuses stop/rm while clones exist.
+  r = Cli({"machine", "stop", "--name", "gold"});
+  EXPECT_EQ(r.rc, 5);
+  EXPECT_NE(r.err.find("--cascade"), std::string::npos) << r.err;
+  EXPECT_EQ(Cli({"machine", "rm", "--name", "gold"}).rc, 5);
+  // Stopping one clone leaves the others running.
+  ASSERT_EQ(Cli({"machine", "stop", "--name", "kid-3"}).rc, 0);
+  EXPECT_EQ(Find("kid-3")["state"], "stopped");
+  EXPECT_EQ(Find("kid-2")["state"], "running");
+  EXPECT_EQ(Cli({"machine", "start", "--name", "kid-3"}).rc, 5) << "clones cannot be restarted";
+  r = Cli({"machine", "rm", "--name", "gold", "--cascade"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(Cli({"machine", "list", "--json"}).out, "[]\n");
+  ExpectNothingLeft();
+}
+
+TEST_F(MachineTest, SixteenConcurrentForks) {
+  ASSERT_EQ(Cli({"machine", "create", "--name", "g16", "-v", bin_dir_ + ":/opt/bin:ro", "--", "/opt/bin/golden"}).rc,
+            0);
+  ASSERT_EQ(Cli({"machine", "start", "--name", "g16", "--forkable"}).rc, 0);
+  std::vector<pid_t> pids;
+  for (int i = 0; i < 16; ++i) {
+    pid_t p = fork();
+    if (p == 0) {
+      std::string out = scratch_ + "/fork-" + std::to_string(i);
+      int fd = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      std::string name = "c" + std::to_string(i);
+      execl(SMOLVM_CLI, "smolvm", "machine", "fork", "--golden", "g16", "--name", name.c_str(), nullptr);
+      _exit(127);
+    }
+    pids.push_back(p);
+  }
+  for (size_t i = 0; i < pids.size(); ++i) {
+    int status;
+    waitpid(pids[i], &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << Slurp(scratch_ + "/fork-" + std::to_string(i));
+  }
+  std::set<int> indices;
+  std::set<std::string> cpus;
+  for (int i = 0; i < 16; ++i) {
+    auto m = Find("c" + std::to_string(i));
+    ASSERT_FALSE(m.is_null());
+    EXPECT_EQ(m["state"], "running");
+    indices.insert(m["fork_index"].get<int>());
+  }
+  EXPECT_EQ(indices.size(), 16u);
+  EXPECT_EQ(*indices.begin(), 0);
+  EXPECT_EQ(*indices.rbegin(), 15);
+  ASSERT_EQ(Cli({"machine", "rm", "--name", "g16", "--cascade", "--grace", "1"}).rc, 0);
+}
+
+TEST_F(MachineTest, ErrorsAreClearAndLeaveNothingHalfMade) {
+  CliRun r = Cli({"machine", "start", "--name", "ghost"});
+  EXPECT_EQ(r.rc, 3);
+  EXPECT_NE(r.err.find("machine 'ghost' does not exist"), std::string::npos) << r.err;
+  for (const char* cmd : {"stop", "rm", "logs"}) EXPECT_EQ(Cli({"machine", cmd, "--name", "ghost"}).rc, 3) << cmd;
+  EXPECT_EQ(Sh("ghost", "true").rc, 3);
+
+  r = Cli({"machine", "create", "--name", "bad name!", "--", "true"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("letters, digits"), std::string::npos) << r.err;
+  EXPECT_EQ(Cli({"machine", "create", "--name", std::string(41, 'a'), "--", "true"}).rc, 2);
+  for (const char* cpus : {"0.001", "-1", "100000"}) {
+    r = Cli({"machine", "create", "--name", "cpu", "--cpus", cpus, "--", "true"});
+    EXPECT_EQ(r.rc, 2) << cpus;
+    EXPECT_NE(r.err.find("--cpus"), std::string::npos) << r.err;
+  }
+  EXPECT_NE(Cli({"machine", "create", "--name", "cpu", "--cpus", "lots", "--", "true"}).rc, 0);
+  EXPECT_EQ(Cli({"machine", "create", "--name", "vol", "-v", "/nonexistent-smolvm:/x", "--", "true"}).rc, 2);
+  EXPECT_EQ(Cli({"machine", "create", "--name", "nocmd"}).rc, 2);
+  EXPECT_EQ(Cli({"machine", "list", "--json"}).out, "[]\n") << "a rejected create leaves no machine";
+
+  ASSERT_EQ(Cli({"machine", "create", "--name", "dup", "--", "sleep", "1000"}).rc, 0);
+  r = Cli({"machine", "create", "--name", "dup", "--", "true"});
+  EXPECT_EQ(r.rc, 4);
+  EXPECT_NE(r.err.find("already exists"), std::string::npos) << r.err;
+
+  // Fork of a machine that is not running, then not --forkable.
+  r = Cli({"machine", "fork", "--golden", "dup", "--name", "k"});
+  EXPECT_EQ(r.rc, 5);
+  ASSERT_EQ(Cli({"machine", "start", "--name", "dup"}).rc, 0);
+  r = Cli({"machine", "fork", "--golden", "dup", "--name", "k"});
+  EXPECT_EQ(r.rc, 5);
+  EXPECT_NE(r.err.find("--forkable"), std::string::npos) << r.err;
+  EXPECT_TRUE(Find("k").is_null());
+  // Not --forkable: the guest library has no controller and says so.
+  ASSERT_EQ(Cli({"machine", "create", "--name", "plain", "-v", bin_dir_ + ":/opt/bin:ro", "--", "/opt/bin/golden"}).rc, 0);
+  ASSERT_EQ(Cli({"machine", "start", "--name", "plain"}).rc, 0);
+  EXPECT_TRUE(WaitForLog("plain", "golden released -" + std::to_string(ENOTSUP))) << Logs("plain");
+  EXPECT_EQ(Sh("dup", "cat /proc/1/cmdline | tr '\\0' ' '").out.find(home_), std::string::npos)
+      << "pid 1's command line must not show host paths";
+  // Fork timeout: started --forkable, but its program never calls the forkpoint.
+  ASSERT_EQ(Cli({"machine", "create", "--name", "never", "--", "sleep", "1000"}).rc, 0);
+  ASSERT_EQ(Cli({"machine", "start", "--name", "never", "--forkable"}).rc, 0);
+  r = Cli({"machine", "fork", "--golden", "never", "--count", "2", "--name-prefix", "t", "--timeout", "0.5"});
+  EXPECT_EQ(r.rc, 6);
+  EXPECT_NE(r.err.find("did not reach smolvmForkpoint()"), std::string::npos) << r.err;
+  EXPECT_TRUE(Find("t-0").is_null());
+  EXPECT_TRUE(Find("t-1").is_null());
+  EXPECT_FALSE(fs::exists(home_ + "/machines/t-0"));
+  // Fork onto a taken name creates nothing.
+  r = Cli({"machine", "fork", "--golden", "never", "--name", "dup"});
+  EXPECT_EQ(r.rc, 4);
+  // A program that cannot be started: start fails clearly, machine shows failed.
+  ASSERT_EQ(Cli({"machine", "create", "--name", "nope", "--", "/no/such/program"}).rc, 0);
+  r = Cli({"machine", "start", "--name", "nope"});
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("/no/such/program"), std::string::npos) << r.err;
+  EXPECT_EQ(Find("nope")["state"], "failed");
+  for (const char* n : {"dup", "never"}) ASSERT_EQ(Cli({"machine", "stop", "--name", n, "--grace", "0"}).rc, 0);
+  ExpectNothingLeft();
+}
+
+}  // namespace
+}  // namespace smolvm::machine

@@ -1,0 +1,180 @@
+// Unit tests of the machine library's pure parts: names, volumes, specs,
+// the state store under concurrency, cpuset spreading, exit codes.
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "machine/cgroups.h"
+#include "machine/errors.h"
+#include "machine/spec.h"
+#include "machine/store.h"
+
+namespace smolvm::machine {
+namespace {
+
+TEST(Spec, Names) {
+  EXPECT_TRUE(ValidateName("a").ok());
+  EXPECT_TRUE(ValidateName("Gold_en-01").ok());
+  EXPECT_TRUE(ValidateName(std::string(40, 'x')).ok());
+  EXPECT_FALSE(ValidateName("").ok());
+  EXPECT_FALSE(ValidateName(std::string(41, 'x')).ok());
+  for (const char* bad : {"a b", "a/b", "..", "a.b", "ü", "a:b"}) EXPECT_FALSE(ValidateName(bad).ok()) << bad;
+}
+
+TEST(Spec, Volumes) {
+  auto v = ParseVolume("/tmp:/data:ro");
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->host, "/tmp");
+  EXPECT_EQ(v->guest, "/data");
+  EXPECT_TRUE(v->read_only);
+  v = ParseVolume("/tmp:/data/");
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->guest, "/data");
+  EXPECT_FALSE(v->read_only);
+  for (const char* bad : {"/tmp", "tmp:/x", "/tmp:x", "/tmp:/", "/tmp:/proc/x", "/tmp:/dev", "/tmp:/a/../b",
+                          "/nonexistent-smolvm:/x", "/tmp:/run/smolvm/x"})
+    EXPECT_FALSE(ParseVolume(bad).ok()) << bad;
+}
+
+TEST(Spec, EnvAndLimits) {
+  EXPECT_TRUE(ValidateEnv("A=1").ok());
+  EXPECT_TRUE(ValidateEnv("_x9=").ok());
+  EXPECT_FALSE(ValidateEnv("=1").ok());
+  EXPECT_FALSE(ValidateEnv("9A=1").ok());
+  EXPECT_FALSE(ValidateEnv("A").ok());
+  MachineSpec s;
+  s.cmd = {"true"};
+  EXPECT_TRUE(ValidateSpec(s).ok());
+  s.cpus = -1;
+  EXPECT_FALSE(ValidateSpec(s).ok());
+  s.cpus = static_cast<double>(UsableCpus().size()) + 1;
+  EXPECT_FALSE(ValidateSpec(s).ok());
+  s.cpus = 1;
+  s.mem_mib = 4;
+  EXPECT_FALSE(ValidateSpec(s).ok());
+  s.mem_mib = 0;
+  s.gpu_mem_mib = 100;
+  EXPECT_FALSE(ValidateSpec(s).ok()) << "--gpu-mem needs --cuda";
+  s.cuda = true;
+  EXPECT_TRUE(ValidateSpec(s).ok());
+  s.cmd.clear();
+  EXPECT_FALSE(ValidateSpec(s).ok());
+}
+
+TEST(Spec, JsonRoundTrip) {
+  MachineSpec s;
+  s.cpus = 2.5;
+  s.mem_mib = 512;
+  s.cuda = true;
+  s.gpu_mem_mib = 1024;
+  s.net = true;
+  s.env = {"A=1"};
+  s.image = "/img";
+  s.cmd = {"sh", "-c", "echo 'x y'"};
+  s.volumes = {{"/a", "/b", true}};
+  auto back = SpecFromJson(SpecToJson(s));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(SpecToJson(*back), SpecToJson(s));
+  EXPECT_FALSE(SpecFromJson("not json").ok());
+}
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/smolvm-store-XXXXXX";
+    home_ = mkdtemp(tmpl);
+  }
+  void TearDown() override { std::filesystem::remove_all(home_); }
+  std::string home_;
+};
+
+TEST_F(StoreTest, InsertGetPutDelete) {
+  auto store = Store::Open(home_);
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  MachineRecord r;
+  r.name = "m";
+  r.spec.cmd = {"true"};
+  r.uid_base = 1000000;
+  ASSERT_TRUE((*store)->Insert(r).ok());
+  Status dup = (*store)->Insert(r);
+  EXPECT_EQ(dup.code(), static_cast<int32_t>(Code::kAlreadyExists));
+  EXPECT_NE(dup.message().find("already exists"), std::string::npos);
+  auto got = (*store)->Get("m");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->spec.cmd, r.spec.cmd);
+  got->state = kStateRunning;
+  got->init_pid = 1234;
+  ASSERT_TRUE((*store)->Put(*got).ok());
+  EXPECT_EQ((*store)->Get("m")->init_pid, 1234);
+  auto missing = (*store)->Get("nope");
+  EXPECT_EQ(missing.status().code(), static_cast<int32_t>(Code::kNotFound));
+  EXPECT_NE(missing.status().message().find("smolvm machine list"), std::string::npos);
+  auto base = (*store)->AllocateUidBase();
+  ASSERT_TRUE(base.ok());
+  EXPECT_NE(*base, 1000000);
+  ASSERT_TRUE((*store)->Delete("m").ok());
+  EXPECT_TRUE((*store)->List()->empty());
+}
+
+// Many processes' read-modify-write transactions never lose an update.
+TEST_F(StoreTest, ConcurrentTransactionsFromManyConnections) {
+  {
+    auto store = Store::Open(home_);
+    MachineRecord r;
+    r.name = "counter";
+    r.fork_index = 0;
+    ASSERT_TRUE((*store)->Insert(r).ok());
+  }
+  constexpr int kThreads = 8, kEach = 25;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&] {
+      auto store = Store::Open(home_);
+      ASSERT_TRUE(store.ok());
+      for (int i = 0; i < kEach; ++i) {
+        Status s = (*store)->Transaction([&]() -> Status {
+          ASSIGN_OR_RETURN(MachineRecord r, (*store)->Get("counter"));
+          r.fork_index++;
+          return (*store)->Put(r);
+        });
+        ASSERT_TRUE(s.ok()) << s.message();
+      }
+    });
+  for (auto& t : threads) t.join();
+  auto store = Store::Open(home_);
+  EXPECT_EQ((*store)->Get("counter")->fork_index, kThreads * kEach);
+}
+
+TEST(Cgroups, PickCpusetSpreadsLoad) {
+  auto cpus = UsableCpus();
+  ASSERT_FALSE(cpus.empty());
+  EXPECT_EQ(PickCpuset(0, {}), "");
+  std::string first = PickCpuset(1, {});
+  EXPECT_EQ(first, std::to_string(cpus[0]));
+  if (cpus.size() >= 2) {
+    EXPECT_EQ(PickCpuset(1, {first}), std::to_string(cpus[1]));
+    EXPECT_EQ(PickCpuset(2, {}), std::to_string(cpus[0]) + "," + std::to_string(cpus[1]));
+  }
+  // Asking for more cores than exist gives all of them.
+  std::string all = PickCpuset(1000, {});
+  EXPECT_EQ(std::count(all.begin(), all.end(), ',') + 1,
+            static_cast<long>(cpus.size()));
+}
+
+TEST(Errors, ExitCodesAreStable) {
+  EXPECT_EQ(ExitCodeFor(Status::Ok()), 0);
+  EXPECT_EQ(ExitCodeFor(InvalidArgument("x")), 2);
+  EXPECT_EQ(ExitCodeFor(NotFound("x")), 3);
+  EXPECT_EQ(ExitCodeFor(Status(Code::kAlreadyExists, "x")), 4);
+  EXPECT_EQ(ExitCodeFor(WrongState("x")), 5);
+  EXPECT_EQ(ExitCodeFor(Timeout("x")), 6);
+  EXPECT_EQ(ExitCodeFor(PermissionDenied("x")), 7);
+  EXPECT_EQ(ExitCodeFor(Internal("x")), 1);
+}
+
+}  // namespace
+}  // namespace smolvm::machine

@@ -1,0 +1,33 @@
+// Where a machine's files live on the host.
+//
+//   $SMOLVM_HOME/state.db                 the state store
+//   $SMOLVM_HOME/machines/<name>/log      program output (stdout+stderr)
+//   .../<name>/ctl.sock                   supervisor control socket (0600, host only)
+//   .../<name>/run/                       bound read-only at /run/smolvm inside:
+//        forkpoint.sock                   the guest library's controller socket
+//        lib/                             mount point for the shim directory
+//   .../<name>/root                       mount point of the guest root (setup only)
+//   .../<name>/guest/                     0700, owned by the guest's root uid:
+//        tmp, workspace                   the guest's writable /tmp and /workspace
+//        upper, work                      overlay upper/work with --image
+// Directories on the way are 0711 so the guest's uid can reach guest/ while
+// other host users cannot list anything.
+#pragma once
+
+#include <string>
+
+namespace smolvm::machine {
+
+// $SMOLVM_HOME, else $HOME/.local/share/smolvm.
+std::string SmolvmHome();
+
+struct MachinePaths {
+  explicit MachinePaths(const std::string& home, const std::string& name);
+  std::string dir, log, ctl_sock, run, forkpoint_sock, lib, root, guest, tmp, workspace, upper, work;
+};
+
+// The directory holding libsmolvm-guest.so (and the CUDA shims):
+// $SMOLVM_SHIM_DIR, else <directory of this executable>/shim.
+std::string ShimDir();
+
+}  // namespace smolvm::machine

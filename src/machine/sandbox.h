@@ -1,0 +1,63 @@
+// The sandbox backend's privileged setup: user/mount/pid/ipc/uts/net/cgroup
+// namespaces, the guest root filesystem, seccomp, and joining a running
+// machine. Everything here runs on the host as root, in the supervisor or in
+// the CLI, and hands the guest nothing it did not ask for.
+//
+// A guest is hostile from its first instruction: after the program is
+// exec'd nothing here reads guest memory or trusts guest files; the only
+// channels back are the report socket (parsed by the supervisor) and the
+// forkpoint socket.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/unique_fd.h"
+#include "machine/cgroups.h"
+#include "machine/paths.h"
+#include "machine/spec.h"
+
+namespace smolvm::machine {
+
+struct SandboxConfig {
+  std::string name;  // also the hostname
+  MachineSpec spec;
+  int64_t uid_base = 0;  // host uid/gid of root inside; 65536 ids mapped
+  MachinePaths paths{"", ""};
+  std::string shim_dir;
+  bool forkable = false;
+  CgroupLayout layout;
+  const MachineCgroup* cgroup = nullptr;
+};
+
+// The environment of the machine's program and of `machine exec`.
+std::vector<std::string> GuestEnvironment(const SandboxConfig& cfg, const std::vector<std::string>& extra);
+
+// Starts pid 1 of a new machine (in the caller's process tree), lets it set
+// up the root filesystem, and returns once the program was exec'd, or the
+// setup error. *report receives the init's "EXIT <status>" line later.
+// REQUIRES: single-threaded caller, root on the host, cfg.cgroup created.
+Result<pid_t> LaunchSandbox(const SandboxConfig& cfg, UniqueFd* report);
+
+// Runs `cmd` inside the running machine whose pid 1 is `init_pid`, with the
+// caller's stdin/stdout/stderr. Returns the command's exit code (128+signal
+// when killed), or an error when the machine could not be entered.
+Result<int> ExecInSandbox(pid_t init_pid, const MachineCgroup& cgroup,
+                          const std::vector<std::string>& env, const std::vector<std::string>& cmd);
+
+// For a clone: from the host, enters the mount and cgroup namespaces of
+// process `pid` (C1 in guest.cc, already unshared) and mounts the clone's own
+// /tmp and /workspace (host directories) and fresh cgroupfs views in place of
+// the golden's.
+Status InjectCloneMounts(pid_t pid, const std::string& tmp, const std::string& workspace,
+                         const CgroupLayout& layout);
+
+// Mounts the cgroup filesystem(s) read-only at <root>/sys/fs/cgroup for the
+// caller's cgroup namespace (v2: cgroup2; v1: one mount per hierarchy under
+// a tmpfs, named as on the host).
+Status MountCgroupFs(const std::string& root, const CgroupLayout& layout);
+
+}  // namespace smolvm::machine

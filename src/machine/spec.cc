@@ -1,0 +1,146 @@
+#include "machine/spec.h"
+
+#include <sched.h>
+#include <sys/stat.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+namespace smolvm::machine {
+
+Status ValidateName(const std::string& name) {
+  if (name.empty() || name.size() > 40)
+    return InvalidArgument("machine name '" + name + "' must be 1 to 40 characters");
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_';
+    if (!ok)
+      return InvalidArgument("machine name '" + name +
+                             "' may contain only letters, digits, '-' and '_'");
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+bool UnderPath(const std::string& path, const std::string& dir) {
+  return path == dir || path.rfind(dir + "/", 0) == 0;
+}
+
+Status CheckGuestPath(const std::string& guest) {
+  if (guest.empty() || guest[0] != '/' || guest == "/")
+    return InvalidArgument("volume guest path '" + guest + "' must be absolute and not '/'");
+  if (guest.find("/../") != std::string::npos || guest.ends_with("/..") ||
+      guest.find("/./") != std::string::npos)
+    return InvalidArgument("volume guest path '" + guest + "' must not contain '.' or '..'");
+  for (const char* d : {"/proc", "/sys", "/dev", "/run/smolvm"})
+    if (UnderPath(guest, d))
+      return InvalidArgument("volume guest path '" + guest + "' is reserved (" + d + ")");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Volume> ParseVolume(const std::string& text) {
+  Volume v;
+  std::string rest = text;
+  if (rest.ends_with(":ro")) {
+    v.read_only = true;
+    rest.resize(rest.size() - 3);
+  } else if (rest.ends_with(":rw")) {
+    rest.resize(rest.size() - 3);
+  }
+  size_t colon = rest.find(':');
+  if (colon == std::string::npos || rest.find(':', colon + 1) != std::string::npos)
+    return InvalidArgument("volume '" + text + "' must be HOST:GUEST or HOST:GUEST:ro");
+  v.host = rest.substr(0, colon);
+  v.guest = rest.substr(colon + 1);
+  if (v.host.empty() || v.host[0] != '/')
+    return InvalidArgument("volume host path '" + v.host + "' must be absolute");
+  struct stat st;
+  if (::stat(v.host.c_str(), &st) != 0)
+    return InvalidArgument("volume host path '" + v.host + "' does not exist");
+  RETURN_IF_ERROR(CheckGuestPath(v.guest));
+  while (v.guest.size() > 1 && v.guest.back() == '/') v.guest.pop_back();
+  return v;
+}
+
+Status ValidateEnv(const std::string& kv) {
+  size_t eq = kv.find('=');
+  if (eq == 0 || eq == std::string::npos)
+    return InvalidArgument("environment entry '" + kv + "' must be KEY=VALUE");
+  for (size_t i = 0; i < eq; ++i) {
+    char c = kv[i];
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+              (i > 0 && c >= '0' && c <= '9');
+    if (!ok) return InvalidArgument("environment key in '" + kv + "' is not a valid name");
+  }
+  return Status::Ok();
+}
+
+std::vector<int> UsableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+  for (int i = 0; i < CPU_SETSIZE; ++i)
+    if (CPU_ISSET(i, &set)) cpus.push_back(i);
+  return cpus;
+}
+
+Status ValidateSpec(const MachineSpec& spec) {
+  size_t ncpu = UsableCpus().size();
+  if (!std::isfinite(spec.cpus) || spec.cpus < 0 || spec.cpus > static_cast<double>(ncpu) ||
+      (spec.cpus > 0 && spec.cpus < 0.01))
+    return InvalidArgument("--cpus " + std::to_string(spec.cpus) + " is out of range: use a number from 0.01 to " +
+                           std::to_string(ncpu) + " (this host's usable CPUs)");
+  if (spec.mem_mib < 0 || (spec.mem_mib > 0 && spec.mem_mib < 8))
+    return InvalidArgument("--mem " + std::to_string(spec.mem_mib) + " MiB is too small: use at least 8");
+  if (spec.gpu_mem_mib < 0) return InvalidArgument("--gpu-mem must be positive");
+  if (spec.gpu_mem_mib > 0 && !spec.cuda) return InvalidArgument("--gpu-mem needs --cuda");
+  if (spec.cmd.empty()) return InvalidArgument("no command given: add '-- CMD [ARGS...]'");
+  for (const auto& e : spec.env) RETURN_IF_ERROR(ValidateEnv(e));
+  if (!spec.image.empty()) {
+    struct stat st;
+    if (spec.image[0] != '/' || ::stat(spec.image.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      return InvalidArgument("--image '" + spec.image + "' must be an absolute path to a directory");
+  }
+  return Status::Ok();
+}
+
+std::string SpecToJson(const MachineSpec& s) {
+  nlohmann::json j;
+  j["cpus"] = s.cpus;
+  j["mem_mib"] = s.mem_mib;
+  j["cuda"] = s.cuda;
+  j["gpu_mem_mib"] = s.gpu_mem_mib;
+  j["net"] = s.net;
+  j["env"] = s.env;
+  j["image"] = s.image;
+  j["cmd"] = s.cmd;
+  j["volumes"] = nlohmann::json::array();
+  for (const auto& v : s.volumes)
+    j["volumes"].push_back({{"host", v.host}, {"guest", v.guest}, {"ro", v.read_only}});
+  return j.dump();
+}
+
+Result<MachineSpec> SpecFromJson(const std::string& text) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Malformed("stored machine spec is not JSON");
+  MachineSpec s;
+  s.cpus = j.value("cpus", 0.0);
+  s.mem_mib = j.value("mem_mib", int64_t{0});
+  s.cuda = j.value("cuda", false);
+  s.gpu_mem_mib = j.value("gpu_mem_mib", int64_t{0});
+  s.net = j.value("net", false);
+  s.env = j.value("env", std::vector<std::string>{});
+  s.image = j.value("image", std::string());
+  s.cmd = j.value("cmd", std::vector<std::string>{});
+  if (j.contains("volumes") && j["volumes"].is_array())
+    for (const auto& v : j["volumes"])
+      s.volumes.push_back({v.value("host", std::string()), v.value("guest", std::string()),
+                           v.value("ro", false)});
+  return s;
+}
+
+}  // namespace smolvm::machine

@@ -1,0 +1,46 @@
+// MachineSpec: what `machine create` asked for, stored as JSON in the state
+// store; plus name and volume validation.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace smolvm::machine {
+
+struct Volume {
+  std::string host;   // absolute, exists
+  std::string guest;  // absolute, not "/" and not under /proc, /sys, /dev, /run/smolvm
+  bool read_only = false;
+};
+
+struct MachineSpec {
+  double cpus = 0;         // 0: no CPU limit, no cpuset
+  int64_t mem_mib = 0;     // 0: no memory limit
+  bool cuda = false;
+  int64_t gpu_mem_mib = 0;  // 0: no cap (only with cuda)
+  bool net = false;         // share the host's network instead of loopback only
+  std::vector<Volume> volumes;
+  std::vector<std::string> env;  // KEY=VAL
+  std::string image;             // "" = read-only host system directories
+  std::vector<std::string> cmd;
+};
+
+// Names: letters, digits, '-', '_', 1..40 characters.
+Status ValidateName(const std::string& name);
+// "HOST:GUEST[:ro]" -> Volume, checking both paths.
+Result<Volume> ParseVolume(const std::string& text);
+// "KEY=VAL" with a shell-style key.
+Status ValidateEnv(const std::string& kv);
+// Validates a whole spec (cpus against the host's online CPUs, paths, ...).
+Status ValidateSpec(const MachineSpec& spec);
+
+std::string SpecToJson(const MachineSpec& spec);
+Result<MachineSpec> SpecFromJson(const std::string& json);
+
+// Online CPUs this process may use (sched_getaffinity), ascending.
+std::vector<int> UsableCpus();
+
+}  // namespace smolvm::machine

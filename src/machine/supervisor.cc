@@ -1,0 +1,690 @@
+#include "machine/supervisor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <list>
+#include <optional>
+
+#include "machine/cgroups.h"
+#include "machine/errors.h"
+#include "machine/forkpoint_wire.h"
+#include "machine/init_loop.h"
+#include "machine/process.h"
+#include "machine/sandbox.h"
+#include "machine/store.h"
+#include "transport/unix_channel.h"
+
+extern char** environ;
+
+namespace smolvm::machine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kCloneStepTimeout = std::chrono::seconds(10);
+constexpr size_t kMaxGuestConns = 32;
+
+int64_t NowSeconds() { return static_cast<int64_t>(::time(nullptr)); }
+
+struct Conn {
+  enum Kind { kGuestNew, kGolden, kClone, kCtl } kind;
+  UniqueFd fd;
+  std::string buf;
+  std::string clone;  // kClone: the clone machine's name
+  pid_t peer = 0;     // SO_PEERCRED at accept (host pid)
+  bool dead = false;
+};
+
+// Appends what is readable now (or waits until deadline) to c.buf.
+// *sender gets the SCM_CREDENTIALS pid of the bytes, when present.
+Status Fill(Conn& c, std::optional<Clock::time_point> deadline, pid_t* sender = nullptr) {
+  if (deadline) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now()).count();
+    struct pollfd p = {c.fd.get(), POLLIN, 0};
+    int r;
+    do {
+      r = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(left, 0)));
+    } while (r < 0 && errno == EINTR);
+    if (r == 0) return Timeout("no answer from the guest in time");
+  }
+  char data[SMOLVM_FP_MAX_LINE];
+  struct iovec iov = {data, sizeof data};
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof(int) * 4)];
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t r;
+  do {
+    r = ::recvmsg(c.fd.get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  } while (r < 0 && errno == EINTR);
+  for (struct cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm)) {
+    if (cm->cmsg_level != SOL_SOCKET) continue;
+    if (cm->cmsg_type == SCM_CREDENTIALS && sender != nullptr) {
+      struct ucred uc;
+      std::memcpy(&uc, CMSG_DATA(cm), sizeof uc);
+      *sender = uc.pid;
+    } else if (cm->cmsg_type == SCM_RIGHTS) {  // guests send no descriptors
+      size_t n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < n; ++i) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
+        ::close(fd);
+      }
+    }
+  }
+  if (r < 0) {
+    if (errno == EAGAIN) return Status::Ok();
+    return ErrnoStatus("recvmsg", errno);
+  }
+  if (r == 0) return Unavailable("connection closed");
+  c.buf.append(data, static_cast<size_t>(r));
+  if (c.buf.size() > 4 * SMOLVM_FP_MAX_LINE) return Malformed("line too long");
+  return Status::Ok();
+}
+
+std::optional<std::string> PopLine(Conn& c) {
+  size_t nl = c.buf.find('\n');
+  if (nl == std::string::npos) return std::nullopt;
+  std::string line = c.buf.substr(0, nl);
+  c.buf.erase(0, nl + 1);
+  return line;
+}
+
+Result<std::string> ReadLine(Conn& c, Clock::time_point deadline, pid_t* sender = nullptr) {
+  for (;;) {
+    if (auto l = PopLine(c)) return *l;
+    RETURN_IF_ERROR(Fill(c, deadline, sender));
+  }
+}
+
+Status SendLine(int fd, const std::string& line, int pass_fd = -1) {
+  std::string s = line + "\n";
+  struct iovec iov = {s.data(), s.size()};
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  if (pass_fd >= 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    struct cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
+  }
+  ssize_t w;
+  do {
+    w = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+  } while (w < 0 && errno == EINTR);
+  if (w != static_cast<ssize_t>(s.size())) return Unavailable("peer closed the connection");
+  return Status::Ok();
+}
+
+std::string ErrLine(const Status& s) {
+  std::string m = s.message();
+  for (char& ch : m)
+    if (ch == '\n') ch = ' ';
+  return "ERR " + std::to_string(s.code()) + " " + m;
+}
+
+pid_t PeerPid(int fd) {
+  struct ucred uc = {};
+  socklen_t len = sizeof uc;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0) return 0;
+  return uc.pid;
+}
+
+// cp -a: keeps owners, modes, links and sparse files as the golden had them.
+Status CopyTree(const std::string& from, const std::string& to) {
+  const char* argv[] = {"cp", "-a", "--reflink=auto", "--", from.c_str(), to.c_str(), nullptr};
+  pid_t pid;
+  int rc = ::posix_spawn(&pid, "/bin/cp", nullptr, nullptr, const_cast<char**>(argv), environ);
+  if (rc != 0) return ErrnoStatus("spawn /bin/cp", rc);
+  int status;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return Internal("copying " + from + " to " + to + " failed");
+  return Status::Ok();
+}
+
+Status MkDirOwned(const std::string& path, mode_t mode, int64_t uid) {
+  if (::mkdir(path.c_str(), mode) < 0 && errno != EEXIST) return ErrnoStatus("mkdir " + path, errno);
+  if (::chmod(path.c_str(), mode) < 0) return ErrnoStatus("chmod " + path, errno);
+  if (uid >= 0 && ::chown(path.c_str(), static_cast<uid_t>(uid), static_cast<gid_t>(uid)) < 0)
+    return ErrnoStatus("chown " + path, errno);
+  return Status::Ok();
+}
+
+struct PendingFork {
+  Conn* ctl;
+  std::string clone;
+  std::string share;
+  Clock::time_point deadline;
+};
+
+class Supervisor {
+ public:
+  Supervisor(std::string home, std::string name, int64_t run_id)
+      : home_(std::move(home)), name_(std::move(name)), run_id_(run_id), paths_(home_, name_) {}
+
+  int Run(int ready_fd);
+
+ private:
+  Status Start();
+  void Loop();
+  void Finish(int status);
+  void Accept(int listen_fd, Conn::Kind kind);
+  void OnLine(Conn& c, const std::string& line);
+  void ServeForks();
+  Status DoFork(const PendingFork& req, int* index, pid_t* init_pid);
+  void CloneEnded(Conn& c);
+  Status Update(const std::string& name, const std::function<Status(MachineRecord&)>& fn);
+  void Log(const std::string& msg);
+
+  std::string home_, name_;
+  int64_t run_id_;
+  MachinePaths paths_;
+  std::unique_ptr<Store> store_;
+  MachineRecord rec_;
+  CgroupLayout layout_;
+  std::optional<MachineCgroup> cgroup_;
+  UniqueFd ctl_listen_, fp_listen_, report_, signals_;
+  pid_t init_pid_ = 0;
+  std::list<Conn> conns_;
+  Conn* golden_ = nullptr;
+  pid_t golden_pid_ = 0;
+  std::deque<PendingFork> pending_;
+  int next_index_ = 0;
+  bool stopping_ = false;
+};
+
+void Supervisor::Log(const std::string& msg) { std::fprintf(stderr, "smolvm supervisor[%s]: %s\n", name_.c_str(), msg.c_str()); }
+
+Status Supervisor::Update(const std::string& name, const std::function<Status(MachineRecord&)>& fn) {
+  return store_->Transaction([&]() -> Status {
+    ASSIGN_OR_RETURN(auto r, store_->Find(name));
+    if (!r) return Status::Ok();
+    RETURN_IF_ERROR(fn(*r));
+    return store_->Put(*r);
+  });
+}
+
+Status Supervisor::Start() {
+  ASSIGN_OR_RETURN(rec_, store_->Get(name_));
+  if (rec_.run_id != run_id_ || rec_.state != kStateStarting)
+    return WrongState("machine '" + name_ + "' is no longer starting (state " + rec_.state + ")");
+  ASSIGN_OR_RETURN(layout_, DetectCgroups());
+  cgroup_.emplace(layout_, name_);
+  if (cgroup_->Exists()) RETURN_IF_ERROR(cgroup_->Destroy());  // leftover of a crashed run
+  CgroupLimits limits;
+  limits.cpus = rec_.spec.cpus;
+  limits.cpuset = rec_.cpuset;
+  limits.mem_bytes = rec_.spec.mem_mib << 20;
+  RETURN_IF_ERROR(cgroup_->Create(limits));
+
+  RETURN_IF_ERROR(MkDirOwned(paths_.dir, 0711, -1));
+  RETURN_IF_ERROR(MkDirOwned(paths_.root, 0711, -1));
+  RETURN_IF_ERROR(MkDirOwned(paths_.run, 0711, -1));
+  RETURN_IF_ERROR(MkDirOwned(paths_.lib, 0755, -1));
+  RETURN_IF_ERROR(MkDirOwned(paths_.guest, 0700, rec_.uid_base));
+  RETURN_IF_ERROR(MkDirOwned(paths_.tmp, 01777, rec_.uid_base));
+  RETURN_IF_ERROR(MkDirOwned(paths_.workspace, 0755, rec_.uid_base));
+  if (!rec_.spec.image.empty()) {
+    RETURN_IF_ERROR(MkDirOwned(paths_.upper, 0755, rec_.uid_base));
+    RETURN_IF_ERROR(MkDirOwned(paths_.work, 0700, rec_.uid_base));
+  }
+  if (!rec_.spec.cuda) {
+    UniqueFd f(::open((paths_.lib + "/libsmolvm-guest.so").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
+  }
+
+  ASSIGN_OR_RETURN(ctl_listen_, ListenUnix(paths_.ctl_sock, 0600));
+  if (rec_.forkable) {
+    ASSIGN_OR_RETURN(fp_listen_, ListenUnix(paths_.forkpoint_sock, 0666));
+  }
+
+  SandboxConfig cfg;
+  cfg.name = name_;
+  cfg.spec = rec_.spec;
+  cfg.uid_base = rec_.uid_base;
+  cfg.paths = paths_;
+  cfg.shim_dir = ShimDir();
+  cfg.forkable = rec_.forkable;
+  cfg.layout = layout_;
+  cfg.cgroup = &*cgroup_;
+  ASSIGN_OR_RETURN(init_pid_, LaunchSandbox(cfg, &report_));
+  return Update(name_, [&](MachineRecord& r) {
+    r.state = kStateRunning;
+    r.init_pid = init_pid_;
+    r.init_start = ProcessStartTime(init_pid_);
+    r.supervisor_pid = ::getpid();
+    r.supervisor_start = ProcessStartTime(::getpid());
+    r.started_at = NowSeconds();
+    return Status::Ok();
+  });
+}
+
+int Supervisor::Run(int ready_fd) {
+  auto ready = [&](const std::string& line) {
+    std::string s = line + "\n";
+    (void)!::write(ready_fd, s.data(), s.size());
+    ::close(ready_fd);
+  };
+  auto store = Store::Open(home_);
+  if (!store.ok()) {
+    ready(ErrLine(store.status()));
+    return 1;
+  }
+  store_ = std::move(store).value();
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGHUP);
+  ::sigprocmask(SIG_BLOCK, &mask, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  signals_.Reset(::signalfd(-1, &mask, SFD_CLOEXEC));
+  Status s = Start();
+  if (!s.ok()) {
+    Log("start failed: " + s.message());
+    (void)Update(name_, [&](MachineRecord& r) {
+      if (r.run_id != run_id_) return Status::Ok();
+      r.state = kStateFailed;
+      r.detail = s.message();
+      r.init_pid = 0;
+      r.supervisor_pid = 0;
+      return Status::Ok();
+    });
+    if (cgroup_) (void)cgroup_->Destroy();
+    ::unlink(paths_.ctl_sock.c_str());
+    ::unlink(paths_.forkpoint_sock.c_str());
+    ready(ErrLine(s));
+    return 1;
+  }
+  ready("OK");
+  Loop();
+  return 0;
+}
+
+void Supervisor::Accept(int listen_fd, Conn::Kind kind) {
+  int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (fd < 0) return;
+  if (kind == Conn::kGuestNew) {
+    size_t guests = 0;
+    for (auto& c : conns_) guests += c.kind != Conn::kCtl;
+    if (guests >= kMaxGuestConns) {
+      ::close(fd);
+      return;
+    }
+  }
+  Conn c;
+  c.kind = kind;
+  c.fd.Reset(fd);
+  c.peer = PeerPid(fd);
+  conns_.push_back(std::move(c));
+}
+
+void Supervisor::OnLine(Conn& c, const std::string& line) {
+  switch (c.kind) {
+    case Conn::kCtl: {
+      char clone[64], share[8];
+      long long timeout_ms;
+      if (std::sscanf(line.c_str(), "FORK %63s %7s %lld", clone, share, &timeout_ms) == 3) {
+        if (!fp_listen_.valid()) {
+          (void)SendLine(c.fd.get(), ErrLine(WrongState("machine '" + name_ +
+                                                        "' was not started with --forkable (stop it and 'smolvm machine start --name " +
+                                                        name_ + " --forkable')")));
+          c.dead = true;
+          return;
+        }
+        pending_.push_back({&c, clone, share, Clock::now() + std::chrono::milliseconds(timeout_ms)});
+        return;
+      }
+      (void)SendLine(c.fd.get(), ErrLine(InvalidArgument("unknown request")));
+      c.dead = true;
+      return;
+    }
+    case Conn::kGuestNew: {
+      if (line == "HELLO") {
+        if (golden_ != nullptr) {
+          (void)SendLine(c.fd.get(), "ERR 16 another process of this machine waits at the forkpoint");
+          c.dead = true;
+        } else if (c.peer <= 0 || !InMachineCgroup(c.peer, name_)) {
+          (void)SendLine(c.fd.get(), "ERR 1 only the golden machine's own processes can be forked");
+          c.dead = true;
+        } else {
+          c.kind = Conn::kGolden;
+          golden_ = &c;
+          golden_pid_ = c.peer;
+          (void)Update(name_, [](MachineRecord& r) {
+            r.detail = "at forkpoint";
+            return Status::Ok();
+          });
+        }
+        return;
+      }
+      (void)SendLine(c.fd.get(), "ERR 71 unexpected request");
+      c.dead = true;
+      return;
+    }
+    case Conn::kGolden:
+      return;  // late "FORKED" lines
+    case Conn::kClone: {
+      int status;
+      if (std::sscanf(line.c_str(), "EXIT %d", &status) == 1) {
+        (void)Update(c.clone, [&](MachineRecord& r) {
+          r.exit_code = SmolvmInitExitCode(status);
+          return Status::Ok();
+        });
+      }
+      return;
+    }
+  }
+}
+
+void Supervisor::CloneEnded(Conn& c) {
+  MachineCgroup cg(layout_, c.clone);
+  Status destroyed = cg.Destroy();
+  (void)Update(c.clone, [&](MachineRecord& r) {
+    if (r.state != kStateRunning && r.state != kStateStopping) return Status::Ok();
+    bool clean = r.state == kStateStopping || r.exit_code == 0;
+    r.state = clean ? kStateStopped : kStateFailed;
+    if (!clean) r.detail = r.exit_code >= 0 ? "program exited with code " + std::to_string(r.exit_code) : "clone init died";
+    r.init_pid = 0;
+    return Status::Ok();
+  });
+  if (!destroyed.ok()) Log(destroyed.message());
+}
+
+Status Supervisor::DoFork(const PendingFork& req, int* index_out, pid_t* init_out) {
+  ASSIGN_OR_RETURN(MachineRecord clone, store_->Get(req.clone));
+  if (clone.golden != name_ || clone.state != kStateForking)
+    return WrongState("machine '" + req.clone + "' is not a clone being forked from '" + name_ + "'");
+  MachinePaths cp(home_, req.clone);
+  MachineCgroup cg(layout_, req.clone);
+  int index = next_index_;
+  std::optional<Conn> c1;
+  auto cleanup = [&](Status s) -> Status {
+    if (c1) (void)SendLine(c1->fd.get(), "ERR 5 " + s.message());
+    (void)cg.Destroy();
+    std::error_code ec;
+    std::filesystem::remove_all(cp.dir, ec);
+    return s;
+  };
+  Status s = [&]() -> Status {
+    RETURN_IF_ERROR(MkDirOwned(cp.dir, 0711, -1));
+    RETURN_IF_ERROR(MkDirOwned(cp.guest, 0700, rec_.uid_base));
+    RETURN_IF_ERROR(CopyTree(paths_.tmp, cp.tmp));
+    RETURN_IF_ERROR(CopyTree(paths_.workspace, cp.workspace));
+    UniqueFd log(::open(cp.log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600));
+    if (!log.valid()) return ErrnoStatus("open " + cp.log, errno);
+    CgroupLimits limits;
+    limits.cpus = clone.spec.cpus;
+    limits.cpuset = clone.cpuset;
+    limits.mem_bytes = clone.spec.mem_mib << 20;
+    RETURN_IF_ERROR(cg.Create(limits));
+
+    next_index_++;
+    auto deadline = Clock::now() + kCloneStepTimeout;
+    RETURN_IF_ERROR(SendLine(golden_->fd.get(), "FORK " + std::to_string(index) + " " + req.clone + " " +
+                                                    req.share + " -"));
+    // Wait for C1's connection; the golden may report a failed fork instead.
+    while (!c1) {
+      struct pollfd p[2] = {{fp_listen_.get(), POLLIN, 0}, {golden_->fd.get(), POLLIN, 0}};
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) return Timeout("the golden did not fork in time");
+      if (::poll(p, 2, static_cast<int>(left)) < 0 && errno != EINTR) return ErrnoStatus("poll", errno);
+      if (p[1].revents) {
+        Status f = Fill(*golden_, deadline);
+        if (!f.ok()) return Unavailable("the golden left its forkpoint: " + f.message());
+        while (auto line = PopLine(*golden_)) {
+          int i, r;
+          if (std::sscanf(line->c_str(), "FORKED %d %d", &i, &r) == 2 && i == index && r < 0)
+            return Internal("the golden could not fork: " + std::string(std::strerror(-r)));
+        }
+      }
+      if (p[0].revents) {
+        int fd = ::accept4(fp_listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) continue;
+        Conn c;
+        c.kind = Conn::kClone;
+        c.fd.Reset(fd);
+        c.peer = PeerPid(fd);
+        int one = 1;
+        ::setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one);
+        auto line = ReadLine(c, std::min(deadline, Clock::now() + std::chrono::seconds(2)));
+        int i;
+        if (line.ok() && std::sscanf(line->c_str(), "CLONE %d", &i) == 1 && i == index &&
+            ParentPid(c.peer) == golden_pid_) {
+          c1.emplace(std::move(c));
+        } else {
+          (void)SendLine(fd, "ERR 16 a fork is in progress");
+        }
+      }
+    }
+    RETURN_IF_ERROR(cg.AddProcess(c1->peer));
+    RETURN_IF_ERROR(SendLine(c1->fd.get(), "MOVED"));
+    ASSIGN_OR_RETURN(std::string line, ReadLine(*c1, deadline));
+    if (line != "UNSHARED") return Internal("clone setup failed: " + line);
+    RETURN_IF_ERROR(InjectCloneMounts(c1->peer, cp.tmp, cp.workspace, layout_));
+    RETURN_IF_ERROR(SendLine(c1->fd.get(), "READY", log.get()));
+    pid_t init = 0;
+    ASSIGN_OR_RETURN(line, ReadLine(*c1, deadline, &init));
+    if (line != "INIT" || init <= 0 || !InMachineCgroup(init, req.clone))
+      return Internal("clone did not come up: " + line);
+    c1->clone = req.clone;
+    *init_out = init;
+    *index_out = index;
+    int64_t start = ProcessStartTime(init);
+    RETURN_IF_ERROR(Update(req.clone, [&](MachineRecord& r) {
+      r.state = kStateRunning;
+      r.fork_index = index;
+      r.init_pid = init;
+      r.init_start = start;
+      r.supervisor_pid = ::getpid();
+      r.supervisor_start = ProcessStartTime(::getpid());
+      r.started_at = NowSeconds();
+      r.run_id++;
+      return Status::Ok();
+    }));
+    conns_.push_back(std::move(*c1));
+    c1.reset();
+    return Status::Ok();
+  }();
+  if (!s.ok()) {
+    (void)cleanup(s);
+    (void)store_->Transaction([&]() -> Status {
+      ASSIGN_OR_RETURN(auto r, store_->Find(req.clone));
+      if (r && r->state == kStateForking) return store_->Delete(req.clone);
+      return Status::Ok();
+    });
+  }
+  return s;
+}
+
+void Supervisor::ServeForks() {
+  while (!pending_.empty() && golden_ != nullptr && !golden_->dead) {
+    PendingFork req = pending_.front();
+    pending_.pop_front();
+    if (req.ctl->dead) continue;
+    int index = -1;
+    pid_t init = 0;
+    auto t0 = Clock::now();
+    Status s = DoFork(req, &index, &init);
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+    if (s.ok()) {
+      Log("fork: clone " + std::to_string(index) + " '" + req.clone + "' pid " + std::to_string(init) +
+          " ms=" + std::to_string(ms));
+      (void)SendLine(req.ctl->fd.get(), "OK " + std::to_string(index) + " " + std::to_string(init));
+    } else {
+      Log("fork of '" + req.clone + "' failed: " + s.message());
+      (void)SendLine(req.ctl->fd.get(), ErrLine(s));
+    }
+    req.ctl->dead = true;
+    if (s.code() == static_cast<int32_t>(Code::kUnavailable)) golden_->dead = true;
+  }
+}
+
+void Supervisor::Loop() {
+  while (true) {
+    std::vector<struct pollfd> fds;
+    fds.push_back({report_.get(), POLLIN, 0});
+    fds.push_back({signals_.get(), POLLIN, 0});
+    fds.push_back({ctl_listen_.get(), POLLIN, 0});
+    fds.push_back({fp_listen_.valid() ? fp_listen_.get() : -1, POLLIN, 0});
+    std::vector<Conn*> order;
+    for (auto& c : conns_) {
+      fds.push_back({c.fd.get(), POLLIN, 0});
+      order.push_back(&c);
+    }
+    int timeout = -1;
+    auto now = Clock::now();
+    for (auto& p : pending_) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(p.deadline - now).count();
+      int ms = static_cast<int>(std::max<int64_t>(left, 0)) + 1;
+      timeout = timeout < 0 ? ms : std::min(timeout, ms);
+    }
+    int r = ::poll(fds.data(), fds.size(), timeout);
+    if (r < 0 && errno != EINTR) break;
+    if (fds[1].revents) {
+      struct signalfd_siginfo si;
+      if (::read(signals_.get(), &si, sizeof si) == sizeof si) {
+        stopping_ = true;
+        ::kill(init_pid_, SIGTERM);
+      }
+    }
+    if (fds[0].revents) {
+      // The init reports "EXIT <status>" once the program ends, and the
+      // connection closes when pid 1 itself ends.
+      char buf[128];
+      ssize_t n = ::read(report_.get(), buf, sizeof buf);
+      if (n <= 0) {
+        int status = 0;
+        while (::waitpid(init_pid_, &status, 0) < 0 && errno == EINTR) {
+        }
+        Finish(status);
+        return;
+      }
+      int status;
+      std::string text(buf, static_cast<size_t>(n));
+      if (std::sscanf(text.c_str(), "EXIT %d", &status) == 1) {
+        (void)Update(name_, [&](MachineRecord& rec) {
+          if (rec.run_id == run_id_) rec.exit_code = SmolvmInitExitCode(status);
+          return Status::Ok();
+        });
+      }
+    }
+    if (fds[2].revents) Accept(ctl_listen_.get(), Conn::kCtl);
+    if (fds[3].revents) Accept(fp_listen_.get(), Conn::kGuestNew);
+    for (size_t i = 0; i < order.size(); ++i) {
+      if (!fds[4 + i].revents) continue;
+      Conn& c = *order[i];
+      Status f = Fill(c, std::nullopt);
+      while (f.ok() && !c.dead) {
+        auto line = PopLine(c);
+        if (!line) break;
+        OnLine(c, *line);
+      }
+      if (!f.ok()) {
+        if (c.kind == Conn::kClone) CloneEnded(c);
+        c.dead = true;
+      }
+    }
+    ServeForks();
+    now = Clock::now();
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->deadline <= now || it->ctl->dead) {
+        if (!it->ctl->dead)
+          (void)SendLine(it->ctl->fd.get(),
+                         ErrLine(Timeout("golden '" + name_ + "' did not reach smolvmForkpoint() in time (does its program call it? see 'smolvm machine logs --name " +
+                                         name_ + "')")));
+        it->ctl->dead = true;
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto it = conns_.begin(); it != conns_.end();) {
+      if (it->dead) {
+        if (&*it == golden_) {
+          golden_ = nullptr;
+          (void)Update(name_, [](MachineRecord& rec) {
+            if (rec.detail == "at forkpoint") rec.detail = "";
+            return Status::Ok();
+          });
+        }
+        bool referenced = false;
+        for (auto& p : pending_) referenced |= p.ctl == &*it;
+        if (referenced) {
+          ++it;
+          continue;
+        }
+        it = conns_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+}
+
+void Supervisor::Finish(int status) {
+  int code = SmolvmInitExitCode(status);
+  for (auto& p : pending_)
+    if (!p.ctl->dead) (void)SendLine(p.ctl->fd.get(), ErrLine(WrongState("golden '" + name_ + "' stopped")));
+  pending_.clear();
+  // Clones live in the golden's pid namespace: they ended with it.
+  auto clones = store_->Clones(name_);
+  if (clones.ok()) {
+    for (const auto& cl : *clones) {
+      MachineCgroup(layout_, cl.name).Destroy().ok();
+      (void)Update(cl.name, [&](MachineRecord& r) {
+        if (r.state == kStateRunning || r.state == kStateStopping || r.state == kStateForking) {
+          r.state = r.state == kStateStopping ? kStateStopped : kStateFailed;
+          if (r.state == kStateFailed) r.detail = "its golden '" + name_ + "' stopped";
+          r.init_pid = 0;
+        }
+        return Status::Ok();
+      });
+    }
+  }
+  Status destroyed = cgroup_->Destroy();
+  if (!destroyed.ok()) Log(destroyed.message());
+  ::unlink(paths_.ctl_sock.c_str());
+  ::unlink(paths_.forkpoint_sock.c_str());
+  (void)Update(name_, [&](MachineRecord& r) {
+    if (r.run_id != run_id_) return Status::Ok();
+    bool clean = r.state == kStateStopping || stopping_ || code == 0;
+    r.state = clean ? kStateStopped : kStateFailed;
+    if (r.exit_code < 0) r.exit_code = code;
+    r.detail = clean ? "" : "program exited with code " + std::to_string(code);
+    r.init_pid = 0;
+    r.supervisor_pid = 0;
+    return Status::Ok();
+  });
+}
+
+}  // namespace
+
+int RunSupervisor(const std::string& home, const std::string& name, int64_t run_id, int ready_fd) {
+  Supervisor s(home, name, run_id);
+  return s.Run(ready_fd);
+}
+
+}  // namespace smolvm::machine
