@@ -46,6 +46,17 @@ bool g_have_hooks = false;
 
 bool GetHooks(smolvm_cuda_hooks* out) {
   pthread_mutex_lock(&g_hooks_mu);
+  if (!g_have_hooks) {
+    // The cudart shim registers itself when it loads after us; when it loaded
+    // first, it exports its hooks for us to pick up here.
+    using ShimHooks = const smolvm_cuda_hooks* (*)(void);
+    auto shim = reinterpret_cast<ShimHooks>(dlsym(RTLD_DEFAULT, "smolvm_shim_cuda_hooks"));
+    const smolvm_cuda_hooks* h = shim != nullptr ? shim() : nullptr;
+    if (h != nullptr && h->size >= sizeof(smolvm_cuda_hooks)) {
+      g_hooks = *h;
+      g_have_hooks = true;
+    }
+  }
   bool have = g_have_hooks;
   if (have) *out = g_hooks;
   pthread_mutex_unlock(&g_hooks_mu);
