@@ -228,7 +228,7 @@ TEST_F(ForkTest, BadRequestsAreRejectedAndNothingIsHalfMade) {
   auto r = RunCommand(Cli(daemon, "fork --pid " + pid + " --count 0"));
   EXPECT_NE(r.first, 0);
   EXPECT_NE(r.second.find("--count must be at least 1"), std::string::npos) << r.second;
-  r = RunCommand(Cli(daemon, "fork --pid 4000000"));
+  r = RunCommand(Cli(daemon, "fork --pid 4000000 --wait 0.2"));
   EXPECT_NE(r.first, 0);
   EXPECT_NE(r.second.find("no CUDA session of pid 4000000"), std::string::npos) << r.second;
   // A session that never reaches its forkpoint: a timeout, not a hang.

@@ -344,7 +344,7 @@ void Daemon::OnWorkerExit(pid_t pid) {
   if (stopping_) return;
   for (auto job = forks_.begin(); job != forks_.end();) {
     auto next = std::next(job);
-    bool touched = job->second.golden == session;
+    bool touched = session != 0 && job->second.golden == session;
     for (const auto& c : job->second.clones) touched = touched || (c.worker == pid && !c.attached);
     if (touched) FailFork(job->second, Unavailable("a worker of this fork exited (" + how + ")"));
     job = next;
@@ -467,22 +467,25 @@ void Daemon::StartFork(uint64_t client, uint32_t seq, const proto::AdminForkRequ
   if (req.share != "on" && req.share != "off" && req.share != "auto")
     return AdminReply(client, seq, op, InvalidArgument("--share must be on, off or auto"), "");
   Session* s = FindSession(req.session, req.pid);
-  if (!s) {
+  if (!s && (req.session || req.wait_ms == 0)) {
     std::string who = req.session ? "session " + std::to_string(req.session) : "pid " + std::to_string(req.pid);
     return AdminReply(client, seq, op, NotFound("no CUDA session of " + who + " (see 'smolvm cuda status')"), "");
   }
-  if (forks_.count(s->id))
-    return AdminReply(client, seq, op, Status(Code::kAlreadyExists, "a fork of this session is already in progress"), "");
+  for (const auto& [id, other] : forks_)
+    if (s && other.golden == s->id)
+      return AdminReply(client, seq, op, Status(Code::kAlreadyExists, "a fork of this session is already in progress"), "");
   ForkJob job;
+  job.id = next_fork_job_++;
+  job.pid = req.pid;
   job.admin_client = client;
   job.admin_seq = seq;
-  job.golden = s->id;
+  job.golden = s ? s->id : 0;
   job.count = req.count;
   job.share = req.share;
   job.t0 = std::chrono::steady_clock::now();
   job.deadline = job.t0 + std::chrono::milliseconds(req.wait_ms);
   job.clones.resize(req.count);
-  forks_[s->id] = std::move(job);
+  forks_[job.id] = std::move(job);
   AdvanceForks();
 }
 
@@ -507,7 +510,8 @@ void Daemon::Release(uint64_t client, uint32_t seq, const proto::AdminReleaseReq
 }
 
 void Daemon::FailFork(ForkJob& job, Status why) {
-  Log("fork of session %llu failed: %s", static_cast<unsigned long long>(job.golden), why.ToString().c_str());
+  Log("fork of session %llu (pid %u) failed: %s", static_cast<unsigned long long>(job.golden), job.pid,
+      why.ToString().c_str());
   for (auto& c : job.clones) {
     if (c.worker > 0 && !c.attached) {
       ::kill(c.worker, SIGKILL);  // reaped through its pidfd
@@ -515,11 +519,12 @@ void Daemon::FailFork(ForkJob& job, Status why) {
     }
   }
   AdminReply(job.admin_client, job.admin_seq, static_cast<uint16_t>(proto::Op::kAdminFork), why, "");
-  forks_.erase(job.golden);
+  forks_.erase(job.id);
 }
 
 void Daemon::OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m) {
-  auto it = forks_.find(w.session_id);
+  auto it = forks_.begin();
+  while (it != forks_.end() && !(it->second.golden == w.session_id && w.session_id != 0)) ++it;
   // The descriptors follow the manifest on the same link; take them even if
   // the job is gone, to keep the link in step.
   std::vector<UniqueFd> fds;
@@ -608,6 +613,18 @@ void Daemon::AdvanceForks() {
     auto next = std::next(it);
     const uint64_t key = it->first;
     ForkJob& job = it->second;
+    if (job.golden == 0) {
+      // Waiting for the pid to connect at all.
+      if (Session* s = FindSession(0, job.pid)) {
+        job.golden = s->id;
+      } else {
+        if (now >= job.deadline)
+          FailFork(job, NotFound("no CUDA session of pid " + std::to_string(job.pid) +
+                                 " appeared in time (see 'smolvm cuda status')"));
+        it = next;
+        continue;
+      }
+    }
     auto golden = sessions_.find(job.golden);
     if (golden == sessions_.end()) {
       FailFork(job, Unavailable("the golden session ended"));

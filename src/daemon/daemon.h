@@ -76,9 +76,11 @@ class Daemon {
   };
   // One fork request in flight (at most one per golden session).
   struct ForkJob {
+    uint64_t id = 0;
+    uint32_t pid = 0;     // the golden's pid while its session is not known yet
     uint64_t admin_client = 0;
     uint32_t admin_seq = 0;
-    uint64_t golden = 0;  // session id
+    uint64_t golden = 0;  // session id (0 until the pid's session appears)
     uint32_t count = 0;
     std::string share;
     enum Phase { kWaitForkpoint, kPreparing, kBuilding, kAttaching } phase = kWaitForkpoint;
@@ -131,7 +133,8 @@ class Daemon {
   std::deque<PendingGuest> waiting_;
   std::map<uint64_t, std::unique_ptr<UnixChannel>> admin_clients_;
   uint64_t next_admin_client_ = 1;
-  std::map<uint64_t, ForkJob> forks_;          // by golden session id
+  std::map<uint64_t, ForkJob> forks_;          // by job id
+  uint64_t next_fork_job_ = 1;
   std::map<uint64_t, int32_t> next_clone_index_;  // by golden session id
   uint64_t next_session_ = 1;
   int start_failures_ = 0;  // workers in a row that died before WorkerReady

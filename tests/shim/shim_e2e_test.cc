@@ -7,7 +7,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
+#include <chrono>
 #include <fstream>
+#include <thread>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -207,6 +211,45 @@ TEST_F(ShimE2eTest, NoDaemonMeansNoDevice) {
   EXPECT_NE(p.Out().find("malloc: cudaErrorNoDevice"), std::string::npos) << p.Report();
   EXPECT_NE(p.Out().find("count: cudaErrorNoDevice"), std::string::npos) << p.Report();
   EXPECT_EQ(Count(p.Err(), "cannot reach the CUDA daemon"), 1u) << p.Err();
+}
+
+// Runs `smolvm cuda ARGS --socket SOCK`; returns (exit code, output).
+std::pair<int, std::string> Cuda(const DaemonProcess& d, const std::string& args) {
+  std::string cmd = std::string(SMOLVM_BINARY) + " cuda " + args + " --socket " + d.socket() + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int st = ::pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : 255, out};
+}
+
+TEST_F(ShimE2eTest, GoldenForksClonesThroughTheShim) {
+  std::string outdir = daemon.dir() + "/fork-out";
+  ::mkdir(outdir.c_str(), 0755);
+  Program golden(daemon, "prog_fork", {outdir});
+  std::string pid = std::to_string(golden.pid());
+  auto [rc, out] = Cuda(daemon, "fork --pid " + pid + " --count 3 --share on --wait 20");
+  ASSERT_EQ(rc, 0) << out << golden.Report() << daemon.Log();
+  EXPECT_EQ(Count(out, "fork: clone "), 3u) << out;
+  EXPECT_NE(out.find("fork: clone 2 of " + pid + " shared=2 private="), std::string::npos) << out;
+  // Each clone checks what it inherited and writes its report.
+  for (int i = 0; i < 3; ++i) {
+    std::string path = outdir + "/clone" + std::to_string(i) + ".txt";
+    for (int t = 0; t < 1000 && ReadFile(path).find('\n') == std::string::npos; ++t)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::string r = ReadFile(path);
+    EXPECT_NE(r.find("clone " + std::to_string(i) +
+                     " table=1 frozen=1 private=1 pinned=1 own_private=1 cow=1"),
+              std::string::npos)
+        << path << ": " << r << golden.Report() << daemon.Log();
+    if (i == 1) EXPECT_NE(r.find("fault=cudaErrorIllegalAddress"), std::string::npos) << r;
+  }
+  auto [rrc, rout] = Cuda(daemon, "release --pid " + pid);
+  EXPECT_EQ(rrc, 0) << rout;
+  EXPECT_EQ(golden.Wait(), 0) << golden.Report();
+  EXPECT_EQ(ReadFile(outdir + "/golden.txt"), "golden released=-125 ok=1\n");
 }
 
 }  // namespace

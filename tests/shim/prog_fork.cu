@@ -1,0 +1,86 @@
+// A golden that forks through the daemon: frozen weights shared read-only,
+// private state, a device-resident pointer table and pinned host memory.
+// Usage: prog_fork OUTDIR. The golden waits in smolvmForkpoint(); each clone
+// checks what it inherited, writes OUTDIR/clone<i>.txt and exits; the golden,
+// once released, checks its own memory and writes OUTDIR/golden.txt.
+#include <smolvm/guest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "check.h"
+
+namespace {
+
+constexpr size_t kFrozenWords = (96u << 20) / 4;
+constexpr size_t kPrivateWords = (4u << 20) / 4;
+constexpr size_t kPinnedBytes = 1u << 20;
+
+bool Holds(const unsigned* dev, size_t n, unsigned value) {
+  std::vector<unsigned> h(n);
+  if (cudaMemcpy(h.data(), dev, n * 4, cudaMemcpyDeviceToHost) != cudaSuccess) return false;
+  for (size_t i = 0; i < n; ++i)
+    if (h[i] != value + static_cast<unsigned>(i)) return false;
+  return true;
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  CHECK(f != nullptr);
+  std::fputs(text.c_str(), f);
+  std::fclose(f);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CHECK(argc == 2);
+  std::string outdir = argv[1];
+  unsigned *frozen, *priv;
+  unsigned** table;
+  CHECK_CUDA(cudaMalloc(&frozen, kFrozenWords * 4));
+  CHECK_CUDA(cudaMalloc(&priv, kPrivateWords * 4));
+  CHECK_CUDA(cudaMalloc(&table, 2 * sizeof(unsigned*)));
+  smolvm_test_fill_u32<<<256, 256>>>(frozen, 1000, kFrozenWords);
+  smolvm_test_fill_u32<<<256, 256>>>(priv, 7, kPrivateWords);
+  unsigned* ptrs[2] = {frozen, priv};
+  CHECK_CUDA(cudaMemcpy(table, ptrs, sizeof ptrs, cudaMemcpyHostToDevice));
+  char* pinned;
+  CHECK_CUDA(cudaMallocHost(&pinned, kPinnedBytes));
+  std::memset(pinned, 'g', kPinnedBytes);
+  CHECK_CUDA(cudaDeviceSynchronize());
+  CHECK(smolvmMarkFrozen(frozen, kFrozenWords * 4) == 0);
+  CHECK(smolvmMarkFrozen(&argc, 4) != 0);  // not device memory
+
+  int idx = smolvmForkpoint();
+  if (idx < 0) {
+    // Released: the golden's memory is as it left it, shared or not.
+    bool ok = Holds(frozen, kFrozenWords, 1000) && Holds(priv, kPrivateWords, 7) && pinned[123] == 'g';
+    WriteFile(outdir + "/golden.txt", "golden released=" + std::to_string(idx) + " ok=" + (ok ? "1" : "0") + "\n");
+    return ok ? 0 : 1;
+  }
+  std::string report = "clone " + std::to_string(idx);
+  unsigned* got[2];
+  CHECK_CUDA(cudaMemcpy(got, table, sizeof got, cudaMemcpyDeviceToHost));
+  report += " table=" + std::string(got[0] == frozen && got[1] == priv ? "1" : "0");
+  report += " frozen=" + std::string(Holds(frozen, kFrozenWords, 1000) ? "1" : "0");
+  report += " private=" + std::string(Holds(priv, kPrivateWords, 7) ? "1" : "0");
+  report += " pinned=" + std::string(pinned[kPinnedBytes - 1] == 'g' ? "1" : "0");
+  // Private writes, pinned writes and a copy into frozen memory (copy-on-write).
+  std::memset(pinned, 'c', kPinnedBytes);
+  smolvm_test_fill_u32<<<64, 256>>>(priv, 5000 + idx, kPrivateWords);
+  unsigned mark[4] = {1, 2, 3, static_cast<unsigned>(idx)};
+  CHECK_CUDA(cudaMemcpy(frozen, mark, sizeof mark, cudaMemcpyHostToDevice));
+  unsigned back[4];
+  CHECK_CUDA(cudaMemcpy(back, frozen, sizeof back, cudaMemcpyDeviceToHost));
+  report += " own_private=" + std::string(Holds(priv, kPrivateWords, 5000 + idx) ? "1" : "0");
+  report += " cow=" + std::string(std::memcmp(back, mark, sizeof mark) == 0 ? "1" : "0");
+  if (idx == 1) {
+    // A kernel write into shared frozen memory faults, in this clone only.
+    smolvm_test_write_u32<<<1, 1>>>(frozen + (80u << 20) / 4, 9);  // past the copied first chunk
+    report += " fault=" + std::string(cudaGetErrorName(cudaDeviceSynchronize()));
+  }
+  WriteFile(outdir + "/clone" + std::to_string(idx) + ".txt", report + "\n");
+  return 0;
+}
