@@ -1,9 +1,14 @@
 // A golden that forks through the daemon: frozen weights shared read-only,
 // private state, a device-resident pointer table and pinned host memory.
-// Usage: prog_fork OUTDIR. The golden waits in smolvmForkpoint(); each clone
-// checks what it inherited, writes OUTDIR/clone<i>.txt and exits; the golden,
-// once released, checks its own memory and writes OUTDIR/golden.txt.
+// Usage: prog_fork OUTDIR [FROZEN_MIB=96 PRIVATE_MIB=4]. The golden waits in
+// smolvmForkpoint(); each clone checks what it inherited, writes
+// OUTDIR/clone<i>.txt and exits (with PROG_FORK_HOLD=1 it first waits for
+// OUTDIR/exit to appear, so its memory can be measured); the golden, once
+// released, checks its own memory and writes OUTDIR/golden.txt.
 #include <smolvm/guest.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <string>
@@ -13,15 +18,24 @@
 
 namespace {
 
-constexpr size_t kFrozenWords = (96u << 20) / 4;
-constexpr size_t kPrivateWords = (4u << 20) / 4;
+size_t kFrozenWords = (96u << 20) / 4;
+size_t kPrivateWords = (4u << 20) / 4;
 constexpr size_t kPinnedBytes = 1u << 20;
 
+// p[i] == value + i, checked on up to 64 blocks of 256 KiB spread over the
+// range (first and last included), so multi-GiB buffers check quickly.
 bool Holds(const unsigned* dev, size_t n, unsigned value) {
-  std::vector<unsigned> h(n);
-  if (cudaMemcpy(h.data(), dev, n * 4, cudaMemcpyDeviceToHost) != cudaSuccess) return false;
-  for (size_t i = 0; i < n; ++i)
-    if (h[i] != value + static_cast<unsigned>(i)) return false;
+  const size_t block = 64 * 1024;
+  size_t blocks = (n + block - 1) / block;
+  size_t step = blocks > 64 ? blocks / 63 : 1;
+  std::vector<unsigned> h(block);
+  for (size_t b = 0; b < blocks; b = (b + step < blocks || b == blocks - 1) ? b + step : blocks - 1) {
+    size_t at = b * block, len = std::min(block, n - at);
+    if (cudaMemcpy(h.data(), dev + at, len * 4, cudaMemcpyDeviceToHost) != cudaSuccess) return false;
+    for (size_t i = 0; i < len; ++i)
+      if (h[i] != value + static_cast<unsigned>(at + i)) return false;
+    if (b == blocks - 1) break;
+  }
   return true;
 }
 
@@ -35,8 +49,12 @@ void WriteFile(const std::string& path, const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CHECK(argc == 2);
+  CHECK(argc == 2 || argc == 4);
   std::string outdir = argv[1];
+  if (argc == 4) {
+    kFrozenWords = std::stoull(argv[2]) * (1u << 20) / 4;
+    kPrivateWords = std::stoull(argv[3]) * (1u << 20) / 4;
+  }
   unsigned *frozen, *priv;
   unsigned** table;
   CHECK_CUDA(cudaMalloc(&frozen, kFrozenWords * 4));
@@ -82,5 +100,9 @@ int main(int argc, char** argv) {
     report += " fault=" + std::string(cudaGetErrorName(cudaDeviceSynchronize()));
   }
   WriteFile(outdir + "/clone" + std::to_string(idx) + ".txt", report + "\n");
+  if (const char* hold = std::getenv("PROG_FORK_HOLD"); hold && std::string(hold) == "1") {
+    struct stat st;
+    for (int i = 0; i < 30000 && ::stat((outdir + "/exit").c_str(), &st) != 0; ++i) ::usleep(10000);
+  }
   return 0;
 }
