@@ -637,6 +637,8 @@ void Daemon::AdvanceForks() {
         std::string out;
         proto::AppendRequest(&out, proto::ForkPrepareRequest{job.share, job.count}, 0);
         (void)gw->second.control->Write(out);
+        // Fork latency counts from here: the request meets a golden at its forkpoint.
+        job.t0 = now;
         job.phase = ForkJob::kPreparing;
         job.deadline = now + std::chrono::seconds(60);
       } else if (now >= job.deadline) {

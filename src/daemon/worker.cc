@@ -24,6 +24,23 @@ namespace {
 
 Status Cu(CUresult r, const std::string& what) { return Status(static_cast<int32_t>(r), what); }
 
+// Errors after which a CUDA context is unusable (CUDA's sticky errors).
+bool IsStickyCudaError(int32_t code) {
+  switch (code) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_LAUNCH_FAILED:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // Largest DtoH answered inline; bigger copies go through pinned staging.
 constexpr uint64_t kMaxInlineDtoH = 64ull << 20;
 
@@ -131,8 +148,20 @@ Status Worker::ServeFrame(Channel& guest, const proto::FrameHeader& h, std::stri
   ctx.header = &h;
   ctx.fds_in = fds;
   ctx.deferred = deferred_;
-  proto::DispatchOutcome o = proto::Dispatch(*this, h, payload, &ctx, &out);
-  if (o.status.code() == CUDA_ERROR_ILLEGAL_ADDRESS || ctx.deferred == CUDA_ERROR_ILLEGAL_ADDRESS) ReportFault();
+  proto::DispatchOutcome o;
+  if (sticky_ != 0 && proto::IsKnownOp(h.op)) {
+    o.status = Status(sticky_, "the context was poisoned by an earlier fault");
+    if (!(h.flags & proto::kFlagAsync)) {
+      proto::AppendErrorReply(&out, h.op, h.seq, sticky_, ctx.deferred, o.status.message());
+      o.replied = true;
+    }
+  } else {
+    o = proto::Dispatch(*this, h, payload, &ctx, &out);
+  }
+  if (IsStickyCudaError(o.status.code()) && sticky_ == 0) {
+    sticky_ = o.status.code();
+    ReportFault();
+  }
   if (o.replied) {
     deferred_ = 0;
     return guest.Write(out, ctx.fds_out);

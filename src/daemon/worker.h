@@ -145,6 +145,10 @@ class Worker {
   std::map<uint64_t, FunctionInfo> functions_;
   std::string scratch_;  // DtoH reply bytes
   int32_t deferred_ = 0;
+  // A fault in a kernel poisons a CUDA context for good; the driver's VMM
+  // calls would still succeed, so the worker answers every later op with
+  // the fault itself, as CUDA does.
+  int32_t sticky_ = 0;
   // Fork state (golden side).
   bool forkpoint_waiting_ = false;      // a ForkpointWait is unanswered
   uint32_t forkpoint_seq_ = 0;

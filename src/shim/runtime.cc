@@ -41,6 +41,8 @@ cudaError_t Runtime::Finish(cudaError_t err) {
     if (err == cudaSuccess) err = de;
     else tl_last_error = de;
   }
+  // A fault reported as the call's own result poisons the context too.
+  if (sticky_ == cudaSuccess && IsStickyError(err)) sticky_ = err;
   if (sticky_ != cudaSuccess) err = sticky_;
   return Record(err);
 }

@@ -29,14 +29,17 @@
   } while (0)
 
 // The kernels the daemon's fake backend runs by name (and real GPUs run as
-// compiled).
+// compiled). Grid-stride, as the fake emulates them: every i < n is written
+// whatever the launch configuration.
 extern "C" __global__ void smolvm_test_fill_u32(unsigned* p, unsigned value, unsigned long long n) {
-  unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
-  if (i < n) p[i] = value + (unsigned)i;
+  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+       i += (unsigned long long)gridDim.x * blockDim.x)
+    p[i] = value + (unsigned)i;
 }
 extern "C" __global__ void smolvm_test_saxpy(float a, const float* x, float* y, unsigned long long n) {
-  unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
-  if (i < n) y[i] = a * x[i] + y[i];
+  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+       i += (unsigned long long)gridDim.x * blockDim.x)
+    y[i] = __fadd_rn(__fmul_rn(a, x[i]), y[i]);
 }
 extern "C" __global__ void smolvm_test_empty() {}
 extern "C" __global__ void smolvm_test_write_u32(unsigned* p, unsigned value) { *p = value; }
