@@ -16,6 +16,7 @@
 #include "daemon/device_memory.h"
 #include "proto/dispatch.h"
 #include "transport/channel.h"
+#include "transport/unix_channel.h"
 
 namespace smolvm {
 
@@ -145,6 +146,7 @@ class Worker {
   std::map<uint64_t, FunctionInfo> functions_;
   std::string scratch_;  // DtoH reply bytes
   int32_t deferred_ = 0;
+  const int spin_us_ = WorkerSpinMicros();
   // A fault in a kernel poisons a CUDA context for good; the driver's VMM
   // calls would still succeed, so the worker answers every later op with
   // the fault itself, as CUDA does.

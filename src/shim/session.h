@@ -141,6 +141,7 @@ class Session {
   std::string reply_payload_;  // backs bytes fields of the last reply
   size_t queued_ops_ = 0;
   uint32_t next_seq_ = 1;
+  const int spin_us_ = GuestSpinMicros();
   int32_t deferred_ = 0;
   void* arena_reservation_ = nullptr;
   void* host_reservation_ = nullptr;

@@ -7,6 +7,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdlib>
+#include <algorithm>
 #include <cstring>
 
 namespace smolvm {
@@ -184,6 +187,22 @@ Result<UniqueFd> ListenUnix(const std::string& path, unsigned mode) {
   if (::chmod(path.c_str(), mode) < 0) return ErrnoStatus("chmod " + path, errno);
   if (::listen(fd.get(), 128) < 0) return ErrnoStatus("listen " + path, errno);
   return fd;
+}
+
+bool SpinUntilReadable(int fd, int spin_us) {
+  if (spin_us <= 0) return false;
+  auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
+  char c;
+  do {
+    ssize_t r = ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return true;
+  } while (std::chrono::steady_clock::now() < end);
+  return false;
+}
+
+int SpinMicrosFromEnv(const char* env, int fallback) {
+  const char* s = std::getenv(env);
+  return s ? std::clamp(std::atoi(s), 0, 1000) : fallback;
 }
 
 Status SocketPair(UniqueFd* a, UniqueFd* b) {

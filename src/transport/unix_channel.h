@@ -34,6 +34,18 @@ class UnixChannel final : public Channel {
   std::deque<UniqueFd> fds_;
 };
 
+// Busy-waits up to `spin_us` microseconds for `fd` to become readable,
+// without sleeping; true when it did. A reply that arrives within the spin
+// costs no scheduler wakeup (tens of microseconds on a VM).
+bool SpinUntilReadable(int fd, int spin_us);
+// A spin budget in microseconds from the environment variable `env`
+// (clamped to [0, 1000]), else `fallback`. Read once per variable name.
+int SpinMicrosFromEnv(const char* env, int fallback);
+// The guest's wait for a reply: SMOLVM_SPIN_US (default 20).
+inline int GuestSpinMicros() { return SpinMicrosFromEnv("SMOLVM_SPIN_US", 20); }
+// A worker's wait for its guest's next request: SMOLVM_WORKER_SPIN_US (default 20).
+inline int WorkerSpinMicros() { return SpinMicrosFromEnv("SMOLVM_WORKER_SPIN_US", 20); }
+
 // Connects to the unix socket at `path`.
 Result<UniqueFd> ConnectUnix(const std::string& path);
 // Creates a listening unix socket at `path` (replacing a stale socket file)
