@@ -8,11 +8,13 @@
 #include <cstdlib>
 #include <string>
 
+#include "shim/parallel_copy.h"
 #include "shim/runtime.h"
 
 namespace smolvm::shim {
 
 Status Runtime::BecomeClone(const std::string& token) {
+  ParallelCopyResetAfterFork();
   // Nothing may touch the parent's memory or socket from here on.
   RETURN_IF_ERROR(host_mem_.PrivatizeForClone());
   session_.DetachForClone(token);

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "shim/parallel_copy.h"
 #include "shim/runtime.h"
 
 namespace smolvm::shim {
@@ -152,7 +153,7 @@ cudaError_t Runtime::CopyToDevice(uint64_t dst, const void* src, size_t bytes, u
       s.in_use = false;
       if (!st.ok()) return ToCuda(st);
     }
-    std::memcpy(s.buf, from + off, n);
+    ParallelCopy(s.buf, from + off, n);
     proto::MemcpyHtoDHostRequest copy;
     copy.dst = dst + off;
     copy.src = reinterpret_cast<uint64_t>(s.buf);
@@ -202,7 +203,7 @@ cudaError_t Runtime::CopyFromDevice(void* dst, uint64_t src, size_t bytes, uint6
     Status st = session_.Call(req, &rep);
     s.in_use = false;
     if (!st.ok()) return ToCuda(st);
-    std::memcpy(to + off, s.buf, n);
+    ParallelCopy(to + off, s.buf, n);
     return cudaSuccess;
   };
   Staging* prev = nullptr;
