@@ -596,10 +596,10 @@ void Daemon::AttachClone(PendingGuest g, const std::string& token) {
       s.guest_pid = g.guest_pid;
       s.state = "running";
       const Session& gold = sessions_[job.golden];
-      Log("fork: clone %d of %u shared=%llu private=%llu shared_mib=%.1f private_mib=%.1f ms=%.1f", c.index,
-          gold.guest_pid, static_cast<unsigned long long>(c.info.shared_chunks),
+      Log("fork: clone %d of %u shared=%llu private=%llu shared_mib=%.1f private_mib=%.1f ms=%.1f (build %.1f ms)",
+          c.index, gold.guest_pid, static_cast<unsigned long long>(c.info.shared_chunks),
           static_cast<unsigned long long>(c.info.private_chunks), c.info.shared_bytes / 1048576.0,
-          c.info.private_bytes / 1048576.0, c.ms);
+          c.info.private_bytes / 1048576.0, c.ms, static_cast<double>(c.info.ms));
       AdvanceForks();
       return;
     }
@@ -684,6 +684,9 @@ void Daemon::AdvanceForks() {
       bool all_built = true;
       for (auto& c : job.clones) all_built = all_built && c.built;
       if (all_built && gw != workers_.end() && gw->second.control) {
+        Log("fork of session %llu: %zu clones built %.1f ms after the request met the forkpoint",
+            static_cast<unsigned long long>(job.golden), job.clones.size(),
+            std::chrono::duration<double, std::milli>(now - job.t0).count());
         job.fds.clear();
         job.phase = ForkJob::kAttaching;
         job.deadline = now + std::chrono::seconds(30);

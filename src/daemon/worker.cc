@@ -616,6 +616,10 @@ Status Worker::PrepareFork(const proto::ForkPrepareRequest& req) {
     return fail(InvalidArgument("share must be on, off or auto"));
   if (req.share == "auto")
     return fail(NotSupported("--share auto is not implemented yet; use --share on (smolvmMarkFrozen) or off"));
+  auto t0 = std::chrono::steady_clock::now();
+  auto ms_since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+  };
   Status st = backend_->CtxSynchronize();
   if (!st.ok()) return fail(st);
   bool share = req.share == "on";
@@ -629,6 +633,8 @@ Status Worker::PrepareFork(const proto::ForkPrepareRequest& req) {
       if (!st.ok()) return fail(st);
     }
   }
+  double share_ms = ms_since(t0);
+  auto t1 = std::chrono::steady_clock::now();
   std::vector<UniqueFd> owned;
   std::vector<int> fds;
   for (const auto& [addr, c] : memory_->chunks()) {
@@ -660,6 +666,8 @@ Status Worker::PrepareFork(const proto::ForkPrepareRequest& req) {
   (void)backend_->MemGetInfo(&m.free_bytes, &total);
   m.manifest = j.dump();
   m.num_chunks = static_cast<uint32_t>(fds.size());
+  std::fprintf(stderr, "smolvm worker %d: fork prepare: sync+share %.1f ms, export %zu chunks %.1f ms\n", ::getpid(),
+               share_ms, fds.size(), ms_since(t1));
   std::string out;
   proto::AppendRequest(&out, m, 0);
   RETURN_IF_ERROR(control_->Write(out));
@@ -673,8 +681,10 @@ Result<proto::CloneBuiltRequest> Worker::BuildClone(const proto::CloneBuildReque
   if (j.is_discarded()) return Malformed("clone manifest is not JSON");
   std::vector<int> fds;
   for (const auto& fd : chunk_fds) fds.push_back(fd.get());
+  double layout_ms = 0;
   try {
     RETURN_IF_ERROR(memory_->ImportLayout(j.at("layout"), fds));
+    layout_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     ModuleCache cache(options_.module_cache_dir);
     for (const auto& m : j.at("modules")) {
       uint64_t id = m.at(0);
@@ -718,6 +728,8 @@ Result<proto::CloneBuiltRequest> Worker::BuildClone(const proto::CloneBuildReque
     }
   }
   built.ms = std::chrono::duration<float, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::fprintf(stderr, "smolvm worker %d: clone build: memory %.1f ms, total %.1f ms\n", ::getpid(), layout_ms,
+               static_cast<double>(built.ms));
   return built;
 }
 

@@ -61,7 +61,8 @@ cudaError_t Runtime::GetLastError() {
     if (IsStickyError(de)) sticky_ = de;
     tl_last_error = de;
   }
-  if (sticky_ != cudaSuccess) return sticky_;
+  // Like CUDA: the last error resets even after a sticky fault (later API
+  // calls keep failing with it and record it again).
   return std::exchange(tl_last_error, cudaSuccess);
 }
 
@@ -72,7 +73,6 @@ cudaError_t Runtime::PeekAtLastError() {
     if (IsStickyError(de)) sticky_ = de;
     tl_last_error = de;
   }
-  if (sticky_ != cudaSuccess) return sticky_;
   return tl_last_error;
 }
 

@@ -11,9 +11,13 @@ int main() {
   std::printf("sync: %s\n", cudaGetErrorName(sync));
   CHECK(sync == cudaErrorIllegalAddress);
   EXPECT_CUDA(cudaErrorIllegalAddress, cudaGetLastError());
-  EXPECT_CUDA(cudaErrorIllegalAddress, cudaGetLastError());  // sticky
+  // As natively (H200, CUDA 13): reading the last error resets it...
+  EXPECT_CUDA(cudaSuccess, cudaPeekAtLastError());
+  // ...but the context stays poisoned: every later call fails with the fault.
   void* p;
   EXPECT_CUDA(cudaErrorIllegalAddress, cudaMalloc(&p, 64));
+  EXPECT_CUDA(cudaErrorIllegalAddress, cudaGetLastError());
+  EXPECT_CUDA(cudaErrorIllegalAddress, cudaDeviceSynchronize());
   std::printf("PASS fault\n");
   return 0;
 }
