@@ -359,12 +359,13 @@ TEST_F(DaemonTest, StatusReportsSessionMemory) {
   nlohmann::json s;
   for (int i = 0; i < 200; ++i) {
     s = AdminStatusOf(daemon);
-    if (s["sessions"].size() == 1 && s["sessions"][0]["chunks"] == 2) break;
+    if (s["sessions"].size() == 1 && s["sessions"][0]["private_chunks"] == 2) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ASSERT_EQ(s["sessions"].size(), 1u);
-  EXPECT_EQ(s["sessions"][0]["chunks"], 2);
-  EXPECT_EQ(s["sessions"][0]["chunk_mib"], 100.0);
+  EXPECT_EQ(s["sessions"][0]["private_chunks"], 2);
+  EXPECT_EQ(s["sessions"][0]["shared_chunks"], 0);
+  EXPECT_EQ(s["sessions"][0]["private_mib"], 100.0);
   EXPECT_EQ(s["sessions"][0]["role"], "standalone");
   EXPECT_EQ(s["sessions"][0]["pid"], static_cast<uint32_t>(::getpid()));
 }

@@ -207,6 +207,10 @@ TEST_F(ForkTest, ClonesShareFrozenMemoryReadOnlyAndKeepPrivateWritesApart) {
   for (auto& s : j["sessions"]) {
     goldens += s["role"] == "golden";
     clones_seen += s["role"] == "clone";
+    // What each session holds, as the daemon sees it: the golden's frozen
+    // chunks are shared; a share-on clone holds 2 shared chunks.
+    if (s["role"] == "golden") EXPECT_EQ(s["shared_chunks"], 2) << s.dump();
+    if (s["role"] == "clone" && s["shared_chunks"] != 0) EXPECT_EQ(s["shared_mib"], 128.0) << s.dump();
   }
   EXPECT_EQ(goldens, 1);
   EXPECT_EQ(clones_seen, 5);

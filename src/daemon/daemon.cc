@@ -316,8 +316,10 @@ void Daemon::OnWorkerControl(WorkerProc& w) {
     if (proto::Decode(dec, &r)) {
       auto it = sessions_.find(r.session_id);
       if (it != sessions_.end() && it->second.worker_pid == w.pid) {
-        it->second.chunks = r.chunks;
-        it->second.chunk_bytes = r.chunk_bytes;
+        it->second.shared_chunks = r.shared_chunks;
+        it->second.shared_bytes = r.shared_bytes;
+        it->second.private_chunks = r.private_chunks;
+        it->second.private_bytes = r.private_bytes;
         it->second.allocations = r.allocations;
       }
     }
@@ -374,8 +376,10 @@ std::string Daemon::StatusJson() const {
                         {"worker_pid", s.worker_pid},
                         {"role", s.role < 3 ? kRoles[s.role] : "unknown"},
                         {"state", s.state},
-                        {"chunks", s.chunks},
-                        {"chunk_mib", static_cast<double>(s.chunk_bytes) / (1 << 20)},
+                        {"shared_chunks", s.shared_chunks},
+                        {"shared_mib", static_cast<double>(s.shared_bytes) / (1 << 20)},
+                        {"private_chunks", s.private_chunks},
+                        {"private_mib", static_cast<double>(s.private_bytes) / (1 << 20)},
                         {"allocations", s.allocations}});
   }
   j["sessions"] = sessions;

@@ -65,7 +65,7 @@ class Daemon {
     uint32_t guest_pid = 0;
     uint32_t role = 0;
     std::string state = "running";
-    uint64_t chunks = 0, chunk_bytes = 0, allocations = 0;
+    uint64_t shared_chunks = 0, shared_bytes = 0, private_chunks = 0, private_bytes = 0, allocations = 0;
   };
   struct PendingGuest {
     std::unique_ptr<UnixChannel> channel;

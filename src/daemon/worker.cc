@@ -95,6 +95,7 @@ Status Worker::Serve(std::unique_ptr<Channel> guest, const proto::WorkerAdoptReq
   hello.backend = std::string(backend_->Name());
   proto::AppendReply(&out, static_cast<uint16_t>(proto::Op::kHello), adopt.hello_seq, 0, hello);
   RETURN_IF_ERROR(guest->Write(out));
+  SendStats();  // a clone starts with the golden's chunks
 
   proto::FrameHeader h;
   std::string payload;
@@ -217,8 +218,15 @@ void Worker::SendStats() {
   if (!control_) return;
   proto::WorkerStatsRequest s;
   s.session_id = session_id_;
-  s.chunks = memory_->chunks().size();
-  s.chunk_bytes = memory_->chunk_bytes();
+  for (const auto& [addr, c] : memory_->chunks()) {
+    if (c.shared) {
+      ++s.shared_chunks;
+      s.shared_bytes += c.bytes;
+    } else {
+      ++s.private_chunks;
+      s.private_bytes += c.bytes;
+    }
+  }
   s.allocations = memory_->allocation_count();
   std::string out;
   proto::AppendRequest(&out, s, 0);
@@ -671,7 +679,9 @@ Status Worker::PrepareFork(const proto::ForkPrepareRequest& req) {
   std::string out;
   proto::AppendRequest(&out, m, 0);
   RETURN_IF_ERROR(control_->Write(out));
-  return SendChunkFds(*control_, fds);
+  RETURN_IF_ERROR(SendChunkFds(*control_, fds));
+  SendStats();  // its shared chunks changed
+  return Status::Ok();
 }
 
 Result<proto::CloneBuiltRequest> Worker::BuildClone(const proto::CloneBuildRequest& req,

@@ -102,7 +102,8 @@
     (F(u64, session_id) F(u32, hello_seq) F(u32, role) F(u32, guest_pid) F(u64, flags)), ()) \
   /* worker -> daemon: what its session holds, after each change */ \
   X(302, WorkerStats, ASYNC, \
-    (F(u64, session_id) F(u64, chunks) F(u64, chunk_bytes) F(u64, allocations)), ()) \
+    (F(u64, session_id) F(u64, shared_chunks) F(u64, shared_bytes) F(u64, private_chunks) \
+     F(u64, private_bytes) F(u64, allocations)), ()) \
   /* worker -> daemon: its session entered ("forkpoint") or left ("running") the forkpoint */ \
   X(303, WorkerState, ASYNC, (F(u64, session_id) F(str, state)), ()) \
   /* daemon -> golden worker: freeze and describe the session for `count` clones */ \
