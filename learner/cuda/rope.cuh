@@ -1,0 +1,81 @@
+// Bias + rotary embedding + layout change between token-major (B*T, H*hd)
+// and head-major (B, H, T, hd), and back for gradients.
+#pragma once
+
+#include "learner/cuda/common.cuh"
+
+namespace smolvm::learner::cuda {
+
+// ---- kernels ----
+
+// One thread per rotation pair (b, t, h, i < hd/2).
+// in (B*T, H*hd) bf16 + bias (H*hd) -> out (B, H, T, hd) bf16, rotated by t when rope.
+static __global__ void BiasRopeToHeadsKernel(const bf16* in, const bf16* bias, bf16* out, int B, int T, int H, int hd,
+                                      float theta, bool rope) {
+  int h2 = hd / 2;
+  long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  long long total = (long long)B * T * H * h2;
+  if (idx >= total) return;
+  int i = idx % h2;
+  int h = (idx / h2) % H;
+  int t = (idx / ((long long)h2 * H)) % T;
+  int b = idx / ((long long)h2 * H * T);
+  size_t src = ((size_t)b * T + t) * H * hd + (size_t)h * hd;
+  float x0 = __bfloat162float(in[src + i]), x1 = __bfloat162float(in[src + i + h2]);
+  if (bias) x0 += __bfloat162float(bias[h * hd + i]), x1 += __bfloat162float(bias[h * hd + i + h2]);
+  // bf16 rounding after the bias, as the GEMM + bias output of the CPU path is rounded on the GPU.
+  x0 = __bfloat162float(__float2bfloat16(x0));
+  x1 = __bfloat162float(__float2bfloat16(x1));
+  float y0 = x0, y1 = x1;
+  if (rope) {
+    float ang = (float)t * (1.0f / powf(theta, (float)(2 * i) / (float)hd));
+    float c = cosf(ang), s = sinf(ang);
+    y0 = x0 * c - x1 * s;
+    y1 = x1 * c + x0 * s;
+  }
+  size_t dst = (((size_t)b * H + h) * T + t) * hd;
+  out[dst + i] = __float2bfloat16(y0);
+  out[dst + i + h2] = __float2bfloat16(y1);
+}
+
+// in (B, H, T, hd) -> out (B*T, H*hd), inverse-rotated when rope.
+static __global__ void HeadsToTokensKernel(const bf16* in, bf16* out, int B, int T, int H, int hd, float theta, bool rope) {
+  int h2 = hd / 2;
+  long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  long long total = (long long)B * T * H * h2;
+  if (idx >= total) return;
+  int i = idx % h2;
+  int h = (idx / h2) % H;
+  int t = (idx / ((long long)h2 * H)) % T;
+  int b = idx / ((long long)h2 * H * T);
+  size_t src = (((size_t)b * H + h) * T + t) * hd;
+  float x0 = __bfloat162float(in[src + i]), x1 = __bfloat162float(in[src + i + h2]);
+  float y0 = x0, y1 = x1;
+  if (rope) {
+    float ang = (float)t * (1.0f / powf(theta, (float)(2 * i) / (float)hd));
+    float c = cosf(ang), s = -sinf(ang);
+    y0 = x0 * c - x1 * s;
+    y1 = x1 * c + x0 * s;
+  }
+  size_t dst = ((size_t)b * T + t) * H * hd + (size_t)h * hd;
+  out[dst + i] = __float2bfloat16(y0);
+  out[dst + i + h2] = __float2bfloat16(y1);
+}
+
+// ---- launchers ----
+
+inline Status BiasRopeToHeads(const bf16* in, const bf16* bias, bf16* out, int B, int T, int H, int hd, float theta,
+                              bool rope, cudaStream_t s) {
+  long long n = (long long)B * T * H * (hd / 2);
+  BiasRopeToHeadsKernel<<<CeilDiv(n, 256), 256, 0, s>>>(in, bias, out, B, T, H, hd, theta, rope);
+  return LAUNCH_CHECK("BiasRopeToHeads");
+}
+
+inline Status HeadsToTokens(const bf16* in, bf16* out, int B, int T, int H, int hd, float theta, bool rope,
+                            cudaStream_t s) {
+  long long n = (long long)B * T * H * (hd / 2);
+  HeadsToTokensKernel<<<CeilDiv(n, 256), 256, 0, s>>>(in, out, B, T, H, hd, theta, rope);
+  return LAUNCH_CHECK("HeadsToTokens");
+}
+
+}  // namespace smolvm::learner::cuda

@@ -1,0 +1,540 @@
+// CudaRunner: Qwen2 + LoRA on one GPU.
+//
+// Memory: the frozen base weights live in one slab (bf16, or NF4 + absmax
+// for the projections), the LoRA state in one flat fp32 array (+ a bf16
+// copy for the GEMMs). Activations: only each layer's fp32 input is kept
+// across the forward pass; the backward pass recomputes one layer at a time.
+// Attention scores are processed in row chunks of bounded size.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "learner/cuda/adamw.cuh"
+#include "learner/cuda/attention.cuh"
+#include "learner/cuda/common.cuh"
+#include "learner/cuda/elementwise.cuh"
+#include "learner/cuda/logprob.cuh"
+#include "learner/cuda/matmul.cuh"
+#include "learner/cuda/nf4.cuh"
+#include "learner/cuda/rmsnorm.cuh"
+#include "learner/cuda/rope.cuh"
+#include "learner/cuda_runner.h"
+
+namespace smolvm::learner {
+
+bool CudaAvailable() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+namespace {
+
+using namespace cuda;
+
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+constexpr size_t kAttentionBudget = size_t{256} << 20;
+
+struct Proj {
+  bf16* w = nullptr;        // (out, in) bf16, when not quantized
+  uint8_t* q = nullptr;     // (out*in/2) NF4 codes
+  float* absmax = nullptr;  // (out*in/64)
+  size_t scratch_off = 0;   // where its dequantized copy goes in the layer scratch
+};
+struct Layer {
+  bf16 *ln1 = nullptr, *ln2 = nullptr;
+  bf16* bias[3] = {nullptr, nullptr, nullptr};
+  Proj p[kNumProj];
+};
+
+// Copies host memory (e.g. an mmap of a safetensors file) to the device
+// through two pinned buffers, host copies spread over a few threads.
+class Uploader {
+ public:
+  Status Init(DeviceAllocator& a, size_t staging_bytes, cudaStream_t s) {
+    half_ = staging_bytes / 2;
+    stream_ = s;
+    for (int i = 0; i < 2; ++i) {
+      CUDA_RETURN(cudaMallocHost(&pinned_[i], half_));
+      CUDA_RETURN(cudaEventCreateWithFlags(&done_[i], cudaEventDisableTiming));
+    }
+    return Status::Ok();
+  }
+  ~Uploader() {
+    for (int i = 0; i < 2; ++i) {
+      if (done_[i]) cudaEventSynchronize(done_[i]), cudaEventDestroy(done_[i]);
+      if (pinned_[i]) cudaFreeHost(pinned_[i]);
+    }
+  }
+  Status Copy(void* dst, const void* src, size_t bytes) {
+    for (size_t off = 0; off < bytes; off += half_) {
+      size_t n = std::min(half_, bytes - off);
+      CUDA_RETURN(cudaEventSynchronize(done_[cur_]));
+      ParallelMemcpy(static_cast<uint8_t*>(pinned_[cur_]), static_cast<const uint8_t*>(src) + off, n);
+      CUDA_RETURN(cudaMemcpyAsync(static_cast<uint8_t*>(dst) + off, pinned_[cur_], n, cudaMemcpyHostToDevice, stream_));
+      CUDA_RETURN(cudaEventRecord(done_[cur_], stream_));
+      cur_ ^= 1;
+    }
+    return Status::Ok();
+  }
+
+ private:
+  static void ParallelMemcpy(uint8_t* dst, const uint8_t* src, size_t n) {
+    constexpr size_t kPerThread = size_t{8} << 20;
+    unsigned threads = static_cast<unsigned>(std::min<size_t>(8, (n + kPerThread - 1) / kPerThread));
+    if (threads <= 1) return void(std::memcpy(dst, src, n));
+    size_t part = (n + threads - 1) / threads;
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < threads; ++t) {
+      size_t b = t * part, e = std::min(n, b + part);
+      if (b < e) pool.emplace_back([=] { std::memcpy(dst + b, src + b, e - b); });
+    }
+    for (auto& t : pool) t.join();
+  }
+  size_t half_ = 0;
+  cudaStream_t stream_ = nullptr;
+  void* pinned_[2] = {nullptr, nullptr};
+  cudaEvent_t done_[2] = {nullptr, nullptr};
+  int cur_ = 0;
+};
+
+class CudaRunner final : public ModelRunner {
+ public:
+  ~CudaRunner() override {
+    if (stream_) cudaStreamSynchronize(stream_);
+    for (void* p : owned_) cudaFree(p);
+    for (auto* b : {&tokens_, &pos_, &targets_}) b->Release(alloc_);
+    for (auto* b : {&ckpt_, &x2_, &dx_, &dh_, &da_, &rstd1_, &rstd2_, &xsel_, &dhn_, &dxsel_, &rstdf_, &lse_, &logp_,
+                    &dl_, &logits_, &s_})
+      b->Release(alloc_);
+    for (auto* b : {&h1_, &q_, &k_, &v_, &qh_, &kh_, &vh_, &oh_, &att_, &o_, &h2_, &g_, &u_, &a_, &lu_, &lw_, &dx16_,
+                    &doh_, &dqh_, &dkh_, &dvh_, &dq16_, &dk16_, &dv16_, &hn_, &dlogits_, &p_, &ds_})
+      b->Release(alloc_);
+    if (blas_) cublasDestroy(blas_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  Status Init(const ModelFiles& files, const ModelConfig& cfg, bool nf4, const LoraLayout& layout,
+              const std::vector<float>& lora_init, size_t staging_bytes) {
+    cfg_ = cfg;
+    layout_ = layout;
+    nf4_ = nf4;
+    CUDA_RETURN(cudaSetDevice(0));
+    CUDA_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    CUBLAS_RETURN(cublasCreate(&blas_));
+    CUBLAS_RETURN(cublasSetStream(blas_, stream_));
+    RETURN_IF_ERROR(Alloc(&workspace_, kWorkspaceBytes));
+    CUBLAS_RETURN(cublasSetWorkspace(blas_, workspace_, kWorkspaceBytes));
+    RETURN_IF_ERROR(LoadWeights(files, staging_bytes));
+    // LoRA state.
+    size_t n = layout_.total;
+    RETURN_IF_ERROR(Alloc(&lora_, n));
+    RETURN_IF_ERROR(Alloc(&lora16_, n));
+    RETURN_IF_ERROR(Alloc(&grad_, n));
+    RETURN_IF_ERROR(Alloc(&adam_m_, n));
+    RETURN_IF_ERROR(Alloc(&adam_v_, n));
+    CUDA_RETURN(cudaMemsetAsync(adam_m_, 0, n * 4, stream_));
+    CUDA_RETURN(cudaMemsetAsync(adam_v_, 0, n * 4, stream_));
+    CUDA_RETURN(cudaMemsetAsync(grad_, 0, n * 4, stream_));
+    RETURN_IF_ERROR(SetLora(lora_init));
+    return Synchronize();
+  }
+
+  const ModelConfig& config() const override { return cfg_; }
+  const LoraLayout& lora_layout() const override { return layout_; }
+
+  Result<std::vector<float>> Forward(const Batch& b, bool with_lora, bool keep) override {
+    RETURN_IF_ERROR(Prepare(b));
+    const int M = rows_ * seq_, D = cfg_.hidden, L = cfg_.layers;
+    RETURN_IF_ERROR(Embed(tokens_.ptr, embed_, Ckpt(0), M, D, stream_));
+    for (int l = 0; l < L; ++l) {
+      float* in = keep ? Ckpt(l) : Ckpt(l % 2);
+      float* out = keep ? Ckpt(l + 1) : Ckpt((l + 1) % 2);
+      RETURN_IF_ERROR(LayerForward(l, in, out, with_lora));
+    }
+    final_ = keep ? Ckpt(L) : Ckpt(L % 2);
+    RETURN_IF_ERROR(HeadForward());
+    std::vector<float> lp(npos_);
+    CUDA_RETURN(cudaMemcpyAsync(lp.data(), logp_.ptr, npos_ * 4, cudaMemcpyDeviceToHost, stream_));
+    CUDA_RETURN(cudaStreamSynchronize(stream_));
+    std::vector<float> out(b.rows, 0.0f);
+    int i = 0;
+    for (int r = 0; r < b.rows; ++r)
+      for (int j = 0; j < b.completion_len[r]; ++j) out[r] += lp[i++];
+    kept_ = keep && with_lora;
+    return out;
+  }
+
+  Status Backward(const std::vector<float>& dlogp) override {
+    if (!kept_) return Internal("Backward without a kept Forward with LoRA");
+    const int M = rows_ * seq_, D = cfg_.hidden, V = cfg_.vocab, P = npos_;
+    std::vector<float> dl(P);
+    int i = 0;
+    for (int r = 0; r < rows_; ++r)
+      for (int j = 0; j < completion_[r]; ++j) dl[i++] = dlogp[r];
+    CUDA_RETURN(cudaMemcpyAsync(dl_.ptr, dl.data(), P * 4, cudaMemcpyHostToDevice, stream_));
+    RETURN_IF_ERROR(LogProbBwd(logits_.ptr, targets_.ptr, lse_.ptr, dl_.ptr, dlogits_.ptr, P, V, stream_));
+    RETURN_IF_ERROR(MatmulDW(blas_, dlogits_.ptr, head_, dhn_.ptr, CUDA_R_32F, P, V, D));
+    CUDA_RETURN(cudaMemsetAsync(dxsel_.ptr, 0, (size_t)P * D * 4, stream_));
+    RETURN_IF_ERROR(RmsNormBwd(xsel_.ptr, norm_, rstdf_.ptr, dhn_.ptr, dxsel_.ptr, P, D, stream_));
+    CUDA_RETURN(cudaMemsetAsync(dx_.ptr, 0, (size_t)M * D * 4, stream_));
+    RETURN_IF_ERROR(ScatterAddRows(dxsel_.ptr, pos_.ptr, dx_.ptr, P, D, stream_));
+    for (int l = cfg_.layers - 1; l >= 0; --l) {
+      RETURN_IF_ERROR(LayerForward(l, Ckpt(l), nullptr, true));  // recompute, keeping the internals
+      RETURN_IF_ERROR(LayerBackward(l));
+    }
+    kept_ = false;
+    return Status::Ok();
+  }
+
+  Status ZeroGrad() override {
+    CUDA_RETURN(cudaMemsetAsync(grad_, 0, layout_.total * 4, stream_));
+    return Status::Ok();
+  }
+
+  Status AdamW(const cpu::AdamWConfig& c, int step) override {
+    return cuda::AdamW(lora_, grad_, adam_m_, adam_v_, lora16_, layout_.total, c.lr, c.beta1, c.beta2, c.eps, c.weight_decay,
+                       step, stream_);
+  }
+
+  Result<std::vector<float>> GetLora() override { return Download(lora_, layout_.total); }
+  Result<std::vector<float>> GetLoraGrad() override { return Download(grad_, layout_.total); }
+  Status SetLora(const std::vector<float>& p) override {
+    if (p.size() != layout_.total) return InvalidArgument("LoRA size mismatch");
+    CUDA_RETURN(cudaMemcpyAsync(lora_, p.data(), p.size() * 4, cudaMemcpyHostToDevice, stream_));
+    RETURN_IF_ERROR(FloatToBf16(lora_, lora16_, p.size(), stream_));
+    return Synchronize();
+  }
+
+  Result<std::vector<float>> RowLogits(const Batch& b, int row) override {
+    Batch one;
+    one.rows = 1;
+    one.seq = b.seq;
+    one.tokens.assign(b.tokens.begin() + (size_t)row * b.seq, b.tokens.begin() + (size_t)(row + 1) * b.seq);
+    one.completion_len = {1};
+    ASSIGN_OR_RETURN(auto unused, Forward(one, true, false));
+    (void)unused;
+    const int T = b.seq, D = cfg_.hidden, V = cfg_.vocab;
+    DeviceBuffer<bf16> hn;
+    DeviceBuffer<float> rs, logits;
+    RETURN_IF_ERROR(hn.Reserve(alloc_, (size_t)T * D));
+    RETURN_IF_ERROR(rs.Reserve(alloc_, T));
+    RETURN_IF_ERROR(logits.Reserve(alloc_, (size_t)T * V));
+    RETURN_IF_ERROR(ResidualRmsNorm(final_, nullptr, final_, norm_, hn.ptr, rs.ptr, T, D, cfg_.rms_eps, stream_));
+    RETURN_IF_ERROR(MatmulXWt(blas_, hn.ptr, head_, logits.ptr, CUDA_R_32F, T, V, D));
+    auto out = Download(logits.ptr, (size_t)T * V);
+    hn.Release(alloc_);
+    rs.Release(alloc_);
+    logits.Release(alloc_);
+    return out;
+  }
+
+  size_t PeakBytes() const override { return alloc_.peak(); }
+  std::vector<std::pair<const void*, size_t>> FrozenRanges() const override { return {{slab_, slab_bytes_}}; }
+  Status Synchronize() override {
+    CUDA_RETURN(cudaStreamSynchronize(stream_));
+    return Status::Ok();
+  }
+
+ private:
+  template <typename T>
+  Status Alloc(T** p, size_t count) {
+    RETURN_IF_ERROR(alloc_.Alloc(p, count));
+    owned_.push_back(*p);
+    return Status::Ok();
+  }
+  Result<std::vector<float>> Download(const float* p, size_t n) {
+    std::vector<float> out(n);
+    CUDA_RETURN(cudaMemcpyAsync(out.data(), p, n * 4, cudaMemcpyDeviceToHost, stream_));
+    CUDA_RETURN(cudaStreamSynchronize(stream_));
+    return out;
+  }
+
+  // ---- loading ----
+
+  Status LoadWeights(const ModelFiles& files, size_t staging_bytes) {
+    std::vector<WeightSpec> specs = WeightSpecs(cfg_);
+    // Lay out the slab: every tensor 256-byte aligned.
+    auto align = [](size_t x) { return (x + 255) & ~size_t{255}; };
+    std::vector<size_t> offs, offs2;  // offs2: absmax of quantized projections
+    size_t total = 0, max_proj = 0;
+    std::vector<TensorView> views;
+    for (const WeightSpec& s : specs) {
+      ASSIGN_OR_RETURN(TensorView v, files.Get(s.name, "BF16", s.shape));
+      views.push_back(v);
+      bool quant = nf4_ && s.kind == WeightKind::kLinear && s.name != "lm_head.weight";
+      offs.push_back(total);
+      total = align(total + (quant ? v.bytes / 4 : v.bytes));
+      offs2.push_back(total);
+      if (quant) {
+        total = align(total + (v.bytes / 2 / kNf4BlockDev) * 4);
+        max_proj = std::max(max_proj, v.bytes / 2);
+      }
+    }
+    RETURN_IF_ERROR(Alloc(&slab_, total));
+    slab_bytes_ = total;
+    bf16* staging = nullptr;
+    if (nf4_) RETURN_IF_ERROR(alloc_.Alloc(&staging, max_proj));
+    {
+      Uploader up;
+      RETURN_IF_ERROR(up.Init(alloc_, staging_bytes, stream_));
+      layers_.assign(cfg_.layers, {});
+      for (size_t i = 0; i < specs.size(); ++i) {
+        const WeightSpec& s = specs[i];
+        uint8_t* dst = slab_ + offs[i];
+        bool quant = nf4_ && s.kind == WeightKind::kLinear && s.name != "lm_head.weight";
+        if (quant) {
+          RETURN_IF_ERROR(up.Copy(staging, views[i].data, views[i].bytes));
+          RETURN_IF_ERROR(Nf4Quantize(staging, views[i].bytes / 2, dst, reinterpret_cast<float*>(slab_ + offs2[i]),
+                                      stream_));
+        } else {
+          RETURN_IF_ERROR(up.Copy(dst, views[i].data, views[i].bytes));
+        }
+        Bind(s.name, dst, reinterpret_cast<float*>(slab_ + offs2[i]), quant);
+      }
+      CUDA_RETURN(cudaStreamSynchronize(stream_));
+    }
+    if (staging) alloc_.Free(staging, max_proj);
+    if (cfg_.tied) head_ = embed_;
+    if (nf4_) {
+      // One layer's projections, dequantized before the layer runs.
+      for (auto& L : layers_) {
+        size_t off = 0;
+        for (int p = 0; p < kNumProj; ++p) L.p[p].scratch_off = off, off += (size_t)ProjOut(cfg_, p) * ProjIn(cfg_, p);
+        dequant_count_ = off;
+      }
+      RETURN_IF_ERROR(Alloc(&dequant_, dequant_count_));
+    }
+    return Status::Ok();
+  }
+
+  void Bind(const std::string& name, uint8_t* dst, float* absmax, bool quant) {
+    bf16* w = reinterpret_cast<bf16*>(dst);
+    if (name == "model.embed_tokens.weight") return void(embed_ = w);
+    if (name == "model.norm.weight") return void(norm_ = w);
+    if (name == "lm_head.weight") return void(head_ = w);
+    int l = std::stoi(name.substr(std::string("model.layers.").size()));
+    Layer& L = layers_[l];
+    if (name.find("input_layernorm") != std::string::npos) return void(L.ln1 = w);
+    if (name.find("post_attention_layernorm") != std::string::npos) return void(L.ln2 = w);
+    for (int p = 0; p < kNumProj; ++p) {
+      if (name == ProjPrefix(l, p) + ".weight") {
+        if (quant) {
+          L.p[p].q = dst;
+          L.p[p].absmax = absmax;
+        } else {
+          L.p[p].w = w;
+        }
+        return;
+      }
+      if (p <= kV && name == ProjPrefix(l, p) + ".bias") return void(L.bias[p] = w);
+    }
+  }
+
+  static constexpr int kNf4BlockDev = 64;
+
+  // ---- activations ----
+
+  float* Ckpt(int i) { return ckpt_.ptr + (size_t)i * rows_ * seq_ * cfg_.hidden; }
+
+  Status Prepare(const Batch& b) {
+    rows_ = b.rows;
+    seq_ = b.seq;
+    completion_ = b.completion_len;
+    size_t M = (size_t)b.rows * b.seq, D = cfg_.hidden, KV = cfg_.kv_dim(), I = cfg_.intermediate, r = layout_.rank;
+    size_t V = cfg_.vocab;
+    std::vector<int32_t> pos, tgt;
+    for (int row = 0; row < b.rows; ++row)
+      for (int i = 0; i < b.completion_len[row]; ++i) {
+        int t = b.seq - b.completion_len[row] - 1 + i;
+        pos.push_back(row * b.seq + t);
+        tgt.push_back(b.tokens[(size_t)row * b.seq + t + 1]);
+      }
+    npos_ = static_cast<int>(pos.size());
+    size_t P = npos_;
+    RETURN_IF_ERROR(tokens_.Reserve(alloc_, M));
+    RETURN_IF_ERROR(pos_.Reserve(alloc_, P));
+    RETURN_IF_ERROR(targets_.Reserve(alloc_, P));
+    RETURN_IF_ERROR(ckpt_.Reserve(alloc_, (size_t)(cfg_.layers + 1) * M * D));
+    for (auto* buf : {&h1_, &q_, &qh_, &oh_, &att_, &o_, &h2_, &dx16_, &doh_, &dqh_, &dq16_})
+      RETURN_IF_ERROR(buf->Reserve(alloc_, M * D));
+    for (auto* buf : {&k_, &v_, &kh_, &vh_, &dkh_, &dvh_, &dk16_, &dv16_}) RETURN_IF_ERROR(buf->Reserve(alloc_, M * KV));
+    for (auto* buf : {&g_, &u_, &a_}) RETURN_IF_ERROR(buf->Reserve(alloc_, M * I));
+    RETURN_IF_ERROR(lu_.Reserve(alloc_, kNumProj * M * r));
+    RETURN_IF_ERROR(lw_.Reserve(alloc_, M * r));
+    for (auto* buf : {&x2_, &dx_, &dh_}) RETURN_IF_ERROR(buf->Reserve(alloc_, M * D));
+    RETURN_IF_ERROR(da_.Reserve(alloc_, M * std::max(I, D)));
+    RETURN_IF_ERROR(rstd1_.Reserve(alloc_, M));
+    RETURN_IF_ERROR(rstd2_.Reserve(alloc_, M));
+    for (auto* buf : {&xsel_, &dhn_, &dxsel_}) RETURN_IF_ERROR(buf->Reserve(alloc_, P * D));
+    RETURN_IF_ERROR(hn_.Reserve(alloc_, P * D));
+    for (auto* buf : {&rstdf_, &lse_, &logp_, &dl_}) RETURN_IF_ERROR(buf->Reserve(alloc_, P));
+    RETURN_IF_ERROR(logits_.Reserve(alloc_, P * V));
+    RETURN_IF_ERROR(dlogits_.Reserve(alloc_, P * V));
+    att_shape_ = {b.rows, b.seq, cfg_.heads, cfg_.kv_heads, cfg_.head_dim()};
+    int chunk = AttentionChunkRows(att_shape_, kAttentionBudget);
+    size_t sc = (size_t)chunk * cfg_.heads * b.seq * b.seq;
+    RETURN_IF_ERROR(s_.Reserve(alloc_, sc));
+    RETURN_IF_ERROR(p_.Reserve(alloc_, sc));
+    RETURN_IF_ERROR(ds_.Reserve(alloc_, sc));
+    scratch_ = {s_.ptr, p_.ptr, ds_.ptr, chunk};
+    CUDA_RETURN(cudaMemcpyAsync(tokens_.ptr, b.tokens.data(), M * 4, cudaMemcpyHostToDevice, stream_));
+    CUDA_RETURN(cudaMemcpyAsync(pos_.ptr, pos.data(), P * 4, cudaMemcpyHostToDevice, stream_));
+    CUDA_RETURN(cudaMemcpyAsync(targets_.ptr, tgt.data(), P * 4, cudaMemcpyHostToDevice, stream_));
+    // The host vectors die here: wait for the copies.
+    return Synchronize();
+  }
+
+  // ---- layers ----
+
+  const bf16* W(int l, int p) const {
+    const Proj& pr = layers_[l].p[p];
+    return pr.w ? pr.w : dequant_ + pr.scratch_off;
+  }
+  bf16* LoraU(int p) { return lu_.ptr + (size_t)p * rows_ * seq_ * layout_.rank; }
+
+  // y (M, out) bf16 = x W^T (+ scale * (x A^T) B^T)
+  Status Lin(int l, int p, bool lora, const bf16* x, bf16* y) {
+    int M = rows_ * seq_, N = ProjOut(cfg_, p), K = ProjIn(cfg_, p), r = layout_.rank;
+    RETURN_IF_ERROR(MatmulXWt(blas_, x, W(l, p), y, CUDA_R_16BF, M, N, K));
+    if (!lora) return Status::Ok();
+    const auto& s = layout_.slots[l][p];
+    RETURN_IF_ERROR(MatmulXWt(blas_, x, lora16_ + s.a, LoraU(p), CUDA_R_16BF, M, r, K));
+    return MatmulXWt(blas_, LoraU(p), lora16_ + s.b, y, CUDA_R_16BF, M, N, r, layout_.scale, 1.0f);
+  }
+
+  // dx (M, in) fp32 (= or +=) dy W + LoRA terms; LoRA grads accumulate.
+  Status LinBwd(int l, int p, const bf16* x, const bf16* dy, float* dx, bool accumulate) {
+    int M = rows_ * seq_, N = ProjOut(cfg_, p), K = ProjIn(cfg_, p), r = layout_.rank;
+    float s = layout_.scale;
+    const auto& sl = layout_.slots[l][p];
+    RETURN_IF_ERROR(MatmulDW(blas_, dy, W(l, p), dx, CUDA_R_32F, M, N, K, 1.0f, accumulate ? 1.0f : 0.0f));
+    RETURN_IF_ERROR(MatmulDtX(blas_, dy, LoraU(p), grad_ + sl.b, M, N, r, s, 1.0f));
+    RETURN_IF_ERROR(MatmulDW(blas_, dy, lora16_ + sl.b, lw_.ptr, CUDA_R_16BF, M, N, r));
+    RETURN_IF_ERROR(MatmulDtX(blas_, lw_.ptr, x, grad_ + sl.a, M, r, K, s, 1.0f));
+    return MatmulDW(blas_, lw_.ptr, lora16_ + sl.a, dx, CUDA_R_32F, M, r, K, s, 1.0f);
+  }
+
+  Status Dequantize(int l) {
+    if (!nf4_) return Status::Ok();
+    for (int p = 0; p < kNumProj; ++p) {
+      const Proj& pr = layers_[l].p[p];
+      RETURN_IF_ERROR(Nf4Dequantize(pr.q, pr.absmax, (size_t)ProjOut(cfg_, p) * ProjIn(cfg_, p),
+                                    dequant_ + pr.scratch_off, stream_));
+    }
+    return Status::Ok();
+  }
+
+  // out = layer_l(in). out may be null (recompute for backward: internals only).
+  Status LayerForward(int l, float* in, float* out, bool lora) {
+    const Layer& L = layers_[l];
+    const int M = rows_ * seq_, D = cfg_.hidden, B = rows_, T = seq_, hd = cfg_.head_dim();
+    const float theta = cfg_.rope_theta, eps = cfg_.rms_eps;
+    RETURN_IF_ERROR(Dequantize(l));
+    RETURN_IF_ERROR(ResidualRmsNorm(in, nullptr, in, L.ln1, h1_.ptr, rstd1_.ptr, M, D, eps, stream_));
+    RETURN_IF_ERROR(Lin(l, kQ, lora, h1_.ptr, q_.ptr));
+    RETURN_IF_ERROR(Lin(l, kK, lora, h1_.ptr, k_.ptr));
+    RETURN_IF_ERROR(Lin(l, kV, lora, h1_.ptr, v_.ptr));
+    RETURN_IF_ERROR(BiasRopeToHeads(q_.ptr, L.bias[0], qh_.ptr, B, T, cfg_.heads, hd, theta, true, stream_));
+    RETURN_IF_ERROR(BiasRopeToHeads(k_.ptr, L.bias[1], kh_.ptr, B, T, cfg_.kv_heads, hd, theta, true, stream_));
+    RETURN_IF_ERROR(BiasRopeToHeads(v_.ptr, L.bias[2], vh_.ptr, B, T, cfg_.kv_heads, hd, theta, false, stream_));
+    RETURN_IF_ERROR(AttentionFwd(blas_, stream_, att_shape_, qh_.ptr, kh_.ptr, vh_.ptr, oh_.ptr, scratch_));
+    RETURN_IF_ERROR(HeadsToTokens(oh_.ptr, att_.ptr, B, T, cfg_.heads, hd, theta, false, stream_));
+    RETURN_IF_ERROR(Lin(l, kO, lora, att_.ptr, o_.ptr));
+    RETURN_IF_ERROR(ResidualRmsNorm(in, o_.ptr, x2_.ptr, L.ln2, h2_.ptr, rstd2_.ptr, M, D, eps, stream_));
+    RETURN_IF_ERROR(Lin(l, kGate, lora, h2_.ptr, g_.ptr));
+    RETURN_IF_ERROR(Lin(l, kUp, lora, h2_.ptr, u_.ptr));
+    RETURN_IF_ERROR(SwigluFwd(g_.ptr, u_.ptr, a_.ptr, (size_t)M * cfg_.intermediate, stream_));
+    if (!out) return Status::Ok();
+    RETURN_IF_ERROR(Lin(l, kDown, lora, a_.ptr, o_.ptr));
+    return AddBf16(x2_.ptr, o_.ptr, out, (size_t)M * D, stream_);
+  }
+
+  // dx_ holds d(loss)/d(layer output); on return d(loss)/d(layer input).
+  // Needs the internals of LayerForward(l, ..., lora=true) with out == null,
+  // which leaves the LoRA u of down_proj stale: it is recomputed here.
+  Status LayerBackward(int l) {
+    const Layer& L = layers_[l];
+    const int M = rows_ * seq_, D = cfg_.hidden, B = rows_, T = seq_, hd = cfg_.head_dim(), KV = cfg_.kv_dim();
+    const size_t MI = (size_t)M * cfg_.intermediate;
+    const float theta = cfg_.rope_theta;
+    // u of down_proj (its forward was skipped).
+    const auto& sd = layout_.slots[l][kDown];
+    RETURN_IF_ERROR(MatmulXWt(blas_, a_.ptr, lora16_ + sd.a, LoraU(kDown), CUDA_R_16BF, M, layout_.rank,
+                              cfg_.intermediate));
+    // MLP.
+    RETURN_IF_ERROR(FloatToBf16(dx_.ptr, dx16_.ptr, (size_t)M * D, stream_));
+    RETURN_IF_ERROR(LinBwd(l, kDown, a_.ptr, dx16_.ptr, da_.ptr, false));
+    RETURN_IF_ERROR(SwigluBwd(g_.ptr, u_.ptr, da_.ptr, g_.ptr, u_.ptr, MI, stream_));  // g, u := dg, du
+    RETURN_IF_ERROR(LinBwd(l, kGate, h2_.ptr, g_.ptr, dh_.ptr, false));
+    RETURN_IF_ERROR(LinBwd(l, kUp, h2_.ptr, u_.ptr, dh_.ptr, true));
+    RETURN_IF_ERROR(RmsNormBwd(x2_.ptr, L.ln2, rstd2_.ptr, dh_.ptr, dx_.ptr, M, D, stream_));
+    // Attention.
+    RETURN_IF_ERROR(FloatToBf16(dx_.ptr, dx16_.ptr, (size_t)M * D, stream_));
+    RETURN_IF_ERROR(LinBwd(l, kO, att_.ptr, dx16_.ptr, dh_.ptr, false));
+    RETURN_IF_ERROR(FloatToBf16(dh_.ptr, o_.ptr, (size_t)M * D, stream_));  // o_ := d att (token-major)
+    RETURN_IF_ERROR(BiasRopeToHeads(o_.ptr, nullptr, doh_.ptr, B, T, cfg_.heads, hd, theta, false, stream_));
+    RETURN_IF_ERROR(AttentionBwd(blas_, stream_, att_shape_, qh_.ptr, kh_.ptr, vh_.ptr, doh_.ptr, dqh_.ptr, dkh_.ptr,
+                                 dvh_.ptr, scratch_));
+    RETURN_IF_ERROR(HeadsToTokens(dqh_.ptr, dq16_.ptr, B, T, cfg_.heads, hd, theta, true, stream_));
+    RETURN_IF_ERROR(HeadsToTokens(dkh_.ptr, dk16_.ptr, B, T, cfg_.kv_heads, hd, theta, true, stream_));
+    RETURN_IF_ERROR(HeadsToTokens(dvh_.ptr, dv16_.ptr, B, T, cfg_.kv_heads, hd, theta, false, stream_));
+    (void)KV;
+    RETURN_IF_ERROR(LinBwd(l, kQ, h1_.ptr, dq16_.ptr, dh_.ptr, false));
+    RETURN_IF_ERROR(LinBwd(l, kK, h1_.ptr, dk16_.ptr, dh_.ptr, true));
+    RETURN_IF_ERROR(LinBwd(l, kV, h1_.ptr, dv16_.ptr, dh_.ptr, true));
+    return RmsNormBwd(Ckpt(l), L.ln1, rstd1_.ptr, dh_.ptr, dx_.ptr, M, D, stream_);
+  }
+
+  Status HeadForward() {
+    const int D = cfg_.hidden, V = cfg_.vocab, P = npos_;
+    RETURN_IF_ERROR(GatherRows(final_, pos_.ptr, xsel_.ptr, P, D, stream_));
+    RETURN_IF_ERROR(ResidualRmsNorm(xsel_.ptr, nullptr, xsel_.ptr, norm_, hn_.ptr, rstdf_.ptr, P, D, cfg_.rms_eps, stream_));
+    RETURN_IF_ERROR(MatmulXWt(blas_, hn_.ptr, head_, logits_.ptr, CUDA_R_32F, P, V, D));
+    return LogProbFwd(logits_.ptr, targets_.ptr, logp_.ptr, lse_.ptr, P, V, stream_);
+  }
+
+  ModelConfig cfg_;
+  LoraLayout layout_;
+  bool nf4_ = false;
+  DeviceAllocator alloc_;
+  std::vector<void*> owned_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  uint8_t* workspace_ = nullptr;
+
+  uint8_t* slab_ = nullptr;
+  size_t slab_bytes_ = 0;
+  bf16 *embed_ = nullptr, *norm_ = nullptr, *head_ = nullptr;
+  std::vector<Layer> layers_;
+  bf16* dequant_ = nullptr;
+  size_t dequant_count_ = 0;
+
+  float *lora_ = nullptr, *grad_ = nullptr, *adam_m_ = nullptr, *adam_v_ = nullptr;
+  bf16* lora16_ = nullptr;
+
+  int rows_ = 0, seq_ = 0, npos_ = 0;
+  std::vector<int> completion_;
+  bool kept_ = false;
+  float* final_ = nullptr;
+  AttentionShape att_shape_{};
+  AttentionScratch scratch_;
+  DeviceBuffer<int32_t> tokens_, pos_, targets_;
+  DeviceBuffer<float> ckpt_, x2_, dx_, dh_, da_, rstd1_, rstd2_, xsel_, dhn_, dxsel_, rstdf_, lse_, logp_, dl_, logits_, s_;
+  DeviceBuffer<bf16> h1_, q_, k_, v_, qh_, kh_, vh_, oh_, att_, o_, h2_, g_, u_, a_, lu_, lw_, dx16_, doh_, dqh_, dkh_,
+      dvh_, dq16_, dk16_, dv16_, hn_, dlogits_, p_, ds_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ModelRunner>> MakeCudaRunner(const ModelFiles& files, const ModelConfig& cfg, bool nf4,
+                                                    const LoraLayout& layout, const std::vector<float>& lora_init,
+                                                    size_t staging_bytes) {
+  auto r = std::make_unique<CudaRunner>();
+  RETURN_IF_ERROR(r->Init(files, cfg, nf4, layout, lora_init, staging_bytes));
+  return std::unique_ptr<ModelRunner>(std::move(r));
+}
+
+}  // namespace smolvm::learner
