@@ -21,12 +21,12 @@ void Axpy(float a, const float* x, float* y, int n) {
 float InvFreq(int i, int hd, float theta) {
   return 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(hd));
 }
-void Rotate(float* x, int B, int T, int heads, int hd, float theta, float sign) {
+void Rotate(float* x, const int32_t* pos, int B, int T, int heads, int hd, float theta, float sign) {
   int h2 = hd / 2;
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < T; ++t)
       for (int i = 0; i < h2; ++i) {
-        float ang = static_cast<float>(t) * InvFreq(i, hd, theta);
+        float ang = static_cast<float>(pos[t]) * InvFreq(i, hd, theta);
         float c = std::cos(ang), s = sign * std::sin(ang);
         for (int h = 0; h < heads; ++h) {
           float* r = x + ((static_cast<size_t>(b) * T + t) * heads + h) * hd;
@@ -59,11 +59,15 @@ void RmsNormBwd(const float* x, const float* w, const float* rstd, const float* 
   }
 }
 
-void RopeFwd(float* x, int B, int T, int heads, int hd, float theta) { Rotate(x, B, T, heads, hd, theta, 1.0f); }
-void RopeBwd(float* dx, int B, int T, int heads, int hd, float theta) { Rotate(dx, B, T, heads, hd, theta, -1.0f); }
+void RopeFwd(float* x, const int32_t* pos, int B, int T, int heads, int hd, float theta) {
+  Rotate(x, pos, B, T, heads, hd, theta, 1.0f);
+}
+void RopeBwd(float* dx, const int32_t* pos, int B, int T, int heads, int hd, float theta) {
+  Rotate(dx, pos, B, T, heads, hd, theta, -1.0f);
+}
 
-void AttentionFwd(const float* q, const float* k, const float* v, int B, int T, int H, int KVH, int hd, float* out,
-                  float* p) {
+void AttentionFwd(const float* q, const float* k, const float* v, int B, int T, int H, int KVH, int hd, int prefix,
+                  int segment, float* out, float* p) {
   float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   int group = H / KVH;
   for (int b = 0; b < B; ++b)
@@ -74,22 +78,24 @@ void AttentionFwd(const float* q, const float* k, const float* v, int B, int T, 
         float* pr = p + ((static_cast<size_t>(b) * H + h) * T + t) * T;
         float mx = -INFINITY;
         for (int j = 0; j <= t; ++j) {
+          if (!AttentionVisible(j, t, prefix, segment)) continue;
           pr[j] = Dot(qr, k + ((static_cast<size_t>(b) * T + j) * KVH + kh) * hd, hd) * scale;
           mx = std::fmax(mx, pr[j]);
         }
         float sum = 0;
-        for (int j = 0; j <= t; ++j) sum += (pr[j] = std::exp(pr[j] - mx));
-        for (int j = 0; j <= t; ++j) pr[j] /= sum;
-        for (int j = t + 1; j < T; ++j) pr[j] = 0;
+        for (int j = 0; j < T; ++j)
+          if (AttentionVisible(j, t, prefix, segment)) sum += (pr[j] = std::exp(pr[j] - mx));
+        for (int j = 0; j < T; ++j) pr[j] = AttentionVisible(j, t, prefix, segment) ? pr[j] / sum : 0.0f;
         float* o = out + ((static_cast<size_t>(b) * T + t) * H + h) * hd;
         for (int d = 0; d < hd; ++d) o[d] = 0;
-        for (int j = 0; j <= t; ++j) Axpy(pr[j], v + ((static_cast<size_t>(b) * T + j) * KVH + kh) * hd, o, hd);
+        for (int j = 0; j <= t; ++j)
+          if (pr[j] != 0.0f) Axpy(pr[j], v + ((static_cast<size_t>(b) * T + j) * KVH + kh) * hd, o, hd);
       }
     }
 }
 
 void AttentionBwd(const float* q, const float* k, const float* v, const float* p, const float* dout, int B, int T,
-                  int H, int KVH, int hd, float* dq, float* dk, float* dv) {
+                  int H, int KVH, int hd, int prefix, int segment, float* dq, float* dk, float* dv) {
   float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   int group = H / KVH;
   size_t nq = static_cast<size_t>(B) * T * H * hd, nk = static_cast<size_t>(B) * T * KVH * hd;
@@ -105,10 +111,12 @@ void AttentionBwd(const float* q, const float* k, const float* v, const float* p
         const float* dor = dout + qi;
         float acc = 0;
         for (int j = 0; j <= t; ++j) {
+          if (!AttentionVisible(j, t, prefix, segment)) continue;
           ds[j] = Dot(dor, v + ((static_cast<size_t>(b) * T + j) * KVH + kh) * hd, hd);
           acc += pr[j] * ds[j];
         }
         for (int j = 0; j <= t; ++j) {
+          if (!AttentionVisible(j, t, prefix, segment)) continue;
           size_t ki = ((static_cast<size_t>(b) * T + j) * KVH + kh) * hd;
           float d = pr[j] * (ds[j] - acc) * scale;
           Axpy(d, k + ki, dq + qi, hd);

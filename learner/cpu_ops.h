@@ -16,18 +16,25 @@ void RmsNormFwd(const float* x, const float* w, int M, int D, float eps, float* 
 // dx (M,D) += d/dx of the above given dy (M,D).
 void RmsNormBwd(const float* x, const float* w, const float* rstd, const float* dy, int M, int D, float* dx);
 
-// In-place rotary embedding of x (B, T, heads, hd), position = t, Hugging
-// Face's rotate_half pairing (i, i + hd/2). Bwd applies the inverse rotation.
-void RopeFwd(float* x, int B, int T, int heads, int hd, float theta);
-void RopeBwd(float* dx, int B, int T, int heads, int hd, float theta);
+// In-place rotary embedding of x (B, T, heads, hd), column t at position
+// pos[t], Hugging Face's rotate_half pairing (i, i + hd/2). Bwd applies the
+// inverse rotation.
+void RopeFwd(float* x, const int32_t* pos, int B, int T, int heads, int hd, float theta);
+void RopeBwd(float* dx, const int32_t* pos, int B, int T, int heads, int hd, float theta);
 
-// Causal GQA attention. q (B,T,H,hd), k/v (B,T,KVH,hd) -> out (B,T,H,hd);
-// p (B,H,T,T) softmax probabilities (zero above the diagonal).
-void AttentionFwd(const float* q, const float* k, const float* v, int B, int T, int H, int KVH, int hd,
-                  float* out, float* p);
+// The attention mask (see Batch in data.h): key column j is visible to query
+// column t iff j <= t and (j < prefix or both lie in the same segment).
+inline bool AttentionVisible(int j, int t, int prefix, int segment) {
+  return j <= t && (j < prefix || (j - prefix) / segment == (t - prefix) / segment);
+}
+
+// GQA attention under that mask. q (B,T,H,hd), k/v (B,T,KVH,hd) -> out
+// (B,T,H,hd); p (B,H,T,T) softmax probabilities (zero where hidden).
+void AttentionFwd(const float* q, const float* k, const float* v, int B, int T, int H, int KVH, int hd, int prefix,
+                  int segment, float* out, float* p);
 // dq, dk, dv are overwritten.
 void AttentionBwd(const float* q, const float* k, const float* v, const float* p, const float* dout, int B, int T,
-                  int H, int KVH, int hd, float* dq, float* dk, float* dv);
+                  int H, int KVH, int hd, int prefix, int segment, float* dq, float* dk, float* dv);
 
 // a = silu(g) * u, elementwise over n values.
 void SwigluFwd(const float* g, const float* u, size_t n, float* a);

@@ -58,22 +58,27 @@ TEST(CpuOpsTest, RmsNormBackward) {
 TEST(CpuOpsTest, RopeBackwardIsInverseRotation) {
   int B = 2, T = 5, H = 3, hd = 8;
   auto x = RandomVec(B * T * H * hd, 4), y = x;
-  RopeFwd(y.data(), B, T, H, hd, 10000.0f);
+  std::vector<int32_t> pos = {0, 1, 2, 1, 2};
+  RopeFwd(y.data(), pos.data(), B, T, H, hd, 10000.0f);
   EXPECT_NE(x, y);
-  RopeBwd(y.data(), B, T, H, hd, 10000.0f);
+  RopeBwd(y.data(), pos.data(), B, T, H, hd, 10000.0f);
   for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], 1e-5f);
 }
 
-TEST(CpuOpsTest, AttentionBackward) {
+class AttentionMaskTest : public ::testing::TestWithParam<std::pair<int, int>> {};
+
+TEST_P(AttentionMaskTest, Backward) {
   int B = 2, T = 6, H = 4, KVH = 2, hd = 8;
+  auto [prefix, segment] = GetParam();
   auto q = RandomVec(B * T * H * hd, 5), k = RandomVec(B * T * KVH * hd, 6), v = RandomVec(B * T * KVH * hd, 7);
   auto dout = RandomVec(B * T * H * hd, 8);
   std::vector<float> out(q.size()), p(B * H * T * T), dq(q.size()), dk(k.size()), dv(v.size());
-  AttentionFwd(q.data(), k.data(), v.data(), B, T, H, KVH, hd, out.data(), p.data());
-  AttentionBwd(q.data(), k.data(), v.data(), p.data(), dout.data(), B, T, H, KVH, hd, dq.data(), dk.data(), dv.data());
+  AttentionFwd(q.data(), k.data(), v.data(), B, T, H, KVH, hd, prefix, segment, out.data(), p.data());
+  AttentionBwd(q.data(), k.data(), v.data(), p.data(), dout.data(), B, T, H, KVH, hd, prefix, segment, dq.data(), dk.data(),
+               dv.data());
   auto run = [&](const std::vector<float>& qq, const std::vector<float>& kk, const std::vector<float>& vv) {
     std::vector<float> o(q.size()), pp(p.size());
-    AttentionFwd(qq.data(), kk.data(), vv.data(), B, T, H, KVH, hd, o.data(), pp.data());
+    AttentionFwd(qq.data(), kk.data(), vv.data(), B, T, H, KVH, hd, prefix, segment, o.data(), pp.data());
     return o;
   };
   CheckGrad(q, [&](const std::vector<float>& x) { return run(x, k, v); }, dout, dq, "dq");
@@ -81,7 +86,17 @@ TEST(CpuOpsTest, AttentionBackward) {
   CheckGrad(v, [&](const std::vector<float>& x) { return run(q, k, x); }, dout, dv, "dv");
   // Causality: the first token attends only to itself.
   EXPECT_FLOAT_EQ(p[0], 1.0f);
+  // With segments [2,4) and [4,6): query 4 sees 0, 1 and itself only.
+  if (prefix == 2) {
+    const float* row4 = &p[4 * T];
+    EXPECT_EQ(row4[2], 0.0f);
+    EXPECT_EQ(row4[3], 0.0f);
+    EXPECT_GT(row4[1], 0.0f);
+    EXPECT_GT(row4[4], 0.0f);
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(Masks, AttentionMaskTest, ::testing::Values(std::make_pair(6, 0), std::make_pair(2, 2)));
 
 TEST(CpuOpsTest, SwigluBackward) {
   size_t n = 50;

@@ -52,14 +52,8 @@ class CpuRunner final : public ModelRunner {
     }
     xf_ = std::move(x);
     // Final norm and head only at the positions that predict completion tokens.
-    pos_.clear();
-    targets_.clear();
-    for (int r = 0; r < b.rows; ++r)
-      for (int i = 0; i < b.completion_len[r]; ++i) {
-        int t = b.seq - b.completion_len[r] - 1 + i;
-        pos_.push_back(r * b.seq + t);
-        targets_.push_back(b.tokens[static_cast<size_t>(r) * b.seq + t + 1]);
-      }
+    pos_ = b.score_pos;
+    targets_ = b.score_target;
     int P = static_cast<int>(pos_.size());
     hsel_.assign(static_cast<size_t>(P) * D, 0);
     for (int i = 0; i < P; ++i)
@@ -71,10 +65,8 @@ class CpuRunner final : public ModelRunner {
     cpu::LinearFwd(hn_.data(), P, D, w_.Head(), nullptr, c.vocab, nullptr, nullptr, 0, 0, nullptr, logits_.data());
     std::vector<float> lp(P);
     cpu::LogProbFwd(logits_.data(), targets_.data(), P, c.vocab, lp.data());
-    std::vector<float> out(b.rows, 0.0f);
-    int i = 0;
-    for (int r = 0; r < b.rows; ++r)
-      for (int j = 0; j < b.completion_len[r]; ++j) out[r] += lp[i++];
+    std::vector<float> out(b.examples, 0.0f);
+    for (int i = 0; i < P; ++i) out[b.score_example[i]] += lp[i];
     kept_ = keep;
     kept_batch_ = b;
     return out;
@@ -86,9 +78,7 @@ class CpuRunner final : public ModelRunner {
     const Batch& b = kept_batch_;
     int M = b.rows * b.seq, D = c.hidden, P = static_cast<int>(pos_.size());
     std::vector<float> dl(P);
-    int i = 0;
-    for (int r = 0; r < b.rows; ++r)
-      for (int j = 0; j < b.completion_len[r]; ++j) dl[i++] = dlogp[r];
+    for (int i = 0; i < P; ++i) dl[i] = dlogp[b.score_example[i]];
     std::vector<float> dlogits(logits_.size());
     cpu::LogProbBwd(logits_.data(), targets_.data(), dl.data(), P, c.vocab, dlogits.data());
     std::vector<float> dhn(static_cast<size_t>(P) * D, 0.0f), dhsel(dhn.size(), 0.0f);
@@ -120,11 +110,7 @@ class CpuRunner final : public ModelRunner {
   Result<std::vector<float>> GetLoraGrad() override { return grad_; }
 
   Result<std::vector<float>> RowLogits(const Batch& b, int row) override {
-    Batch one;
-    one.rows = 1;
-    one.seq = b.seq;
-    one.tokens.assign(b.tokens.begin() + static_cast<size_t>(row) * b.seq, b.tokens.begin() + static_cast<size_t>(row + 1) * b.seq);
-    one.completion_len = {1};
+    Batch one = OneRow(b, row);
     auto r = Forward(one, true, false);
     if (!r.ok()) return r.status();
     const ModelConfig& c = w_.cfg;
@@ -170,12 +156,12 @@ class CpuRunner final : public ModelRunner {
     Lin(l, kQ, on, t.h1.data(), M, L.b[0].data(), t, t.q.data());
     Lin(l, kK, on, t.h1.data(), M, L.b[1].data(), t, t.k.data());
     Lin(l, kV, on, t.h1.data(), M, L.b[2].data(), t, t.v.data());
-    cpu::RopeFwd(t.q.data(), b.rows, b.seq, c.heads, hd, c.rope_theta);
-    cpu::RopeFwd(t.k.data(), b.rows, b.seq, c.kv_heads, hd, c.rope_theta);
+    cpu::RopeFwd(t.q.data(), b.positions.data(), b.rows, b.seq, c.heads, hd, c.rope_theta);
+    cpu::RopeFwd(t.k.data(), b.positions.data(), b.rows, b.seq, c.kv_heads, hd, c.rope_theta);
     t.att.resize(MD);
     t.p.resize(static_cast<size_t>(b.rows) * c.heads * b.seq * b.seq);
-    cpu::AttentionFwd(t.q.data(), t.k.data(), t.v.data(), b.rows, b.seq, c.heads, c.kv_heads, hd, t.att.data(),
-                      t.p.data());
+    cpu::AttentionFwd(t.q.data(), t.k.data(), t.v.data(), b.rows, b.seq, c.heads, c.kv_heads, hd, b.prefix, b.segment,
+                      t.att.data(), t.p.data());
     std::vector<float> o(MD);
     Lin(l, kO, on, t.att.data(), M, nullptr, t, o.data());
     t.x2.resize(MD);
@@ -211,9 +197,9 @@ class CpuRunner final : public ModelRunner {
     LinB(l, kO, t.att.data(), M, t, dx.data(), datt.data());
     std::vector<float> dq(MD), dk(static_cast<size_t>(M) * KV), dv(dk.size());
     cpu::AttentionBwd(t.q.data(), t.k.data(), t.v.data(), t.p.data(), datt.data(), b.rows, b.seq, c.heads, c.kv_heads,
-                      hd, dq.data(), dk.data(), dv.data());
-    cpu::RopeBwd(dq.data(), b.rows, b.seq, c.heads, hd, c.rope_theta);
-    cpu::RopeBwd(dk.data(), b.rows, b.seq, c.kv_heads, hd, c.rope_theta);
+                      hd, b.prefix, b.segment, dq.data(), dk.data(), dv.data());
+    cpu::RopeBwd(dq.data(), b.positions.data(), b.rows, b.seq, c.heads, hd, c.rope_theta);
+    cpu::RopeBwd(dk.data(), b.positions.data(), b.rows, b.seq, c.kv_heads, hd, c.rope_theta);
     std::fill(dh.begin(), dh.end(), 0.0f);
     LinB(l, kQ, t.h1.data(), M, t, dq.data(), dh.data());
     LinB(l, kK, t.h1.data(), M, t, dk.data(), dh.data());

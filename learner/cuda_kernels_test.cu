@@ -121,11 +121,14 @@ TEST_F(CudaTest, BiasRopeAndInverse) {
   int B = 2, T = 37, H = 3, hd = 16;
   float theta = 1e6f;
   auto in = RandomBf(B * T * H * hd, 5), bias = RandomBf(H * hd, 6);
+  std::vector<int32_t> pos(T);
+  for (int t = 0; t < T; ++t) pos[t] = t < 30 ? t : 30 + (t - 30) % 4;  // a packed layout's positions
+  Dev<int32_t> dpos(pos);
   Dev<bf16> din(ToBf(in)), dbias(ToBf(bias)), dout(in.size()), dback(in.size());
-  ASSERT_TRUE(cuda::BiasRopeToHeads(din.p, dbias.p, dout.p, B, T, H, hd, theta, true, 0).ok());
+  ASSERT_TRUE(cuda::BiasRopeToHeads(din.p, dbias.p, dpos.p, dout.p, B, T, H, hd, theta, true, 0).ok());
   std::vector<float> ref(in.size());
   for (size_t i = 0; i < in.size(); ++i) ref[i] = RoundBf16(in[i] + bias[i % (H * hd)]);
-  cpu::RopeFwd(ref.data(), B, T, H, hd, theta);
+  cpu::RopeFwd(ref.data(), pos.data(), B, T, H, hd, theta);
   std::vector<float> got = FromBf(dout.Get()), got_tok(in.size());
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < H; ++h)
@@ -133,9 +136,9 @@ TEST_F(CudaTest, BiasRopeAndInverse) {
         for (int d = 0; d < hd; ++d)
           got_tok[((size_t)(b * T + t) * H + h) * hd + d] = got[(((size_t)b * H + h) * T + t) * hd + d];
   ExpectClose(got_tok, ref, 1e-2f, 1e-2f, "rope fwd");
-  ASSERT_TRUE(cuda::HeadsToTokens(dout.p, dback.p, B, T, H, hd, theta, true, 0).ok());
+  ASSERT_TRUE(cuda::HeadsToTokens(dout.p, dpos.p, dback.p, B, T, H, hd, theta, true, 0).ok());
   std::vector<float> back = got_tok;
-  cpu::RopeBwd(back.data(), B, T, H, hd, theta);
+  cpu::RopeBwd(back.data(), pos.data(), B, T, H, hd, theta);
   ExpectClose(FromBf(dback.Get()), back, 2e-2f, 1e-2f, "rope inverse");
 }
 
@@ -150,18 +153,21 @@ std::vector<float> ToHeads(const std::vector<float>& x, int B, int T, int H, int
   return o;
 }
 
-TEST_F(CudaTest, AttentionForwardBackwardChunked) {
+class CudaAttentionTest : public CudaTest, public ::testing::WithParamInterface<std::pair<int, int>> {};
+
+TEST_P(CudaAttentionTest, ForwardBackwardChunked) {
   int B = 3, T = 40, H = 4, KVH = 2, hd = 32;
+  auto [prefix, segment] = GetParam();
   auto q = RandomBf(B * T * H * hd, 7), k = RandomBf(B * T * KVH * hd, 8), v = RandomBf(B * T * KVH * hd, 9);
   auto dout = RandomBf(B * T * H * hd, 10);
   std::vector<float> out(q.size()), p(B * H * T * T), dq(q.size()), dk(k.size()), dv(v.size());
-  cpu::AttentionFwd(q.data(), k.data(), v.data(), B, T, H, KVH, hd, out.data(), p.data());
-  cpu::AttentionBwd(q.data(), k.data(), v.data(), p.data(), dout.data(), B, T, H, KVH, hd, dq.data(), dk.data(),
-                    dv.data());
+  cpu::AttentionFwd(q.data(), k.data(), v.data(), B, T, H, KVH, hd, prefix, segment, out.data(), p.data());
+  cpu::AttentionBwd(q.data(), k.data(), v.data(), p.data(), dout.data(), B, T, H, KVH, hd, prefix, segment, dq.data(),
+                    dk.data(), dv.data());
   Dev<bf16> gq(ToBf(ToHeads(q, B, T, H, hd))), gk(ToBf(ToHeads(k, B, T, KVH, hd))),
       gv(ToBf(ToHeads(v, B, T, KVH, hd))), gdo(ToBf(ToHeads(dout, B, T, H, hd)));
   Dev<bf16> gout(q.size()), gdq(q.size()), gdk(k.size()), gdv(v.size());
-  cuda::AttentionShape shape{B, T, H, KVH, hd};
+  cuda::AttentionShape shape{B, T, H, KVH, hd, prefix, segment};
   int chunk = 2;  // 3 rows in chunks of 2 exercises the tail
   Dev<float> s((size_t)chunk * H * T * T);
   Dev<bf16> pp((size_t)chunk * H * T * T), ds((size_t)chunk * H * T * T);
@@ -173,6 +179,8 @@ TEST_F(CudaTest, AttentionForwardBackwardChunked) {
   ExpectClose(FromBf(gdk.Get()), ToHeads(dk, B, T, KVH, hd), 2e-2f, 3e-2f, "dk");
   ExpectClose(FromBf(gdv.Get()), ToHeads(dv, B, T, KVH, hd), 2e-2f, 3e-2f, "dv");
 }
+
+INSTANTIATE_TEST_SUITE_P(Masks, CudaAttentionTest, ::testing::Values(std::make_pair(40, 0), std::make_pair(32, 4)));
 
 TEST_F(CudaTest, SwigluForwardBackward) {
   size_t n = 1000;
@@ -357,6 +365,21 @@ void CompareStep(bool nf4) {
 
 TEST_F(CudaTest, WholeStepMatchesCpuBf16) { CompareStep(false); }
 TEST_F(CudaTest, WholeStepMatchesCpuNf4) { CompareStep(true); }
+
+// The GPU's packed (prefix-shared) batch against the CPU's separate rows.
+TEST_F(CudaTest, PackedGpuMatchesUnpackedCpu) {
+  Runners r = MakeBoth(false, 33);
+  ASSERT_TRUE(r.gpu);
+  PreferenceData d1(33, 0), d2(33, 0);
+  auto u = MakeDpoBatch(d1, 2, 64, false), k = MakeDpoBatch(d2, 2, 64, true);
+  auto c = r.cpu->Forward(*u, true, true), g = r.gpu->Forward(*k, true, true);
+  ASSERT_TRUE(c.ok() && g.ok());
+  ExpectClose(*g, *c, 0.05f, 0.01f, "packed policy logp");
+  std::vector<float> dl = {0.3f, -0.2f, 0.1f, -0.4f};
+  ASSERT_TRUE(r.cpu->ZeroGrad().ok() && r.gpu->ZeroGrad().ok());
+  ASSERT_TRUE(r.cpu->Backward(dl).ok() && r.gpu->Backward(dl).ok());
+  EXPECT_LT(RelL2(r.gpu->GetLoraGrad().value(), r.cpu->GetLoraGrad().value()), 0.05);
+}
 
 TEST_F(CudaTest, DpoStartsAtLn2AndIsBitDeterministic) {
   auto run = [] {

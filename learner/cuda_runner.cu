@@ -105,7 +105,7 @@ class CudaRunner final : public ModelRunner {
   ~CudaRunner() override {
     if (stream_) cudaStreamSynchronize(stream_);
     for (void* p : owned_) cudaFree(p);
-    for (auto* b : {&tokens_, &pos_, &targets_}) b->Release(alloc_);
+    for (auto* b : {&tokens_, &rope_pos_, &pos_, &targets_}) b->Release(alloc_);
     for (auto* b : {&ckpt_, &x2_, &dx_, &dh_, &da_, &rstd1_, &rstd2_, &xsel_, &dhn_, &dxsel_, &rstdf_, &lse_, &logp_,
                     &dl_, &logits_, &s_})
       b->Release(alloc_);
@@ -159,10 +159,8 @@ class CudaRunner final : public ModelRunner {
     std::vector<float> lp(npos_);
     CUDA_RETURN(cudaMemcpyAsync(lp.data(), logp_.ptr, npos_ * 4, cudaMemcpyDeviceToHost, stream_));
     CUDA_RETURN(cudaStreamSynchronize(stream_));
-    std::vector<float> out(b.rows, 0.0f);
-    int i = 0;
-    for (int r = 0; r < b.rows; ++r)
-      for (int j = 0; j < b.completion_len[r]; ++j) out[r] += lp[i++];
+    std::vector<float> out(b.examples, 0.0f);
+    for (int i = 0; i < npos_; ++i) out[b.score_example[i]] += lp[i];
     kept_ = keep && with_lora;
     return out;
   }
@@ -171,9 +169,7 @@ class CudaRunner final : public ModelRunner {
     if (!kept_) return Internal("Backward without a kept Forward with LoRA");
     const int M = rows_ * seq_, D = cfg_.hidden, V = cfg_.vocab, P = npos_;
     std::vector<float> dl(P);
-    int i = 0;
-    for (int r = 0; r < rows_; ++r)
-      for (int j = 0; j < completion_[r]; ++j) dl[i++] = dlogp[r];
+    for (int i = 0; i < P; ++i) dl[i] = dlogp[score_example_[i]];
     CUDA_RETURN(cudaMemcpyAsync(dl_.ptr, dl.data(), P * 4, cudaMemcpyHostToDevice, stream_));
     RETURN_IF_ERROR(LogProbBwd(logits_.ptr, targets_.ptr, lse_.ptr, dl_.ptr, dlogits_.ptr, P, V, stream_));
     RETURN_IF_ERROR(MatmulDW(blas_, dlogits_.ptr, head_, dhn_.ptr, CUDA_R_32F, P, V, D));
@@ -209,11 +205,7 @@ class CudaRunner final : public ModelRunner {
   }
 
   Result<std::vector<float>> RowLogits(const Batch& b, int row) override {
-    Batch one;
-    one.rows = 1;
-    one.seq = b.seq;
-    one.tokens.assign(b.tokens.begin() + (size_t)row * b.seq, b.tokens.begin() + (size_t)(row + 1) * b.seq);
-    one.completion_len = {1};
+    Batch one = OneRow(b, row);
     ASSIGN_OR_RETURN(auto unused, Forward(one, true, false));
     (void)unused;
     const int T = b.seq, D = cfg_.hidden, V = cfg_.vocab;
@@ -342,19 +334,15 @@ class CudaRunner final : public ModelRunner {
   Status Prepare(const Batch& b) {
     rows_ = b.rows;
     seq_ = b.seq;
-    completion_ = b.completion_len;
+    score_example_ = b.score_example;
     size_t M = (size_t)b.rows * b.seq, D = cfg_.hidden, KV = cfg_.kv_dim(), I = cfg_.intermediate, r = layout_.rank;
     size_t V = cfg_.vocab;
-    std::vector<int32_t> pos, tgt;
-    for (int row = 0; row < b.rows; ++row)
-      for (int i = 0; i < b.completion_len[row]; ++i) {
-        int t = b.seq - b.completion_len[row] - 1 + i;
-        pos.push_back(row * b.seq + t);
-        tgt.push_back(b.tokens[(size_t)row * b.seq + t + 1]);
-      }
+    const std::vector<int32_t>& pos = b.score_pos;
+    const std::vector<int32_t>& tgt = b.score_target;
     npos_ = static_cast<int>(pos.size());
     size_t P = npos_;
     RETURN_IF_ERROR(tokens_.Reserve(alloc_, M));
+    RETURN_IF_ERROR(rope_pos_.Reserve(alloc_, b.seq));
     RETURN_IF_ERROR(pos_.Reserve(alloc_, P));
     RETURN_IF_ERROR(targets_.Reserve(alloc_, P));
     RETURN_IF_ERROR(ckpt_.Reserve(alloc_, (size_t)(cfg_.layers + 1) * M * D));
@@ -373,7 +361,7 @@ class CudaRunner final : public ModelRunner {
     for (auto* buf : {&rstdf_, &lse_, &logp_, &dl_}) RETURN_IF_ERROR(buf->Reserve(alloc_, P));
     RETURN_IF_ERROR(logits_.Reserve(alloc_, P * V));
     RETURN_IF_ERROR(dlogits_.Reserve(alloc_, P * V));
-    att_shape_ = {b.rows, b.seq, cfg_.heads, cfg_.kv_heads, cfg_.head_dim()};
+    att_shape_ = {b.rows, b.seq, cfg_.heads, cfg_.kv_heads, cfg_.head_dim(), b.prefix, b.segment};
     int chunk = AttentionChunkRows(att_shape_, kAttentionBudget);
     size_t sc = (size_t)chunk * cfg_.heads * b.seq * b.seq;
     RETURN_IF_ERROR(s_.Reserve(alloc_, sc));
@@ -382,6 +370,7 @@ class CudaRunner final : public ModelRunner {
     scratch_ = {s_.ptr, p_.ptr, ds_.ptr, chunk};
     CUDA_RETURN(cudaMemcpyAsync(tokens_.ptr, b.tokens.data(), M * 4, cudaMemcpyHostToDevice, stream_));
     CUDA_RETURN(cudaMemcpyAsync(pos_.ptr, pos.data(), P * 4, cudaMemcpyHostToDevice, stream_));
+    CUDA_RETURN(cudaMemcpyAsync(rope_pos_.ptr, b.positions.data(), b.seq * 4, cudaMemcpyHostToDevice, stream_));
     CUDA_RETURN(cudaMemcpyAsync(targets_.ptr, tgt.data(), P * 4, cudaMemcpyHostToDevice, stream_));
     // The host vectors die here: wait for the copies.
     return Synchronize();
@@ -437,11 +426,11 @@ class CudaRunner final : public ModelRunner {
     RETURN_IF_ERROR(Lin(l, kQ, lora, h1_.ptr, q_.ptr));
     RETURN_IF_ERROR(Lin(l, kK, lora, h1_.ptr, k_.ptr));
     RETURN_IF_ERROR(Lin(l, kV, lora, h1_.ptr, v_.ptr));
-    RETURN_IF_ERROR(BiasRopeToHeads(q_.ptr, L.bias[0], qh_.ptr, B, T, cfg_.heads, hd, theta, true, stream_));
-    RETURN_IF_ERROR(BiasRopeToHeads(k_.ptr, L.bias[1], kh_.ptr, B, T, cfg_.kv_heads, hd, theta, true, stream_));
-    RETURN_IF_ERROR(BiasRopeToHeads(v_.ptr, L.bias[2], vh_.ptr, B, T, cfg_.kv_heads, hd, theta, false, stream_));
+    RETURN_IF_ERROR(BiasRopeToHeads(q_.ptr, L.bias[0], rope_pos_.ptr, qh_.ptr, B, T, cfg_.heads, hd, theta, true, stream_));
+    RETURN_IF_ERROR(BiasRopeToHeads(k_.ptr, L.bias[1], rope_pos_.ptr, kh_.ptr, B, T, cfg_.kv_heads, hd, theta, true, stream_));
+    RETURN_IF_ERROR(BiasRopeToHeads(v_.ptr, L.bias[2], rope_pos_.ptr, vh_.ptr, B, T, cfg_.kv_heads, hd, theta, false, stream_));
     RETURN_IF_ERROR(AttentionFwd(blas_, stream_, att_shape_, qh_.ptr, kh_.ptr, vh_.ptr, oh_.ptr, scratch_));
-    RETURN_IF_ERROR(HeadsToTokens(oh_.ptr, att_.ptr, B, T, cfg_.heads, hd, theta, false, stream_));
+    RETURN_IF_ERROR(HeadsToTokens(oh_.ptr, rope_pos_.ptr, att_.ptr, B, T, cfg_.heads, hd, theta, false, stream_));
     RETURN_IF_ERROR(Lin(l, kO, lora, att_.ptr, o_.ptr));
     RETURN_IF_ERROR(ResidualRmsNorm(in, o_.ptr, x2_.ptr, L.ln2, h2_.ptr, rstd2_.ptr, M, D, eps, stream_));
     RETURN_IF_ERROR(Lin(l, kGate, lora, h2_.ptr, g_.ptr));
@@ -475,12 +464,12 @@ class CudaRunner final : public ModelRunner {
     RETURN_IF_ERROR(FloatToBf16(dx_.ptr, dx16_.ptr, (size_t)M * D, stream_));
     RETURN_IF_ERROR(LinBwd(l, kO, att_.ptr, dx16_.ptr, dh_.ptr, false));
     RETURN_IF_ERROR(FloatToBf16(dh_.ptr, o_.ptr, (size_t)M * D, stream_));  // o_ := d att (token-major)
-    RETURN_IF_ERROR(BiasRopeToHeads(o_.ptr, nullptr, doh_.ptr, B, T, cfg_.heads, hd, theta, false, stream_));
+    RETURN_IF_ERROR(BiasRopeToHeads(o_.ptr, nullptr, rope_pos_.ptr, doh_.ptr, B, T, cfg_.heads, hd, theta, false, stream_));
     RETURN_IF_ERROR(AttentionBwd(blas_, stream_, att_shape_, qh_.ptr, kh_.ptr, vh_.ptr, doh_.ptr, dqh_.ptr, dkh_.ptr,
                                  dvh_.ptr, scratch_));
-    RETURN_IF_ERROR(HeadsToTokens(dqh_.ptr, dq16_.ptr, B, T, cfg_.heads, hd, theta, true, stream_));
-    RETURN_IF_ERROR(HeadsToTokens(dkh_.ptr, dk16_.ptr, B, T, cfg_.kv_heads, hd, theta, true, stream_));
-    RETURN_IF_ERROR(HeadsToTokens(dvh_.ptr, dv16_.ptr, B, T, cfg_.kv_heads, hd, theta, false, stream_));
+    RETURN_IF_ERROR(HeadsToTokens(dqh_.ptr, rope_pos_.ptr, dq16_.ptr, B, T, cfg_.heads, hd, theta, true, stream_));
+    RETURN_IF_ERROR(HeadsToTokens(dkh_.ptr, rope_pos_.ptr, dk16_.ptr, B, T, cfg_.kv_heads, hd, theta, true, stream_));
+    RETURN_IF_ERROR(HeadsToTokens(dvh_.ptr, rope_pos_.ptr, dv16_.ptr, B, T, cfg_.kv_heads, hd, theta, false, stream_));
     (void)KV;
     RETURN_IF_ERROR(LinBwd(l, kQ, h1_.ptr, dq16_.ptr, dh_.ptr, false));
     RETURN_IF_ERROR(LinBwd(l, kK, h1_.ptr, dk16_.ptr, dh_.ptr, true));
@@ -516,12 +505,12 @@ class CudaRunner final : public ModelRunner {
   bf16* lora16_ = nullptr;
 
   int rows_ = 0, seq_ = 0, npos_ = 0;
-  std::vector<int> completion_;
+  std::vector<int32_t> score_example_;
   bool kept_ = false;
   float* final_ = nullptr;
   AttentionShape att_shape_{};
   AttentionScratch scratch_;
-  DeviceBuffer<int32_t> tokens_, pos_, targets_;
+  DeviceBuffer<int32_t> tokens_, rope_pos_, pos_, targets_;
   DeviceBuffer<float> ckpt_, x2_, dx_, dh_, da_, rstd1_, rstd2_, xsel_, dhn_, dxsel_, rstdf_, lse_, logp_, dl_, logits_, s_;
   DeviceBuffer<bf16> h1_, q_, k_, v_, qh_, kh_, vh_, oh_, att_, o_, h2_, g_, u_, a_, lu_, lw_, dx16_, doh_, dqh_, dkh_,
       dvh_, dq16_, dk16_, dv16_, hn_, dlogits_, p_, ds_;

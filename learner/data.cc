@@ -1,14 +1,9 @@
 #include "learner/data.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace smolvm::learner {
-
-int Batch::CompletionTokens() const {
-  int n = 0;
-  for (int c : completion_len) n += c;
-  return n;
-}
 
 PreferenceData::PreferenceData(uint64_t seed, int64_t lid)
     : rng_(MixSeed(MixSeed(seed, 0xda7a), static_cast<uint64_t>(lid))) {}
@@ -47,21 +42,42 @@ std::string PreferenceData::HistoryLine() {
 
 int MinSeqLen() { return static_cast<int>(Question(99, 99).size() + std::string(" 201").size()); }
 
-static void AppendRow(Batch& b, const std::string& history, const std::string& text, int completion) {
-  // Left part: the tail of the history, padded with spaces if short.
-  int need = b.seq - static_cast<int>(text.size());
-  std::string row;
-  if (static_cast<int>(history.size()) >= need) {
-    row = history.substr(history.size() - need);
-  } else {
-    row = std::string(need - history.size(), ' ') + history;
-  }
-  row += text;
-  for (unsigned char ch : row) b.tokens.push_back(ch);
-  b.completion_len.push_back(completion);
+namespace {
+
+// The last `len` characters of history + prompt, left-padded with spaces.
+std::string Prefix(const PreferencePair& p, int len) {
+  std::string text = p.history + p.prompt;
+  if (static_cast<int>(text.size()) >= len) return text.substr(text.size() - len);
+  return std::string(len - text.size(), ' ') + text;
 }
 
-static Status CheckSeq(int n, int seq) {
+std::string Slot(const std::string& completion, int slot) {
+  return completion + std::string(slot - completion.size(), '\n');
+}
+
+void Append(Batch& b, const std::string& row) {
+  for (unsigned char ch : row) b.tokens.push_back(ch);
+}
+
+// Scores completion tokens at columns [col, col + len) of `row`; the first
+// is predicted from column `first_pred`, the rest from the column before.
+void Score(Batch& b, int row, int col, int len, int first_pred, int example) {
+  for (int k = 0; k < len; ++k) {
+    int pred = k == 0 ? first_pred : col + k - 1;
+    b.score_pos.push_back(row * b.seq + pred);
+    b.score_target.push_back(b.tokens[static_cast<size_t>(row) * b.seq + col + k]);
+    b.score_example.push_back(example);
+  }
+}
+
+void PlainPositions(Batch& b) {
+  b.prefix = b.seq;
+  b.segment = 0;
+  b.positions.resize(b.seq);
+  for (int i = 0; i < b.seq; ++i) b.positions[i] = i;
+}
+
+Status CheckSeq(int n, int seq) {
   if (n <= 0) return InvalidArgument("batch must be positive");
   if (seq < MinSeqLen())
     return InvalidArgument("maxseq " + std::to_string(seq) + " is too short for a question and answer (need at least " +
@@ -69,15 +85,41 @@ static Status CheckSeq(int n, int seq) {
   return Status::Ok();
 }
 
-Result<Batch> MakeDpoBatch(PreferenceData& data, int n, int seq) {
+}  // namespace
+
+Result<Batch> MakeDpoBatch(PreferenceData& data, int n, int seq, bool packed) {
   RETURN_IF_ERROR(CheckSeq(n, seq));
-  Batch b;
-  b.rows = 2 * n;
-  b.seq = seq;
   std::vector<PreferencePair> pairs;
-  for (int i = 0; i < n; ++i) pairs.push_back(data.Next());
-  for (const auto& p : pairs) AppendRow(b, p.history, p.prompt + p.chosen, static_cast<int>(p.chosen.size()));
-  for (const auto& p : pairs) AppendRow(b, p.history, p.prompt + p.rejected, static_cast<int>(p.rejected.size()));
+  int slot = 0;
+  for (int i = 0; i < n; ++i) {
+    pairs.push_back(data.Next());
+    slot = std::max<int>({slot, static_cast<int>(pairs.back().chosen.size()),
+                          static_cast<int>(pairs.back().rejected.size())});
+  }
+  int prefix = seq - slot;
+  Batch b;
+  b.examples = 2 * n;
+  if (!packed) {
+    b.rows = 2 * n;
+    b.seq = seq;
+    PlainPositions(b);
+    for (const auto& p : pairs) Append(b, Prefix(p, prefix) + Slot(p.chosen, slot));
+    for (const auto& p : pairs) Append(b, Prefix(p, prefix) + Slot(p.rejected, slot));
+    for (int i = 0; i < n; ++i) Score(b, i, prefix, static_cast<int>(pairs[i].chosen.size()), prefix - 1, i);
+    for (int i = 0; i < n; ++i)
+      Score(b, n + i, prefix, static_cast<int>(pairs[i].rejected.size()), prefix - 1, n + i);
+    return b;
+  }
+  b.rows = n;
+  b.seq = seq + slot;
+  b.prefix = prefix;
+  b.segment = slot;
+  b.positions.resize(b.seq);
+  for (int c = 0; c < b.seq; ++c) b.positions[c] = c < prefix ? c : prefix + (c - prefix) % slot;
+  for (const auto& p : pairs) Append(b, Prefix(p, prefix) + Slot(p.chosen, slot) + Slot(p.rejected, slot));
+  for (int i = 0; i < n; ++i) Score(b, i, prefix, static_cast<int>(pairs[i].chosen.size()), prefix - 1, i);
+  for (int i = 0; i < n; ++i)
+    Score(b, i, prefix + slot, static_cast<int>(pairs[i].rejected.size()), prefix - 1, n + i);
   return b;
 }
 
@@ -86,11 +128,27 @@ Result<Batch> MakeSftBatch(PreferenceData& data, int n, int seq) {
   Batch b;
   b.rows = n;
   b.seq = seq;
+  b.examples = n;
+  PlainPositions(b);
   for (int i = 0; i < n; ++i) {
     PreferencePair p = data.Next();
-    AppendRow(b, p.history, p.prompt + p.chosen, static_cast<int>(p.chosen.size()));
+    int len = static_cast<int>(p.chosen.size());
+    Append(b, Prefix(p, seq - len) + p.chosen);
+    Score(b, i, seq - len, len, seq - len - 1, i);
   }
   return b;
+}
+
+Batch OneRow(const Batch& b, int row) {
+  Batch one;
+  one.rows = 1;
+  one.seq = b.seq;
+  one.examples = 1;
+  PlainPositions(one);
+  one.tokens.assign(b.tokens.begin() + static_cast<size_t>(row) * b.seq,
+                    b.tokens.begin() + static_cast<size_t>(row + 1) * b.seq);
+  Score(one, 0, b.seq - 1, 1, b.seq - 2, 0);
+  return one;
 }
 
 }  // namespace smolvm::learner

@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
   tr->add_option("--lora-alpha", o.lora_alpha, "LoRA alpha (scale = alpha / r)")->check(CLI::PositiveNumber);
   tr->add_option("--beta", o.beta, "DPO beta")->envname("DPO_BETA")->check(CLI::PositiveNumber);
   tr->add_flag("--fork", o.fork, "warm up, mark base weights frozen, wait at smolvmForkpoint()");
+  bool no_prefix = false;
+  tr->add_flag("--no-prefix-sharing", no_prefix, "DPO: run chosen and rejected as separate rows (2x the tokens)");
   tr->add_option("--save-adapter", o.save_adapter, "write the trained LoRA in PEFT format to DIR");
   tr->add_option("--dump-logits", o.dump_logits, "write one fixed row's tokens and logits (safetensors)");
 
@@ -57,5 +59,6 @@ int main(int argc, char** argv) {
     return 0;
   }
   o.method = method == "sft" ? Method::kSft : Method::kDpo;
+  o.prefix_sharing = !no_prefix;
   return RunTrain(o);
 }

@@ -55,7 +55,8 @@ class EventLog {
 };
 
 Result<Batch> MakeBatch(PreferenceData& data, const TrainOptions& o) {
-  return o.method == Method::kDpo ? MakeDpoBatch(data, o.batch, o.maxseq) : MakeSftBatch(data, o.batch, o.maxseq);
+  return o.method == Method::kDpo ? MakeDpoBatch(data, o.batch, o.maxseq, o.prefix_sharing)
+                                  : MakeSftBatch(data, o.batch, o.maxseq);
 }
 
 Status DumpLogits(ModelRunner& r, const TrainOptions& o, uint64_t seed) {

@@ -28,6 +28,7 @@ struct TrainOptions {
   float beta = 0.1f;
   float weight_decay = 0.0f;
   bool fork = false;
+  bool prefix_sharing = true;  // DPO: chosen and rejected share one pass over their common prefix
   std::string save_adapter;  // directory, empty: none
   std::string dump_logits;   // safetensors file of one row's logits, empty: none
 };

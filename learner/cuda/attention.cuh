@@ -1,4 +1,4 @@
-// Causal GQA attention: scores and products as batched cuBLAS GEMMs over
+// Masked (causal, optionally prefix-shared) GQA attention: scores and products as batched cuBLAS GEMMs over
 // (row, kv head) pairs, the softmax and its backward as kernels here.
 //
 // Layouts (head-major, from rope.cuh): q (B, H, T, hd), k/v (B, KVH, T, hd).
@@ -14,24 +14,32 @@ namespace smolvm::learner::cuda {
 
 // ---- kernels ----
 
-// S (rows, T) fp32 scores (already scaled) -> P (rows, T) bf16, causal:
-// row r is query position r % T; entries above it are 0.
-static __global__ void CausalSoftmaxKernel(const float* S, bf16* P, int T) {
+// The mask of cpu::AttentionVisible: key j visible to query t.
+__device__ inline bool Visible(int j, int t, int prefix, int segment) {
+  return j <= t && (j < prefix || (j - prefix) / segment == (t - prefix) / segment);
+}
+
+// S (rows, T) fp32 scores (already scaled) -> P (rows, T) bf16 under the
+// mask; row r is query column r % T; hidden entries are 0.
+static __global__ void MaskedSoftmaxKernel(const float* S, bf16* P, int T, int prefix, int segment) {
   __shared__ float sh[32];
   size_t row = blockIdx.x;
   int t = row % T;
   const float* s = S + row * T;
   float mx = -INFINITY;
-  for (int j = threadIdx.x; j <= t; j += blockDim.x) mx = fmaxf(mx, s[j]);
+  for (int j = threadIdx.x; j <= t; j += blockDim.x)
+    if (Visible(j, t, prefix, segment)) mx = fmaxf(mx, s[j]);
   mx = BlockMax(mx, sh);
   float sum = 0;
-  for (int j = threadIdx.x; j <= t; j += blockDim.x) sum += expf(s[j] - mx);
+  for (int j = threadIdx.x; j <= t; j += blockDim.x)
+    if (Visible(j, t, prefix, segment)) sum += expf(s[j] - mx);
   float inv = 1.0f / BlockSum(sum, sh);
   for (int j = threadIdx.x; j < T; j += blockDim.x)
-    P[row * T + j] = __float2bfloat16(j <= t ? expf(s[j] - mx) * inv : 0.0f);
+    P[row * T + j] = __float2bfloat16(Visible(j, t, prefix, segment) ? expf(s[j] - mx) * inv : 0.0f);
 }
 
-// dS = P * (dP - sum_j P dP) * scale, bf16; dP (rows, T) fp32.
+// dS = P * (dP - sum_j P dP) * scale, bf16; dP (rows, T) fp32. Hidden
+// entries have P = 0, so they get dS = 0.
 static __global__ void SoftmaxBwdKernel(const bf16* P, const float* dP, bf16* dS, int T, float scale) {
   __shared__ float sh[32];
   size_t row = blockIdx.x;
@@ -41,7 +49,7 @@ static __global__ void SoftmaxBwdKernel(const bf16* P, const float* dP, bf16* dS
   acc = BlockSum(acc, sh);
   for (int j = threadIdx.x; j < T; j += blockDim.x) {
     float p = __bfloat162float(P[row * T + j]);
-    dS[row * T + j] = __float2bfloat16(j <= t ? p * (dP[row * T + j] - acc) * scale : 0.0f);
+    dS[row * T + j] = __float2bfloat16(p * (dP[row * T + j] - acc) * scale);
   }
 }
 
@@ -49,6 +57,7 @@ static __global__ void SoftmaxBwdKernel(const bf16* P, const float* dP, bf16* dS
 
 struct AttentionShape {
   int B, T, H, KVH, hd;
+  int prefix, segment;  // the mask (prefix == T: plain causal)
   int group() const { return H / KVH; }
 };
 
@@ -66,7 +75,7 @@ inline int AttentionChunkRows(const AttentionShape& a, size_t budget_bytes) {
   return r < 1 ? 1 : (r > a.B ? a.B : r);
 }
 
-// out (B, H, T, hd) = softmax(q k^T * scale) v; also leaves the last chunk's P in scratch.
+// out (B, H, T, hd) = softmax(mask(q k^T * scale)) v; also leaves the last chunk's P in scratch.
 inline Status AttentionFwd(cublasHandle_t h, cudaStream_t st, const AttentionShape& a, const bf16* q, const bf16* k,
                            const bf16* v, bf16* out, AttentionScratch& sc) {
   int g = a.group(), T = a.T, hd = a.hd;
@@ -79,8 +88,8 @@ inline Status AttentionFwd(cublasHandle_t h, cudaStream_t st, const AttentionSha
     const bf16* vc = v + (size_t)b0 * a.KVH * T * hd;
     RETURN_IF_ERROR(BatchedABt(h, qc, (long long)g * T * hd, kc, (long long)T * hd, sc.s, CUDA_R_32F,
                                (long long)g * T * T, g * T, T, hd, batch, scale));
-    CausalSoftmaxKernel<<<nb * a.H * T, 256, 0, st>>>(sc.s, sc.p, T);
-    RETURN_IF_ERROR(LAUNCH_CHECK("CausalSoftmax"));
+    MaskedSoftmaxKernel<<<nb * a.H * T, 256, 0, st>>>(sc.s, sc.p, T, a.prefix, a.segment);
+    RETURN_IF_ERROR(LAUNCH_CHECK("MaskedSoftmax"));
     RETURN_IF_ERROR(BatchedAB(h, sc.p, (long long)g * T * T, vc, (long long)T * hd, out + (size_t)b0 * a.H * T * hd,
                               (long long)g * T * hd, g * T, hd, T, batch));
   }
@@ -99,8 +108,8 @@ inline Status AttentionBwd(cublasHandle_t h, cudaStream_t st, const AttentionSha
     int batch = nb * a.KVH;
     size_t oq = (size_t)b0 * a.H * T * hd, ok = (size_t)b0 * a.KVH * T * hd;
     RETURN_IF_ERROR(BatchedABt(h, q + oq, sq, k + ok, sk, sc.s, CUDA_R_32F, ss, g * T, T, hd, batch, scale));
-    CausalSoftmaxKernel<<<nb * a.H * T, 256, 0, st>>>(sc.s, sc.p, T);
-    RETURN_IF_ERROR(LAUNCH_CHECK("CausalSoftmax"));
+    MaskedSoftmaxKernel<<<nb * a.H * T, 256, 0, st>>>(sc.s, sc.p, T, a.prefix, a.segment);
+    RETURN_IF_ERROR(LAUNCH_CHECK("MaskedSoftmax"));
     // dP (gT, T) = dO (gT, hd) V^T
     RETURN_IF_ERROR(BatchedABt(h, dout + oq, sq, v + ok, sk, sc.s, CUDA_R_32F, ss, g * T, T, hd, batch, 1.0f));
     SoftmaxBwdKernel<<<nb * a.H * T, 256, 0, st>>>(sc.p, sc.s, sc.ds, T, scale);

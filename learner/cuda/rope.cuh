@@ -10,8 +10,8 @@ namespace smolvm::learner::cuda {
 
 // One thread per rotation pair (b, t, h, i < hd/2).
 // in (B*T, H*hd) bf16 + bias (H*hd) -> out (B, H, T, hd) bf16, rotated by t when rope.
-static __global__ void BiasRopeToHeadsKernel(const bf16* in, const bf16* bias, bf16* out, int B, int T, int H, int hd,
-                                      float theta, bool rope) {
+static __global__ void BiasRopeToHeadsKernel(const bf16* in, const bf16* bias, const int32_t* pos, bf16* out, int B,
+                                             int T, int H, int hd, float theta, bool rope) {
   int h2 = hd / 2;
   long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   long long total = (long long)B * T * H * h2;
@@ -28,7 +28,7 @@ static __global__ void BiasRopeToHeadsKernel(const bf16* in, const bf16* bias, b
   x1 = __bfloat162float(__float2bfloat16(x1));
   float y0 = x0, y1 = x1;
   if (rope) {
-    float ang = (float)t * (1.0f / powf(theta, (float)(2 * i) / (float)hd));
+    float ang = (float)pos[t] * (1.0f / powf(theta, (float)(2 * i) / (float)hd));
     float c = cosf(ang), s = sinf(ang);
     y0 = x0 * c - x1 * s;
     y1 = x1 * c + x0 * s;
@@ -39,7 +39,8 @@ static __global__ void BiasRopeToHeadsKernel(const bf16* in, const bf16* bias, b
 }
 
 // in (B, H, T, hd) -> out (B*T, H*hd), inverse-rotated when rope.
-static __global__ void HeadsToTokensKernel(const bf16* in, bf16* out, int B, int T, int H, int hd, float theta, bool rope) {
+static __global__ void HeadsToTokensKernel(const bf16* in, const int32_t* pos, bf16* out, int B, int T, int H, int hd,
+                                           float theta, bool rope) {
   int h2 = hd / 2;
   long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   long long total = (long long)B * T * H * h2;
@@ -52,7 +53,7 @@ static __global__ void HeadsToTokensKernel(const bf16* in, bf16* out, int B, int
   float x0 = __bfloat162float(in[src + i]), x1 = __bfloat162float(in[src + i + h2]);
   float y0 = x0, y1 = x1;
   if (rope) {
-    float ang = (float)t * (1.0f / powf(theta, (float)(2 * i) / (float)hd));
+    float ang = (float)pos[t] * (1.0f / powf(theta, (float)(2 * i) / (float)hd));
     float c = cosf(ang), s = -sinf(ang);
     y0 = x0 * c - x1 * s;
     y1 = x1 * c + x0 * s;
@@ -64,17 +65,18 @@ static __global__ void HeadsToTokensKernel(const bf16* in, bf16* out, int B, int
 
 // ---- launchers ----
 
-inline Status BiasRopeToHeads(const bf16* in, const bf16* bias, bf16* out, int B, int T, int H, int hd, float theta,
-                              bool rope, cudaStream_t s) {
+// pos (T) device array of RoPE positions; unused when !rope.
+inline Status BiasRopeToHeads(const bf16* in, const bf16* bias, const int32_t* pos, bf16* out, int B, int T, int H,
+                              int hd, float theta, bool rope, cudaStream_t s) {
   long long n = (long long)B * T * H * (hd / 2);
-  BiasRopeToHeadsKernel<<<CeilDiv(n, 256), 256, 0, s>>>(in, bias, out, B, T, H, hd, theta, rope);
+  BiasRopeToHeadsKernel<<<CeilDiv(n, 256), 256, 0, s>>>(in, bias, pos, out, B, T, H, hd, theta, rope);
   return LAUNCH_CHECK("BiasRopeToHeads");
 }
 
-inline Status HeadsToTokens(const bf16* in, bf16* out, int B, int T, int H, int hd, float theta, bool rope,
-                            cudaStream_t s) {
+inline Status HeadsToTokens(const bf16* in, const int32_t* pos, bf16* out, int B, int T, int H, int hd, float theta,
+                            bool rope, cudaStream_t s) {
   long long n = (long long)B * T * H * (hd / 2);
-  HeadsToTokensKernel<<<CeilDiv(n, 256), 256, 0, s>>>(in, out, B, T, H, hd, theta, rope);
+  HeadsToTokensKernel<<<CeilDiv(n, 256), 256, 0, s>>>(in, pos, out, B, T, H, hd, theta, rope);
   return LAUNCH_CHECK("HeadsToTokens");
 }
 
