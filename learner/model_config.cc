@@ -93,6 +93,10 @@ Result<ModelConfig> ReadConfig(const std::string& dir) {
   RETURN_IF_ERROR(get_int("vocab_size", &c.vocab));
   c.max_positions = j.value("max_position_embeddings", 32768);
   if (j.contains("rope_theta") && j["rope_theta"].is_number()) c.rope_theta = j["rope_theta"].get<float>();
+  // transformers 5 writes it under rope_parameters.
+  if (j.contains("rope_parameters") && j["rope_parameters"].is_object() &&
+      j["rope_parameters"].contains("rope_theta") && j["rope_parameters"]["rope_theta"].is_number())
+    c.rope_theta = j["rope_parameters"]["rope_theta"].get<float>();
   if (j.contains("rms_norm_eps") && j["rms_norm_eps"].is_number()) c.rms_eps = j["rms_norm_eps"].get<float>();
   c.tied = j.value("tie_word_embeddings", false);
   if (j.contains("model_type") && j["model_type"] != "qwen2")
