@@ -299,6 +299,10 @@ TEST_F(CudaTest, EmbedGatherScatterAdd) {
   Dev<float> gsum(M * D);
   ASSERT_TRUE(cuda::AddBf16(gx.p, gy.p, gsum.p, M * D, 0).ok());
   EXPECT_EQ(gsum.Get()[9], x2[9] + y[9]);
+  Dev<bf16> g16(M * D);
+  ASSERT_TRUE(cuda::FloatToBf16(gsum.p, g16.p, M * D, 0).ok());
+  auto sum = gsum.Get(), sum16 = FromBf(g16.Get());
+  for (int i = 0; i < M * D; ++i) ASSERT_EQ(sum16[i], RoundBf16(sum[i]));
 }
 
 // ---- whole model ----
@@ -391,6 +395,7 @@ TEST_F(CudaTest, DpoStartsAtLn2AndIsBitDeterministic) {
     EXPECT_TRUE(g.ok());
     PreferenceData data(0, 0);
     cpu::AdamWConfig adam;
+    adam.lr = TrainOptions().lr;
     std::vector<float> losses;
     for (int s = 0; s < 13; ++s) {
       auto b = MakeDpoBatch(data, 2, 64);
