@@ -41,7 +41,6 @@ struct Proj {
   bf16* w = nullptr;        // (out, in) bf16, when not quantized
   uint8_t* q = nullptr;     // (out*in/2) NF4 codes
   float* absmax = nullptr;  // (out*in/64)
-  size_t scratch_off = 0;   // where its dequantized copy goes in the layer scratch
 };
 struct Layer {
   bf16 *ln1 = nullptr, *ln2 = nullptr;
@@ -291,12 +290,9 @@ class CudaRunner final : public ModelRunner {
     if (staging) alloc_.Free(staging, max_proj);
     if (cfg_.tied) head_ = embed_;
     if (nf4_) {
-      // One layer's projections, dequantized before the layer runs.
-      for (auto& L : layers_) {
-        size_t off = 0;
-        for (int p = 0; p < kNumProj; ++p) L.p[p].scratch_off = off, off += (size_t)ProjOut(cfg_, p) * ProjIn(cfg_, p);
-        dequant_count_ = off;
-      }
+      // One projection at a time is dequantized, just before its GEMMs: the
+      // scratch is private per learner, so it is kept to the largest one.
+      for (int p = 0; p < kNumProj; ++p) dequant_count_ = std::max(dequant_count_, (size_t)ProjOut(cfg_, p) * ProjIn(cfg_, p));
       RETURN_IF_ERROR(Alloc(&dequant_, dequant_count_));
     }
     return Status::Ok();
@@ -378,16 +374,25 @@ class CudaRunner final : public ModelRunner {
 
   // ---- layers ----
 
-  const bf16* W(int l, int p) const {
+  // The bf16 weight of projection p in layer l; NF4 weights are dequantized
+  // into the scratch unless it already holds them.
+  Result<const bf16*> W(int l, int p) {
     const Proj& pr = layers_[l].p[p];
-    return pr.w ? pr.w : dequant_ + pr.scratch_off;
+    if (pr.w) return static_cast<const bf16*>(pr.w);
+    if (dequant_layer_ != l || dequant_proj_ != p) {
+      RETURN_IF_ERROR(Nf4Dequantize(pr.q, pr.absmax, (size_t)ProjOut(cfg_, p) * ProjIn(cfg_, p), dequant_, stream_));
+      dequant_layer_ = l;
+      dequant_proj_ = p;
+    }
+    return static_cast<const bf16*>(dequant_);
   }
   bf16* LoraU(int p) { return lu_.ptr + (size_t)p * rows_ * seq_ * layout_.rank; }
 
   // y (M, out) bf16 = x W^T (+ scale * (x A^T) B^T)
   Status Lin(int l, int p, bool lora, const bf16* x, bf16* y) {
     int M = rows_ * seq_, N = ProjOut(cfg_, p), K = ProjIn(cfg_, p), r = layout_.rank;
-    RETURN_IF_ERROR(MatmulXWt(blas_, x, W(l, p), y, CUDA_R_16BF, M, N, K));
+    ASSIGN_OR_RETURN(const bf16* w, W(l, p));
+    RETURN_IF_ERROR(MatmulXWt(blas_, x, w, y, CUDA_R_16BF, M, N, K));
     if (!lora) return Status::Ok();
     const auto& s = layout_.slots[l][p];
     RETURN_IF_ERROR(MatmulXWt(blas_, x, lora16_ + s.a, LoraU(p), CUDA_R_16BF, M, r, K));
@@ -399,21 +404,12 @@ class CudaRunner final : public ModelRunner {
     int M = rows_ * seq_, N = ProjOut(cfg_, p), K = ProjIn(cfg_, p), r = layout_.rank;
     float s = layout_.scale;
     const auto& sl = layout_.slots[l][p];
-    RETURN_IF_ERROR(MatmulDW(blas_, dy, W(l, p), dx, CUDA_R_32F, M, N, K, 1.0f, accumulate ? 1.0f : 0.0f));
+    ASSIGN_OR_RETURN(const bf16* w, W(l, p));
+    RETURN_IF_ERROR(MatmulDW(blas_, dy, w, dx, CUDA_R_32F, M, N, K, 1.0f, accumulate ? 1.0f : 0.0f));
     RETURN_IF_ERROR(MatmulDtX(blas_, dy, LoraU(p), grad_ + sl.b, M, N, r, s, 1.0f));
     RETURN_IF_ERROR(MatmulDW(blas_, dy, lora16_ + sl.b, lw_.ptr, CUDA_R_16BF, M, N, r));
     RETURN_IF_ERROR(MatmulDtX(blas_, lw_.ptr, x, grad_ + sl.a, M, r, K, s, 1.0f));
     return MatmulDW(blas_, lw_.ptr, lora16_ + sl.a, dx, CUDA_R_32F, M, r, K, s, 1.0f);
-  }
-
-  Status Dequantize(int l) {
-    if (!nf4_) return Status::Ok();
-    for (int p = 0; p < kNumProj; ++p) {
-      const Proj& pr = layers_[l].p[p];
-      RETURN_IF_ERROR(Nf4Dequantize(pr.q, pr.absmax, (size_t)ProjOut(cfg_, p) * ProjIn(cfg_, p),
-                                    dequant_ + pr.scratch_off, stream_));
-    }
-    return Status::Ok();
   }
 
   // out = layer_l(in). out may be null (recompute for backward: internals only).
@@ -421,7 +417,6 @@ class CudaRunner final : public ModelRunner {
     const Layer& L = layers_[l];
     const int M = rows_ * seq_, D = cfg_.hidden, B = rows_, T = seq_, hd = cfg_.head_dim();
     const float theta = cfg_.rope_theta, eps = cfg_.rms_eps;
-    RETURN_IF_ERROR(Dequantize(l));
     RETURN_IF_ERROR(ResidualRmsNorm(in, nullptr, in, L.ln1, h1_.ptr, rstd1_.ptr, M, D, eps, stream_));
     RETURN_IF_ERROR(Lin(l, kQ, lora, h1_.ptr, q_.ptr));
     RETURN_IF_ERROR(Lin(l, kK, lora, h1_.ptr, k_.ptr));
@@ -498,8 +493,9 @@ class CudaRunner final : public ModelRunner {
   size_t slab_bytes_ = 0;
   bf16 *embed_ = nullptr, *norm_ = nullptr, *head_ = nullptr;
   std::vector<Layer> layers_;
-  bf16* dequant_ = nullptr;
+  bf16* dequant_ = nullptr;  // (largest projection) bf16
   size_t dequant_count_ = 0;
+  int dequant_layer_ = -1, dequant_proj_ = -1;
 
   float *lora_ = nullptr, *grad_ = nullptr, *adam_m_ = nullptr, *adam_v_ = nullptr;
   bf16* lora16_ = nullptr;
