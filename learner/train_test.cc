@@ -237,6 +237,39 @@ TEST(LearnerCliTest, EnvironmentFallbacks) {
   EXPECT_NEAR(d["tok_s"].get<double>() * d["train_s"].get<double>(), 2 * 1 * 48, 1e-6);
 }
 
+std::vector<double> DoneLosses(const std::string& file) {
+  std::ifstream f(file);
+  std::vector<double> out;
+  for (std::string line; std::getline(f, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j["event"] == "done")
+      for (auto& l : j["losses"]) out.push_back(l.get<double>());
+  }
+  return out;
+}
+
+// --fork through a stand-in guest library: the clone index becomes the lid
+// and the forked learner trains exactly like a fresh one with that lid.
+TEST(LearnerCliTest, ForkedLearnerEqualsFreshOne) {
+  std::string coord = TempDir("fork");
+  std::string base = std::string(SMOLVM_LEARNER_BIN) + " train --model " + TinyModel() +
+                     " --device cpu --steps 4 --batch 2 --maxseq 64 --coord " + coord;
+  std::string pre = std::string("LD_PRELOAD=") + SMOLVM_FAKE_GUEST + " ";
+  ASSERT_EQ(std::system((pre + "FAKE_GUEST_FORK=3 " + base + " --fork --arm fork >/dev/null 2>&1").c_str()), 0);
+  ASSERT_EQ(std::system((base + " --lid 3 --arm fresh > /dev/null 2>&1").c_str()), 0);
+  std::vector<double> both = DoneLosses(coord + "/learner_3.jsonl");
+  ASSERT_EQ(both.size(), 8u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(both[i], both[4 + i]) << "step " << i;
+
+  // Golden released: exit 0, no events. No controller: a one-line error.
+  std::string c2 = TempDir("fork2");
+  std::string base2 = base.substr(0, base.find("--coord")) + "--coord " + c2;
+  EXPECT_EQ(std::system((pre + "FAKE_GUEST_FORK=-1 " + base2 + " --fork >/dev/null 2>&1").c_str()), 0);
+  CliRun r = RunLearner("train --model " + TinyModel() + " --device cpu --steps 1 --maxseq 64 --fork");
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(Lines(r.err), 1u) << r.err;
+}
+
 TEST(LearnerCliTest, BadInputsFailWithOneLine) {
   std::string bad = TempDir("bad");
   auto expect_fail = [](const CliRun& r, const std::string& needle) {
