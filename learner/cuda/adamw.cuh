@@ -27,7 +27,7 @@ static __global__ void AdamWKernel(float* p, const float* g, float* m, float* v,
 inline Status AdamW(float* p, const float* g, float* m, float* v, bf16* p16, size_t n, float lr, float b1, float b2,
                     float eps, float wd, int step, cudaStream_t s) {
   float bc1 = 1.0f - powf(b1, (float)step), bc2 = 1.0f - powf(b2, (float)step);
-  AdamWKernel<<<CeilDiv(n, 256), 256, 0, s>>>(p, g, m, v, p16, n, lr, b1, b2, eps, wd, bc1, bc2);
+  SMOLVM_LAUNCH(AdamWKernel, CeilDiv(n, 256), 256, s, p, g, m, v, p16, n, lr, b1, b2, eps, wd, bc1, bc2);
   return LAUNCH_CHECK("AdamW");
 }
 

@@ -88,7 +88,7 @@ inline Status AttentionFwd(cublasHandle_t h, cudaStream_t st, const AttentionSha
     const bf16* vc = v + (size_t)b0 * a.KVH * T * hd;
     RETURN_IF_ERROR(BatchedABt(h, qc, (long long)g * T * hd, kc, (long long)T * hd, sc.s, CUDA_R_32F,
                                (long long)g * T * T, g * T, T, hd, batch, scale));
-    MaskedSoftmaxKernel<<<nb * a.H * T, 256, 0, st>>>(sc.s, sc.p, T, a.prefix, a.segment);
+    SMOLVM_LAUNCH(MaskedSoftmaxKernel, nb * a.H * T, 256, st, sc.s, sc.p, T, a.prefix, a.segment);
     RETURN_IF_ERROR(LAUNCH_CHECK("MaskedSoftmax"));
     RETURN_IF_ERROR(BatchedAB(h, sc.p, (long long)g * T * T, vc, (long long)T * hd, out + (size_t)b0 * a.H * T * hd,
                               (long long)g * T * hd, g * T, hd, T, batch));
@@ -108,11 +108,11 @@ inline Status AttentionBwd(cublasHandle_t h, cudaStream_t st, const AttentionSha
     int batch = nb * a.KVH;
     size_t oq = (size_t)b0 * a.H * T * hd, ok = (size_t)b0 * a.KVH * T * hd;
     RETURN_IF_ERROR(BatchedABt(h, q + oq, sq, k + ok, sk, sc.s, CUDA_R_32F, ss, g * T, T, hd, batch, scale));
-    MaskedSoftmaxKernel<<<nb * a.H * T, 256, 0, st>>>(sc.s, sc.p, T, a.prefix, a.segment);
+    SMOLVM_LAUNCH(MaskedSoftmaxKernel, nb * a.H * T, 256, st, sc.s, sc.p, T, a.prefix, a.segment);
     RETURN_IF_ERROR(LAUNCH_CHECK("MaskedSoftmax"));
     // dP (gT, T) = dO (gT, hd) V^T
     RETURN_IF_ERROR(BatchedABt(h, dout + oq, sq, v + ok, sk, sc.s, CUDA_R_32F, ss, g * T, T, hd, batch, 1.0f));
-    SoftmaxBwdKernel<<<nb * a.H * T, 256, 0, st>>>(sc.p, sc.s, sc.ds, T, scale);
+    SMOLVM_LAUNCH(SoftmaxBwdKernel, nb * a.H * T, 256, st, sc.p, sc.s, sc.ds, T, scale);
     RETURN_IF_ERROR(LAUNCH_CHECK("SoftmaxBwd"));
     // dV (T, hd) = P^T dO ; dQ (gT, hd) = dS K ; dK (T, hd) = dS^T Q
     RETURN_IF_ERROR(BatchedAtB(h, sc.p, ss, dout + oq, sq, dv + ok, sk, T, hd, g * T, batch));

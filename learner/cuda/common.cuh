@@ -9,6 +9,15 @@
 
 #include <string>
 
+#ifdef SMOLVM_CUDA_HOST_EMULATION
+// Kernels run as host threads (tests only; see host_emulation.h).
+#include "learner/cuda/host_emulation.h"
+#define SMOLVM_LAUNCH(kernel, grid, block, stream, ...) \
+  ::smolvm::learner::emu::Launch((grid), (block), [&] { kernel(__VA_ARGS__); })
+#else
+#define SMOLVM_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
+#endif
+
 #include "base/status.h"
 
 namespace smolvm::learner::cuda {

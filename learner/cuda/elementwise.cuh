@@ -64,32 +64,32 @@ static __global__ void AddBf16Kernel(const float* x, const bf16* y, float* out, 
 // ---- launchers ----
 
 inline Status AddBf16(const float* x, const bf16* y, float* out, size_t n, cudaStream_t s) {
-  AddBf16Kernel<<<CeilDiv(n, 256), 256, 0, s>>>(x, y, out, n);
+  SMOLVM_LAUNCH(AddBf16Kernel, CeilDiv(n, 256), 256, s, x, y, out, n);
   return LAUNCH_CHECK("AddBf16");
 }
 
 inline Status Embed(const int32_t* tokens, const bf16* embed, float* x, int M, int D, cudaStream_t s) {
-  EmbedKernel<<<CeilDiv((long long)M * D, 256), 256, 0, s>>>(tokens, embed, x, M, D);
+  SMOLVM_LAUNCH(EmbedKernel, CeilDiv((long long)M * D, 256), 256, s, tokens, embed, x, M, D);
   return LAUNCH_CHECK("Embed");
 }
 inline Status SwigluFwd(const bf16* g, const bf16* u, bf16* a, size_t n, cudaStream_t s) {
-  SwigluFwdKernel<<<CeilDiv(n, 256), 256, 0, s>>>(g, u, a, n);
+  SMOLVM_LAUNCH(SwigluFwdKernel, CeilDiv(n, 256), 256, s, g, u, a, n);
   return LAUNCH_CHECK("SwigluFwd");
 }
 inline Status SwigluBwd(const bf16* g, const bf16* u, const float* da, bf16* dg, bf16* du, size_t n, cudaStream_t s) {
-  SwigluBwdKernel<<<CeilDiv(n, 256), 256, 0, s>>>(g, u, da, dg, du, n);
+  SMOLVM_LAUNCH(SwigluBwdKernel, CeilDiv(n, 256), 256, s, g, u, da, dg, du, n);
   return LAUNCH_CHECK("SwigluBwd");
 }
 inline Status FloatToBf16(const float* x, bf16* y, size_t n, cudaStream_t s) {
-  FloatToBf16Kernel<<<CeilDiv(n, 256), 256, 0, s>>>(x, y, n);
+  SMOLVM_LAUNCH(FloatToBf16Kernel, CeilDiv(n, 256), 256, s, x, y, n);
   return LAUNCH_CHECK("FloatToBf16");
 }
 inline Status GatherRows(const float* x, const int32_t* pos, float* out, int P, int D, cudaStream_t s) {
-  GatherRowsKernel<<<CeilDiv((long long)P * D, 256), 256, 0, s>>>(x, pos, out, P, D);
+  SMOLVM_LAUNCH(GatherRowsKernel, CeilDiv((long long)P * D, 256), 256, s, x, pos, out, P, D);
   return LAUNCH_CHECK("GatherRows");
 }
 inline Status ScatterAddRows(const float* in, const int32_t* pos, float* x, int P, int D, cudaStream_t s) {
-  ScatterAddRowsKernel<<<CeilDiv((long long)P * D, 256), 256, 0, s>>>(in, pos, x, P, D);
+  SMOLVM_LAUNCH(ScatterAddRowsKernel, CeilDiv((long long)P * D, 256), 256, s, in, pos, x, P, D);
   return LAUNCH_CHECK("ScatterAddRows");
 }
 

@@ -41,12 +41,12 @@ static __global__ void LogProbBwdKernel(const float* logits, const int32_t* targ
 
 inline Status LogProbFwd(const float* logits, const int32_t* target, float* logp, float* lse, int P, int V,
                          cudaStream_t s) {
-  LogProbFwdKernel<<<P, 512, 0, s>>>(logits, target, logp, lse, V);
+  SMOLVM_LAUNCH(LogProbFwdKernel, P, 512, s, logits, target, logp, lse, V);
   return LAUNCH_CHECK("LogProbFwd");
 }
 inline Status LogProbBwd(const float* logits, const int32_t* target, const float* lse, const float* dlogp,
                          bf16* dlogits, int P, int V, cudaStream_t s) {
-  LogProbBwdKernel<<<P, 512, 0, s>>>(logits, target, lse, dlogp, dlogits, V);
+  SMOLVM_LAUNCH(LogProbBwdKernel, P, 512, s, logits, target, lse, dlogp, dlogits, V);
   return LAUNCH_CHECK("LogProbBwd");
 }
 

@@ -52,11 +52,11 @@ static __global__ void Nf4DequantizeKernel(const uint8_t* packed, const float* a
 
 inline Status Nf4Quantize(const bf16* x, size_t n, uint8_t* packed, float* absmax, cudaStream_t s) {
   size_t blocks = n / 64;
-  Nf4QuantizeKernel<<<CeilDiv(blocks, 128), 128, 0, s>>>(x, packed, absmax, blocks);
+  SMOLVM_LAUNCH(Nf4QuantizeKernel, CeilDiv(blocks, 128), 128, s, x, packed, absmax, blocks);
   return LAUNCH_CHECK("Nf4Quantize");
 }
 inline Status Nf4Dequantize(const uint8_t* packed, const float* absmax, size_t n, bf16* out, cudaStream_t s) {
-  Nf4DequantizeKernel<<<CeilDiv(n / 2, 256), 256, 0, s>>>(packed, absmax, out, n / 2);
+  SMOLVM_LAUNCH(Nf4DequantizeKernel, CeilDiv(n / 2, 256), 256, s, packed, absmax, out, n / 2);
   return LAUNCH_CHECK("Nf4Dequantize");
 }
 

@@ -47,13 +47,13 @@ static __global__ void RmsNormBwdKernel(const float* x, const bf16* w, const flo
 
 inline Status ResidualRmsNorm(const float* x, const bf16* add, float* xo, const bf16* w, bf16* y, float* rstd, int M,
                               int D, float eps, cudaStream_t s) {
-  ResidualRmsNormKernel<<<M, 256, 0, s>>>(x, add, xo, w, y, rstd, D, eps);
+  SMOLVM_LAUNCH(ResidualRmsNormKernel, M, 256, s, x, add, xo, w, y, rstd, D, eps);
   return LAUNCH_CHECK("ResidualRmsNorm");
 }
 
 inline Status RmsNormBwd(const float* x, const bf16* w, const float* rstd, const float* dy, float* dx, int M, int D,
                          cudaStream_t s) {
-  RmsNormBwdKernel<<<M, 256, 0, s>>>(x, w, rstd, dy, dx, D);
+  SMOLVM_LAUNCH(RmsNormBwdKernel, M, 256, s, x, w, rstd, dy, dx, D);
   return LAUNCH_CHECK("RmsNormBwd");
 }
 

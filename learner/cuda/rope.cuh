@@ -69,14 +69,14 @@ static __global__ void HeadsToTokensKernel(const bf16* in, const int32_t* pos, b
 inline Status BiasRopeToHeads(const bf16* in, const bf16* bias, const int32_t* pos, bf16* out, int B, int T, int H,
                               int hd, float theta, bool rope, cudaStream_t s) {
   long long n = (long long)B * T * H * (hd / 2);
-  BiasRopeToHeadsKernel<<<CeilDiv(n, 256), 256, 0, s>>>(in, bias, pos, out, B, T, H, hd, theta, rope);
+  SMOLVM_LAUNCH(BiasRopeToHeadsKernel, CeilDiv(n, 256), 256, s, in, bias, pos, out, B, T, H, hd, theta, rope);
   return LAUNCH_CHECK("BiasRopeToHeads");
 }
 
 inline Status HeadsToTokens(const bf16* in, const int32_t* pos, bf16* out, int B, int T, int H, int hd, float theta,
                             bool rope, cudaStream_t s) {
   long long n = (long long)B * T * H * (hd / 2);
-  HeadsToTokensKernel<<<CeilDiv(n, 256), 256, 0, s>>>(in, pos, out, B, T, H, hd, theta, rope);
+  SMOLVM_LAUNCH(HeadsToTokensKernel, CeilDiv(n, 256), 256, s, in, pos, out, B, T, H, hd, theta, rope);
   return LAUNCH_CHECK("HeadsToTokens");
 }
 
