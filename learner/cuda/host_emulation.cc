@@ -1,9 +1,12 @@
+// Fiber switches jump between stacks; fortified longjmp would refuse.
+#undef _FORTIFY_SOURCE
 #include "learner/cuda/host_emulation.h"
 
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <setjmp.h>
 #include <ucontext.h>
 
 #include <cstdlib>
@@ -18,52 +21,71 @@ namespace {
 
 // Each emulated thread of a block is a fiber on the calling thread. The
 // scheduler resumes every unfinished fiber in turn; a fiber runs until its
-// next __syncthreads (where it yields) or its end. One round thus moves all
-// threads to the next barrier: barrier semantics, deterministic order.
+// next __syncthreads (where it yields) or the end of the kernel. One round
+// thus moves all threads to the next barrier: barrier semantics, in a fixed
+// order. Fibers live for the whole process and loop over kernel bodies;
+// switches are _setjmp/_longjmp (no signal-mask system calls), ucontext is
+// used only to start a fiber on its own stack.
 struct Fiber {
   ucontext_t ctx;
+  jmp_buf buf;
   std::vector<char> stack;
+  bool started = false;
   bool done = false;
 };
 constexpr size_t kStack = 64 << 10;
-ucontext_t g_scheduler;
-std::vector<Fiber> g_fibers;
+jmp_buf g_scheduler;
+ucontext_t g_scheduler_ctx;
+std::vector<Fiber>* g_fibers = new std::vector<Fiber>(1024);
 int g_current = 0;
 const std::function<void()>* g_body = nullptr;
 float g_lanes[1024];
 
+void Yield() {
+  Fiber& f = (*g_fibers)[g_current];
+  if (_setjmp(f.buf) == 0) _longjmp(g_scheduler, 1);
+}
+
 void FiberMain() {
-  (*g_body)();
-  g_fibers[g_current].done = true;
-  // uc_link returns to the scheduler.
+  int me = g_current;
+  for (;;) {
+    (*g_body)();
+    (*g_fibers)[me].done = true;
+    Yield();
+    me = g_current;
+  }
+}
+
+void Resume(int t) {
+  Fiber& f = (*g_fibers)[t];
+  g_current = t;
+  thread_idx = {static_cast<unsigned>(t), 0, 0};
+  if (_setjmp(g_scheduler) != 0) return;  // the fiber yielded
+  if (f.started) _longjmp(f.buf, 1);
+  f.started = true;
+  f.stack.resize(kStack);
+  getcontext(&f.ctx);
+  f.ctx.uc_stack.ss_sp = f.stack.data();
+  f.ctx.uc_stack.ss_size = f.stack.size();
+  f.ctx.uc_link = nullptr;  // FiberMain never returns
+  makecontext(&f.ctx, FiberMain, 0);
+  swapcontext(&g_scheduler_ctx, &f.ctx);
 }
 
 }  // namespace
 
 void Launch(long long grid, int block, const std::function<void()>& body) {
-  if (static_cast<int>(g_fibers.size()) < block) g_fibers.resize(block);
   g_body = &body;
   block_dim = {static_cast<unsigned>(block), 1, 1};
   for (long long b = 0; b < grid; ++b) {
     block_idx = {static_cast<unsigned>(b), 0, 0};
-    for (int t = 0; t < block; ++t) {
-      Fiber& f = g_fibers[t];
-      if (f.stack.empty()) f.stack.resize(kStack);
-      getcontext(&f.ctx);
-      f.ctx.uc_stack.ss_sp = f.stack.data();
-      f.ctx.uc_stack.ss_size = f.stack.size();
-      f.ctx.uc_link = &g_scheduler;
-      makecontext(&f.ctx, FiberMain, 0);
-      f.done = false;
-    }
+    for (int t = 0; t < block; ++t) (*g_fibers)[t].done = false;
     for (bool running = true; running;) {
       running = false;
       for (int t = 0; t < block; ++t) {
-        if (g_fibers[t].done) continue;
-        g_current = t;
-        thread_idx = {static_cast<unsigned>(t), 0, 0};
-        swapcontext(&g_scheduler, &g_fibers[t].ctx);
-        running = running || !g_fibers[t].done;
+        if ((*g_fibers)[t].done) continue;
+        Resume(t);
+        running = running || !(*g_fibers)[t].done;
       }
     }
   }
@@ -72,7 +94,7 @@ void Launch(long long grid, int block, const std::function<void()>& body) {
 
 void SyncThreads() {
   int me = g_current;
-  swapcontext(&g_fibers[me].ctx, &g_scheduler);
+  Yield();
   g_current = me;
   thread_idx = {static_cast<unsigned>(me), 0, 0};
 }
