@@ -94,11 +94,13 @@ PYEOF
       ;;
     side05)
       ours side05 --model "$MODELS/qwen2.5-0.5b" --batch 2 --maxseq 256 --steps "$STEPS" --device cuda
+      ours side05_noprefix --model "$MODELS/qwen2.5-0.5b" --batch 2 --maxseq 256 --steps "$STEPS" --device cuda --no-prefix-sharing
       peer side05 --model "$MODELS/qwen2.5-0.5b" --batch 2 --maxseq 256 --steps "$STEPS"
       peer side05_keep --model "$MODELS/qwen2.5-0.5b" --batch 2 --maxseq 256 --steps "$STEPS" --keep-logits completion
       ;;
     side7)
       ours side7 --model "$MODELS/qwen2.5-7b" --batch 2 --maxseq 256 --steps "$STEPS" --device cuda
+      ours side7_noprefix --model "$MODELS/qwen2.5-7b" --batch 2 --maxseq 256 --steps "$STEPS" --device cuda --no-prefix-sharing
       peer side7 --model "$MODELS/qwen2.5-7b" --batch 2 --maxseq 256 --steps "$STEPS"
       peer side7_keep --model "$MODELS/qwen2.5-7b" --batch 2 --maxseq 256 --steps "$STEPS" --keep-logits completion
       ;;
@@ -156,7 +158,10 @@ for tag in ["train7b4", "load7", "load7q", "adapter"]:
     res[tag] = ours(tag)
 if res["train7b4"]:
     t = res["train7b4"]
+    ls = [x for x in t["losses"] if x is not None]
     res["train7b4"]["loss_falls"] = t["lossN"] is not None and t["lossN"] < t["loss0"]
+    res["train7b4"]["mean_first5"] = sum(ls[:5]) / 5 if len(ls) >= 5 else None
+    res["train7b4"]["mean_last5"] = sum(ls[-5:]) / 5 if len(ls) >= 5 else None
 for tag, ptag in [("side05", "side05"), ("side7", "side7"), ("side8k05", "side8k05"), ("side8k7", "side8k7")]:
     o, p, pk = ours(tag), peer(ptag), peer(ptag + "_keep")
     row = {"ours": o, "peft": p, "peft_keep_completion_logits": pk}
@@ -166,6 +171,11 @@ for tag, ptag in [("side05", "side05"), ("side7", "side7"), ("side8k05", "side8k
         row["mem_ratio"] = o["peak_gb"] / p["peak_gb"]
     if o and pk:
         row["speedup_warm_vs_keep"] = o["tok_s_warm"] / pk["tok_s_warm"]
+    nop = ours(tag + "_noprefix")
+    if nop:
+        row["ours_no_prefix_sharing"] = nop
+        if p:
+            row["speedup_warm_no_prefix_sharing"] = nop["tok_s_warm"] / p["tok_s_warm"]
     res[tag] = row
 try:
     res["adapter_check"] = json.load(open(f"{out}/adapter_check.json"))
