@@ -125,7 +125,7 @@ TEST_F(CudaTest, BiasRopeAndInverse) {
   for (int t = 0; t < T; ++t) pos[t] = t < 30 ? t : 30 + (t - 30) % 4;  // a packed layout's positions
   Dev<int32_t> dpos(pos);
   Dev<bf16> din(ToBf(in)), dbias(ToBf(bias)), dout(in.size()), dback(in.size());
-  ASSERT_TRUE(cuda::BiasRopeToHeads(din.p, dbias.p, dpos.p, dout.p, B, T, H, hd, theta, true, 0).ok());
+  ASSERT_TRUE(cuda::BiasRopeToHeads(din.p, H * hd, dbias.p, dpos.p, dout.p, B, T, H, hd, theta, true, 0).ok());
   std::vector<float> ref(in.size());
   for (size_t i = 0; i < in.size(); ++i) ref[i] = RoundBf16(in[i] + bias[i % (H * hd)]);
   cpu::RopeFwd(ref.data(), pos.data(), B, T, H, hd, theta);
@@ -136,7 +136,7 @@ TEST_F(CudaTest, BiasRopeAndInverse) {
         for (int d = 0; d < hd; ++d)
           got_tok[((size_t)(b * T + t) * H + h) * hd + d] = got[(((size_t)b * H + h) * T + t) * hd + d];
   ExpectClose(got_tok, ref, 1e-2f, 1e-2f, "rope fwd");
-  ASSERT_TRUE(cuda::HeadsToTokens(dout.p, dpos.p, dback.p, B, T, H, hd, theta, true, 0).ok());
+  ASSERT_TRUE(cuda::HeadsToTokens(dout.p, dpos.p, dback.p, H * hd, B, T, H, hd, theta, true, 0).ok());
   std::vector<float> back = got_tok;
   cpu::RopeBwd(back.data(), pos.data(), B, T, H, hd, theta);
   ExpectClose(FromBf(dback.Get()), back, 2e-2f, 1e-2f, "rope inverse");
@@ -183,18 +183,26 @@ TEST_P(CudaAttentionTest, ForwardBackwardChunked) {
 INSTANTIATE_TEST_SUITE_P(Masks, CudaAttentionTest, ::testing::Values(std::make_pair(40, 0), std::make_pair(32, 4)));
 
 TEST_F(CudaTest, SwigluForwardBackward) {
-  size_t n = 1000;
+  size_t M = 10;
+  int I = 100;
+  size_t n = M * I;
   auto g = RandomBf(n, 11, 2.0f), u = RandomBf(n, 12), da = Random(n, 13);
-  std::vector<float> a(n), dg(n), du(n);
+  std::vector<float> a(n), dg(n), du(n), gu(2 * n);
   cpu::SwigluFwd(g.data(), u.data(), n, a.data());
   cpu::SwigluBwd(g.data(), u.data(), da.data(), n, dg.data(), du.data());
-  Dev<bf16> gg(ToBf(g)), gu(ToBf(u)), ga(n);
+  for (size_t m = 0; m < M; ++m)
+    for (int c = 0; c < I; ++c) gu[m * 2 * I + c] = g[m * I + c], gu[m * 2 * I + I + c] = u[m * I + c];
+  Dev<bf16> ggu(ToBf(gu)), ga(n);
   Dev<float> gda(da);
-  ASSERT_TRUE(cuda::SwigluFwd(gg.p, gu.p, ga.p, n, 0).ok());
+  ASSERT_TRUE(cuda::SwigluFwd(ggu.p, ga.p, M, I, 0).ok());
   ExpectClose(FromBf(ga.Get()), a, 1e-2f, 1e-2f, "a");
-  ASSERT_TRUE(cuda::SwigluBwd(gg.p, gu.p, gda.p, gg.p, gu.p, n, 0).ok());  // in place, as the runner does
-  ExpectClose(FromBf(gg.Get()), dg, 1e-2f, 1e-2f, "dg");
-  ExpectClose(FromBf(gu.Get()), du, 1e-2f, 1e-2f, "du");
+  ASSERT_TRUE(cuda::SwigluBwd(ggu.p, gda.p, M, I, 0).ok());  // in place, as the runner does
+  auto out = FromBf(ggu.Get());
+  std::vector<float> got_dg(n), got_du(n);
+  for (size_t m = 0; m < M; ++m)
+    for (int c = 0; c < I; ++c) got_dg[m * I + c] = out[m * 2 * I + c], got_du[m * I + c] = out[m * 2 * I + I + c];
+  ExpectClose(got_dg, dg, 1e-2f, 1e-2f, "dg");
+  ExpectClose(got_du, du, 1e-2f, 1e-2f, "du");
 }
 
 TEST_F(CudaTest, LogProbForwardBackward) {

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <string>
 #include <thread>
 
@@ -108,8 +109,8 @@ class CudaRunner final : public ModelRunner {
     for (auto* b : {&ckpt_, &x2_, &dx_, &dh_, &da_, &rstd1_, &rstd2_, &xsel_, &dhn_, &dxsel_, &rstdf_, &lse_, &logp_,
                     &dl_, &logits_, &s_})
       b->Release(alloc_);
-    for (auto* b : {&h1_, &q_, &k_, &v_, &qh_, &kh_, &vh_, &oh_, &att_, &o_, &h2_, &g_, &u_, &a_, &lu_, &lw_, &dx16_,
-                    &doh_, &dqh_, &dkh_, &dvh_, &dq16_, &dk16_, &dv16_, &hn_, &dlogits_, &p_, &ds_})
+    for (auto* b : {&h1_, &qkv_, &qh_, &kh_, &vh_, &oh_, &att_, &o_, &h2_, &gu_, &a_, &lu_, &lw_, &dx16_, &doh_, &dqh_,
+                    &dkh_, &dvh_, &hn_, &dlogits_, &p_, &ds_})
       b->Release(alloc_);
     if (blas_) cublasDestroy(blas_);
     if (stream_) cudaStreamDestroy(stream_);
@@ -249,21 +250,42 @@ class CudaRunner final : public ModelRunner {
     std::vector<WeightSpec> specs = WeightSpecs(cfg_);
     // Lay out the slab: every tensor 256-byte aligned.
     auto align = [](size_t x) { return (x + 255) & ~size_t{255}; };
+    // In bf16 the weights of a projection group (q/k/v, gate/up) are placed
+    // back to back, so the group is one (sum of outs, in) matrix for a fused GEMM.
     std::vector<size_t> offs, offs2;  // offs2: absmax of quantized projections
+    std::map<std::string, size_t> placed;
     size_t total = 0, max_proj = 0;
     std::vector<TensorView> views;
     for (const WeightSpec& s : specs) {
       ASSIGN_OR_RETURN(TensorView v, files.Get(s.name, "BF16", s.shape));
       views.push_back(v);
       bool quant = nf4_ && s.kind == WeightKind::kLinear && s.name != "lm_head.weight";
-      offs.push_back(total);
-      total = align(total + (quant ? v.bytes / 4 : v.bytes));
-      offs2.push_back(total);
+      if (!nf4_ && s.kind == WeightKind::kLinear && !placed.count(s.name) && s.name != "lm_head.weight") {
+        int l = std::stoi(s.name.substr(std::string("model.layers.").size()));
+        for (int first : {int(kQ), int(kGate)}) {
+          if (s.name != ProjPrefix(l, first) + ".weight") continue;
+          size_t off = align(total);
+          for (int p = first; p < first + GroupSize(first); ++p) {
+            placed[ProjPrefix(l, p) + ".weight"] = off;
+            off += (size_t)ProjOut(cfg_, p) * ProjIn(cfg_, p) * 2;
+          }
+          total = off;
+        }
+      }
+      if (auto it = placed.find(s.name); it != placed.end()) {
+        offs.push_back(it->second);
+        offs2.push_back(0);
+        continue;
+      }
+      offs.push_back(align(total));
+      total = offs.back() + (quant ? v.bytes / 4 : v.bytes);
+      offs2.push_back(align(total));
       if (quant) {
-        total = align(total + (v.bytes / 2 / kNf4BlockDev) * 4);
+        total = offs2.back() + (v.bytes / 2 / kNf4BlockDev) * 4;
         max_proj = std::max(max_proj, v.bytes / 2);
       }
     }
+    total = align(total);
     RETURN_IF_ERROR(Alloc(&slab_, total));
     slab_bytes_ = total;
     bf16* staging = nullptr;
@@ -322,6 +344,7 @@ class CudaRunner final : public ModelRunner {
   }
 
   static constexpr int kNf4BlockDev = 64;
+  static int GroupSize(int first) { return first == kQ ? 3 : first == kGate ? 2 : 1; }
 
   // ---- activations ----
 
@@ -342,12 +365,13 @@ class CudaRunner final : public ModelRunner {
     RETURN_IF_ERROR(pos_.Reserve(alloc_, P));
     RETURN_IF_ERROR(targets_.Reserve(alloc_, P));
     RETURN_IF_ERROR(ckpt_.Reserve(alloc_, (size_t)(cfg_.layers + 1) * M * D));
-    for (auto* buf : {&h1_, &q_, &qh_, &oh_, &att_, &o_, &h2_, &dx16_, &doh_, &dqh_, &dq16_})
-      RETURN_IF_ERROR(buf->Reserve(alloc_, M * D));
-    for (auto* buf : {&k_, &v_, &kh_, &vh_, &dkh_, &dvh_, &dk16_, &dv16_}) RETURN_IF_ERROR(buf->Reserve(alloc_, M * KV));
-    for (auto* buf : {&g_, &u_, &a_}) RETURN_IF_ERROR(buf->Reserve(alloc_, M * I));
+    for (auto* buf : {&h1_, &qh_, &oh_, &att_, &o_, &h2_, &dx16_, &doh_, &dqh_}) RETURN_IF_ERROR(buf->Reserve(alloc_, M * D));
+    for (auto* buf : {&kh_, &vh_, &dkh_, &dvh_}) RETURN_IF_ERROR(buf->Reserve(alloc_, M * KV));
+    RETURN_IF_ERROR(qkv_.Reserve(alloc_, M * (D + 2 * KV)));
+    RETURN_IF_ERROR(gu_.Reserve(alloc_, M * 2 * I));
+    RETURN_IF_ERROR(a_.Reserve(alloc_, M * I));
     RETURN_IF_ERROR(lu_.Reserve(alloc_, kNumProj * M * r));
-    RETURN_IF_ERROR(lw_.Reserve(alloc_, M * r));
+    RETURN_IF_ERROR(lw_.Reserve(alloc_, 3 * M * r));
     for (auto* buf : {&x2_, &dx_, &dh_}) RETURN_IF_ERROR(buf->Reserve(alloc_, M * D));
     RETURN_IF_ERROR(da_.Reserve(alloc_, M * std::max(I, D)));
     RETURN_IF_ERROR(rstd1_.Reserve(alloc_, M));
@@ -374,65 +398,119 @@ class CudaRunner final : public ModelRunner {
 
   // ---- layers ----
 
-  // The bf16 weight of projection p in layer l; NF4 weights are dequantized
-  // into the scratch unless it already holds them.
-  Result<const bf16*> W(int l, int p) {
-    const Proj& pr = layers_[l].p[p];
-    if (pr.w) return static_cast<const bf16*>(pr.w);
-    if (dequant_layer_ != l || dequant_proj_ != p) {
-      RETURN_IF_ERROR(Nf4Dequantize(pr.q, pr.absmax, (size_t)ProjOut(cfg_, p) * ProjIn(cfg_, p), dequant_, stream_));
+  // The bf16 weights of projections [first, first + count) of layer l as one
+  // (sum of outs, in) matrix, or null when they are not one (NF4 groups larger
+  // than the scratch). NF4 weights are dequantized into the scratch unless it
+  // already holds them.
+  Result<const bf16*> W(int l, int first, int count = 1) {
+    const Proj& pr = layers_[l].p[first];
+    if (pr.w) {
+      for (int p = first + 1; p < first + count; ++p)
+        if (layers_[l].p[p].w != layers_[l].p[p - 1].w + (size_t)ProjOut(cfg_, p - 1) * ProjIn(cfg_, p - 1))
+          return static_cast<const bf16*>(nullptr);
+      return static_cast<const bf16*>(pr.w);
+    }
+    size_t need = 0;
+    for (int p = first; p < first + count; ++p) need += (size_t)ProjOut(cfg_, p) * ProjIn(cfg_, p);
+    if (need > dequant_count_) return static_cast<const bf16*>(nullptr);
+    if (dequant_layer_ != l || dequant_first_ != first || dequant_n_ != count) {
+      size_t off = 0;
+      for (int p = first; p < first + count; ++p) {
+        const Proj& q = layers_[l].p[p];
+        size_t n = (size_t)ProjOut(cfg_, p) * ProjIn(cfg_, p);
+        RETURN_IF_ERROR(Nf4Dequantize(q.q, q.absmax, n, dequant_ + off, stream_));
+        off += n;
+      }
       dequant_layer_ = l;
-      dequant_proj_ = p;
+      dequant_first_ = first;
+      dequant_n_ = count;
     }
     return static_cast<const bf16*>(dequant_);
   }
+
+  int GroupOut(int first, int count) const {
+    int n = 0;
+    for (int p = first; p < first + count; ++p) n += ProjOut(cfg_, p);
+    return n;
+  }
   bf16* LoraU(int p) { return lu_.ptr + (size_t)p * rows_ * seq_ * layout_.rank; }
 
-  // y (M, out) bf16 = x W^T (+ scale * (x A^T) B^T)
-  Status Lin(int l, int p, bool lora, const bf16* x, bf16* y) {
-    int M = rows_ * seq_, N = ProjOut(cfg_, p), K = ProjIn(cfg_, p), r = layout_.rank;
-    ASSIGN_OR_RETURN(const bf16* w, W(l, p));
-    RETURN_IF_ERROR(MatmulXWt(blas_, x, w, y, CUDA_R_16BF, M, N, K));
+  // Projections [first, first + count) of one group share the input x (M, in):
+  // y (M, Ng) bf16 = x [W_first; ...]^T (+ scale * (x A_p^T) B_p^T per p),
+  // Ng = the sum of their outs; projection p owns a column slice of y.
+  // u of the group (M, count*r) is kept in LoraU(first) for the backward.
+  Status Lin(int l, int first, int count, bool lora, const bf16* x, bf16* y) {
+    int M = rows_ * seq_, K = ProjIn(cfg_, first), r = layout_.rank, Ng = GroupOut(first, count);
+    ASSIGN_OR_RETURN(const bf16* wg, W(l, first, count));
+    if (wg) {
+      RETURN_IF_ERROR(MatmulXWt(blas_, x, wg, y, CUDA_R_16BF, M, Ng, K));
+    } else {
+      for (int p = first, col = 0; p < first + count; col += ProjOut(cfg_, p), ++p) {
+        ASSIGN_OR_RETURN(const bf16* w, W(l, p));
+        RETURN_IF_ERROR(MatmulXWt(blas_, x, w, y + col, CUDA_R_16BF, M, ProjOut(cfg_, p), K, 1.0f, 0.0f, 0, 0, Ng));
+      }
+    }
     if (!lora) return Status::Ok();
-    const auto& s = layout_.slots[l][p];
-    RETURN_IF_ERROR(MatmulXWt(blas_, x, lora16_ + s.a, LoraU(p), CUDA_R_16BF, M, r, K));
-    return MatmulXWt(blas_, LoraU(p), lora16_ + s.b, y, CUDA_R_16BF, M, N, r, layout_.scale, 1.0f);
+    const auto& slots = layout_.slots[l];
+    bf16* u = LoraU(first);
+    RETURN_IF_ERROR(MatmulXWt(blas_, x, lora16_ + slots[first].a, u, CUDA_R_16BF, M, count * r, K));
+    for (int p = first, col = 0; p < first + count; col += ProjOut(cfg_, p), ++p)
+      RETURN_IF_ERROR(MatmulXWt(blas_, u + (p - first) * r, lora16_ + slots[p].b, y + col, CUDA_R_16BF, M,
+                                ProjOut(cfg_, p), r, layout_.scale, 1.0f, count * r, r, Ng));
+    return Status::Ok();
   }
 
-  // dx (M, in) fp32 (= or +=) dy W + LoRA terms; LoRA grads accumulate.
-  Status LinBwd(int l, int p, const bf16* x, const bf16* dy, float* dx, bool accumulate) {
-    int M = rows_ * seq_, N = ProjOut(cfg_, p), K = ProjIn(cfg_, p), r = layout_.rank;
+  // dx (M, in) fp32 (= or +=) dy [W_first; ...] + LoRA terms, dy (M, Ng) the
+  // group's output gradient; LoRA grads accumulate.
+  Status LinBwd(int l, int first, int count, const bf16* x, const bf16* dy, float* dx, bool accumulate) {
+    int M = rows_ * seq_, K = ProjIn(cfg_, first), r = layout_.rank, Ng = GroupOut(first, count), gr = count * r;
     float s = layout_.scale;
-    const auto& sl = layout_.slots[l][p];
-    ASSIGN_OR_RETURN(const bf16* w, W(l, p));
-    RETURN_IF_ERROR(MatmulDW(blas_, dy, w, dx, CUDA_R_32F, M, N, K, 1.0f, accumulate ? 1.0f : 0.0f));
-    RETURN_IF_ERROR(MatmulDtX(blas_, dy, LoraU(p), grad_ + sl.b, M, N, r, s, 1.0f));
-    RETURN_IF_ERROR(MatmulDW(blas_, dy, lora16_ + sl.b, lw_.ptr, CUDA_R_16BF, M, N, r));
-    RETURN_IF_ERROR(MatmulDtX(blas_, lw_.ptr, x, grad_ + sl.a, M, r, K, s, 1.0f));
-    return MatmulDW(blas_, lw_.ptr, lora16_ + sl.a, dx, CUDA_R_32F, M, r, K, s, 1.0f);
+    const auto& slots = layout_.slots[l];
+    ASSIGN_OR_RETURN(const bf16* wg, W(l, first, count));
+    if (wg) {
+      RETURN_IF_ERROR(MatmulDW(blas_, dy, wg, dx, CUDA_R_32F, M, Ng, K, 1.0f, accumulate ? 1.0f : 0.0f));
+    } else {
+      for (int p = first, col = 0; p < first + count; col += ProjOut(cfg_, p), ++p) {
+        ASSIGN_OR_RETURN(const bf16* w, W(l, p));
+        RETURN_IF_ERROR(MatmulDW(blas_, dy + col, w, dx, CUDA_R_32F, M, ProjOut(cfg_, p), K, 1.0f,
+                                 accumulate || p > first ? 1.0f : 0.0f, Ng));
+      }
+    }
+    const bf16* u = LoraU(first);
+    for (int p = first, col = 0; p < first + count; col += ProjOut(cfg_, p), ++p) {
+      int N = ProjOut(cfg_, p), j = p - first;
+      // dB_p (N, r) += s dy_p^T u_p ; w_p (M, r) = dy_p B_p
+      RETURN_IF_ERROR(MatmulDtX(blas_, dy + col, u + j * r, grad_ + slots[p].b, M, N, r, s, 1.0f, Ng, gr, r));
+      RETURN_IF_ERROR(MatmulDW(blas_, dy + col, lora16_ + slots[p].b, lw_.ptr + j * r, CUDA_R_16BF, M, N, r, 1.0f, 0.0f,
+                               Ng, r, gr));
+    }
+    // dA_group (count*r, K) += s w^T x ; dx += s w A_group
+    RETURN_IF_ERROR(MatmulDtX(blas_, lw_.ptr, x, grad_ + slots[first].a, M, gr, K, s, 1.0f));
+    return MatmulDW(blas_, lw_.ptr, lora16_ + slots[first].a, dx, CUDA_R_32F, M, gr, K, s, 1.0f);
   }
 
   // out = layer_l(in). out may be null (recompute for backward: internals only).
   Status LayerForward(int l, float* in, float* out, bool lora) {
     const Layer& L = layers_[l];
-    const int M = rows_ * seq_, D = cfg_.hidden, B = rows_, T = seq_, hd = cfg_.head_dim();
+    const int M = rows_ * seq_, D = cfg_.hidden, B = rows_, T = seq_, hd = cfg_.head_dim(), KV = cfg_.kv_dim();
+    const int I = cfg_.intermediate, Nqkv = D + 2 * KV;
     const float theta = cfg_.rope_theta, eps = cfg_.rms_eps;
+    const int32_t* pos = rope_pos_.ptr;
     RETURN_IF_ERROR(ResidualRmsNorm(in, nullptr, in, L.ln1, h1_.ptr, rstd1_.ptr, M, D, eps, stream_));
-    RETURN_IF_ERROR(Lin(l, kQ, lora, h1_.ptr, q_.ptr));
-    RETURN_IF_ERROR(Lin(l, kK, lora, h1_.ptr, k_.ptr));
-    RETURN_IF_ERROR(Lin(l, kV, lora, h1_.ptr, v_.ptr));
-    RETURN_IF_ERROR(BiasRopeToHeads(q_.ptr, L.bias[0], rope_pos_.ptr, qh_.ptr, B, T, cfg_.heads, hd, theta, true, stream_));
-    RETURN_IF_ERROR(BiasRopeToHeads(k_.ptr, L.bias[1], rope_pos_.ptr, kh_.ptr, B, T, cfg_.kv_heads, hd, theta, true, stream_));
-    RETURN_IF_ERROR(BiasRopeToHeads(v_.ptr, L.bias[2], rope_pos_.ptr, vh_.ptr, B, T, cfg_.kv_heads, hd, theta, false, stream_));
+    RETURN_IF_ERROR(Lin(l, kQ, 3, lora, h1_.ptr, qkv_.ptr));  // (M, D + 2 KV) = [q | k | v]
+    RETURN_IF_ERROR(BiasRopeToHeads(qkv_.ptr, Nqkv, L.bias[0], pos, qh_.ptr, B, T, cfg_.heads, hd, theta, true, stream_));
+    RETURN_IF_ERROR(
+        BiasRopeToHeads(qkv_.ptr + D, Nqkv, L.bias[1], pos, kh_.ptr, B, T, cfg_.kv_heads, hd, theta, true, stream_));
+    RETURN_IF_ERROR(BiasRopeToHeads(qkv_.ptr + D + KV, Nqkv, L.bias[2], pos, vh_.ptr, B, T, cfg_.kv_heads, hd, theta,
+                                    false, stream_));
     RETURN_IF_ERROR(AttentionFwd(blas_, stream_, att_shape_, qh_.ptr, kh_.ptr, vh_.ptr, oh_.ptr, scratch_));
-    RETURN_IF_ERROR(HeadsToTokens(oh_.ptr, rope_pos_.ptr, att_.ptr, B, T, cfg_.heads, hd, theta, false, stream_));
-    RETURN_IF_ERROR(Lin(l, kO, lora, att_.ptr, o_.ptr));
+    RETURN_IF_ERROR(HeadsToTokens(oh_.ptr, pos, att_.ptr, D, B, T, cfg_.heads, hd, theta, false, stream_));
+    RETURN_IF_ERROR(Lin(l, kO, 1, lora, att_.ptr, o_.ptr));
     RETURN_IF_ERROR(ResidualRmsNorm(in, o_.ptr, x2_.ptr, L.ln2, h2_.ptr, rstd2_.ptr, M, D, eps, stream_));
-    RETURN_IF_ERROR(Lin(l, kGate, lora, h2_.ptr, g_.ptr));
-    RETURN_IF_ERROR(Lin(l, kUp, lora, h2_.ptr, u_.ptr));
-    RETURN_IF_ERROR(SwigluFwd(g_.ptr, u_.ptr, a_.ptr, (size_t)M * cfg_.intermediate, stream_));
+    RETURN_IF_ERROR(Lin(l, kGate, 2, lora, h2_.ptr, gu_.ptr));  // (M, 2 I) = [gate | up]
+    RETURN_IF_ERROR(SwigluFwd(gu_.ptr, a_.ptr, M, I, stream_));
     if (!out) return Status::Ok();
-    RETURN_IF_ERROR(Lin(l, kDown, lora, a_.ptr, o_.ptr));
+    RETURN_IF_ERROR(Lin(l, kDown, 1, lora, a_.ptr, o_.ptr));
     return AddBf16(x2_.ptr, o_.ptr, out, (size_t)M * D, stream_);
   }
 
@@ -442,33 +520,29 @@ class CudaRunner final : public ModelRunner {
   Status LayerBackward(int l) {
     const Layer& L = layers_[l];
     const int M = rows_ * seq_, D = cfg_.hidden, B = rows_, T = seq_, hd = cfg_.head_dim(), KV = cfg_.kv_dim();
-    const size_t MI = (size_t)M * cfg_.intermediate;
+    const int I = cfg_.intermediate, Nqkv = D + 2 * KV;
     const float theta = cfg_.rope_theta;
+    const int32_t* pos = rope_pos_.ptr;
     // u of down_proj (its forward was skipped).
     const auto& sd = layout_.slots[l][kDown];
-    RETURN_IF_ERROR(MatmulXWt(blas_, a_.ptr, lora16_ + sd.a, LoraU(kDown), CUDA_R_16BF, M, layout_.rank,
-                              cfg_.intermediate));
+    RETURN_IF_ERROR(MatmulXWt(blas_, a_.ptr, lora16_ + sd.a, LoraU(kDown), CUDA_R_16BF, M, layout_.rank, I));
     // MLP.
     RETURN_IF_ERROR(FloatToBf16(dx_.ptr, dx16_.ptr, (size_t)M * D, stream_));
-    RETURN_IF_ERROR(LinBwd(l, kDown, a_.ptr, dx16_.ptr, da_.ptr, false));
-    RETURN_IF_ERROR(SwigluBwd(g_.ptr, u_.ptr, da_.ptr, g_.ptr, u_.ptr, MI, stream_));  // g, u := dg, du
-    RETURN_IF_ERROR(LinBwd(l, kGate, h2_.ptr, g_.ptr, dh_.ptr, false));
-    RETURN_IF_ERROR(LinBwd(l, kUp, h2_.ptr, u_.ptr, dh_.ptr, true));
+    RETURN_IF_ERROR(LinBwd(l, kDown, 1, a_.ptr, dx16_.ptr, da_.ptr, false));
+    RETURN_IF_ERROR(SwigluBwd(gu_.ptr, da_.ptr, M, I, stream_));  // gu := [dgate | dup]
+    RETURN_IF_ERROR(LinBwd(l, kGate, 2, h2_.ptr, gu_.ptr, dh_.ptr, false));
     RETURN_IF_ERROR(RmsNormBwd(x2_.ptr, L.ln2, rstd2_.ptr, dh_.ptr, dx_.ptr, M, D, stream_));
     // Attention.
     RETURN_IF_ERROR(FloatToBf16(dx_.ptr, dx16_.ptr, (size_t)M * D, stream_));
-    RETURN_IF_ERROR(LinBwd(l, kO, att_.ptr, dx16_.ptr, dh_.ptr, false));
+    RETURN_IF_ERROR(LinBwd(l, kO, 1, att_.ptr, dx16_.ptr, dh_.ptr, false));
     RETURN_IF_ERROR(FloatToBf16(dh_.ptr, o_.ptr, (size_t)M * D, stream_));  // o_ := d att (token-major)
-    RETURN_IF_ERROR(BiasRopeToHeads(o_.ptr, nullptr, rope_pos_.ptr, doh_.ptr, B, T, cfg_.heads, hd, theta, false, stream_));
+    RETURN_IF_ERROR(BiasRopeToHeads(o_.ptr, D, nullptr, pos, doh_.ptr, B, T, cfg_.heads, hd, theta, false, stream_));
     RETURN_IF_ERROR(AttentionBwd(blas_, stream_, att_shape_, qh_.ptr, kh_.ptr, vh_.ptr, doh_.ptr, dqh_.ptr, dkh_.ptr,
                                  dvh_.ptr, scratch_));
-    RETURN_IF_ERROR(HeadsToTokens(dqh_.ptr, rope_pos_.ptr, dq16_.ptr, B, T, cfg_.heads, hd, theta, true, stream_));
-    RETURN_IF_ERROR(HeadsToTokens(dkh_.ptr, rope_pos_.ptr, dk16_.ptr, B, T, cfg_.kv_heads, hd, theta, true, stream_));
-    RETURN_IF_ERROR(HeadsToTokens(dvh_.ptr, rope_pos_.ptr, dv16_.ptr, B, T, cfg_.kv_heads, hd, theta, false, stream_));
-    (void)KV;
-    RETURN_IF_ERROR(LinBwd(l, kQ, h1_.ptr, dq16_.ptr, dh_.ptr, false));
-    RETURN_IF_ERROR(LinBwd(l, kK, h1_.ptr, dk16_.ptr, dh_.ptr, true));
-    RETURN_IF_ERROR(LinBwd(l, kV, h1_.ptr, dv16_.ptr, dh_.ptr, true));
+    RETURN_IF_ERROR(HeadsToTokens(dqh_.ptr, pos, qkv_.ptr, Nqkv, B, T, cfg_.heads, hd, theta, true, stream_));
+    RETURN_IF_ERROR(HeadsToTokens(dkh_.ptr, pos, qkv_.ptr + D, Nqkv, B, T, cfg_.kv_heads, hd, theta, true, stream_));
+    RETURN_IF_ERROR(HeadsToTokens(dvh_.ptr, pos, qkv_.ptr + D + KV, Nqkv, B, T, cfg_.kv_heads, hd, theta, false, stream_));
+    RETURN_IF_ERROR(LinBwd(l, kQ, 3, h1_.ptr, qkv_.ptr, dh_.ptr, false));  // qkv_ := [dq | dk | dv]
     return RmsNormBwd(Ckpt(l), L.ln1, rstd1_.ptr, dh_.ptr, dx_.ptr, M, D, stream_);
   }
 
@@ -495,7 +569,7 @@ class CudaRunner final : public ModelRunner {
   std::vector<Layer> layers_;
   bf16* dequant_ = nullptr;  // (largest projection) bf16
   size_t dequant_count_ = 0;
-  int dequant_layer_ = -1, dequant_proj_ = -1;
+  int dequant_layer_ = -1, dequant_first_ = -1, dequant_n_ = 0;
 
   float *lora_ = nullptr, *grad_ = nullptr, *adam_m_ = nullptr, *adam_v_ = nullptr;
   bf16* lora16_ = nullptr;
@@ -508,8 +582,8 @@ class CudaRunner final : public ModelRunner {
   AttentionScratch scratch_;
   DeviceBuffer<int32_t> tokens_, rope_pos_, pos_, targets_;
   DeviceBuffer<float> ckpt_, x2_, dx_, dh_, da_, rstd1_, rstd2_, xsel_, dhn_, dxsel_, rstdf_, lse_, logp_, dl_, logits_, s_;
-  DeviceBuffer<bf16> h1_, q_, k_, v_, qh_, kh_, vh_, oh_, att_, o_, h2_, g_, u_, a_, lu_, lw_, dx16_, doh_, dqh_, dkh_,
-      dvh_, dq16_, dk16_, dv16_, hn_, dlogits_, p_, ds_;
+  DeviceBuffer<bf16> h1_, qkv_, qh_, kh_, vh_, oh_, att_, o_, h2_, gu_, a_, lu_, lw_, dx16_, doh_, dqh_, dkh_, dvh_, hn_,
+      dlogits_, p_, ds_;
 };
 
 }  // namespace

@@ -49,16 +49,21 @@ LoraLayout MakeLoraLayout(const ModelConfig& c, int rank, float alpha) {
   l.scale = alpha / static_cast<float>(rank);
   l.slots.resize(c.layers);
   size_t off = 0;
-  for (int i = 0; i < c.layers; ++i)
+  for (int i = 0; i < c.layers; ++i) {
+    // A of all seven projections first (so q/k/v and gate/up A's form one
+    // matrix each for the fused GEMMs), then their B's.
     for (int p = 0; p < kNumProj; ++p) {
       auto& s = l.slots[i][p];
       s.in = ProjIn(c, p);
       s.out = ProjOut(c, p);
       s.a = off;
       off += static_cast<size_t>(rank) * s.in;
-      s.b = off;
-      off += static_cast<size_t>(s.out) * rank;
     }
+    for (int p = 0; p < kNumProj; ++p) {
+      l.slots[i][p].b = off;
+      off += static_cast<size_t>(l.slots[i][p].out) * rank;
+    }
+  }
   l.total = off;
   return l;
 }

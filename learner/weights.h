@@ -28,8 +28,10 @@ struct WeightSpec {
 // Every tensor of the model in file order (embedding, layers, norm, head).
 std::vector<WeightSpec> WeightSpecs(const ModelConfig& c);
 
-// LoRA parameters live in one flat fp32 array: for each layer and projection,
-// A (r, in) then B (out, r). Gradients and AdamW moments use the same layout.
+// LoRA parameters live in one flat fp32 array: for each layer, A (r, in) of
+// the seven projections in order, then their B (out, r); so the A's of q, k,
+// v (and of gate, up) are adjacent rows of one matrix. Gradients and AdamW
+// moments use the same layout.
 struct LoraLayout {
   struct Slot {
     size_t a = 0, b = 0;  // offsets of A and B

@@ -16,22 +16,26 @@ static __global__ void EmbedKernel(const int32_t* tokens, const bf16* embed, flo
   x[i] = __bfloat162float(embed[(size_t)tokens[m] * D + d]);
 }
 
-// a = silu(g) * u  (bf16)
-static __global__ void SwigluFwdKernel(const bf16* g, const bf16* u, bf16* a, size_t n) {
+// gu (M, 2I) bf16 holds [gate | up] per row; a (M, I) = silu(gate) * up.
+static __global__ void SwigluFwdKernel(const bf16* gu, bf16* a, size_t M, int I) {
   size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  float gv = __bfloat162float(g[i]);
-  a[i] = __float2bfloat16(gv / (1.0f + expf(-gv)) * __bfloat162float(u[i]));
+  if (i >= M * I) return;
+  size_t m = i / I, c = i % I;
+  float gv = __bfloat162float(gu[m * 2 * I + c]);
+  a[i] = __float2bfloat16(gv / (1.0f + expf(-gv)) * __bfloat162float(gu[m * 2 * I + I + c]));
 }
 
-// da fp32 -> dg, du bf16
-static __global__ void SwigluBwdKernel(const bf16* g, const bf16* u, const float* da, bf16* dg, bf16* du, size_t n) {
+// da (M, I) fp32 -> [dgate | dup] written over gu (M, 2I) in place.
+static __global__ void SwigluBwdKernel(bf16* gu, const float* da, size_t M, int I) {
   size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  float gv = __bfloat162float(g[i]), uv = __bfloat162float(u[i]);
+  if (i >= M * I) return;
+  size_t m = i / I, c = i % I;
+  bf16* g = gu + m * 2 * I + c;
+  bf16* u = g + I;
+  float gv = __bfloat162float(*g), uv = __bfloat162float(*u);
   float s = 1.0f / (1.0f + expf(-gv));
-  du[i] = __float2bfloat16(da[i] * gv * s);
-  dg[i] = __float2bfloat16(da[i] * uv * s * (1.0f + gv * (1.0f - s)));
+  *u = __float2bfloat16(da[i] * gv * s);
+  *g = __float2bfloat16(da[i] * uv * s * (1.0f + gv * (1.0f - s)));
 }
 
 static __global__ void FloatToBf16Kernel(const float* x, bf16* y, size_t n) {
@@ -72,12 +76,12 @@ inline Status Embed(const int32_t* tokens, const bf16* embed, float* x, int M, i
   SMOLVM_LAUNCH(EmbedKernel, CeilDiv((long long)M * D, 256), 256, s, tokens, embed, x, M, D);
   return LAUNCH_CHECK("Embed");
 }
-inline Status SwigluFwd(const bf16* g, const bf16* u, bf16* a, size_t n, cudaStream_t s) {
-  SMOLVM_LAUNCH(SwigluFwdKernel, CeilDiv(n, 256), 256, s, g, u, a, n);
+inline Status SwigluFwd(const bf16* gu, bf16* a, size_t M, int I, cudaStream_t s) {
+  SMOLVM_LAUNCH(SwigluFwdKernel, CeilDiv(M * I, 256), 256, s, gu, a, M, I);
   return LAUNCH_CHECK("SwigluFwd");
 }
-inline Status SwigluBwd(const bf16* g, const bf16* u, const float* da, bf16* dg, bf16* du, size_t n, cudaStream_t s) {
-  SMOLVM_LAUNCH(SwigluBwdKernel, CeilDiv(n, 256), 256, s, g, u, da, dg, du, n);
+inline Status SwigluBwd(bf16* gu, const float* da, size_t M, int I, cudaStream_t s) {
+  SMOLVM_LAUNCH(SwigluBwdKernel, CeilDiv(M * I, 256), 256, s, gu, da, M, I);
   return LAUNCH_CHECK("SwigluBwd");
 }
 inline Status FloatToBf16(const float* x, bf16* y, size_t n, cudaStream_t s) {

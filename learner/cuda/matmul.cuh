@@ -7,28 +7,33 @@
 
 namespace smolvm::learner::cuda {
 
+// Leading dimensions (row strides in elements) default to the packed ones
+// when 0, so a helper can also read or write column slices of wider rows.
+
 // C (M,N) = alpha * X (M,K) W^T (N,K) + beta * C.   [y = x W^T]
-// ldx/ldw/ldc default to K, K, N.
 inline Status MatmulXWt(cublasHandle_t h, const bf16* X, const bf16* W, void* C, cudaDataType_t ctype, int M, int N,
-                        int K, float alpha = 1.0f, float beta = 0.0f) {
-  CUBLAS_RETURN(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, W, CUDA_R_16BF, K, X, CUDA_R_16BF, K, &beta,
-                             C, ctype, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                        int K, float alpha = 1.0f, float beta = 0.0f, int ldx = 0, int ldw = 0, int ldc = 0) {
+  CUBLAS_RETURN(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, W, CUDA_R_16BF, ldw ? ldw : K, X,
+                             CUDA_R_16BF, ldx ? ldx : K, &beta, C, ctype, ldc ? ldc : N, CUBLAS_COMPUTE_32F,
+                             CUBLAS_GEMM_DEFAULT));
   return Status::Ok();
 }
 
 // C (M,K) = alpha * D (M,N) W (N,K) + beta * C.   [dx = dy W]
 inline Status MatmulDW(cublasHandle_t h, const bf16* D, const bf16* W, void* C, cudaDataType_t ctype, int M, int N,
-                       int K, float alpha = 1.0f, float beta = 0.0f) {
-  CUBLAS_RETURN(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, &alpha, W, CUDA_R_16BF, K, D, CUDA_R_16BF, N, &beta,
-                             C, ctype, K, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                       int K, float alpha = 1.0f, float beta = 0.0f, int ldd = 0, int ldw = 0, int ldc = 0) {
+  CUBLAS_RETURN(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, &alpha, W, CUDA_R_16BF, ldw ? ldw : K, D,
+                             CUDA_R_16BF, ldd ? ldd : N, &beta, C, ctype, ldc ? ldc : K, CUBLAS_COMPUTE_32F,
+                             CUBLAS_GEMM_DEFAULT));
   return Status::Ok();
 }
 
 // C (N,K) = alpha * D^T (N,M) X (M,K) + beta * C.   [dW = dy^T x], C fp32.
 inline Status MatmulDtX(cublasHandle_t h, const bf16* D, const bf16* X, float* C, int M, int N, int K, float alpha,
-                        float beta) {
-  CUBLAS_RETURN(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, &alpha, X, CUDA_R_16BF, K, D, CUDA_R_16BF, N, &beta,
-                             C, CUDA_R_32F, K, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                        float beta, int ldd = 0, int ldx = 0, int ldc = 0) {
+  CUBLAS_RETURN(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, &alpha, X, CUDA_R_16BF, ldx ? ldx : K, D,
+                             CUDA_R_16BF, ldd ? ldd : N, &beta, C, CUDA_R_32F, ldc ? ldc : K, CUBLAS_COMPUTE_32F,
+                             CUBLAS_GEMM_DEFAULT));
   return Status::Ok();
 }
 
