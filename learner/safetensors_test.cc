@@ -47,7 +47,9 @@ TEST(SafetensorsTest, RejectsCorruptFiles) {
   for (const char* n : {"short.st", "shape.st", "dtype.st", "json.st", "overlap.st"}) {
     auto f = SafetensorsFile::Open(d + "/" + n);
     EXPECT_FALSE(f.ok()) << n;
-    if (!f.ok()) EXPECT_NE(f.status().message().find("corrupt"), std::string::npos) << f.status().ToString();
+    if (!f.ok()) {
+      EXPECT_NE(f.status().message().find("corrupt"), std::string::npos) << f.status().ToString();
+    }
   }
   std::ofstream(d + "/tiny.st") << "abc";
   EXPECT_FALSE(SafetensorsFile::Open(d + "/tiny.st").ok());
