@@ -111,11 +111,13 @@ PYEOF
       peer side8k7 --model "$MODELS/qwen2.5-7b" --batch 8 --maxseq 1024 --steps 6
       ;;
     adapter)
-      rm -rf "$out/adapter"
+      # The adapter (~35 MB) and logits (~40 MB) stay in $MODELS; results go to $out.
+      rm -rf "$MODELS/adapter"
       ours adapter --model "$MODELS/qwen2.5-0.5b" --batch 2 --maxseq 128 --steps 20 --lr 5e-3 --device cuda \
-        --save-adapter "$out/adapter" --dump-logits "$out/adapter_logits.safetensors"
-      $PY bench/peers/peft_adapter_check.py --model "$MODELS/qwen2.5-0.5b" --adapter "$out/adapter" \
-        --logits "$out/adapter_logits.safetensors" --out "$out/adapter_check.json" > "$out/adapter_check.out" 2>&1
+        --save-adapter "$MODELS/adapter" --dump-logits "$MODELS/adapter_logits.safetensors"
+      cp "$MODELS/adapter/adapter_config.json" "$out/" 2>/dev/null
+      $PY bench/peers/peft_adapter_check.py --model "$MODELS/qwen2.5-0.5b" --adapter "$MODELS/adapter" \
+        --logits "$MODELS/adapter_logits.safetensors" --out "$out/adapter_check.json" > "$out/adapter_check.out" 2>&1
       log "adapter check rc=$? $(cat "$out/adapter_check.json" 2>/dev/null)"
       ;;
     load)
