@@ -1,0 +1,2 @@
+// CudaRunner compiled for host emulation (tests only).
+#include "learner/cuda_runner.cu"

@@ -1,0 +1,64 @@
+// smolvm-learner: make-model | train. See docs/learner.md.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "learner/make_model.h"
+#include "learner/train.h"
+
+int main(int argc, char** argv) {
+  using namespace smolvm::learner;
+  CLI::App app{"smolvm-learner: a Qwen2 LoRA trainer (DPO/SFT) on CUDA or CPU"};
+  app.require_subcommand(1);
+
+  std::string preset, out;
+  uint64_t mm_seed = 0;
+  auto* mm = app.add_subcommand("make-model", "write a seeded synthetic Qwen2 model in Hugging Face format");
+  mm->add_option("--preset", preset, "tiny|qwen2.5-0.5b|qwen2.5-1.5b|qwen2.5-7b")->required();
+  mm->add_option("--seed", mm_seed, "weight seed");
+  mm->add_option("--out", out, "output directory")->required();
+
+  TrainOptions o;
+  std::string method = "dpo";
+  auto* tr = app.add_subcommand("train", "train LoRA adapters with DPO or SFT");
+  tr->add_option("--model", o.model, "model directory (config.json + safetensors)")->envname("MODEL");
+  tr->add_flag("--load-in-4bit", o.load_in_4bit, "quantize the projections to NF4 (block 64) at load");
+  tr->add_option("--method", method, "dpo|sft")->check(CLI::IsMember({"dpo", "sft"}));
+  tr->add_option("--steps", o.steps, "training steps")->envname("STEPS")->check(CLI::PositiveNumber);
+  tr->add_option("--batch", o.batch, "preference pairs (dpo) or rows (sft) per step")->envname("BATCH")->check(CLI::PositiveNumber);
+  tr->add_option("--maxseq", o.maxseq, "tokens per row")->envname("MAXSEQ")->check(CLI::PositiveNumber);
+  tr->add_option("--lid", o.lid, "learner id (seeds the data; names the event file)")->envname("LEARNER_ID");
+  tr->add_option("--coord", o.coord, "directory for learner_<lid>.jsonl")->envname("COORD");
+  tr->add_option("--arm", o.arm, "bench arm name echoed in events")->envname("ARM");
+  tr->add_option("--device", o.device, "cuda|cpu (default: cuda when a GPU is present)")
+      ->check(CLI::IsMember({"cuda", "cpu"}));
+  tr->add_option("--seed", o.seed, "seed of LoRA init and data");
+  tr->add_option("--lr", o.lr, "AdamW learning rate")->check(CLI::PositiveNumber);
+  tr->add_option("--weight-decay", o.weight_decay, "AdamW weight decay")->check(CLI::NonNegativeNumber);
+  tr->add_option("--lora-r", o.lora_r, "LoRA rank")->check(CLI::PositiveNumber);
+  tr->add_option("--lora-alpha", o.lora_alpha, "LoRA alpha (scale = alpha / r)")->check(CLI::PositiveNumber);
+  tr->add_option("--beta", o.beta, "DPO beta")->envname("DPO_BETA")->check(CLI::PositiveNumber);
+  tr->add_flag("--fork", o.fork, "warm up, mark base weights frozen, wait at smolvmForkpoint()");
+  bool no_prefix = false;
+  tr->add_flag("--no-prefix-sharing", no_prefix, "DPO: run chosen and rejected as separate rows (2x the tokens)");
+  tr->add_option("--save-adapter", o.save_adapter, "write the trained LoRA in PEFT format to DIR");
+  tr->add_option("--dump-logits", o.dump_logits, "write one fixed row's tokens and logits (safetensors)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(stderr, "smolvm-learner: %s (see --help)\n", e.what());
+    return 2;
+  }
+  if (*mm) {
+    smolvm::Status s = MakeModel(preset, mm_seed, out);
+    if (!s.ok()) {
+      std::fprintf(stderr, "smolvm-learner: %s\n", s.ToString().c_str());
+      return 1;
+    }
+    return 0;
+  }
+  o.method = method == "sft" ? Method::kSft : Method::kDpo;
+  o.prefix_sharing = !no_prefix;
+  return RunTrain(o);
+}
