@@ -52,6 +52,15 @@ Worker::Worker(std::unique_ptr<GpuBackend> backend, WorkerOptions options)
 Worker::~Worker() { ReleaseAll(); }
 
 void Worker::ReleaseAll() {
+  // cuBLAS handles first: their workspaces live in the memory released next.
+  if (blas_) {
+    (void)backend_->CtxSynchronize();
+    for (auto& [id, h] : blas_handles_) (void)blas_->Destroy(h);
+    for (auto& [id, h] : lt_handles_) (void)blas_->LtDestroy(h);
+  }
+  blas_handles_.clear();
+  lt_handles_.clear();
+  blas_.reset();
   memory_.reset();
   for (auto& [addr, seg] : host_) {
     (void)backend_->HostUnregister(reinterpret_cast<void*>(addr));

@@ -12,6 +12,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "backend/blas_backend.h"
 #include "backend/gpu_backend.h"
 #include "daemon/device_memory.h"
 #include "proto/dispatch.h"
@@ -89,6 +90,23 @@ class Worker {
   Status Handle(const proto::LaunchKernelRequest&, proto::LaunchKernelReply*, Ctx*);
   Status Handle(const proto::OccupancyMaxBlocksRequest&, proto::OccupancyMaxBlocksReply*, Ctx*);
   Status Handle(const proto::MarkFrozenRequest&, proto::MarkFrozenReply*, Ctx*);
+  // cuBLAS, cuBLASLt and NVML (worker_blas.cc).
+  Status Handle(const proto::BlasCreateRequest&, proto::BlasCreateReply*, Ctx*);
+  Status Handle(const proto::BlasDestroyRequest&, proto::BlasDestroyReply*, Ctx*);
+  Status Handle(const proto::BlasSetStreamRequest&, proto::BlasSetStreamReply*, Ctx*);
+  Status Handle(const proto::BlasSetModeRequest&, proto::BlasSetModeReply*, Ctx*);
+  Status Handle(const proto::BlasSetWorkspaceRequest&, proto::BlasSetWorkspaceReply*, Ctx*);
+  Status Handle(const proto::BlasGetVersionRequest&, proto::BlasGetVersionReply*, Ctx*);
+  Status Handle(const proto::BlasGemmRequest&, proto::BlasGemmReply*, Ctx*);
+  Status Handle(const proto::BlasLevel1Request&, proto::BlasLevel1Reply*, Ctx*);
+  Status Handle(const proto::BlasLevel1HostRequest&, proto::BlasLevel1HostReply*, Ctx*);
+  Status Handle(const proto::LtCreateRequest&, proto::LtCreateReply*, Ctx*);
+  Status Handle(const proto::LtDestroyRequest&, proto::LtDestroyReply*, Ctx*);
+  Status Handle(const proto::LtMatmulRequest&, proto::LtMatmulReply*, Ctx*);
+  Status Handle(const proto::LtHeuristicRequest&, proto::LtHeuristicReply*, Ctx*);
+  Status Handle(const proto::NvmlDeviceRequest&, proto::NvmlDeviceReply*, Ctx*);
+  Status Handle(const proto::NvmlMemoryRequest&, proto::NvmlMemoryReply*, Ctx*);
+  Status Handle(const proto::NvmlUtilizationRequest&, proto::NvmlUtilizationReply*, Ctx*);
 
  private:
   struct HostSegment {
@@ -131,6 +149,10 @@ class Worker {
   Status CheckHost(uint64_t addr, uint64_t bytes) const;
   void SendStats();
   void ReleaseAll();
+  // The BlasBackend, created on the session's first cuBLAS/cuBLASLt op.
+  Result<BlasBackend*> Blas();
+  Result<uint64_t> BlasHandle(uint64_t guest_id) const;
+  Result<uint64_t> LtHandle(uint64_t guest_id) const;
 
   std::unique_ptr<GpuBackend> backend_;
   WorkerOptions options_;
@@ -144,6 +166,11 @@ class Worker {
   std::map<uint64_t, EventInfo> events_;
   std::map<uint64_t, ModuleInfo> modules_;
   std::map<uint64_t, FunctionInfo> functions_;
+  std::unique_ptr<BlasBackend> blas_;   // null until the first cuBLAS op
+  Status blas_status_;                  // why it could not be created, once tried
+  std::map<uint64_t, uint64_t> blas_handles_;  // guest id -> BlasBackend handle
+  std::map<uint64_t, uint64_t> lt_handles_;
+  std::string blas_scratch_;            // LtHeuristic reply bytes
   std::string scratch_;  // DtoH reply bytes
   int32_t deferred_ = 0;
   const int spin_us_ = WorkerSpinMicros();

@@ -88,6 +88,56 @@
   /* the golden blocks here; clone_index >= 0: fork a child now, which says */ \
   /* Hello{role=2, token}; clone_index < 0: released */ \
   X(61, ForkpointWait, SYNC, (), (F(i32, clone_index) F(str, token))) \
+  /* -- cuBLAS (docs/blas.md) -------------------------------------------- */ \
+  /* handle: guest-chosen id. Library statuses travel as result codes */ \
+  /* kBlasStatusBase + cublasStatus_t (proto/lib_status.h). */ \
+  X(70, BlasCreate, SYNC, (F(u64, handle)), ()) \
+  X(71, BlasDestroy, ASYNC, (F(u64, handle)), ()) \
+  X(72, BlasSetStream, ASYNC, (F(u64, handle) F(u64, stream)), ()) \
+  /* what: 0 math mode, 1 pointer mode, 2 atomics mode */ \
+  X(73, BlasSetMode, ASYNC, (F(u64, handle) F(u32, what) F(i32, value)), ()) \
+  X(74, BlasSetWorkspace, ASYNC, (F(u64, handle) F(u64, dptr) F(u64, bytes)), ()) \
+  X(75, BlasGetVersion, SYNC, (), (F(i32, version) F(i32, lt_version))) \
+  /* fn: BlasGemmFn (backend/blas_backend.h). Scalars: alpha/beta bytes by */ \
+  /* value (host pointer mode) or, when empty, device addresses alpha_ptr/beta_ptr. */ \
+  /* GemmBatchedEx: a/b/c are device arrays of device pointers. */ \
+  X(76, BlasGemm, ASYNC, \
+    (F(u64, handle) F(u32, fn) F(i32, transa) F(i32, transb) F(i32, m) F(i32, n) F(i32, k) \
+     F(u64, a) F(i32, atype) F(i32, lda) F(i64, stride_a) F(u64, b) F(i32, btype) F(i32, ldb) \
+     F(i64, stride_b) F(u64, c) F(i32, ctype) F(i32, ldc) F(i64, stride_c) F(i32, batch) \
+     F(i32, compute) F(i32, algo) F(bytes, alpha) F(bytes, beta) F(u64, alpha_ptr) \
+     F(u64, beta_ptr)), ()) \
+  /* fn: BlasLevel1Fn. axpy/scal; dot/nrm2 with a device result at `result` */ \
+  X(77, BlasLevel1, ASYNC, \
+    (F(u64, handle) F(u32, fn) F(i32, n) F(bytes, alpha) F(u64, alpha_ptr) F(u64, x) \
+     F(i32, incx) F(u64, y) F(i32, incy) F(u64, result)), ()) \
+  /* dot/nrm2 with a host result (host pointer mode) */ \
+  X(78, BlasLevel1Host, SYNC, \
+    (F(u64, handle) F(u32, fn) F(i32, n) F(u64, x) F(i32, incx) F(u64, y) F(i32, incy)), \
+    (F(f32, result))) \
+  /* -- cuBLASLt: descriptors travel by value (attribute lists, LtDesc) -- */ \
+  X(85, LtCreate, SYNC, (F(u64, handle)), ()) \
+  X(86, LtDestroy, ASYNC, (F(u64, handle)), ()) \
+  /* algo: 64 bytes of cublasLtMatmulAlgo_t, or empty for none */ \
+  X(87, LtMatmul, ASYNC, \
+    (F(u64, handle) F(bytes, desc) F(bytes, adesc) F(bytes, bdesc) F(bytes, cdesc) \
+     F(bytes, ddesc) F(bytes, alpha) F(bytes, beta) F(u64, alpha_ptr) F(u64, beta_ptr) \
+     F(u64, a) F(u64, b) F(u64, c) F(u64, d) F(bytes, algo) F(u64, workspace) \
+     F(u64, workspace_bytes) F(u64, stream)), ()) \
+  /* results: `count` cublasLtMatmulHeuristicResult_t, raw */ \
+  X(88, LtHeuristic, SYNC, \
+    (F(u64, handle) F(bytes, desc) F(bytes, adesc) F(bytes, bdesc) F(bytes, cdesc) \
+     F(bytes, ddesc) F(bytes, pref) F(i32, requested)), \
+    (F(i32, count) F(bytes, results))) \
+  /* -- NVML, answered for the session (docs/shim.md) ------------------- */ \
+  /* uuid: NVML's text form; driver: the kernel driver version string */ \
+  X(100, NvmlDevice, SYNC, (), \
+    (F(str, name) F(str, uuid) F(i32, cc_major) F(i32, cc_minor) F(str, driver) \
+     F(i32, cuda_version) F(u32, multiprocessors))) \
+  /* used: the session's chunks plus its context; free as the session may allocate */ \
+  X(101, NvmlMemory, SYNC, (), \
+    (F(u64, total) F(u64, free_bytes) F(u64, used) F(u64, reserved) F(u32, worker_pid))) \
+  X(102, NvmlUtilization, SYNC, (), (F(u32, gpu) F(u32, memory))) \
   /* -- admin socket (host-side operators; never reachable by guests) --- */ \
   X(200, AdminStatus, SYNC, (), (F(str, json))) \
   /* session 0 = find the golden by pid; share: on|off|auto; reply: one JSON line per clone */ \

@@ -111,6 +111,13 @@ class Runtime {
   // Records `err` as this thread's last error when it is not success.
   cudaError_t Record(cudaError_t err);
 
+  // --- for the library shims (lib_api.cc); REQUIRE session().mu() held ------
+  // Connects; the cudaError_t a runtime call would fail with, or success.
+  cudaError_t BeginLibraryCall() { return Begin(); }
+  cudaError_t WireStreamId(cudaStream_t stream, uint64_t* id) const { return StreamId(stream, false, id); }
+  uint64_t NewLibraryHandle() { return NewHandle(); }
+  bool DeviceRangeKnown(uint64_t p, uint64_t bytes) const { return device_mem_.Contains(p, bytes); }
+
   // --- fork (fork.cc) -------------------------------------------------------
   // The golden's forkpoint with the daemon as controller: waits for orders;
   // for each fork order forks the process. Returns the clone index in each

@@ -163,4 +163,52 @@ void Session::NoteDeferred(int32_t deferred) {
 
 int32_t Session::TakeDeferred() { return std::exchange(deferred_, 0); }
 
+int32_t Session::TakeDeferredIn(int32_t lo, int32_t hi) {
+  if (deferred_ < lo || deferred_ >= hi) return 0;
+  return std::exchange(deferred_, 0);
+}
+
+namespace {
+
+void AppendRawFrame(std::string* out, uint16_t op, bool async, uint32_t seq, std::string_view payload) {
+  proto::FrameHeader h;
+  h.payload_bytes = static_cast<uint32_t>(payload.size());
+  h.op = op;
+  h.flags = async ? proto::kFlagAsync : 0;
+  h.seq = seq;
+  size_t at = out->size();
+  out->resize(at + proto::kFrameHeaderBytes);
+  proto::EncodeHeader(h, reinterpret_cast<uint8_t*>(out->data() + at));
+  out->append(payload.data(), payload.size());
+}
+
+}  // namespace
+
+void Session::EnqueueRaw(uint16_t op, std::string_view payload) {
+  AppendRawFrame(&queue_, op, true, next_seq_++, payload);
+  ++queued_ops_;
+  if (queue_.size() >= options_.flush_bytes) (void)Flush();
+}
+
+Status Session::CallRaw(uint16_t op, std::string_view payload, std::string_view* fields) {
+  RETURN_IF_ERROR(Connect());
+  uint32_t seq = next_seq_++;
+  AppendRawFrame(&queue_, op, false, seq, payload);
+  RETURN_IF_ERROR(WriteQueue({}));
+  RETURN_IF_ERROR(ReadReply(op, seq, &reply_payload_));
+  proto::Decoder dec(reply_payload_);
+  proto::ReplyHead head;
+  dec.Get(&head.result);
+  dec.Get(&head.deferred);
+  if (!dec.ok()) return Broken("malformed reply to op " + std::to_string(op));
+  NoteDeferred(head.deferred);
+  size_t consumed = reply_payload_.size() - dec.remaining();
+  if (head.result != 0) {
+    dec.Get(&head.message);
+    return Status(head.result, std::move(head.message));
+  }
+  *fields = std::string_view(reply_payload_).substr(consumed);
+  return Status::Ok();
+}
+
 }  // namespace smolvm::shim

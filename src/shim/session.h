@@ -108,6 +108,12 @@ class Session {
     return Status::Ok();
   }
 
+  // The same for a request already encoded (the library shims, lib_api.h):
+  // `payload` is the op's fields. CallRaw points *fields at the reply's
+  // encoded fields (valid until the next Call).
+  void EnqueueRaw(uint16_t op, std::string_view payload);
+  Status CallRaw(uint16_t op, std::string_view payload, std::string_view* fields);
+
   // In a forked child: forgets the parent's connection (closing only this
   // process's copy of the socket, never writing to it) so the next Connect()
   // says Hello as a clone with `token`. The reserved ranges stay.
@@ -120,6 +126,9 @@ class Session {
   // The first unreported failure of an earlier ASYNC op (0 when none);
   // cleared by the call.
   int32_t TakeDeferred();
+  // Takes the deferred failure only when it lies in [lo, hi) (a library's
+  // status range); 0 otherwise.
+  int32_t TakeDeferredIn(int32_t lo, int32_t hi);
 
  private:
   Status WriteQueue(std::span<const int> fds);

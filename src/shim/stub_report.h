@@ -1,6 +1,6 @@
 // What a not-implemented export of the shim does: name itself once on
 // stderr and return cudaErrorNotSupported (801). Used by the generated
-// stubs (gen_cudart.cmake).
+// stubs (gen_stubs.cmake).
 #pragma once
 
 #include <atomic>

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Issue 3 on the H200: cuBLAS / cuBLASLt / NVML natively and through the
+# shims (daemon --backend cuda), from the repo root with build/ carried.
+#   1. bench_blas sweep natively and through the shim: one hash per (api,
+#      dtype, shape); the two lists must be identical (bit-identical GEMMs).
+#   2. bench_blas perf both ways: 8192^3 bf16 TFLOP/s and 1,000 small GEMMs.
+#   3. prog_gemm / prog_lt both ways (host-reference checks), prog_nvml
+#      through the shim (the session's memory).
+# Writes to $OUT (8 files at most): sweep_native.txt sweep_shim.txt perf.txt
+# progs.txt nvml.txt daemon.log summary.txt. About 2-3 minutes.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/device-blas-out}
+mkdir -p "$OUT"
+BIN=$PWD/build/tests/blas/bin
+SHIM=$PWD/build/shim
+summary() { echo "$*" | tee -a "$OUT/summary.txt"; }
+
+# The programs link NVIDIA's libcudart / libcublas by soname; find them when
+# the loader cannot (toolkit elsewhere, or only pip's nvidia wheels). The
+# daemon's workers inherit this path to find the real libcublas (skipping
+# the shim directory by its .smolvm-shim marker).
+if ldd "$BIN/bench_blas" | grep -q "not found"; then
+  for d in /usr/local/cuda/lib64 /usr/local/cuda-13*/lib64 \
+           $(python3 -c 'import nvidia,os;print(" ".join(os.path.join(p,q,"lib") for p in nvidia.__path__ for q in os.listdir(p)))' 2>/dev/null); do
+    [[ -d $d ]] && export LD_LIBRARY_PATH=$d:${LD_LIBRARY_PATH:-}
+  done
+fi
+summary "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)"
+summary "native libs: $(ldd "$BIN/bench_blas" | grep -E 'cublas|cudart' | tr -s ' \t' ' ' | tr '\n' ';')"
+
+sock=$(mktemp -u /tmp/smolvm-blas.XXXXXX).sock
+setsid build/smolvm _cuda-daemon "$sock" --backend "${BACKEND:-cuda}" --pool 1 2> "$OUT/daemon.log" &
+daemon=$!
+echo "daemon pid $daemon" >> "$OUT/summary.txt"
+trap 'kill -TERM $daemon 2>/dev/null; wait $daemon 2>/dev/null' EXIT
+for _ in $(seq 400); do [[ -S $sock.admin ]] && break; sleep 0.05; done
+# shim SECONDS PROGRAM ARGS...: runs PROGRAM through the shims, with a time limit.
+shim() { local t=$1; shift; SMOLVM_CUDA_SOCKET=$sock LD_LIBRARY_PATH=$SHIM:${LD_LIBRARY_PATH:-} timeout "$t" "$@"; }
+
+# 1. bit-identical sweep
+timeout 150 "$BIN/bench_blas" sweep > "$OUT/sweep_native.txt" 2>&1; rn=$?
+shim 150 "$BIN/bench_blas" sweep > "$OUT/sweep_shim.txt" 2>&1; rs=$?
+nn=$(grep -c '^hash ' "$OUT/sweep_native.txt"); ns=$(grep -c '^hash ' "$OUT/sweep_shim.txt")
+if [[ $rn == 0 && $rs == 0 ]] && diff <(grep '^hash ' "$OUT/sweep_native.txt") <(grep '^hash ' "$OUT/sweep_shim.txt") > /dev/null; then
+  summary "sweep: IDENTICAL ($nn results; native rc $rn, shim rc $rs)"
+else
+  summary "sweep: DIFFERENT (native rc $rn $nn results, shim rc $rs $ns results)"
+  diff <(grep '^hash ' "$OUT/sweep_native.txt") <(grep '^hash ' "$OUT/sweep_shim.txt") | head -20 >> "$OUT/summary.txt"
+fi
+
+# 2. performance
+{ echo "== native"; timeout 60 "$BIN/bench_blas" perf 2>&1; echo "rc $?"
+  echo "== shim"; shim 60 "$BIN/bench_blas" perf 2>&1; echo "rc $?"; } > "$OUT/perf.txt"
+summary "perf: $(grep -E '^(==|perf)' "$OUT/perf.txt" | tr '\n' ' ')"
+
+# 3. reference-checked programs, and NVML in the session
+{ for p in prog_gemm prog_lt; do
+    echo "== native $p"; timeout 60 "$BIN/$p" 2>&1 | tail -4; echo "rc ${PIPESTATUS[0]}"
+    echo "== shim $p"; shim 60 "$BIN/$p" 2>&1 | tail -4; echo "rc ${PIPESTATUS[0]}"
+  done; } > "$OUT/progs.txt"
+summary "progs: $(grep -E '^(== |PASS|FAIL|rc )' "$OUT/progs.txt" | tr '\n' ' ')"
+shim 60 "$BIN/prog_nvml" > "$OUT/nvml.txt" 2>&1
+summary "nvml: rc $? $(grep -E '^(memory|process|PASS|FAIL)' "$OUT/nvml.txt" | tr '\n' ' ')"

@@ -1,0 +1,260 @@
+// The worker's cuBLAS, cuBLASLt and NVML handlers (ops 70-119). cuBLAS runs
+// through the BlasBackend on the session's context and streams; NVML is
+// answered for the session from the GpuBackend and the session's memory.
+#include <cublas_api.h>
+#include <cuda.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "daemon/worker.h"
+#include "proto/lib_status.h"
+
+#ifdef SMOLVM_HAVE_CUDA_BACKEND
+#include "backend/nvml_host.h"
+#endif
+
+namespace smolvm {
+namespace {
+
+Status NotInitialized(const std::string& what) { return BlasError(CUBLAS_STATUS_NOT_INITIALIZED, what); }
+Status InvalidValue(const std::string& what) { return BlasError(CUBLAS_STATUS_INVALID_VALUE, what); }
+
+constexpr int32_t kNvmlErrorNotSupported = 3;
+
+BlasScalars Scalars(std::string_view alpha, std::string_view beta, uint64_t alpha_ptr, uint64_t beta_ptr) {
+  BlasScalars s;
+  s.alpha = alpha;
+  s.beta = beta;
+  s.alpha_ptr = alpha_ptr;
+  s.beta_ptr = beta_ptr;
+  return s;
+}
+
+// NVML's text form of a 16-byte UUID: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx.
+std::string UuidText(const std::string& raw) {
+  std::string out = "GPU-";
+  char b[3];
+  for (size_t i = 0; i < raw.size() && i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
+    std::snprintf(b, sizeof b, "%02x", static_cast<unsigned char>(raw[i]));
+    out += b;
+  }
+  return out;
+}
+
+// The kernel driver's version ("580.95.05"), as nvmlSystemGetDriverVersion.
+std::string KernelDriverVersion() {
+  std::ifstream f("/proc/driver/nvidia/version");
+  std::string line;
+  if (!std::getline(f, line)) return "";
+  size_t at = line.find("Kernel Module");
+  if (at == std::string::npos) return "";
+  std::istringstream rest(line.substr(at + 13));
+  std::string v;
+  rest >> v;
+  return v;
+}
+
+// What a CUDA context costs the session on the device, counted in NVML's
+// "used": SMOLVM_CONTEXT_BYTES, or 524 MiB (measured on the H200, DESIGN §1)
+// on a real GPU and 0 on the fake. See docs/shim.md.
+uint64_t ContextBytes(std::string_view backend) {
+  if (const char* v = std::getenv("SMOLVM_CONTEXT_BYTES")) return std::strtoull(v, nullptr, 10);
+  return backend == "fake" ? 0 : 524ull << 20;
+}
+
+}  // namespace
+
+Result<BlasBackend*> Worker::Blas() {
+  if (blas_) return blas_.get();
+  if (!blas_status_.ok()) return blas_status_;
+  auto made = MakeBlasBackend(backend_.get());
+  if (!made.ok()) {
+    // The guest sees CUBLAS_STATUS_NOT_INITIALIZED; the daemon log says why.
+    std::fprintf(stderr, "smolvm worker %d: cuBLAS unavailable: %s\n", ::getpid(), made.status().ToString().c_str());
+    blas_status_ = NotInitialized(made.status().message());
+    return blas_status_;
+  }
+  blas_ = std::move(made).value();
+  return blas_.get();
+}
+
+Result<uint64_t> Worker::BlasHandle(uint64_t guest_id) const {
+  auto it = blas_handles_.find(guest_id);
+  if (it == blas_handles_.end()) return NotInitialized("unknown cuBLAS handle");
+  return it->second;
+}
+
+Result<uint64_t> Worker::LtHandle(uint64_t guest_id) const {
+  auto it = lt_handles_.find(guest_id);
+  if (it == lt_handles_.end()) return NotInitialized("unknown cuBLASLt handle");
+  return it->second;
+}
+
+// --- cuBLAS ---------------------------------------------------------------------
+
+Status Worker::Handle(const proto::BlasCreateRequest& q, proto::BlasCreateReply*, Ctx*) {
+  if (q.handle == 0 || blas_handles_.count(q.handle)) return InvalidValue("cuBLAS handle id in use");
+  ASSIGN_OR_RETURN(BlasBackend * blas, Blas());
+  ASSIGN_OR_RETURN(uint64_t h, blas->Create());
+  blas_handles_[q.handle] = h;
+  return Status::Ok();
+}
+
+Status Worker::Handle(const proto::BlasDestroyRequest& q, proto::BlasDestroyReply*, Ctx*) {
+  auto it = blas_handles_.find(q.handle);
+  if (it == blas_handles_.end()) return NotInitialized("unknown cuBLAS handle");
+  Status st = blas_->Destroy(it->second);
+  blas_handles_.erase(it);
+  return st;
+}
+
+Status Worker::Handle(const proto::BlasSetStreamRequest& q, proto::BlasSetStreamReply*, Ctx*) {
+  ASSIGN_OR_RETURN(uint64_t h, BlasHandle(q.handle));
+  auto s = Stream(q.stream);
+  if (!s.ok()) return InvalidValue("unknown stream");
+  return blas_->SetStream(h, *s);
+}
+
+Status Worker::Handle(const proto::BlasSetModeRequest& q, proto::BlasSetModeReply*, Ctx*) {
+  ASSIGN_OR_RETURN(uint64_t h, BlasHandle(q.handle));
+  if (q.what > static_cast<uint32_t>(BlasMode::kAtomics)) return InvalidValue("unknown mode");
+  return blas_->SetMode(h, static_cast<BlasMode>(q.what), q.value);
+}
+
+Status Worker::Handle(const proto::BlasSetWorkspaceRequest& q, proto::BlasSetWorkspaceReply*, Ctx*) {
+  ASSIGN_OR_RETURN(uint64_t h, BlasHandle(q.handle));
+  return blas_->SetWorkspace(h, q.dptr, q.bytes);
+}
+
+Status Worker::Handle(const proto::BlasGetVersionRequest&, proto::BlasGetVersionReply* r, Ctx*) {
+  ASSIGN_OR_RETURN(BlasBackend * blas, Blas());
+  return blas->GetVersion(&r->version, &r->lt_version);
+}
+
+Status Worker::Handle(const proto::BlasGemmRequest& q, proto::BlasGemmReply*, Ctx*) {
+  ASSIGN_OR_RETURN(uint64_t h, BlasHandle(q.handle));
+  if (q.fn > static_cast<uint32_t>(BlasGemmFn::kSgemmStridedBatched)) return InvalidValue("unknown gemm function");
+  BlasGemmArgs g;
+  g.fn = static_cast<BlasGemmFn>(q.fn);
+  g.transa = q.transa, g.transb = q.transb, g.m = q.m, g.n = q.n, g.k = q.k;
+  g.a = q.a, g.atype = q.atype, g.lda = q.lda, g.stride_a = q.stride_a;
+  g.b = q.b, g.btype = q.btype, g.ldb = q.ldb, g.stride_b = q.stride_b;
+  g.c = q.c, g.ctype = q.ctype, g.ldc = q.ldc, g.stride_c = q.stride_c;
+  g.batch = q.batch, g.compute = q.compute, g.algo = q.algo;
+  g.scalars = Scalars(q.alpha, q.beta, q.alpha_ptr, q.beta_ptr);
+  return blas_->Gemm(h, g);
+}
+
+Status Worker::Handle(const proto::BlasLevel1Request& q, proto::BlasLevel1Reply*, Ctx*) {
+  ASSIGN_OR_RETURN(uint64_t h, BlasHandle(q.handle));
+  if (q.fn > static_cast<uint32_t>(BlasLevel1Fn::kSnrm2)) return InvalidValue("unknown level-1 function");
+  BlasLevel1Args l;
+  l.fn = static_cast<BlasLevel1Fn>(q.fn);
+  l.n = q.n;
+  l.alpha = Scalars(q.alpha, {}, q.alpha_ptr, 0);
+  l.x = q.x, l.incx = q.incx, l.y = q.y, l.incy = q.incy, l.result = q.result;
+  if ((l.fn == BlasLevel1Fn::kSdot || l.fn == BlasLevel1Fn::kSnrm2) && l.result == 0)
+    return InvalidValue("device result at address 0");
+  return blas_->Level1(h, l, nullptr);
+}
+
+Status Worker::Handle(const proto::BlasLevel1HostRequest& q, proto::BlasLevel1HostReply* r, Ctx*) {
+  ASSIGN_OR_RETURN(uint64_t h, BlasHandle(q.handle));
+  if (q.fn != static_cast<uint32_t>(BlasLevel1Fn::kSdot) && q.fn != static_cast<uint32_t>(BlasLevel1Fn::kSnrm2))
+    return InvalidValue("only dot and nrm2 have a host result");
+  BlasLevel1Args l;
+  l.fn = static_cast<BlasLevel1Fn>(q.fn);
+  l.n = q.n, l.x = q.x, l.incx = q.incx, l.y = q.y, l.incy = q.incy;
+  return blas_->Level1(h, l, &r->result);
+}
+
+// --- cuBLASLt -------------------------------------------------------------------
+
+Status Worker::Handle(const proto::LtCreateRequest& q, proto::LtCreateReply*, Ctx*) {
+  if (q.handle == 0 || lt_handles_.count(q.handle)) return InvalidValue("cuBLASLt handle id in use");
+  ASSIGN_OR_RETURN(BlasBackend * blas, Blas());
+  ASSIGN_OR_RETURN(uint64_t h, blas->LtCreate());
+  lt_handles_[q.handle] = h;
+  return Status::Ok();
+}
+
+Status Worker::Handle(const proto::LtDestroyRequest& q, proto::LtDestroyReply*, Ctx*) {
+  auto it = lt_handles_.find(q.handle);
+  if (it == lt_handles_.end()) return NotInitialized("unknown cuBLASLt handle");
+  Status st = blas_->LtDestroy(it->second);
+  lt_handles_.erase(it);
+  return st;
+}
+
+Status Worker::Handle(const proto::LtMatmulRequest& q, proto::LtMatmulReply*, Ctx*) {
+  ASSIGN_OR_RETURN(uint64_t h, LtHandle(q.handle));
+  auto s = Stream(q.stream);
+  if (!s.ok()) return InvalidValue("unknown stream");
+  LtMatmulArgs m;
+  m.p = LtProblem{q.desc, q.adesc, q.bdesc, q.cdesc, q.ddesc};
+  m.scalars = Scalars(q.alpha, q.beta, q.alpha_ptr, q.beta_ptr);
+  m.a = q.a, m.b = q.b, m.c = q.c, m.d = q.d;
+  m.algo = q.algo;
+  m.workspace = q.workspace, m.workspace_bytes = q.workspace_bytes;
+  m.stream = *s;
+  return blas_->LtMatmul(h, m);
+}
+
+Status Worker::Handle(const proto::LtHeuristicRequest& q, proto::LtHeuristicReply* r, Ctx*) {
+  ASSIGN_OR_RETURN(uint64_t h, LtHandle(q.handle));
+  blas_scratch_.clear();
+  RETURN_IF_ERROR(blas_->LtHeuristic(h, LtProblem{q.desc, q.adesc, q.bdesc, q.cdesc, q.ddesc}, q.pref, q.requested,
+                                     &r->count, &blas_scratch_));
+  r->results = blas_scratch_;
+  return Status::Ok();
+}
+
+// --- NVML -----------------------------------------------------------------------
+
+Status Worker::Handle(const proto::NvmlDeviceRequest&, proto::NvmlDeviceReply* r, Ctx*) {
+  ASSIGN_OR_RETURN(DeviceInfo info, backend_->GetDeviceInfo(0));
+  auto attr = [&](int a) { return a < static_cast<int>(info.attrs.size()) ? info.attrs[a] : 0; };
+  r->name = info.name;
+  r->uuid = UuidText(info.uuid);
+  r->cc_major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+  r->cc_minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  r->multiprocessors = static_cast<uint32_t>(attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT));
+  r->cuda_version = info.driver_version;
+  r->driver = backend_->Name() == "fake" ? "0.0.fake" : KernelDriverVersion();
+  return Status::Ok();
+}
+
+Status Worker::Handle(const proto::NvmlMemoryRequest&, proto::NvmlMemoryReply* r, Ctx*) {
+  uint64_t free_bytes = 0, total = 0;
+  RETURN_IF_ERROR(backend_->MemGetInfo(&free_bytes, &total));
+  uint64_t used = memory_->chunk_bytes() + ContextBytes(backend_->Name());
+  if (options_.memory_limit_bytes) total = options_.memory_limit_bytes;
+  r->total = total;
+  r->used = std::min(used, total);
+  r->free_bytes = std::min(free_bytes, total - r->used);
+  r->reserved = 0;
+  r->worker_pid = static_cast<uint32_t>(::getpid());
+  return Status::Ok();
+}
+
+Status Worker::Handle(const proto::NvmlUtilizationRequest&, proto::NvmlUtilizationReply* r, Ctx*) {
+  if (backend_->Name() == "fake") {
+    r->gpu = 0;
+    r->memory = 0;
+    return Status::Ok();
+  }
+#ifdef SMOLVM_HAVE_CUDA_BACKEND
+  ASSIGN_OR_RETURN(DeviceInfo info, backend_->GetDeviceInfo(0));
+  Status st = HostGpuUtilization(UuidText(info.uuid), &r->gpu, &r->memory);
+  if (st.ok()) return st;
+  std::fprintf(stderr, "smolvm worker %d: NVML utilization: %s\n", ::getpid(), st.ToString().c_str());
+#endif
+  return Status(proto::kNvmlStatusBase + kNvmlErrorNotSupported, "utilization needs the host's NVML");
+}
+
+}  // namespace smolvm

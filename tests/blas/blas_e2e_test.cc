@@ -1,0 +1,99 @@
+// nvcc-built programs using cuBLAS, cuBLASLt and NVML run unmodified through
+// the shims (LD_LIBRARY_PATH=build/shim: libcudart, libcublas, libcublasLt,
+// libnvidia-ml) against `smolvm _cuda-daemon --backend fake` on a temp
+// socket: shim -> wire -> daemon -> worker -> FakeBlasBackend.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "daemon_client.h"
+
+namespace smolvm::testing {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+size_t Count(const std::string& hay, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// Runs PROG_DIR/<name> through the shims to its exit; stdout and stderr kept.
+struct ProgramRun {
+  int rc = -1;
+  std::string out, err;
+  std::string Report() const { return "stdout:\n" + out + "\nstderr:\n" + err; }
+};
+
+ProgramRun RunProgram(const DaemonProcess& daemon, const std::string& name) {
+  static int serial = 0;
+  std::string base = daemon.dir() + "/" + name + "." + std::to_string(++serial);
+  std::string exe = std::string(PROG_DIR) + "/" + name;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int o = ::open((base + ".out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int e = ::open((base + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(o, 1);
+    ::dup2(e, 2);
+    ::setenv("LD_LIBRARY_PATH", SHIM_DIR, 1);
+    ::setenv("SMOLVM_CUDA_SOCKET", daemon.socket().c_str(), 1);
+    ::execl(exe.c_str(), exe.c_str(), nullptr);
+    ::_exit(127);
+  }
+  ProgramRun r;
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  r.out = ReadFile(base + ".out");
+  r.err = ReadFile(base + ".err");
+  return r;
+}
+
+class BlasE2eTest : public ::testing::Test {
+ protected:
+  DaemonProcess daemon{"fake", 1};
+};
+
+TEST_F(BlasE2eTest, CublasGemmVariantsLevel1StreamsAndHandles) {
+  ProgramRun r = RunProgram(daemon, "prog_gemm");
+  ASSERT_EQ(r.rc, 0) << r.Report() << "\ndaemon log:\n" << daemon.Log();
+  EXPECT_NE(r.out.find("PASS gemm"), std::string::npos) << r.Report();
+  EXPECT_EQ(Count(r.out, "ok GemmEx"), 12u) << r.Report();
+  EXPECT_NE(r.out.find("ok GemmBatchedEx"), std::string::npos) << r.Report();
+  EXPECT_NE(r.out.find("ok SgemmStridedBatched (device scalars)"), std::string::npos) << r.Report();
+  // The not-supported path: the status, and the function named once.
+  EXPECT_EQ(Count(r.out, "stub: CUBLAS_STATUS_NOT_SUPPORTED"), 2u) << r.Report();
+  EXPECT_EQ(Count(r.err, "cublasDgemm_v2 is not supported"), 1u) << r.Report();
+}
+
+TEST_F(BlasE2eTest, CublasLtEpiloguesHeuristicsAndDescriptors) {
+  ProgramRun r = RunProgram(daemon, "prog_lt");
+  ASSERT_EQ(r.rc, 0) << r.Report() << "\ndaemon log:\n" << daemon.Log();
+  EXPECT_NE(r.out.find("PASS lt"), std::string::npos) << r.Report();
+  for (const char* e : {"DEFAULT", "RELU", "BIAS", "GELU", "RELU_BIAS", "GELU_BIAS"})
+    EXPECT_NE(r.out.find(std::string("ok LtMatmul ") + e + " out bf16"), std::string::npos) << e << r.Report();
+}
+
+TEST_F(BlasE2eTest, NvmlReportsTheSessionsOwnMemory) {
+  ProgramRun r = RunProgram(daemon, "prog_nvml");
+  ASSERT_EQ(r.rc, 0) << r.Report() << "\ndaemon log:\n" << daemon.Log();
+  EXPECT_NE(r.out.find("PASS nvml"), std::string::npos) << r.Report();
+  EXPECT_NE(r.out.find("stub: Not Supported"), std::string::npos) << r.Report();
+  EXPECT_EQ(Count(r.err, "nvmlDeviceGetPowerUsage is not supported"), 1u) << r.Report();
+}
+
+}  // namespace
+}  // namespace smolvm::testing
