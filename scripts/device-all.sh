@@ -4,14 +4,14 @@
 # memory), the GPU fork (16 clones of an 8 GiB golden), then the learner's
 # device checks, then cuBLAS/NVML through the shims. Results in $OUT as a few files (the device tool brings
 # back at most 8). Run from the repo root with build/ (or .carry/build).
-# Usage: scripts/device-all.sh [LEARNER_PHASES...]   (default: tests models train7b4 load side05)
+# Usage: scripts/device-all.sh [LEARNER_PHASES...]   (default: tests models train7b4 load)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [[ -e build ]] || ln -s .carry/build build
 OUT=${OUT:-$PWD/device-all-out}
 mkdir -p "$OUT"
 phases=("$@")
-((${#phases[@]})) || phases=(tests models train7b4 load side05)
+((${#phases[@]})) || phases=(tests models train7b4 load)
 timeout 120 scripts/device-check.sh --phase env,programs,concurrent,memory >"$OUT/check.txt" 2>&1
 tail -9 "$OUT/check.txt"
 timeout 150 scripts/device-fork.sh 8192 512 16 >/dev/null 2>&1
