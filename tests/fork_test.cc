@@ -111,6 +111,15 @@ class ForkTest : public ::testing::Test {
     ModuleGetFunctionReply fr;
     ASSERT_TRUE(golden.Call(ModuleGetFunctionRequest{.module = 1, .function = 5, .name = "smolvm_test_write_u32"}, &fr).ok());
     golden.Queue(StreamCreateRequest{.stream = 0x100, .flags = 1, .priority = 0});
+    // A cuBLAS handle bound to that stream with a workspace in private memory,
+    // and a cuBLASLt handle: clones get them under the same ids.
+    BlasCreateReply bc;
+    ASSERT_TRUE(golden.Call(BlasCreateRequest{.handle = 0x500}, &bc).ok());
+    golden.Queue(BlasSetStreamRequest{.handle = 0x500, .stream = 0x100});
+    golden.Queue(BlasSetModeRequest{.handle = 0x500, .what = 1, .value = 1});
+    golden.Queue(BlasSetWorkspaceRequest{.handle = 0x500, .dptr = priv.dptr, .bytes = kMiB});
+    LtCreateReply lc;
+    ASSERT_TRUE(golden.Call(LtCreateRequest{.handle = 0x600}, &lc).ok());
   }
 
   // Forks `n` clones through the CLI, attaching each as its child would.
@@ -185,9 +194,16 @@ TEST_F(ForkTest, ClonesShareFrozenMemoryReadOnlyAndKeepPrivateWritesApart) {
   EXPECT_EQ(r.head.result, CUDA_ERROR_ILLEGAL_ADDRESS);
   EXPECT_TRUE(clones[3]->Call(CtxSynchronizeRequest{}, &sr).ok());
   EXPECT_EQ(Bytes(*clones[3], p, 4), frozen_bytes.substr(64 * kMiB, 4));
-  // Streams were rebuilt under the same ids.
+  // Streams and cuBLAS / cuBLASLt handles were rebuilt under the same ids.
   StreamQueryReply q;
   EXPECT_TRUE(clones[3]->Call(StreamQueryRequest{.stream = 0x100}, &q).ok());
+  clones[3]->Queue(BlasSetStreamRequest{.handle = 0x500, .stream = 0x100});
+  clones[3]->Queue(LtDestroyRequest{.handle = 0x600});
+  PingReply pong;
+  CallResult blas = clones[3]->Call(PingRequest{}, &pong);
+  EXPECT_EQ(blas.head.deferred, 0) << "cuBLAS handles were not rebuilt in the clone";
+  clones[3]->Queue(BlasSetStreamRequest{.handle = 0x501, .stream = 0x100});
+  EXPECT_NE(clones[3]->Call(PingRequest{}, &pong).head.deferred, 0) << "an unknown handle must fail";
   for (int i = 0; i < 100 && daemon.Log().find("read-only) chunks") == std::string::npos; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_NE(daemon.Log().find("smolvm_test_write_u32->0x"), std::string::npos) << daemon.Log();

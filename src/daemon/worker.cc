@@ -55,7 +55,7 @@ void Worker::ReleaseAll() {
   // cuBLAS handles first: their workspaces live in the memory released next.
   if (blas_) {
     (void)backend_->CtxSynchronize();
-    for (auto& [id, h] : blas_handles_) (void)blas_->Destroy(h);
+    for (auto& [id, h] : blas_handles_) (void)blas_->Destroy(h.handle);
     for (auto& [id, h] : lt_handles_) (void)blas_->LtDestroy(h);
   }
   blas_handles_.clear();
@@ -679,6 +679,14 @@ Status Worker::PrepareFork(const proto::ForkPrepareRequest& req) {
   for (const auto& [id, si] : streams_) j["streams"].push_back({id, si.flags, si.priority});
   j["events"] = nlohmann::json::array();
   for (const auto& [id, ei] : events_) j["events"].push_back({id, ei.flags});
+  j["blas"] = nlohmann::json::array();
+  for (const auto& [id, b] : blas_handles_) {
+    nlohmann::json modes = nlohmann::json::array();
+    for (const auto& [what, value] : b.modes) modes.push_back({what, value});
+    j["blas"].push_back({id, b.stream, modes, b.workspace, b.workspace_bytes});
+  }
+  j["lt"] = nlohmann::json::array();
+  for (const auto& [id, h] : lt_handles_) j["lt"].push_back(id);
   uint64_t total = 0;
   (void)backend_->MemGetInfo(&m.free_bytes, &total);
   m.manifest = j.dump();
@@ -732,6 +740,36 @@ Result<proto::CloneBuiltRequest> Worker::BuildClone(const proto::CloneBuildReque
       uint32_t flags = ev.at(1);
       ASSIGN_OR_RETURN(uint64_t h, backend_->EventCreate(flags));
       events_[id] = EventInfo{h, flags};
+    }
+    // cuBLAS and cuBLASLt handles under the same guest ids, with their stream,
+    // modes and workspace (same addresses: the workspace is golden memory).
+    if (!j.value("blas", nlohmann::json::array()).empty() || !j.value("lt", nlohmann::json::array()).empty()) {
+      ASSIGN_OR_RETURN(BlasBackend * blas, Blas());
+      for (const auto& b : j.value("blas", nlohmann::json::array())) {
+        BlasHandleInfo info;
+        uint64_t id = b.at(0);
+        info.stream = b.at(1);
+        ASSIGN_OR_RETURN(info.handle, blas->Create());
+        blas_handles_[id] = info;
+        BlasHandleInfo& rec = blas_handles_[id];
+        if (info.stream != 0) {
+          ASSIGN_OR_RETURN(uint64_t s, Stream(info.stream));
+          RETURN_IF_ERROR(blas->SetStream(rec.handle, s));
+        }
+        for (const auto& m : b.at(2)) {
+          uint32_t what = m.at(0);
+          int32_t value = m.at(1);
+          RETURN_IF_ERROR(blas->SetMode(rec.handle, static_cast<BlasMode>(what), value));
+          rec.modes[what] = value;
+        }
+        rec.workspace = b.at(3);
+        rec.workspace_bytes = b.at(4);
+        if (rec.workspace_bytes) RETURN_IF_ERROR(blas->SetWorkspace(rec.handle, rec.workspace, rec.workspace_bytes));
+      }
+      for (const auto& l : j.value("lt", nlohmann::json::array())) {
+        ASSIGN_OR_RETURN(uint64_t h, blas->LtCreate());
+        lt_handles_[l.get<uint64_t>()] = h;
+      }
     }
   } catch (const nlohmann::json::exception& e) {
     return Malformed(std::string("clone manifest: ") + e.what());

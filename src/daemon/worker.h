@@ -151,7 +151,15 @@ class Worker {
   void ReleaseAll();
   // The BlasBackend, created on the session's first cuBLAS/cuBLASLt op.
   Result<BlasBackend*> Blas();
+  // What a clone needs to rebuild a cuBLAS handle under the same guest id.
+  struct BlasHandleInfo {
+    uint64_t handle = 0;             // the BlasBackend's
+    uint64_t stream = 0;             // guest stream id
+    std::map<uint32_t, int32_t> modes;  // BlasMode -> value, as set
+    uint64_t workspace = 0, workspace_bytes = 0;
+  };
   Result<uint64_t> BlasHandle(uint64_t guest_id) const;
+  Result<BlasHandleInfo*> BlasHandleRecord(uint64_t guest_id);
   Result<uint64_t> LtHandle(uint64_t guest_id) const;
 
   std::unique_ptr<GpuBackend> backend_;
@@ -168,8 +176,8 @@ class Worker {
   std::map<uint64_t, FunctionInfo> functions_;
   std::unique_ptr<BlasBackend> blas_;   // null until the first cuBLAS op
   Status blas_status_;                  // why it could not be created, once tried
-  std::map<uint64_t, uint64_t> blas_handles_;  // guest id -> BlasBackend handle
-  std::map<uint64_t, uint64_t> lt_handles_;
+  std::map<uint64_t, BlasHandleInfo> blas_handles_;  // by guest id
+  std::map<uint64_t, uint64_t> lt_handles_;           // guest id -> BlasBackend handle
   std::string blas_scratch_;            // LtHeuristic reply bytes
   std::string scratch_;  // DtoH reply bytes
   int32_t deferred_ = 0;

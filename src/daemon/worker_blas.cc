@@ -86,7 +86,13 @@ Result<BlasBackend*> Worker::Blas() {
 Result<uint64_t> Worker::BlasHandle(uint64_t guest_id) const {
   auto it = blas_handles_.find(guest_id);
   if (it == blas_handles_.end()) return NotInitialized("unknown cuBLAS handle");
-  return it->second;
+  return it->second.handle;
+}
+
+Result<Worker::BlasHandleInfo*> Worker::BlasHandleRecord(uint64_t guest_id) {
+  auto it = blas_handles_.find(guest_id);
+  if (it == blas_handles_.end()) return NotInitialized("unknown cuBLAS handle");
+  return &it->second;
 }
 
 Result<uint64_t> Worker::LtHandle(uint64_t guest_id) const {
@@ -101,34 +107,41 @@ Status Worker::Handle(const proto::BlasCreateRequest& q, proto::BlasCreateReply*
   if (q.handle == 0 || blas_handles_.count(q.handle)) return InvalidValue("cuBLAS handle id in use");
   ASSIGN_OR_RETURN(BlasBackend * blas, Blas());
   ASSIGN_OR_RETURN(uint64_t h, blas->Create());
-  blas_handles_[q.handle] = h;
+  blas_handles_[q.handle] = BlasHandleInfo{h, 0, {}, 0, 0};
   return Status::Ok();
 }
 
 Status Worker::Handle(const proto::BlasDestroyRequest& q, proto::BlasDestroyReply*, Ctx*) {
   auto it = blas_handles_.find(q.handle);
   if (it == blas_handles_.end()) return NotInitialized("unknown cuBLAS handle");
-  Status st = blas_->Destroy(it->second);
+  Status st = blas_->Destroy(it->second.handle);
   blas_handles_.erase(it);
   return st;
 }
 
 Status Worker::Handle(const proto::BlasSetStreamRequest& q, proto::BlasSetStreamReply*, Ctx*) {
-  ASSIGN_OR_RETURN(uint64_t h, BlasHandle(q.handle));
+  ASSIGN_OR_RETURN(BlasHandleInfo * rec, BlasHandleRecord(q.handle));
   auto s = Stream(q.stream);
   if (!s.ok()) return InvalidValue("unknown stream");
-  return blas_->SetStream(h, *s);
+  RETURN_IF_ERROR(blas_->SetStream(rec->handle, *s));
+  rec->stream = q.stream;
+  return Status::Ok();
 }
 
 Status Worker::Handle(const proto::BlasSetModeRequest& q, proto::BlasSetModeReply*, Ctx*) {
-  ASSIGN_OR_RETURN(uint64_t h, BlasHandle(q.handle));
+  ASSIGN_OR_RETURN(BlasHandleInfo * rec, BlasHandleRecord(q.handle));
   if (q.what > static_cast<uint32_t>(BlasMode::kAtomics)) return InvalidValue("unknown mode");
-  return blas_->SetMode(h, static_cast<BlasMode>(q.what), q.value);
+  RETURN_IF_ERROR(blas_->SetMode(rec->handle, static_cast<BlasMode>(q.what), q.value));
+  rec->modes[q.what] = q.value;
+  return Status::Ok();
 }
 
 Status Worker::Handle(const proto::BlasSetWorkspaceRequest& q, proto::BlasSetWorkspaceReply*, Ctx*) {
-  ASSIGN_OR_RETURN(uint64_t h, BlasHandle(q.handle));
-  return blas_->SetWorkspace(h, q.dptr, q.bytes);
+  ASSIGN_OR_RETURN(BlasHandleInfo * rec, BlasHandleRecord(q.handle));
+  RETURN_IF_ERROR(blas_->SetWorkspace(rec->handle, q.dptr, q.bytes));
+  rec->workspace = q.dptr;
+  rec->workspace_bytes = q.bytes;
+  return Status::Ok();
 }
 
 Status Worker::Handle(const proto::BlasGetVersionRequest&, proto::BlasGetVersionReply* r, Ctx*) {
