@@ -23,6 +23,9 @@ void RegisterDaemonCommands(CLI::App& app, int* exit_code) {
   d->add_option("--pool", dopt->pool_size, "workers kept started ahead of guests")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
+  d->add_option("--fork-parallel", dopt->fork_build_parallel, "clones rebuilt at once during a fork")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   d->add_flag("--quiet", dopt->quiet, "log nothing");
   d->callback([dopt, exit_code] { *exit_code = DaemonMain(*dopt); });
 

@@ -650,8 +650,14 @@ void Daemon::AdvanceForks() {
                               " did not reach its forkpoint in time (is it calling smolvmForkpoint()?)"));
       }
     } else if (job.phase == ForkJob::kBuilding) {
+      // Clones rebuild a few at a time: the driver serializes VMM calls across
+      // processes, and sixteen at once each took 67x as long as one alone
+      // (H200, 2026-12-02: 4.4 s vs 65 ms).
+      int in_flight = 0;
+      for (const auto& c : job.clones) in_flight += (c.sent && !c.built) ? 1 : 0;
       for (auto& c : job.clones) {
         if (c.worker > 0) continue;
+        if (in_flight >= options_.fork_build_parallel) break;
         WorkerProc* free_worker = nullptr;
         for (auto& [pid, w] : workers_)
           if (w.ready && w.session_id == 0 && w.control) {
@@ -680,6 +686,7 @@ void Daemon::AdvanceForks() {
           break;
         }
         c.sent = true;
+        ++in_flight;
       }
       if (forks_.count(key) == 0) {
         it = next;

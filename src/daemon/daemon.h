@@ -38,6 +38,7 @@ struct DaemonOptions {
   uint64_t host_bytes = 0;
   std::string self_exe = "/proc/self/exe";
   int hello_timeout_ms = 2000;    // a guest must finish its Hello within this
+  int fork_build_parallel = 1;    // clones rebuilding at once during a fork
   bool quiet = false;
 };
 
