@@ -21,12 +21,12 @@ setsid build/smolvm _cuda-daemon "$SOCK" --backend cuda --pool "$COUNT" 2>"$OUT/
 DAEMON=$!
 for _ in $(seq 200); do [[ -S $SOCK.admin ]] && break; sleep 0.05; done
 export SMOLVM_CUDA_SOCKET=$SOCK
-# Let the pool's contexts come up before timing forks.
-for _ in $(seq 100); do
-  n=$(build/smolvm cuda status --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["pooled_workers"])' 2>/dev/null)
+# Let the pool's contexts come up (ready, not just started) before timing forks.
+for _ in $(seq 300); do
+  n=$(build/smolvm cuda status --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["ready_workers"])' 2>/dev/null)
   [[ ${n:-0} -ge $COUNT ]] && break; sleep 0.1
 done
-sleep 1
+log "pool: ${n:-0} ready workers"
 
 run_arm() {  # share count dir
   local share=$1 count=$2 dir=$W/$1
@@ -51,6 +51,10 @@ run_arm() {  # share count dir
   cat "$dir/golden.err" >>"$OUT/fork-$share.txt"
 }
 run_arm on "$COUNT"
+for _ in $(seq 300); do
+  n=$(build/smolvm cuda status --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["ready_workers"])' 2>/dev/null)
+  [[ ${n:-0} -ge 2 ]] && break; sleep 0.1
+done
 run_arm off 2
 kill -TERM "$DAEMON"; wait "$DAEMON" 2>/dev/null
 sleep 1

@@ -383,10 +383,14 @@ std::string Daemon::StatusJson() const {
                         {"allocations", s.allocations}});
   }
   j["sessions"] = sessions;
-  size_t pooled = 0;
-  for (const auto& [pid, w] : workers_)
-    if (w.session_id == 0) ++pooled;
+  size_t pooled = 0, ready = 0;
+  for (const auto& [pid, w] : workers_) {
+    if (w.session_id != 0) continue;
+    ++pooled;
+    if (w.ready) ++ready;
+  }
   j["pooled_workers"] = pooled;
+  j["ready_workers"] = ready;  // context created, waiting for a guest or a clone
   return j.dump();
 }
 
