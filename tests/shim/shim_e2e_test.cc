@@ -22,18 +22,6 @@
 namespace smolvm::testing {
 namespace {
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-size_t Count(const std::string& hay, const std::string& needle) {
-  size_t n = 0;
-  for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1)) ++n;
-  return n;
-}
 
 // A test program started through the shim, stdout and stderr to files in
 // the daemon's temp dir; stdin is a pipe the test may write to.
