@@ -106,6 +106,16 @@ cudaError_t Runtime::HostGetFlags(unsigned* flags, void* hptr) {
   return cudaSuccess;
 }
 
+cudaError_t Runtime::WaitStaging(Staging& s) {
+  if (!s.in_use) return cudaSuccess;
+  proto::EventSynchronizeRequest req;
+  req.event = s.event;
+  proto::EventSynchronizeReply rep;
+  Status st = session_.Call(req, &rep);
+  s.in_use = false;
+  return ToCuda(st);
+}
+
 cudaError_t Runtime::EnsureStaging() {
   if (staging_[0].buf != nullptr) return cudaSuccess;
   for (Staging& s : staging_) {
@@ -145,14 +155,7 @@ cudaError_t Runtime::CopyToDevice(uint64_t dst, const void* src, size_t bytes, u
   for (size_t off = 0, i = 0; off < bytes; off += kStagingBytes, ++i) {
     Staging& s = staging_[i % 2];
     size_t n = std::min(kStagingBytes, bytes - off);
-    if (s.in_use) {
-      proto::EventSynchronizeRequest req;
-      req.event = s.event;
-      proto::EventSynchronizeReply rep;
-      Status st = session_.Call(req, &rep);
-      s.in_use = false;
-      if (!st.ok()) return ToCuda(st);
-    }
+    if (cudaError_t e = WaitStaging(s); e != cudaSuccess) return e;
     ParallelCopy(s.buf, from + off, n);
     proto::MemcpyHtoDHostRequest copy;
     copy.dst = dst + off;
@@ -197,12 +200,7 @@ cudaError_t Runtime::CopyFromDevice(void* dst, uint64_t src, size_t bytes, uint6
   if (cudaError_t e = EnsureStaging(); e != cudaSuccess) return e;
   char* to = static_cast<char*>(dst);
   auto drain = [&](Staging& s, size_t off, size_t n) -> cudaError_t {
-    proto::EventSynchronizeRequest req;
-    req.event = s.event;
-    proto::EventSynchronizeReply rep;
-    Status st = session_.Call(req, &rep);
-    s.in_use = false;
-    if (!st.ok()) return ToCuda(st);
+    if (cudaError_t e = WaitStaging(s); e != cudaSuccess) return e;
     ParallelCopy(to + off, s.buf, n);
     return cudaSuccess;
   };
@@ -211,14 +209,8 @@ cudaError_t Runtime::CopyFromDevice(void* dst, uint64_t src, size_t bytes, uint6
   for (size_t off = 0, i = 0; off < bytes; off += kStagingBytes, ++i) {
     Staging& s = staging_[i % 2];
     size_t n = std::min(kStagingBytes, bytes - off);
-    if (s.in_use) {  // left over from an earlier host-to-device copy
-      proto::EventSynchronizeRequest req;
-      req.event = s.event;
-      proto::EventSynchronizeReply rep;
-      Status st = session_.Call(req, &rep);
-      s.in_use = false;
-      if (!st.ok()) return ToCuda(st);
-    }
+    // Left over from an earlier host-to-device copy.
+    if (cudaError_t e = WaitStaging(s); e != cudaSuccess) return e;
     proto::MemcpyDtoHHostRequest copy;
     copy.dst = reinterpret_cast<uint64_t>(s.buf);
     copy.src = src + off;

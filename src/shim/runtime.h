@@ -197,6 +197,8 @@ class Runtime {
     bool in_use = false;  // an event was recorded and not yet waited for
   };
   Staging staging_[2];
+  // Waits until the copy that last used `s` is done (no-op when idle).
+  cudaError_t WaitStaging(Staging& s);
 };
 
 // Stream/event handles as the user sees them.
