@@ -284,6 +284,24 @@ TEST_F(CudaTest, LoraLinearForwardBackward) {
   ExpectClose(gdB.Get(), dB, 1e-2f, 2e-2f, "dB");
 }
 
+// A packed DPO batch scores the chosen and the rejected completion's first
+// token from the same column, with opposite gradients: repeated positions
+// must all land, in order (a racy += keeps one of them).
+TEST_F(CudaTest, ScatterAddRowsRepeatedPositionsInOrder) {
+  const int D = 300, M = 4, P = 96;
+  std::vector<int32_t> pos(P);
+  for (int p = 0; p < P; ++p) pos[p] = p % 3 == 0 ? 2 : p % M;  // row 2 repeats most
+  auto in = RandomBf(P * D, 28);
+  std::vector<float> want(M * D, 0.5f);
+  for (int p = 0; p < P; ++p)
+    for (int d = 0; d < D; ++d) want[pos[p] * D + d] += in[p * D + d];
+  Dev<float> gin(in), gx(std::vector<float>(M * D, 0.5f));
+  Dev<int32_t> gpos(pos);
+  ASSERT_TRUE(cuda::ScatterAddRows(gin.p, gpos.p, gx.p, P, D, 0).ok());
+  auto got = gx.Get();
+  for (int i = 0; i < M * D; ++i) ASSERT_EQ(std::memcmp(&got[i], &want[i], 4), 0) << "element " << i;
+}
+
 TEST_F(CudaTest, EmbedGatherScatterAdd) {
   int V = 50, D = 24, M = 7, P = 3;
   auto table = RandomBf(V * D, 26);
@@ -338,7 +356,9 @@ Runners MakeBoth(bool nf4, uint64_t seed) {
   Rng rng(seed + 1);
   for (float& x : p) x += 0.02f * rng.Normal();
   EXPECT_TRUE(r.cpu->SetLora(p).ok());
-  if (r.gpu) EXPECT_TRUE(r.gpu->SetLora(p).ok());
+  if (r.gpu) {
+    EXPECT_TRUE(r.gpu->SetLora(p).ok());
+  }
   return r;
 }
 

@@ -126,7 +126,7 @@ PYEOF
       ours load7q --model "$MODELS/qwen2.5-7b" --load-in-4bit --batch 1 --maxseq 64 --steps 1 --device cuda
       ;;
     summary)
-      $PY - "$out" > "$out/summary.json" <<'PYEOF'
+      MODELS=$MODELS $PY - "$out" > "$out/summary.json" <<'PYEOF'
 import glob, json, os, sys
 out = sys.argv[1]
 def events(tag):
@@ -158,6 +158,31 @@ def peer(tag):
 res = {"gpu": open(f"{out}/gpu.txt").read().strip() if os.path.exists(f"{out}/gpu.txt") else None}
 for tag in ["train7b4", "load7", "load7q", "adapter"]:
     res[tag] = ours(tag)
+# MFU: useful FLOPs per warm step / step time / peak. Per token of a DPO
+# row (chosen and rejected rows both count, 2 x batch x maxseq tokens): the
+# policy forward (2N), the reference forward (2N) and the policy backward to
+# activations (2N; the frozen base needs no weight gradient): 6N. N counts the
+# projections and the LM head, not the embedding lookup; attention's own
+# FLOPs and the recompute are left out (standard MFU). Peak: H200 dense bf16
+# 989.4 TFLOP/s (4-bit GEMMs run in bf16 after dequantization).
+PEAK = 989.4e12
+def params(model):
+    c = json.load(open(f"{model}/config.json"))
+    D, I, V, L = c["hidden_size"], c["intermediate_size"], c["vocab_size"], c["num_hidden_layers"]
+    KV = D // c["num_attention_heads"] * c["num_key_value_heads"]
+    return L * (2 * D * D + 2 * KV * D + 3 * I * D) + V * D
+def mfu(d, model, batch, maxseq):
+    if not d or not d.get("step_ms_warm"):
+        return None
+    flops = 6 * params(model) * 2 * batch * maxseq
+    return flops / (d["step_ms_warm"] / 1e3) / PEAK
+MODELS = os.environ.get("MODELS", "/tmp/smolvm_learner_models")
+SHAPES = {"train7b4": ("qwen2.5-7b", 2, 256), "side05": ("qwen2.5-0.5b", 2, 256), "side7": ("qwen2.5-7b", 2, 256),
+          "side8k05": ("qwen2.5-0.5b", 8, 1024), "side8k7": ("qwen2.5-7b", 8, 1024)}
+for tag in ["train7b4"]:
+    if res[tag]:
+        m, b, s = SHAPES[tag]
+        res[tag]["mfu"] = mfu(res[tag], f"{MODELS}/{m}", b, s)
 if res["train7b4"]:
     t = res["train7b4"]
     ls = [x for x in t["losses"] if x is not None]
@@ -173,6 +198,9 @@ for tag, ptag in [("side05", "side05"), ("side7", "side7"), ("side8k05", "side8k
         row["mem_ratio"] = o["peak_gb"] / p["peak_gb"]
     if o and pk:
         row["speedup_warm_vs_keep"] = o["tok_s_warm"] / pk["tok_s_warm"]
+    if o:
+        m, b, s = SHAPES[tag]
+        row["mfu"] = mfu(o, f"{MODELS}/{m}", b, s)
     nop = ours(tag + "_noprefix")
     if nop:
         row["ours_no_prefix_sharing"] = nop

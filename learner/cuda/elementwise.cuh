@@ -51,12 +51,14 @@ static __global__ void GatherRowsKernel(const float* x, const int32_t* pos, floa
   out[i] = x[(size_t)pos[p] * D + d];
 }
 
-// x[pos[p]] += in (P, D); positions are distinct, so no two threads meet.
+// x[pos[p]] += in (P, D). Positions repeat (a packed DPO row scores its
+// chosen and rejected completions' first tokens from the same column), so one
+// thread owns a column d and adds the rows in order p = 0, 1, ...: no two
+// threads meet, and the sums are the CPU path's, bit for bit.
 static __global__ void ScatterAddRowsKernel(const float* in, const int32_t* pos, float* x, int P, int D) {
-  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (i >= (long long)P * D) return;
-  int p = i / D, d = i % D;
-  x[(size_t)pos[p] * D + d] += in[i];
+  int d = blockIdx.x * blockDim.x + threadIdx.x;
+  if (d >= D) return;
+  for (int p = 0; p < P; ++p) x[(size_t)pos[p] * D + d] += in[(size_t)p * D + d];
 }
 
 // out (n) fp32 = x (fp32) + y (bf16)
@@ -93,7 +95,7 @@ inline Status GatherRows(const float* x, const int32_t* pos, float* out, int P, 
   return LAUNCH_CHECK("GatherRows");
 }
 inline Status ScatterAddRows(const float* in, const int32_t* pos, float* x, int P, int D, cudaStream_t s) {
-  SMOLVM_LAUNCH(ScatterAddRowsKernel, CeilDiv((long long)P * D, 256), 256, s, in, pos, x, P, D);
+  SMOLVM_LAUNCH(ScatterAddRowsKernel, CeilDiv(D, 256), 256, s, in, pos, x, P, D);
   return LAUNCH_CHECK("ScatterAddRows");
 }
 
