@@ -18,6 +18,12 @@ struct GuestApi {
   int (*mark_frozen)(const void* device_ptr, size_t bytes) = nullptr;
 };
 
-Result<GuestApi> LoadGuestApi();
+// `cpu_only`: the learner runs with --device cpu and never initializes CUDA,
+// so forking it is safe although the real libcudart it links is loaded. The
+// guest library refuses to fork a process with a real CUDA library loaded
+// unless a CUDA layer registered its hooks; a CPU-only learner registers
+// empty hooks ("no CUDA state to carry over") — unless smolvm's cudart shim is
+// loaded, whose own hooks must stay.
+Result<GuestApi> LoadGuestApi(bool cpu_only);
 
 }  // namespace smolvm::learner

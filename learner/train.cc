@@ -148,7 +148,7 @@ int RunTrain(const TrainOptions& o) {
     auto l = TrainStep(*runner, *b, o.method, o.beta, adam, 1, /*update=*/false);
     if (!l.ok()) return Fail(l.status());
     if (Status s = runner->Synchronize(); !s.ok()) return Fail(s);
-    auto api = LoadGuestApi();
+    auto api = LoadGuestApi(device == "cpu");
     if (!api.ok()) return Fail(api.status());
     for (auto [ptr, bytes] : runner->FrozenRanges())
       if (int rc = api->mark_frozen(ptr, bytes); rc != 0)
