@@ -15,13 +15,36 @@ struct NvmlUtilization {
   unsigned int gpu;
   unsigned int memory;
 };
+struct NvmlMemory {
+  unsigned long long total, free, used;
+};
+struct NvmlProcessInfo {  // nvmlProcessInfo_t as of NVML 11.x+ (the _v3 calls)
+  unsigned int pid;
+  unsigned long long used_gpu_memory;
+  unsigned int gpu_instance_id, compute_instance_id;
+};
+constexpr unsigned long long kNvmlValueNotAvailable = ~0ull;
+constexpr int kNvmlErrorInsufficientSize = 7;
 
 struct HostNvml {
   Status status;
   int (*init)() = nullptr;
   int (*by_uuid)(const char*, nvmlDevice*) = nullptr;
   int (*utilization)(nvmlDevice, NvmlUtilization*) = nullptr;
+  // The bench's calls; each may be missing on an old driver.
+  int (*count)(unsigned int*) = nullptr;
+  int (*by_index)(unsigned int, nvmlDevice*) = nullptr;
+  int (*name)(nvmlDevice, char*, unsigned int) = nullptr;
+  int (*memory)(nvmlDevice, NvmlMemory*) = nullptr;
+  int (*processes)(nvmlDevice, unsigned int*, NvmlProcessInfo*) = nullptr;
+  int (*driver_version)(char*, unsigned int) = nullptr;
+  int (*cuda_version)(int*) = nullptr;
 };
+
+template <typename F>
+void Sym(void* dl, const char* name, F* out) {
+  *out = reinterpret_cast<F>(::dlsym(dl, name));
+}
 
 HostNvml* Load() {
   static HostNvml* nvml = [] {
@@ -36,9 +59,16 @@ HostNvml* Load() {
       n->status = Unavailable("libnvidia-ml.so.1 not found on the host");
       return n;
     }
-    n->init = reinterpret_cast<int (*)()>(::dlsym(dl, "nvmlInit_v2"));
-    n->by_uuid = reinterpret_cast<int (*)(const char*, nvmlDevice*)>(::dlsym(dl, "nvmlDeviceGetHandleByUUID"));
-    n->utilization = reinterpret_cast<int (*)(nvmlDevice, NvmlUtilization*)>(::dlsym(dl, "nvmlDeviceGetUtilizationRates"));
+    Sym(dl, "nvmlInit_v2", &n->init);
+    Sym(dl, "nvmlDeviceGetHandleByUUID", &n->by_uuid);
+    Sym(dl, "nvmlDeviceGetUtilizationRates", &n->utilization);
+    Sym(dl, "nvmlDeviceGetCount_v2", &n->count);
+    Sym(dl, "nvmlDeviceGetHandleByIndex_v2", &n->by_index);
+    Sym(dl, "nvmlDeviceGetName", &n->name);
+    Sym(dl, "nvmlDeviceGetMemoryInfo", &n->memory);
+    Sym(dl, "nvmlDeviceGetComputeRunningProcesses_v3", &n->processes);
+    Sym(dl, "nvmlSystemGetDriverVersion", &n->driver_version);
+    Sym(dl, "nvmlSystemGetCudaDriverVersion_v2", &n->cuda_version);
     if (!n->init || !n->by_uuid || !n->utilization) {
       n->status = Unavailable("libnvidia-ml.so.1 lacks nvmlInit_v2 / nvmlDeviceGetHandleByUUID / nvmlDeviceGetUtilizationRates");
     } else if (int r = n->init(); r != 0) {
@@ -49,18 +79,74 @@ HostNvml* Load() {
   return nvml;
 }
 
+Status Failed(const char* call, int r) { return Unavailable(std::string(call) + " returned " + std::to_string(r)); }
+
 }  // namespace
 
 Status HostGpuUtilization(const std::string& uuid, uint32_t* gpu, uint32_t* memory) {
   HostNvml* n = Load();
   if (!n->status.ok()) return n->status;
   nvmlDevice dev = nullptr;
-  if (int r = n->by_uuid(uuid.c_str(), &dev); r != 0) return Unavailable("nvmlDeviceGetHandleByUUID returned " + std::to_string(r));
+  if (int r = n->by_uuid(uuid.c_str(), &dev); r != 0) return Failed("nvmlDeviceGetHandleByUUID", r);
   NvmlUtilization u{};
-  if (int r = n->utilization(dev, &u); r != 0) return Unavailable("nvmlDeviceGetUtilizationRates returned " + std::to_string(r));
+  if (int r = n->utilization(dev, &u); r != 0) return Failed("nvmlDeviceGetUtilizationRates", r);
   *gpu = u.gpu;
   *memory = u.memory;
   return Status::Ok();
+}
+
+Result<std::vector<HostGpuMemory>> HostGpuMemoryInUse() {
+  HostNvml* n = Load();
+  if (!n->status.ok()) return n->status;
+  if (!n->count || !n->by_index || !n->name || !n->memory || !n->processes)
+    return Unavailable("libnvidia-ml.so.1 lacks the device memory or compute process calls");
+  unsigned int count = 0;
+  if (int r = n->count(&count); r != 0) return Failed("nvmlDeviceGetCount_v2", r);
+  std::vector<HostGpuMemory> out;
+  for (unsigned int i = 0; i < count; ++i) {
+    nvmlDevice dev = nullptr;
+    if (int r = n->by_index(i, &dev); r != 0) return Failed("nvmlDeviceGetHandleByIndex_v2", r);
+    HostGpuMemory g;
+    char name[96] = {};
+    if (n->name(dev, name, sizeof name) == 0) g.name = name;
+    NvmlMemory m{};
+    if (int r = n->memory(dev, &m); r != 0) return Failed("nvmlDeviceGetMemoryInfo", r);
+    g.used_bytes = m.used;
+    g.total_bytes = m.total;
+    std::vector<NvmlProcessInfo> procs(64);
+    for (;;) {
+      unsigned int k = static_cast<unsigned int>(procs.size());
+      int r = n->processes(dev, &k, procs.data());
+      if (r == kNvmlErrorInsufficientSize) {
+        procs.resize(k + 16);
+        continue;
+      }
+      if (r != 0) return Failed("nvmlDeviceGetComputeRunningProcesses_v3", r);
+      for (unsigned int p = 0; p < k; ++p)
+        g.processes.push_back({procs[p].pid, procs[p].used_gpu_memory == kNvmlValueNotAvailable ? 0 : procs[p].used_gpu_memory});
+      break;
+    }
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+Result<std::string> HostDriverVersion() {
+  HostNvml* n = Load();
+  if (!n->status.ok()) return n->status;
+  if (!n->driver_version) return Unavailable("libnvidia-ml.so.1 lacks nvmlSystemGetDriverVersion");
+  char v[96] = {};
+  if (int r = n->driver_version(v, sizeof v); r != 0) return Failed("nvmlSystemGetDriverVersion", r);
+  return std::string(v);
+}
+
+Result<std::string> HostCudaDriverVersion() {
+  HostNvml* n = Load();
+  if (!n->status.ok()) return n->status;
+  if (!n->cuda_version) return Unavailable("libnvidia-ml.so.1 lacks nvmlSystemGetCudaDriverVersion_v2");
+  int v = 0;
+  if (int r = n->cuda_version(&v); r != 0) return Failed("nvmlSystemGetCudaDriverVersion_v2", r);
+  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
 }
 
 }  // namespace smolvm

@@ -1,11 +1,14 @@
 // The host's NVML (libnvidia-ml.so.1), for what a worker cannot learn from
-// the CUDA driver: device utilization. Loaded on first use by absolute path
-// (shim directories skipped, as for cuBLAS); kUnavailable without it.
-// Process: the worker; one thread.
+// the CUDA driver (device utilization) and for the bench (memory in use per
+// device and per process, driver version). Loaded on first use by absolute
+// path (shim directories skipped, as for cuBLAS); kUnavailable without it.
+// Process: the worker or the bench; the loader is thread-safe, each call is
+// independent.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 
@@ -14,5 +17,21 @@ namespace smolvm {
 // Utilization of the device with NVML uuid text `uuid` ("GPU-...") over
 // NVML's last sample period, in percent.
 Status HostGpuUtilization(const std::string& uuid, uint32_t* gpu, uint32_t* memory);
+
+struct HostGpuProcess {
+  uint32_t pid = 0;
+  uint64_t used_bytes = 0;  // 0 when NVML cannot tell (e.g. another pid namespace)
+};
+struct HostGpuMemory {
+  std::string name;
+  uint64_t used_bytes = 0, total_bytes = 0;
+  std::vector<HostGpuProcess> processes;  // compute processes
+};
+// Every device NVML sees, in NVML index order.
+Result<std::vector<HostGpuMemory>> HostGpuMemoryInUse();
+
+// "580.95.05" and "13.0" (the driver's CUDA version).
+Result<std::string> HostDriverVersion();
+Result<std::string> HostCudaDriverVersion();
 
 }  // namespace smolvm

@@ -1,7 +1,141 @@
+// `smolvm bench run|summarize|census|matrix|highn|plot` (docs/bench.md): thin
+// glue over src/bench.
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "bench/census.h"
+#include "bench/interrupt.h"
+#include "bench/plot.h"
+#include "bench/run.h"
+#include "bench/summarize.h"
+#include "bench/sweep.h"
 #include "cli/commands.h"
+#include "machine/errors.h"
 
 namespace smolvm::cli {
+namespace {
 
-void RegisterBenchCommands(CLI::App& app, int* exit_code) {}
+constexpr const char* kDefaultResults = "bench/results";
+
+int ReportBenchError(const Status& s) {
+  if (s.ok()) return 0;
+  std::fprintf(stderr, "smolvm bench: %s\n", s.message().c_str());
+  if (s.code() == bench::kInterrupted) return 130;
+  return machine::ExitCodeFor(s);
+}
+
+// The flags `run`, `matrix` and `highn` share.
+void AddRunFlags(CLI::App* c, bench::RunOptions* o) {
+  c->add_option("--steps", o->steps, "training steps per learner")->capture_default_str();
+  c->add_option("--reps", o->reps, "runs of each configuration")->capture_default_str();
+  c->add_option("--cpus", o->cpus, "CPUs per learner / clone machine (quota + cpuset); 0 = unlimited")
+      ->capture_default_str();
+  c->add_flag("--cold", o->cold, "drop the page cache before each run (else read the model once first)");
+  c->add_option("--share", o->share, "fork arm: on | off | default (machine fork's default)")->capture_default_str();
+  c->add_option("--batch", o->batch, "batch (preference pairs per step)")->capture_default_str();
+  c->add_option("--maxseq", o->maxseq, "tokens per row")->capture_default_str();
+  c->add_option("--timeout", o->timeout_s, "seconds per run before it is stopped")->capture_default_str();
+  c->add_option("--model", o->model, "model directory or preset (default: qwen2.5-0.5b on cuda, tiny on cpu)");
+  c->add_flag("--load-in-4bit", o->load_in_4bit, "NF4-quantize the base weights at load");
+  c->add_option("--method", o->method, "dpo | sft")->capture_default_str();
+  c->add_option("--device", o->device, "cuda | cpu (default: cuda when a GPU is present)");
+  c->add_option("--results", o->results, "directory for the result JSON files")->capture_default_str();
+  c->add_option("--gpu-mem", o->gpu_mem_mib, "fork arm on cuda: device memory cap per machine, MiB (0 = none)");
+}
+
+Result<std::vector<bench::RunResult>> Load(const std::string& dir) {
+  ASSIGN_OR_RETURN(auto loaded, bench::LoadResultDir(dir));
+  if (loaded.empty()) return NotFound("no result files (*.json) in " + dir);
+  std::vector<bench::RunResult> runs;
+  for (auto& l : loaded) runs.push_back(std::move(l.result));
+  return runs;
+}
+
+int Summarize(const std::string& dir, const std::string& markdown) {
+  auto runs = Load(dir);
+  if (!runs.ok()) return ReportBenchError(runs.status());
+  auto cells = bench::Summarize(*runs);
+  auto ratios = bench::Ratios(cells);
+  std::fputs(bench::FormatSummaryText(cells, ratios).c_str(), stdout);
+  if (!markdown.empty()) {
+    std::ofstream out(markdown, std::ios::trunc);
+    out << bench::FormatSummaryMarkdown(cells, ratios, dir);
+    if (!out) return ReportBenchError(ErrnoStatus("cannot write " + markdown, errno));
+  }
+  return 0;
+}
+
+int Census(const std::string& dir) {
+  auto loaded = bench::LoadResultDir(dir);
+  if (!loaded.ok()) return ReportBenchError(loaded.status());
+  if (loaded->empty()) return ReportBenchError(NotFound("no result files (*.json) in " + dir));
+  std::fputs(bench::FormatCensus(*loaded).c_str(), stdout);
+  return 0;
+}
+
+int Plot(const std::string& dir, const std::string& out) {
+  auto runs = Load(dir);
+  if (!runs.ok()) return ReportBenchError(runs.status());
+  Status s = bench::Plot(bench::Summarize(*runs), out);
+  if (!s.ok()) return ReportBenchError(s);
+  std::printf("wrote %s\n", out.c_str());
+  return 0;
+}
+
+void AddSweep(CLI::App* bench_app, const char* name, const char* help, bench::SweepPlan (*plan)(), int* exit_code) {
+  auto o = std::make_shared<bench::RunOptions>();
+  auto ns = std::make_shared<std::vector<int>>();
+  CLI::App* c = bench_app->add_subcommand(name, help);
+  AddRunFlags(c, o.get());
+  c->add_option("--ns", *ns, "override the N values (e.g. --ns 1,2)")->delimiter(',');
+  c->callback([o, ns, plan, exit_code] {
+    bench::SweepPlan p = plan();
+    if (!ns->empty()) p.ns = *ns;
+    *exit_code = ReportBenchError(bench::RunSweep(p, *o));
+  });
+}
+
+}  // namespace
+
+void RegisterBenchCommands(CLI::App& app, int* exit_code) {
+  CLI::App* b = app.add_subcommand("bench", "native vs fork learner benchmark: run, summarize, census, sweeps, plot");
+  b->require_subcommand(1);
+
+  auto ro = std::make_shared<bench::RunOptions>();
+  CLI::App* run = b->add_subcommand("run", "run one arm N learners wide, write one result JSON per rep");
+  run->add_option("--arm", ro->arm, "native | fork")->required();
+  run->add_option("--n", ro->n, "learners")->required();
+  AddRunFlags(run, ro.get());
+  run->callback([ro, exit_code] {
+    std::vector<bench::RunResult> written;
+    *exit_code = ReportBenchError(bench::RunBench(*ro, &written));
+  });
+
+  auto dir = std::make_shared<std::string>(kDefaultResults);
+  auto md = std::make_shared<std::string>();
+  CLI::App* sum = b->add_subcommand("summarize", "per-cell medians and spreads, INCOMPLETE cells, fork ÷ native ratios");
+  sum->add_option("dir", *dir, "results directory")->capture_default_str();
+  sum->add_option("--markdown", *md, "also write the tables as markdown to FILE");
+  sum->callback([dir, md, exit_code] { *exit_code = Summarize(*dir, *md); });
+
+  auto cdir = std::make_shared<std::string>(kDefaultResults);
+  CLI::App* census = b->add_subcommand("census", "nan learners per run, then 'total nan learners: <k>'");
+  census->add_option("dir", *cdir, "results directory")->capture_default_str();
+  census->callback([cdir, exit_code] { *exit_code = Census(*cdir); });
+
+  AddSweep(b, "matrix", "N in {1,2,4,8,16} x both arms x batch*seq in {2x256, 8x512}; resumes", bench::MatrixPlan,
+           exit_code);
+  AddSweep(b, "highn", "N in {16,24,32,48,64} x both arms, native until it no longer fits; resumes",
+           bench::HighnPlan, exit_code);
+
+  auto pdir = std::make_shared<std::string>(kDefaultResults);
+  auto png = std::make_shared<std::string>();
+  CLI::App* plot = b->add_subcommand("plot", "agg tok/s vs N and peak memory vs N, both arms (gnuplot)");
+  plot->add_option("dir", *pdir, "results directory")->capture_default_str();
+  plot->add_option("--out", *png, "PNG file to write")->required();
+  plot->callback([pdir, png, exit_code] { *exit_code = Plot(*pdir, *png); });
+}
 
 }  // namespace smolvm::cli

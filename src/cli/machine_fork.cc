@@ -37,8 +37,7 @@ void AddMachineFork(CLI::App& machine, int* exit_code) {
     }
     std::string share = o->share;
     if (share.empty()) {
-      const char* env = std::getenv("SMOLVM_CUDA_FORK_SHARE_WEIGHTS");
-      share = o->share_weights || (env != nullptr && std::string(env) == "1") ? "on" : "off";
+      share = o->share_weights ? "on" : machine::DefaultForkShare();
     } else if (o->share_weights && share != "on") {
       *exit_code = ReportMachineError(InvalidArgument("--share-weights means --share on; drop one of them"));
       return;

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -294,6 +295,11 @@ Status RemoveMachine(const std::string& home, const std::string& name, bool casc
     if (ec) return Status(Code::kIo, "removing " + MachinePaths(home, v.name).dir + ": " + ec.message());
   }
   return Status::Ok();
+}
+
+std::string DefaultForkShare() {
+  const char* env = ::getenv("SMOLVM_CUDA_FORK_SHARE_WEIGHTS");
+  return env != nullptr && std::string(env) == "1" ? "on" : "off";
 }
 
 Status ForkMachine(const std::string& home, const std::string& golden, const std::vector<std::string>& names,

@@ -44,6 +44,10 @@ struct ForkResult {
   double ms = 0;
 };
 
+// `machine fork`'s share mode when none is given: "on" when
+// $SMOLVM_CUDA_FORK_SHARE_WEIGHTS is 1 (the seed's switch), else "off".
+std::string DefaultForkShare();
+
 // Forks `names` from golden (in order), waiting up to timeout_ms for the
 // golden to reach its forkpoint. on_forked is called after each success.
 // On the first failure the remaining names are not created.

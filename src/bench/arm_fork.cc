@@ -1,0 +1,207 @@
+// The fork arm: a golden machine runs `smolvm-learner train --fork`, loads,
+// warms up and waits at smolvmForkpoint(); N clone machines are forked from
+// it one at a time (each with the golden's --cpus and its own cpuset); each
+// clone trains as learner <clone index>.
+//
+// On the GPU the golden is a `--cuda` machine: the machine layer starts the
+// host daemon on demand with its sockets under $SMOLVM_HOME/cuda/, and the
+// daemon logs one `fork: clone ...` line per clone to
+// $SMOLVM_HOME/cuda/daemon.log, which the control check reads. On the CPU
+// path there is no daemon: the verdict is "n/a (cpu)".
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "bench/arm.h"
+#include "bench/child.h"
+#include "bench/control_check.h"
+#include "bench/interrupt.h"
+#include "machine/cgroups.h"
+#include "machine/machines.h"
+#include "machine/paths.h"
+
+namespace smolvm::bench {
+namespace {
+
+constexpr const char* kGuestModel = "/bench/model";
+constexpr const char* kGuestBin = "/bench/bin";
+constexpr const char* kGuestCoord = "/bench/coord";
+
+std::string LastLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  return last;
+}
+
+Result<machine::MachineRecord> Find(const std::string& home, const std::string& name) {
+  ASSIGN_OR_RETURN(auto all, machine::ListMachines(home));
+  for (auto& r : all)
+    if (r.name == name) return r;
+  return NotFound("machine '" + name + "' disappeared");
+}
+
+// The CUDA daemon the machine layer started for --cuda machines.
+struct Daemon {
+  std::string socket, log;
+  pid_t pid = 0;
+  size_t log_offset = 0;
+};
+
+Result<Daemon> FindDaemon(const std::string& home) {
+  Daemon d;
+  d.socket = home + "/cuda/cuda.sock";
+  d.log = home + "/cuda/daemon.log";
+  const std::string need =
+      "not supported: the GPU fork arm needs 'machine create --cuda' to start the CUDA daemon with its sockets "
+      "and log under " + home + "/cuda/ (docs/machines.md, 'CUDA machines')";
+  ASSIGN_OR_RETURN(CommandOutput st, RunCommand({SelfExe(), "cuda", "status", "--json", "--socket", d.socket}, 10000));
+  if (st.rc != 0) return NotSupported(need + "; 'smolvm cuda status' said: " + st.err.substr(0, st.err.find('\n')));
+  auto j = nlohmann::json::parse(st.out, nullptr, false);
+  if (j.is_discarded() || !j.contains("daemon_pid")) return NotSupported(need + "; the daemon's status has no daemon_pid");
+  d.pid = j["daemon_pid"].get<pid_t>();
+  struct stat sb;
+  if (::stat(d.log.c_str(), &sb) != 0) return NotSupported(need + "; no daemon log at " + d.log);
+  d.log_offset = static_cast<size_t>(sb.st_size);
+  return d;
+}
+
+std::string ReadFrom(const std::string& path, size_t offset) {
+  std::ifstream in(path);
+  in.seekg(static_cast<std::streamoff>(offset));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+Status RunForkArm(const ArmContext& c, ArmOutcome* out) {
+  namespace fs = std::filesystem;
+  const bool cuda = c.o.device == "cuda";
+  const std::string golden = c.id + "-g";
+  std::vector<std::string> clones;
+  for (int i = 0; i < c.o.n; ++i) clones.push_back(c.id + "-c" + std::to_string(i));
+
+  // The guest writes its events as its own unprivileged host uid.
+  if (::chmod(c.coord.c_str(), 0777) != 0) return ErrnoStatus("chmod " + c.coord, errno);
+  machine::MachineSpec spec;
+  spec.cpus = c.o.cpus;
+  spec.cuda = cuda;
+  spec.gpu_mem_mib = cuda ? c.o.gpu_mem_mib : 0;
+  std::string bin_dir = fs::path(c.learner).parent_path().string();
+  spec.volumes = {{c.model_dir, kGuestModel, true}, {bin_dir, kGuestBin, true}, {c.coord, kGuestCoord, false}};
+  spec.cmd = LearnerArgs(c, std::string(kGuestBin) + "/" + fs::path(c.learner).filename().string(), kGuestModel,
+                         kGuestCoord, "fork");
+  spec.cmd.push_back("--fork");
+
+  RETURN_IF_ERROR(c.ledger->AddMachine(golden));
+  RETURN_IF_ERROR(machine::CreateMachine(c.home, golden, spec));
+  out->t0_unix = NowUnix();
+  const double deadline = out->t0_unix + c.o.timeout_s;
+  RETURN_IF_ERROR(machine::StartMachine(c.home, golden, /*forkable=*/true));
+  Daemon daemon;
+  if (cuda) {
+    ASSIGN_OR_RETURN(daemon, FindDaemon(c.home));
+    RETURN_IF_ERROR(c.ledger->AddProcess(daemon.pid, "cuda daemon"));
+  }
+
+  // Golden: load and warm up until it waits at its forkpoint.
+  machine::MachinePaths gp(c.home, golden);
+  double last_print = 0;
+  for (;;) {
+    if (Interrupted()) return InterruptedStatus();
+    ASSIGN_OR_RETURN(machine::MachineRecord g, Find(c.home, golden));
+    if (g.state == machine::kStateRunning && g.detail == "at forkpoint") break;
+    if (g.state != machine::kStateRunning && g.state != machine::kStateStarting)
+      return Internal("golden '" + golden + "' " + g.state + " before its forkpoint: " + LastLine(gp.log) + " (log: " +
+                      gp.log + ")");
+    double now = NowUnix();
+    if (now >= deadline) {
+      out->timed_out = true;
+      out->note = "--timeout reached while the golden was loading";
+      return Status::Ok();
+    }
+    if (now - last_print >= 5) {
+      char line[96];
+      std::snprintf(line, sizeof line, "golden loading (%.1f s)", now - out->t0_unix);
+      Progress(line);
+      last_print = now;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  out->golden_load_s = NowUnix() - out->t0_unix;
+  char at[96];
+  std::snprintf(at, sizeof at, "golden at its forkpoint after %.2f s", out->golden_load_s);
+  Progress(at);
+
+  // Forks, one at a time (Ctrl-C and the deadline are checked between them).
+  auto fork_t0 = std::chrono::steady_clock::now();
+  std::vector<machine::ForkResult> forked;
+  for (int i = 0; i < c.o.n; ++i) {
+    if (Interrupted()) return InterruptedStatus();
+    int left_ms = static_cast<int>((deadline - NowUnix()) * 1000);
+    if (left_ms <= 0) {
+      out->timed_out = true;
+      out->note = "--timeout reached while forking (" + std::to_string(i) + " of " + std::to_string(c.o.n) + ")";
+      break;
+    }
+    RETURN_IF_ERROR(c.ledger->AddMachine(clones[i]));
+    RETURN_IF_ERROR(machine::ForkMachine(c.home, golden, {clones[i]}, c.effective_share, left_ms,
+                                         [&](const machine::ForkResult& r) { forked.push_back(r); }));
+    Progress("forking " + std::to_string(i + 1) + "/" + std::to_string(c.o.n));
+  }
+  out->fork_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - fork_t0).count();
+
+  // Train. The CPU path samples the resident memory of every process in the
+  // golden's and the clones' cgroups.
+  auto layout = machine::DetectCgroups();
+  auto tick = [&] {
+    if (cuda || !layout.ok()) return;
+    std::vector<pid_t> pids;
+    std::map<pid_t, std::string> what;
+    auto add = [&](const std::string& name, const std::string& label) {
+      for (pid_t p : machine::MachineCgroup(*layout, name).Pids()) {
+        pids.push_back(p);
+        what[p] = label;
+      }
+    };
+    add(golden, "golden");
+    for (size_t i = 0; i < forked.size(); ++i) add(clones[i], "clone " + std::to_string(forked[i].index));
+    c.sampler->WatchOnly(pids, [&](pid_t p) { return what[p]; });
+  };
+  auto running = [&] {
+    auto all = machine::ListMachines(c.home);
+    if (!all.ok()) return 1;  // keep waiting; the deadline still applies
+    int alive = 0;
+    for (const auto& r : *all)
+      for (size_t i = 0; i < forked.size(); ++i)
+        alive += r.name == clones[i] && (r.state == machine::kStateRunning || r.state == machine::kStateForking);
+    return alive;
+  };
+  if (!out->timed_out) RETURN_IF_ERROR(WaitForLearners(c, deadline, running, tick, out));
+
+  for (const auto& [lid, p] : out->learners)
+    if (p.ready && std::isnan(out->golden_learner_load_s)) out->golden_learner_load_s = p.load_ms / 1e3;
+  if (!cuda) {
+    for (const auto& r : forked) out->clones.push_back({r.index, 0, 0, NAN, NAN, r.ms});
+    out->control_check = "n/a (cpu)";
+    return Status::Ok();
+  }
+  out->clones = ParseForkLines(ReadFrom(daemon.log, daemon.log_offset));
+  int64_t most = 0;
+  for (const auto& cf : out->clones) most = std::max(most, cf.shared_chunks);
+  out->shared_ranges = most;
+  out->control_check = ControlVerdict(c.effective_share, out->clones, static_cast<int>(forked.size()));
+  return Status::Ok();
+}
+
+}  // namespace smolvm::bench

@@ -1,0 +1,153 @@
+#include "bench/child.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace smolvm::bench {
+namespace {
+
+std::vector<char*> Argv(const std::vector<std::string>& argv) {
+  std::vector<char*> a;
+  for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+  a.push_back(nullptr);
+  return a;
+}
+
+int DecodeStatus(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+Status GatedChild::Open() {
+  char c = 1;
+  if (::write(gate.get(), &c, 1) != 1) return ErrnoStatus("cannot release learner " + std::to_string(pid), errno);
+  gate.Reset();
+  return Status::Ok();
+}
+
+Result<GatedChild> SpawnGated(const std::vector<std::string>& argv, const std::string& log_path) {
+  if (argv.empty()) return InvalidArgument("no command");
+  int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (log < 0) return ErrnoStatus("cannot create " + log_path, errno);
+  UniqueFd log_fd(log);
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
+  UniqueFd rd(p[0]), wr(p[1]);
+  std::vector<char*> a = Argv(argv);
+  pid_t pid = ::fork();
+  if (pid < 0) return ErrnoStatus("fork", errno);
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    ::dup2(log, STDOUT_FILENO);
+    ::dup2(log, STDERR_FILENO);
+    int dn = ::open("/dev/null", O_RDONLY);
+    if (dn >= 0) ::dup2(dn, STDIN_FILENO);
+    ::close(p[1]);
+    char c;
+    ssize_t r;
+    do r = ::read(p[0], &c, 1);
+    while (r < 0 && errno == EINTR);
+    if (r != 1) ::_exit(127);
+    ::execv(a[0], a.data());
+    ::dprintf(STDERR_FILENO, "smolvm bench: cannot run %s: %s\n", a[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  GatedChild c;
+  c.pid = pid;
+  c.gate = std::move(wr);
+  return c;
+}
+
+Result<CommandOutput> RunCommand(const std::vector<std::string>& argv, int timeout_ms) {
+  char tmpl[] = "/tmp/smolvm-bench-cmd-XXXXXX";
+  if (!::mkdtemp(tmpl)) return ErrnoStatus("mkdtemp", errno);
+  std::string dir = tmpl, out = dir + "/out", err = dir + "/err";
+  std::vector<char*> a = Argv(argv);
+  pid_t pid = ::fork();
+  if (pid < 0) return ErrnoStatus("fork", errno);
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int dn = ::open("/dev/null", O_RDONLY);
+    if (o < 0 || e < 0 || dn < 0) ::_exit(127);
+    ::dup2(o, STDOUT_FILENO);
+    ::dup2(e, STDERR_FILENO);
+    ::dup2(dn, STDIN_FILENO);
+    ::execv(a[0], a.data());
+    ::dprintf(STDERR_FILENO, "cannot run %s: %s\n", a[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  CommandOutput r;
+  for (;;) {
+    if (Reaped(pid, &r.rc)) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      int st;
+      while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+      }
+      r.rc = 137;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  r.out = Slurp(out);
+  r.err = Slurp(err);
+  ::unlink(out.c_str());
+  ::unlink(err.c_str());
+  ::rmdir(dir.c_str());
+  return r;
+}
+
+bool Reaped(pid_t pid, int* rc) {
+  int st;
+  pid_t w;
+  do w = ::waitpid(pid, &st, WNOHANG);
+  while (w < 0 && errno == EINTR);
+  if (w == pid) {
+    *rc = DecodeStatus(st);
+    return true;
+  }
+  if (w < 0) {  // not our child any more (already reaped)
+    *rc = -1;
+    return true;
+  }
+  return false;
+}
+
+std::string SelfExe() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "smolvm";
+}
+
+std::string LearnerBinary() {
+  const char* over = std::getenv("SMOLVM_LEARNER");
+  if (over && over[0]) return over;
+  std::string self = SelfExe();
+  return self.substr(0, self.rfind('/')) + "/smolvm-learner";
+}
+
+}  // namespace smolvm::bench

@@ -1,0 +1,41 @@
+#include "bench/control_check.h"
+
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+namespace smolvm::bench {
+
+std::vector<CloneFork> ParseForkLines(const std::string& log) {
+  std::vector<CloneFork> out;
+  std::istringstream in(log);
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t at = line.find("fork: clone ");
+    if (at == std::string::npos) continue;
+    CloneFork c;
+    unsigned pid = 0;
+    long long shared = 0, priv = 0;
+    if (std::sscanf(line.c_str() + at, "fork: clone %d of %u shared=%lld private=%lld shared_mib=%lf private_mib=%lf ms=%lf",
+                    &c.index, &pid, &shared, &priv, &c.shared_mib, &c.private_mib, &c.ms) != 7)
+      continue;
+    c.shared_chunks = shared;
+    c.private_chunks = priv;
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::string ControlVerdict(const std::string& share, const std::vector<CloneFork>& clones, int expected) {
+  if (static_cast<int>(clones.size()) < expected)
+    return "!! NO FORK LINES: the daemon logged " + std::to_string(clones.size()) + " of " + std::to_string(expected) +
+           " clones";
+  int64_t shared = 0;
+  for (const auto& c : clones) shared += c.shared_chunks;
+  if (share == "off" && shared > 0)
+    return "!! CONTROL FAILED: asked for copy mode but the daemon shared " + std::to_string(shared) + " chunks";
+  if (share != "off" && shared == 0) return "!! SHARING DID NOT ENGAGE: asked to share but the daemon shared 0 chunks";
+  return "ok";
+}
+
+}  // namespace smolvm::bench

@@ -1,0 +1,30 @@
+#include "bench/options.h"
+
+#include <cmath>
+
+namespace smolvm::bench {
+
+bool IsPreset(const std::string& m) {
+  return m == "tiny" || m == "qwen2.5-0.5b" || m == "qwen2.5-1.5b" || m == "qwen2.5-7b";
+}
+
+Status ValidateRunOptions(const RunOptions& o) {
+  if (o.arm != "native" && o.arm != "fork") return InvalidArgument("--arm must be native or fork (got '" + o.arm + "')");
+  if (o.n < 1 || o.n > 512) return InvalidArgument("--n must be between 1 and 512");
+  if (o.steps < 1) return InvalidArgument("--steps must be at least 1");
+  if (o.reps < 1) return InvalidArgument("--reps must be at least 1");
+  if (o.batch < 1) return InvalidArgument("--batch must be at least 1");
+  if (o.maxseq < 1) return InvalidArgument("--maxseq must be at least 1");
+  if (!(o.cpus >= 0) || !std::isfinite(o.cpus)) return InvalidArgument("--cpus must be 0 (unlimited) or positive");
+  if (!(o.timeout_s > 0)) return InvalidArgument("--timeout must be positive (seconds)");
+  if (o.share != "on" && o.share != "off" && o.share != "default")
+    return InvalidArgument("--share must be on, off or default (got '" + o.share + "')");
+  if (o.method != "dpo" && o.method != "sft") return InvalidArgument("--method must be dpo or sft");
+  if (!o.device.empty() && o.device != "cuda" && o.device != "cpu")
+    return InvalidArgument("--device must be cuda or cpu");
+  if (o.gpu_mem_mib < 0) return InvalidArgument("--gpu-mem must be 0 (no cap) or positive MiB");
+  if (o.results.empty()) return InvalidArgument("--results needs a directory");
+  return Status::Ok();
+}
+
+}  // namespace smolvm::bench

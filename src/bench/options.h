@@ -1,0 +1,34 @@
+// `bench run` options (DESIGN §8, issue 7) and their validation.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+
+namespace smolvm::bench {
+
+struct RunOptions {
+  std::string arm;           // "native" | "fork"
+  int n = 0;                 // learners
+  int steps = 20, reps = 1, batch = 2, maxseq = 256;
+  double cpus = 4;           // per learner (and per clone machine); 0 = unlimited
+  bool cold = false;         // drop the page cache before each run
+  std::string share = "default";  // fork arm: on | off | default (machine fork's default)
+  double timeout_s = 600;    // per run, from the first learner/golden start
+  std::string model;         // directory or preset; "" = qwen2.5-0.5b on cuda, tiny on cpu
+  bool load_in_4bit = false;
+  std::string method = "dpo";
+  std::string device;        // "cuda" | "cpu"; "" = cuda when NVML sees a GPU
+  std::string results = "bench/results";
+  int64_t gpu_mem_mib = 0;   // fork arm on cuda: per-machine cap (machine create --gpu-mem); 0 = none
+  int first_rep = 1;         // rep numbers written are first_rep .. first_rep + reps - 1
+};
+
+// Checks ranges and names; the message names the flag and the fix.
+Status ValidateRunOptions(const RunOptions& o);
+
+// Presets `smolvm-learner make-model` knows.
+bool IsPreset(const std::string& model);
+
+}  // namespace smolvm::bench

@@ -1,0 +1,131 @@
+#include "bench/plot.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+extern char** environ;
+
+namespace smolvm::bench {
+namespace {
+
+// gnuplot's string syntax: single quotes, '' for a quote.
+std::string Quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string DataValue(double v) { return std::isfinite(v) ? std::to_string(v) : "NaN"; }
+
+}  // namespace
+
+std::vector<PlotSeries> PlotSeriesOf(const std::vector<CellSummary>& cells) {
+  std::map<std::string, PlotSeries> by_label;
+  for (const auto& c : cells) {
+    const CellKey& k = c.key;
+    std::string label = k.arm + (k.arm == "fork" ? " share " + k.share_mode : "") + ", " + k.model +
+                        (k.load_in_4bit ? " 4bit" : "") + " " + k.method + " " + std::to_string(k.batch) + "x" +
+                        std::to_string(k.maxseq) + ", " + std::to_string(k.steps) + " steps" +
+                        (k.device == "cpu" ? " (cpu)" : "");
+    PlotSeries& s = by_label[label];
+    s.label = label;
+    s.points.push_back(&c);
+  }
+  std::vector<PlotSeries> out;
+  for (auto& [label, s] : by_label) {
+    std::sort(s.points.begin(), s.points.end(), [](const CellSummary* a, const CellSummary* b) {
+      return a->key.n < b->key.n;
+    });
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::string GnuplotScript(const std::vector<PlotSeries>& series, const std::string& data_dir,
+                          const std::string& out_png) {
+  bool any_gpu = false;
+  for (const auto& s : series)
+    for (const auto* p : s.points) any_gpu |= p->key.device != "cpu";
+  std::string mem = any_gpu ? "peak GPU memory (MiB)" : "peak resident memory (MiB)";
+  std::string s =
+      "set terminal pngcairo size 1400,560 font 'sans,10'\n"
+      "set output " + Quote(out_png) + "\n"
+      "set multiplot layout 1,2\n"
+      "set grid\nset key top left font 'sans,8'\nset xlabel 'learners (N)'\n"
+      "set logscale x 2\nset xtics (1,2,4,8,16,24,32,48,64)\n"
+      "set offsets graph 0.05, graph 0.05, graph 0.05, 0\nset yrange [0:*]\n";
+  auto panel = [&](const std::string& title, const std::string& ylabel, int column) {
+    std::string p = "set title " + Quote(title) + "\nset ylabel " + Quote(ylabel) + "\nplot ";
+    for (size_t i = 0; i < series.size(); ++i) {
+      if (i) p += ", \\\n     ";
+      p += Quote(data_dir + "/series_" + std::to_string(i) + ".dat") + " using 1:" + std::to_string(column) +
+           " with linespoints lw 2 pt 7 title " + Quote(series[i].label);
+    }
+    return p + "\n";
+  };
+  s += panel("aggregate throughput vs N", "aggregate tok/s", 2);
+  s += panel(mem + " vs N", mem, 3);
+  return s + "unset multiplot\n";
+}
+
+Status Plot(const std::vector<CellSummary>& cells, const std::string& out_png) {
+  namespace fs = std::filesystem;
+  if (cells.empty()) return InvalidArgument("no results to plot");
+  std::vector<PlotSeries> series = PlotSeriesOf(cells);
+  char tmpl[] = "/tmp/smolvm-plot-XXXXXX";
+  if (!::mkdtemp(tmpl)) return ErrnoStatus("mkdtemp", errno);
+  std::string dir = tmpl;
+  struct Cleanup {
+    std::string d;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(d, ec);
+    }
+  } cleanup{dir};
+  for (size_t i = 0; i < series.size(); ++i) {
+    std::ofstream f(dir + "/series_" + std::to_string(i) + ".dat");
+    for (const auto* p : series[i].points)
+      f << p->key.n << " " << DataValue(p->agg_tok_s.median) << " " << DataValue(p->peak_gpu_mib.median) << "\n";
+    if (!f) return ErrnoStatus("cannot write plot data in " + dir, errno);
+  }
+  std::string script = dir + "/plot.gp";
+  {
+    std::ofstream f(script);
+    f << GnuplotScript(series, dir, fs::absolute(out_png).string());
+    if (!f) return ErrnoStatus("cannot write " + script, errno);
+  }
+  std::string err = dir + "/gnuplot.err";
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  const char* argv[] = {"gnuplot", script.c_str(), nullptr};
+  pid_t pid;
+  int rc = posix_spawnp(&pid, "gnuplot", &fa, nullptr, const_cast<char* const*>(argv), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc == ENOENT)
+    return NotSupported("not supported: bench plot needs gnuplot (apt-get install gnuplot-nox; scripts/setup.sh installs it)");
+  if (rc != 0) return ErrnoStatus("cannot run gnuplot", rc);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::ifstream in(err);
+    std::string first;
+    std::getline(in, first);
+    return Internal("gnuplot failed: " + first);
+  }
+  if (!fs::exists(out_png)) return Internal("gnuplot wrote no " + out_png);
+  return Status::Ok();
+}
+
+}  // namespace smolvm::bench

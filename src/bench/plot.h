@@ -1,0 +1,29 @@
+// `bench plot`: aggregate tok/s vs N and peak memory vs N, one line per
+// (arm, share, model, batch×seq) series, drawn by gnuplot (Debian's
+// gnuplot-nox, pngcairo terminal) from the summarized cells' medians.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "bench/summarize.h"
+
+namespace smolvm::bench {
+
+struct PlotSeries {
+  std::string label;
+  std::vector<const CellSummary*> points;  // ascending N
+};
+std::vector<PlotSeries> PlotSeriesOf(const std::vector<CellSummary>& cells);
+
+// The gnuplot script drawing `series` whose data files are
+// <data_dir>/series_<i>.dat ("N agg_tok_s peak_mib" per line).
+std::string GnuplotScript(const std::vector<PlotSeries>& series, const std::string& data_dir,
+                          const std::string& out_png);
+
+// Writes the data files and the script into a temporary directory, runs
+// gnuplot, removes the directory. NotSupported when gnuplot is not installed.
+Status Plot(const std::vector<CellSummary>& cells, const std::string& out_png);
+
+}  // namespace smolvm::bench

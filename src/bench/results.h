@@ -1,0 +1,105 @@
+// One bench run's result file: what `bench run` writes and what summarize,
+// census, plot and the sweeps read.
+//
+// Format (docs/bench.md): one JSON object per file with the seed's fields plus
+// ours. Non-finite numbers are written as the bare tokens NaN, Infinity and
+// -Infinity, as Python's json module writes them. Readers accept those tokens,
+// null, and numbers given as strings, count a non-finite or null loss as nan,
+// read every cell field from the file's contents (never its name), and
+// tolerate missing optional fields and string lids, so the seed's own files
+// load too. A number that is absent or null reads as NaN ("unknown").
+//
+// Plain data and pure functions; no I/O except LoadResultDir/WriteResultFile.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace smolvm::bench {
+
+inline constexpr int kResultSchema = 1;
+
+struct LearnerResult {
+  std::string lid;  // a number in our files; the seed's may be a string
+  double tok_s = 0, train_s = 0, step_ms = 0, loss0 = 0, lossN = 0, peak_gb = 0;
+  double load_s = 0;            // learner-reported load time (NaN when unknown)
+  double peak_rss_mib = 0;      // CPU path: peak resident memory (NaN when unknown)
+  std::vector<double> losses;   // per step; NaN for a null/non-finite loss
+  bool loss_nan = false;        // loss0 or lossN was non-finite or null
+};
+
+// What the daemon logged for one clone (`fork: clone <idx> of <pid> shared=...`).
+struct CloneFork {
+  int index = -1;
+  int64_t shared_chunks = 0, private_chunks = 0;
+  double shared_mib = 0, private_mib = 0, ms = 0;
+};
+
+struct ProcessPeak {
+  int64_t pid = 0;
+  std::string what;  // "learner 3", "golden", "clone 2", "daemon worker"
+  double peak_mib = 0;
+};
+
+struct EnvManifest {
+  std::string smolvm_version, smolvm_binary_sha256, proto_hash, shim_sha256, driver, gpu, cuda;
+  int host_cores = 0;
+  double host_mem_gb = 0;
+};
+
+struct RunResult {
+  int schema = kResultSchema;  // 0 for the seed's files (no field)
+  std::string arm;             // "native" | "fork"
+  int n = 0, steps = 0, batch = 0, maxseq = 0, rep = 0;
+  double cpus_per_learner = 0;
+  bool cold_cache = false;
+  std::string share_mode;                 // "on" | "off" | "default" (native: as given)
+  std::optional<std::string> share_weights_env;  // $SMOLVM_CUDA_FORK_SHARE_WEIGHTS, or null
+  std::optional<int64_t> shared_ranges;   // null on the CPU path and for native
+  double wall_s = 0, golden_load_s = 0, fork_s = 0, peak_gpu_mib = 0, agg_tok_s = 0;
+  int learners_done = 0, learners_expected = 0;
+  std::vector<LearnerResult> learners;
+  EnvManifest env;
+  std::string model;  // preset name or directory as given
+  bool load_in_4bit = false;
+  std::string method = "dpo", device = "cuda";
+  std::string control_check;  // "ok", "n/a (cpu)", "n/a (native)", or the "!!" message
+  std::vector<ProcessPeak> process_peaks;
+  std::vector<CloneFork> clones;   // fork arm: per clone, from the daemon (GPU) or the machine layer
+  double golden_learner_load_s = 0;  // fork arm: the golden's own load_ms / 1000 (NaN when unknown)
+  std::string started_at;            // local time, YYYYmmdd-HHMMSS
+  bool timed_out = false;
+  std::string note;                  // why learners are missing, in words ("" when none)
+};
+
+// Python-json tokens NaN/Infinity/-Infinity outside strings become the
+// strings "NaN"/"Infinity"/"-Infinity"; everything else is unchanged.
+std::string QuoteNonFiniteTokens(const std::string& text);
+
+Result<RunResult> ParseRunResult(const std::string& text);
+// Pretty JSON (2-space indent) with NaN/Infinity written as bare tokens.
+std::string FormatRunResult(const RunResult& r);
+
+// Number of learners whose loss is nan.
+int NanLearners(const RunResult& r);
+// True when fewer learners finished than were expected.
+inline bool Incomplete(const RunResult& r) { return r.learners_done < r.learners_expected; }
+
+struct LoadedResult {
+  std::string path;
+  RunResult result;
+};
+// Every *.json directly in dir, sorted by path. A file that does not parse
+// fails the whole load with its path in the message.
+Result<std::vector<LoadedResult>> LoadResultDir(const std::string& dir);
+
+// <arm>_n<N>_s<S>_c<K>_<stamp>_r<rep>.json
+std::string ResultFileName(const RunResult& r);
+// Writes atomically (temporary file, then rename).
+Status WriteResultFile(const std::string& path, const RunResult& r);
+
+}  // namespace smolvm::bench

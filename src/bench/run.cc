@@ -1,0 +1,193 @@
+#include "bench/run.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+
+#include "bench/arm.h"
+#include "bench/child.h"
+#include "bench/environment.h"
+#include "bench/interrupt.h"
+#include "bench/table.h"
+#include "bench/model_cache.h"
+#include "machine/machines.h"
+#include "machine/paths.h"
+
+namespace smolvm::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr double kPreflightGpuLimitMib = 500;
+
+std::string Stamp() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", std::localtime(&t));
+  return buf;
+}
+
+RunResult BuildResult(const RunOptions& o, const ArmOutcome& a, const MemorySampler& sampler,
+                      const EnvManifest& env, const std::string& stamp, int rep) {
+  RunResult r;
+  r.arm = o.arm;
+  r.n = o.n;
+  r.steps = o.steps;
+  r.rep = rep;
+  r.batch = o.batch;
+  r.maxseq = o.maxseq;
+  r.cpus_per_learner = o.cpus;
+  r.cold_cache = o.cold;
+  r.model = o.model;
+  r.load_in_4bit = o.load_in_4bit;
+  r.method = o.method;
+  r.device = o.device;
+  r.share_mode = o.share;
+  if (const char* e = std::getenv("SMOLVM_CUDA_FORK_SHARE_WEIGHTS")) r.share_weights_env = e;
+  r.shared_ranges = a.shared_ranges;
+  r.control_check = o.arm == "native" ? "n/a (native)" : a.control_check;
+  r.golden_load_s = a.golden_load_s;
+  r.golden_learner_load_s = a.golden_learner_load_s;
+  r.fork_s = a.fork_s;
+  r.clones = a.clones;
+  r.learners_expected = o.n;
+  double last_done = 0;
+  r.agg_tok_s = 0;
+  for (const auto& [lid, p] : a.learners) {
+    if (!p.done) continue;
+    LearnerResult l = p.result;
+    auto pid = a.learner_pids.find(lid);
+    l.peak_rss_mib = o.device == "cpu" && pid != a.learner_pids.end() ? sampler.PeakOf(pid->second) : NAN;
+    r.learners.push_back(l);
+    if (std::isfinite(l.tok_s)) r.agg_tok_s += l.tok_s;
+    last_done = std::max(last_done, p.done_t);
+  }
+  r.learners_done = static_cast<int>(r.learners.size());
+  r.wall_s = r.learners_done > 0 ? last_done - a.t0_unix : NAN;
+  r.peak_gpu_mib = sampler.PeakTotalMib();
+  r.process_peaks = sampler.PeakPerProcess();
+  r.env = env;
+  r.started_at = stamp;
+  r.timed_out = a.timed_out;
+  r.note = a.note;
+  if (r.learners_done < r.learners_expected && r.note.empty()) r.note = "learners missing; see the logs";
+  return r;
+}
+
+std::string SummaryLine(const RunResult& r) {
+  auto secs = [](double v) { return std::isfinite(v) ? Fixed(v, 2) + "s" : std::string("-"); };
+  return "wall=" + secs(r.wall_s) + " done=" + std::to_string(r.learners_done) + "/" +
+         std::to_string(r.learners_expected) + " agg_tok_s=" + Fixed(r.agg_tok_s, 1) +
+         " peak_gpu=" + Fixed(r.peak_gpu_mib, 0) + "MiB golden_load=" + secs(r.golden_load_s);
+}
+
+// One run: everything it starts goes through the ledger, which is emptied
+// before returning on every path.
+Status RunOnce(const RunOptions& o, const std::string& home, const std::string& model_dir, int rep,
+               std::vector<RunResult>* written) {
+  Ledger ledger(home);
+  RETURN_IF_ERROR(ledger.Load());
+  auto left = ledger.CleanUp();
+  if (!left.ok()) return left.status();
+  for (const auto& what : *left) Progress("preflight: removed " + what + " left by an earlier bench");
+  if (o.device == "cuda") RETURN_IF_ERROR(CheckGpuIdle(kPreflightGpuLimitMib));
+  if (o.cold) {
+    RETURN_IF_ERROR(DropPageCache());
+  } else {
+    RETURN_IF_ERROR(WarmPageCache(model_dir));
+  }
+
+  std::string stamp = Stamp();
+  RunResult named;
+  named.arm = o.arm;
+  named.n = o.n;
+  named.steps = o.steps;
+  named.cpus_per_learner = o.cpus;
+  named.started_at = stamp;
+  named.rep = rep;
+  std::string file = ResultFileName(named);
+  std::string stem = file.substr(0, file.size() - 5);
+  ArmContext c;
+  c.o = o;
+  c.effective_share = EffectiveShare(o);
+  c.home = home;
+  c.model_dir = model_dir;
+  c.learner = fs::absolute(LearnerBinary()).string();
+  c.logs = (fs::absolute(o.results).parent_path() / "logs" / stem).string();
+  c.coord = c.logs + "/coord";
+  // Short and unique per run: machine names are at most 40 characters.
+  c.id = "bench-" + stamp.substr(4) + "-" + std::to_string(::getpid() % 100000);
+  c.ledger = &ledger;
+  std::error_code ec;
+  fs::create_directories(c.coord, ec);
+  if (ec) return ErrnoStatus("cannot create " + c.coord, ec.value());
+  EnvManifest env = CollectEnv(machine::ShimDir());
+  MemorySampler sampler(o.device == "cuda" ? MemorySampler::Nvml() : MemorySampler::ResidentMemory());
+  c.sampler = &sampler;
+
+  Progress("run " + stem + ": " + o.arm + " N=" + std::to_string(o.n) + " on " + o.device + ", model " + o.model +
+           (o.arm == "fork" ? ", share " + c.effective_share : "") + "; logs in " + c.logs);
+  ArmOutcome a;
+  sampler.Start();
+  Status arm = o.arm == "native" ? RunNativeArm(c, &a) : RunForkArm(c, &a);
+  sampler.Stop();
+  // Copy the machines' logs beside the learners' before the machines go.
+  for (const auto& m : ledger.machines()) {
+    fs::copy_file(machine::MachinePaths(home, m).log, c.logs + "/" + m + ".log",
+                  fs::copy_options::overwrite_existing, ec);
+  }
+  auto cleaned = ledger.CleanUp();
+  if (!arm.ok()) return arm;
+  if (!cleaned.ok()) return cleaned.status();
+
+  RunResult r = BuildResult(o, a, sampler, env, stamp, rep);
+  fs::create_directories(o.results, ec);
+  RETURN_IF_ERROR(WriteResultFile((fs::path(o.results) / file).string(), r));
+  if (r.control_check.rfind("!!", 0) == 0) std::printf("%s\n", r.control_check.c_str());
+  std::printf("%s\n", SummaryLine(r).c_str());
+  std::fflush(stdout);
+  written->push_back(std::move(r));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ResolveDefaults(RunOptions* o) {
+  if (o->device.empty()) {
+    o->device = GpuPresent() ? "cuda" : "cpu";
+    if (o->device == "cpu") Progress("no GPU found (NVML): running the CPU path (--device cpu)");
+  } else if (o->device == "cuda" && !GpuPresent()) {
+    return Unavailable("--device cuda: NVML sees no GPU on this host; use --device cpu");
+  }
+  if (o->model.empty()) o->model = o->device == "cuda" ? "qwen2.5-0.5b" : "tiny";
+  return Status::Ok();
+}
+
+std::string EffectiveShare(const RunOptions& o) {
+  return o.share == "default" ? machine::DefaultForkShare() : o.share;
+}
+
+Status RunBench(const RunOptions& given, std::vector<RunResult>* written) {
+  RETURN_IF_ERROR(ValidateRunOptions(given));
+  RunOptions o = given;
+  RETURN_IF_ERROR(ResolveDefaults(&o));
+  if (::geteuid() != 0)
+    return PermissionDenied("bench run needs root: learners run in cgroups and the fork arm in machines");
+  std::string learner = LearnerBinary();
+  if (::access(learner.c_str(), X_OK) != 0)
+    return NotFound("learner binary " + learner + " not found (build it: cmake --build build --target smolvm-learner)");
+  InstallInterruptHandlers();
+  std::string home = machine::SmolvmHome();
+  ASSIGN_OR_RETURN(std::string model_dir, ResolveModel(home, o.model, learner));
+  for (int k = 0; k < o.reps; ++k) {
+    if (Interrupted()) return InterruptedStatus();
+    RETURN_IF_ERROR(RunOnce(o, home, model_dir, o.first_rep + k, written));
+  }
+  return Status::Ok();
+}
+
+}  // namespace smolvm::bench

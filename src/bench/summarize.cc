@@ -1,0 +1,177 @@
+#include "bench/summarize.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "bench/table.h"
+
+namespace smolvm::bench {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Mean per-learner tok/s of one run (finite values only).
+double LearnerTokS(const RunResult& r) {
+  double sum = 0;
+  int k = 0;
+  for (const auto& l : r.learners)
+    if (std::isfinite(l.tok_s)) sum += l.tok_s, ++k;
+  return k ? sum / k : kNaN;
+}
+
+std::string SpreadText(const Spread& s, int reps, int decimals) {
+  std::string m = Fixed(s.median, decimals);
+  if (reps > 1 && std::isfinite(s.min) && s.min != s.max)
+    m += " (" + Fixed(s.min, decimals) + "–" + Fixed(s.max, decimals) + ")";
+  return m;
+}
+
+std::string CpusText(double c) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", c);
+  return buf;
+}
+
+std::string ModelText(const CellKey& k) {
+  return k.model + (k.load_in_4bit ? " 4bit" : "") + " " + k.method + (k.device == "cuda" ? "" : " " + k.device);
+}
+
+double Ratio(double a, double b) { return std::isfinite(a) && std::isfinite(b) && b != 0 ? a / b : kNaN; }
+
+struct Tables {
+  TableRow cell_header, ratio_header;
+  std::vector<TableRow> cells, ratios;
+};
+
+Tables BuildTables(const std::vector<CellSummary>& cells, const std::vector<RatioRow>& ratios) {
+  Tables t;
+  t.cell_header = {"arm",  "share", "model",     "N",        "cpus",      "batch×seq", "steps", "reps",
+                   "wall_s", "agg_tok_s", "tok_s/learner", "peak_gpu_mib", "golden_load_s", "fork_s", "done", "nan"};
+  for (const auto& c : cells) {
+    std::string done = std::to_string(c.min_done) + "/" + std::to_string(c.expected);
+    if (c.incomplete) done += " INCOMPLETE";
+    for (const auto& chk : c.checks) done += " !! " + chk;
+    t.cells.push_back({c.key.arm, c.key.share_mode, ModelText(c.key), std::to_string(c.key.n), CpusText(c.key.cpus),
+                       std::to_string(c.key.batch) + "×" + std::to_string(c.key.maxseq), std::to_string(c.key.steps),
+                       std::to_string(c.reps), SpreadText(c.wall_s, c.reps, 1), SpreadText(c.agg_tok_s, c.reps, 0),
+                       SpreadText(c.learner_tok_s, c.reps, 0), SpreadText(c.peak_gpu_mib, c.reps, 0),
+                       SpreadText(c.golden_load_s, c.reps, 2), SpreadText(c.fork_s, c.reps, 3), done,
+                       std::to_string(c.nan_learners)});
+  }
+  t.ratio_header = {"fork share", "model", "N", "cpus", "batch×seq", "steps", "wall", "agg_tok_s", "tok_s/learner",
+                    "peak_gpu"};
+  for (const auto& r : ratios)
+    t.ratios.push_back({r.fork.share_mode, ModelText(r.fork), std::to_string(r.fork.n), CpusText(r.fork.cpus),
+                        std::to_string(r.fork.batch) + "×" + std::to_string(r.fork.maxseq),
+                        std::to_string(r.fork.steps), Fixed(r.wall, 2), Fixed(r.agg_tok_s, 2),
+                        Fixed(r.learner_tok_s, 2), Fixed(r.peak_gpu, 2)});
+  return t;
+}
+
+}  // namespace
+
+CellKey KeyOf(const RunResult& r) {
+  CellKey k;
+  k.arm = r.arm;
+  k.share_mode = r.arm == "native" ? "-" : r.share_mode;
+  k.model = r.model.empty() ? "?" : r.model;
+  k.method = r.method;
+  k.device = r.device;
+  k.load_in_4bit = r.load_in_4bit;
+  k.n = r.n;
+  k.steps = r.steps;
+  k.batch = r.batch;
+  k.maxseq = r.maxseq;
+  k.cpus = r.cpus_per_learner;
+  return k;
+}
+
+Spread SpreadOf(std::vector<double> v) {
+  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return !std::isfinite(x); }), v.end());
+  if (v.empty()) return {kNaN, kNaN, kNaN};
+  std::sort(v.begin(), v.end());
+  size_t m = v.size() / 2;
+  double median = v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+  return {median, v.front(), v.back()};
+}
+
+std::vector<CellSummary> Summarize(const std::vector<RunResult>& runs) {
+  std::map<CellKey, std::vector<const RunResult*>> groups;
+  for (const auto& r : runs) groups[KeyOf(r)].push_back(&r);
+  std::vector<CellSummary> out;
+  for (const auto& [key, rs] : groups) {
+    CellSummary c;
+    c.key = key;
+    c.reps = static_cast<int>(rs.size());
+    std::vector<double> wall, agg, per, peak, gold, fork;
+    std::set<std::string> checks;
+    c.min_done = std::numeric_limits<int>::max();
+    for (const RunResult* r : rs) {
+      wall.push_back(r->wall_s);
+      agg.push_back(r->agg_tok_s);
+      per.push_back(LearnerTokS(*r));
+      peak.push_back(r->peak_gpu_mib);
+      gold.push_back(r->golden_load_s);
+      fork.push_back(r->fork_s);
+      c.min_done = std::min(c.min_done, r->learners_done);
+      c.expected = std::max(c.expected, r->learners_expected);
+      c.incomplete |= Incomplete(*r);
+      c.nan_learners += NanLearners(*r);
+      if (r->control_check.rfind("!!", 0) == 0) checks.insert(r->control_check.substr(3, r->control_check.find(':') - 3));
+    }
+    c.wall_s = SpreadOf(wall);
+    c.agg_tok_s = SpreadOf(agg);
+    c.learner_tok_s = SpreadOf(per);
+    c.peak_gpu_mib = SpreadOf(peak);
+    c.golden_load_s = SpreadOf(gold);
+    c.fork_s = SpreadOf(fork);
+    c.checks.assign(checks.begin(), checks.end());
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::vector<RatioRow> Ratios(const std::vector<CellSummary>& cells) {
+  std::vector<RatioRow> out;
+  for (const auto& f : cells) {
+    if (f.key.arm != "fork") continue;
+    CellKey want = f.key;
+    want.arm = "native";
+    want.share_mode.assign(1, '-');  // not = "-": GCC 12 warns falsely (-Wrestrict, PR105329)
+    for (const auto& n : cells) {
+      if (n.key != want) continue;
+      out.push_back({f.key, n.key, Ratio(f.wall_s.median, n.wall_s.median),
+                     Ratio(f.agg_tok_s.median, n.agg_tok_s.median),
+                     Ratio(f.learner_tok_s.median, n.learner_tok_s.median),
+                     Ratio(f.peak_gpu_mib.median, n.peak_gpu_mib.median)});
+    }
+  }
+  return out;
+}
+
+std::string FormatSummaryText(const std::vector<CellSummary>& cells, const std::vector<RatioRow>& ratios) {
+  Tables t = BuildTables(cells, ratios);
+  std::string out = RenderTable(t.cell_header, t.cells, false, 3);
+  out += "\nfork ÷ native (medians):\n";
+  out += t.ratios.empty() ? "  no fork cell has a matching native cell\n" : RenderTable(t.ratio_header, t.ratios, false, 2);
+  return out;
+}
+
+std::string FormatSummaryMarkdown(const std::vector<CellSummary>& cells, const std::vector<RatioRow>& ratios,
+                                  const std::string& source_dir) {
+  Tables t = BuildTables(cells, ratios);
+  std::string out = "<!-- generated by `smolvm bench summarize " + source_dir +
+                    " --markdown`; do not edit by hand -->\n\n### Runs by cell\n\n"
+                    "Medians over reps, (min–max) when reps > 1. `INCOMPLETE`: a rep finished fewer learners than "
+                    "expected. `nan`: learners whose loss was not finite.\n\n";
+  out += RenderTable(t.cell_header, t.cells, true, 3);
+  out += "\n### Fork ÷ native\n\n";
+  out += t.ratios.empty() ? "No fork cell has a matching native cell.\n" : RenderTable(t.ratio_header, t.ratios, true, 2);
+  return out;
+}
+
+}  // namespace smolvm::bench

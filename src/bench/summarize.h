@@ -1,0 +1,54 @@
+// `bench summarize`: results grouped into cells (one configuration, its
+// reps), with medians and spreads, and fork ÷ native ratios for cells that
+// match. Pure functions over loaded results.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "bench/results.h"
+
+namespace smolvm::bench {
+
+// What makes runs comparable reps of one cell. Native runs ignore share_mode
+// (shown as "-").
+struct CellKey {
+  std::string arm, share_mode, model, method, device;
+  bool load_in_4bit = false;
+  int n = 0, steps = 0, batch = 0, maxseq = 0;
+  double cpus = 0;
+  auto operator<=>(const CellKey&) const = default;
+};
+CellKey KeyOf(const RunResult& r);
+
+// Median, min and max over the finite values (NaN when there are none).
+struct Spread {
+  double median = 0, min = 0, max = 0;
+};
+Spread SpreadOf(std::vector<double> values);
+
+struct CellSummary {
+  CellKey key;
+  int reps = 0;
+  Spread wall_s, agg_tok_s, learner_tok_s, peak_gpu_mib, golden_load_s, fork_s;
+  int min_done = 0, expected = 0;  // over the reps
+  bool incomplete = false;         // some rep finished fewer learners than expected
+  int nan_learners = 0;            // over all reps
+  std::vector<std::string> checks; // distinct control-check verdicts that are not ok/n-a
+};
+
+// Cells in key order.
+std::vector<CellSummary> Summarize(const std::vector<RunResult>& runs);
+
+struct RatioRow {
+  CellKey fork, native;  // the fork cell and the native cell it matches
+  double wall = 0, agg_tok_s = 0, learner_tok_s = 0, peak_gpu = 0;  // fork ÷ native (medians)
+};
+std::vector<RatioRow> Ratios(const std::vector<CellSummary>& cells);
+
+// Fixed-width text for the terminal, and GitHub markdown for RESULTS.md.
+std::string FormatSummaryText(const std::vector<CellSummary>& cells, const std::vector<RatioRow>& ratios);
+std::string FormatSummaryMarkdown(const std::vector<CellSummary>& cells, const std::vector<RatioRow>& ratios,
+                                  const std::string& source_dir);
+
+}  // namespace smolvm::bench

@@ -1,0 +1,120 @@
+#include "bench/summarize.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "bench/census.h"
+#include "bench/plot.h"
+
+namespace smolvm::bench {
+namespace {
+
+std::vector<RunResult> Fixtures() {
+  auto all = LoadResultDir(SMOLVM_BENCH_FIXTURES);
+  EXPECT_TRUE(all.ok()) << all.status().ToString();
+  std::vector<RunResult> out;
+  if (all.ok())
+    for (auto& l : *all) out.push_back(l.result);
+  return out;
+}
+
+const CellSummary* Find(const std::vector<CellSummary>& cells, const std::string& arm, int n) {
+  for (const auto& c : cells)
+    if (c.key.arm == arm && c.key.n == n) return &c;
+  return nullptr;
+}
+
+TEST(SpreadOf, MedianMinMaxOverFiniteValues) {
+  Spread s = SpreadOf({3, 1, std::nan(""), 2, 10});
+  EXPECT_DOUBLE_EQ(s.median, 2.5);
+  EXPECT_DOUBLE_EQ(s.min, 1);
+  EXPECT_DOUBLE_EQ(s.max, 10);
+  EXPECT_TRUE(std::isnan(SpreadOf({std::nan("")}).median));
+}
+
+TEST(Summarize, CellsRepsIncompleteAndNan) {
+  auto cells = Summarize(Fixtures());
+  ASSERT_EQ(cells.size(), 4u);  // native 4, native 8, fork 4 (on), seed fork 2
+  const CellSummary* n4 = Find(cells, "native", 4);
+  ASSERT_NE(n4, nullptr);
+  EXPECT_EQ(n4->reps, 2);
+  EXPECT_DOUBLE_EQ(n4->wall_s.median, 61.0);
+  EXPECT_DOUBLE_EQ(n4->wall_s.min, 60.0);
+  EXPECT_DOUBLE_EQ(n4->learner_tok_s.median, 2950.0);
+  EXPECT_FALSE(n4->incomplete);
+  const CellSummary* n8 = Find(cells, "native", 8);
+  ASSERT_NE(n8, nullptr);
+  EXPECT_TRUE(n8->incomplete);
+  EXPECT_EQ(n8->min_done, 7);
+  EXPECT_EQ(n8->expected, 8);
+  const CellSummary* f4 = Find(cells, "fork", 4);
+  ASSERT_NE(f4, nullptr);
+  EXPECT_EQ(f4->nan_learners, 1);
+  EXPECT_EQ(f4->key.share_mode, "on");
+  const CellSummary* seed = Find(cells, "fork", 2);
+  ASSERT_NE(seed, nullptr);
+  EXPECT_EQ(seed->nan_learners, 1);  // a null lossN
+  EXPECT_TRUE(std::isnan(seed->peak_gpu_mib.median));  // Infinity is not a measurement
+}
+
+TEST(Summarize, RatiosMatchForkToNative) {
+  auto cells = Summarize(Fixtures());
+  auto ratios = Ratios(cells);
+  ASSERT_EQ(ratios.size(), 1u);  // only N=4 has both arms
+  EXPECT_EQ(ratios[0].fork.n, 4);
+  EXPECT_NEAR(ratios[0].wall, 51.0 / 61.0, 1e-9);
+  EXPECT_NEAR(ratios[0].learner_tok_s, 2825.0 / 2950.0, 1e-9);
+  EXPECT_NEAR(ratios[0].peak_gpu, 9050.0 / 26050.0, 1e-9);
+}
+
+TEST(Summarize, TextAndMarkdownShowIncompleteAndSpread) {
+  auto cells = Summarize(Fixtures());
+  auto ratios = Ratios(cells);
+  std::string text = FormatSummaryText(cells, ratios);
+  EXPECT_NE(text.find("7/8 INCOMPLETE"), std::string::npos) << text;
+  EXPECT_NE(text.find("61.0 (60.0–62.0)"), std::string::npos) << text;
+  EXPECT_NE(text.find("fork ÷ native"), std::string::npos) << text;
+  std::string md = FormatSummaryMarkdown(cells, ratios, "bench/results");
+  EXPECT_NE(md.find("| native |"), std::string::npos) << md;
+  EXPECT_NE(md.find("INCOMPLETE"), std::string::npos);
+  EXPECT_NE(md.find("0.84"), std::string::npos) << md;  // wall 51/61
+}
+
+TEST(Census, CountsNanLearnersPerRunAndTotal) {
+  auto all = LoadResultDir(SMOLVM_BENCH_FIXTURES);
+  ASSERT_TRUE(all.ok());
+  std::string out = FormatCensus(*all);
+  EXPECT_NE(out.find("total nan learners: 2\n"), std::string::npos) << out;
+  EXPECT_EQ(out.substr(out.rfind('\n', out.size() - 2) + 1), "total nan learners: 2\n");
+}
+
+TEST(Plot, SeriesAndScript) {
+  auto cells = Summarize(Fixtures());
+  auto series = PlotSeriesOf(cells);
+  ASSERT_EQ(series.size(), 3u);  // native, fork share on (7b), fork share on (seed's model "?")
+  std::string gp = GnuplotScript(series, "/d", "/o.png");
+  EXPECT_NE(gp.find("set output '/o.png'"), std::string::npos);
+  EXPECT_NE(gp.find("'/d/series_2.dat' using 1:3"), std::string::npos) << gp;
+  EXPECT_NE(gp.find("peak GPU memory"), std::string::npos);
+}
+
+TEST(Plot, DrawsAPng) {
+  std::string out = ::testing::TempDir() + "/smolvm-bench-plot.png";
+  std::filesystem::remove(out);
+  Status s = Plot(Summarize(Fixtures()), out);
+  if (s.code() == static_cast<int32_t>(Code::kNotSupported)) GTEST_SKIP() << s.message();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_GT(std::filesystem::file_size(out), 1000u);
+  std::ifstream in(out, std::ios::binary);
+  char magic[8] = {};
+  in.read(magic, 8);
+  EXPECT_EQ(std::string(magic + 1, 3), "PNG");
+  std::filesystem::remove(out);
+  EXPECT_FALSE(Plot({}, out).ok());
+}
+
+}  // namespace
+}  // namespace smolvm::bench

@@ -1,0 +1,109 @@
+#include "bench/sweep.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "bench/run.h"
+#include "bench/summarize.h"
+
+namespace smolvm::bench {
+namespace {
+
+// The cell key a run of `o` will write.
+CellKey KeyOfOptions(const RunOptions& o) {
+  RunResult r;
+  r.arm = o.arm;
+  r.share_mode = o.share;
+  r.model = o.model;
+  r.method = o.method;
+  r.device = o.device;
+  r.load_in_4bit = o.load_in_4bit;
+  r.n = o.n;
+  r.steps = o.steps;
+  r.batch = o.batch;
+  r.maxseq = o.maxseq;
+  r.cpus_per_learner = o.cpus;
+  return KeyOf(r);
+}
+
+std::string CellText(const RunOptions& o) {
+  return o.arm + " N=" + std::to_string(o.n) + " " + std::to_string(o.batch) + "x" + std::to_string(o.maxseq);
+}
+
+}  // namespace
+
+SweepPlan MatrixPlan() { return {{1, 2, 4, 8, 16}, {{2, 256}, {8, 512}}, false}; }
+SweepPlan HighnPlan() { return {{16, 24, 32, 48, 64}, {}, true}; }
+
+std::vector<RunOptions> SweepCells(const SweepPlan& plan, const RunOptions& base) {
+  std::vector<std::pair<int, int>> shapes = plan.shapes;
+  if (shapes.empty()) shapes.push_back({base.batch, base.maxseq});
+  std::vector<RunOptions> out;
+  for (auto [batch, maxseq] : shapes)
+    for (int n : plan.ns)
+      for (const char* arm : {"native", "fork"}) {
+        RunOptions o = base;
+        o.arm = arm;
+        o.n = n;
+        o.batch = batch;
+        o.maxseq = maxseq;
+        out.push_back(o);
+      }
+  return out;
+}
+
+int ExistingReps(const std::vector<RunResult>& have, const RunOptions& o) {
+  CellKey want = KeyOfOptions(o);
+  int k = 0;
+  for (const auto& r : have) k += KeyOf(r) == want ? 1 : 0;
+  return k;
+}
+
+Status RunSweep(const SweepPlan& plan, const RunOptions& given) {
+  RunOptions base = given;
+  base.arm = "native";  // validated per cell below; a placeholder for the shared checks
+  base.n = 1;
+  RETURN_IF_ERROR(ValidateRunOptions(base));
+  RETURN_IF_ERROR(ResolveDefaults(&base));
+  std::vector<RunResult> have;
+  if (std::filesystem::exists(base.results)) {
+    ASSIGN_OR_RETURN(auto loaded, LoadResultDir(base.results));
+    for (auto& l : loaded) have.push_back(std::move(l.result));
+  }
+  std::vector<std::pair<int, int>> native_full;  // shapes where native no longer fits
+  for (RunOptions o : SweepCells(plan, base)) {
+    auto shape = std::make_pair(o.batch, o.maxseq);
+    bool full = false;
+    for (const auto& s : native_full) full |= s == shape;
+    if (o.arm == "native" && full) {
+      std::printf("sweep: %s skipped (native did not fit at a smaller N)\n", CellText(o).c_str());
+      continue;
+    }
+    int done = ExistingReps(have, o);
+    if (done >= o.reps) {
+      std::printf("sweep: %s has %d rep(s), skipped\n", CellText(o).c_str(), done);
+    } else {
+      std::printf("sweep: %s running reps %d..%d\n", CellText(o).c_str(), done + 1, o.reps);
+      std::fflush(stdout);
+      RunOptions run = o;
+      run.first_rep = done + 1;
+      run.reps = o.reps - done;
+      std::vector<RunResult> written;
+      Status s = RunBench(run, &written);
+      for (auto& r : written) have.push_back(std::move(r));
+      if (!s.ok()) return s;
+    }
+    if (plan.stop_native_when_full && o.arm == "native") {
+      CellKey want = KeyOfOptions(o);
+      for (const auto& r : have)
+        if (KeyOf(r) == want && Incomplete(r)) {
+          native_full.push_back(shape);
+          break;
+        }
+    }
+    std::fflush(stdout);
+  }
+  return Status::Ok();
+}
+
+}  // namespace smolvm::bench
