@@ -1,0 +1,270 @@
+// `smolvm bench` end to end on the CPU path, as CI runs it (root, no GPU):
+// both arms with the tiny preset at N=2 write valid results; a forked learner
+// trains exactly like a fresh one; --timeout, Ctrl-C and a bench killed
+// half-way leave nothing behind (the next preflight removes what the dead one
+// recorded). Each test has its own SMOLVM_HOME and cgroup parent.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "bench/results.h"
+#include "machine/cgroups.h"
+
+extern char** environ;
+
+namespace smolvm::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct CliRun {
+  int rc = -1;
+  std::string out, err;
+};
+
+class BenchE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "bench run needs root (CI runs these as root)";
+    char tmpl[] = "/tmp/smolvm-bench-e2e-XXXXXX";
+    home_ = mkdtemp(tmpl);
+    results_ = home_ + "/out/results";
+    std::random_device rd;
+    cgroup_parent_ = "smolvm-bench-test-" + std::to_string(getpid()) + "-" + std::to_string(rd() % 100000);
+    setenv("SMOLVM_HOME", home_.c_str(), 1);
+    setenv("SMOLVM_CGROUP_PARENT", cgroup_parent_.c_str(), 1);
+    setenv("SMOLVM_SHIM_DIR", SMOLVM_GUEST_LIB_DIR, 1);
+  }
+
+  void TearDown() override {
+    if (home_.empty()) return;
+    ExpectNothingLeft();
+    auto layout = machine::DetectCgroups();
+    if (layout.ok())
+      for (const auto& h : layout->hierarchies) rmdir((h.mount_point + "/" + cgroup_parent_).c_str());
+    fs::remove_all(home_);
+    unsetenv("SMOLVM_HOME");
+    unsetenv("SMOLVM_CGROUP_PARENT");
+  }
+
+  // Starts `smolvm args...` with stdout/stderr in files under home_.
+  pid_t Spawn(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {SMOLVM_CLI};
+    argv.insert(argv.end(), args.begin(), args.end());
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, (home_ + "/cli.out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&fa, 2, (home_ + "/cli.err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    std::vector<char*> a;
+    for (auto& s : argv) a.push_back(s.data());
+    a.push_back(nullptr);
+    pid_t pid = -1;
+    posix_spawn(&pid, a[0], &fa, nullptr, a.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    return pid;
+  }
+  CliRun Wait(pid_t pid) {
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), Slurp(home_ + "/cli.out"), Slurp(home_ + "/cli.err")};
+  }
+  CliRun Cli(const std::vector<std::string>& args) { return Wait(Spawn(args)); }
+
+  // `bench run` with the CI shape: tiny preset, 1 CPU per learner, 2x64.
+  std::vector<std::string> RunArgs(const std::string& arm, int steps, const std::string& extra_flag = "",
+                                   const std::string& extra_value = "") {
+    std::vector<std::string> a = {"bench", "run", "--arm", arm, "--n", "2", "--steps", std::to_string(steps),
+                                  "--cpus", "1", "--batch", "2", "--maxseq", "64", "--device", "cpu",
+                                  "--model", "tiny", "--results", results_, "--timeout", "120"};
+    if (!extra_flag.empty()) a.insert(a.end(), {extra_flag, extra_value});
+    return a;
+  }
+
+  std::vector<RunResult> Results() {
+    auto all = LoadResultDir(results_);
+    EXPECT_TRUE(all.ok()) << all.status().ToString();
+    std::vector<RunResult> out;
+    if (all.ok())
+      for (auto& l : *all) out.push_back(l.result);
+    return out;
+  }
+
+  // Bounded wait for a condition polled every 20 ms.
+  template <typename F>
+  bool WaitFor(F cond, int timeout_ms = 60000) {
+    for (int waited = 0; waited < timeout_ms; waited += 20) {
+      if (cond()) return true;
+      usleep(20000);
+    }
+    return false;
+  }
+
+  nlohmann::json Ledger() {
+    auto j = nlohmann::json::parse(Slurp(home_ + "/bench/ledger.json"), nullptr, false);
+    return j.is_discarded() ? nlohmann::json::object() : j;
+  }
+
+  void ExpectNothingLeft() {
+    auto list = nlohmann::json::parse(Cli({"machine", "list", "--json"}).out, nullptr, false);
+    EXPECT_TRUE(list.is_array() && list.empty()) << list.dump();
+    auto layout = machine::DetectCgroups();
+    if (layout.ok())
+      for (const auto& h : layout->hierarchies) {
+        std::error_code ec;
+        for (const auto& e : fs::directory_iterator(h.mount_point + "/" + cgroup_parent_, ec))
+          EXPECT_FALSE(e.is_directory()) << "leftover cgroup " << e.path();
+      }
+    nlohmann::json l = Ledger();
+    for (const char* k : {"machines", "cgroups", "processes"})
+      EXPECT_TRUE(!l.contains(k) || l[k].empty()) << "ledger still names " << l.dump();
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator("/proc", ec)) {
+      std::string cmdline = Slurp(e.path().string() + "/cmdline");
+      EXPECT_EQ(cmdline.find(home_), std::string::npos) << "leftover process " << e.path();
+    }
+  }
+
+  std::string home_, results_, cgroup_parent_;
+};
+
+TEST_F(BenchE2eTest, BothArmsOnTheCpuPathWriteValidResults) {
+  CliRun native = Cli(RunArgs("native", 6));
+  ASSERT_EQ(native.rc, 0) << native.err;
+  EXPECT_NE(native.out.find("done=2/2"), std::string::npos) << native.out;
+  EXPECT_NE(native.err.find("learners done 2/2"), std::string::npos) << native.err;
+  CliRun fork = Cli(RunArgs("fork", 6, "--share", "on"));
+  ASSERT_EQ(fork.rc, 0) << fork.err;
+  EXPECT_NE(fork.out.find("done=2/2"), std::string::npos) << fork.out;
+  EXPECT_EQ(fork.out.find("!!"), std::string::npos) << fork.out;  // no control line on the CPU
+  EXPECT_NE(fork.err.find("forking 2/2"), std::string::npos) << fork.err;
+
+  // Only result JSONs in --results; logs beside it.
+  for (const auto& e : fs::directory_iterator(results_)) EXPECT_EQ(e.path().extension(), ".json") << e.path();
+  EXPECT_TRUE(fs::is_directory(home_ + "/out/logs"));
+
+  auto runs = Results();
+  ASSERT_EQ(runs.size(), 2u);
+  const RunResult& f = runs[0].arm == "fork" ? runs[0] : runs[1];
+  const RunResult& n = runs[0].arm == "native" ? runs[0] : runs[1];
+  for (const RunResult* r : {&f, &n}) {
+    EXPECT_EQ(r->schema, kResultSchema);
+    EXPECT_EQ(r->device, "cpu");
+    EXPECT_EQ(r->model, "tiny");
+    EXPECT_EQ(r->n, 2);
+    EXPECT_EQ(r->learners_done, 2);
+    EXPECT_EQ(r->learners_expected, 2);
+    EXPECT_FALSE(r->shared_ranges.has_value());
+    EXPECT_GT(r->wall_s, 0);
+    EXPECT_GT(r->agg_tok_s, 0);
+    EXPECT_GT(r->peak_gpu_mib, 0);  // the learners' resident memory on the CPU path
+    EXPECT_EQ(NanLearners(*r), 0);
+    EXPECT_EQ(r->env.host_cores, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+    EXPECT_EQ(r->env.smolvm_binary_sha256.size(), 64u);
+    ASSERT_EQ(r->learners.size(), 2u);
+    for (const auto& l : r->learners) {
+      EXPECT_NEAR(l.loss0, std::log(2.0), 1e-6);  // DPO starts at ln 2
+      EXPECT_EQ(l.losses.size(), 6u);
+    }
+  }
+  EXPECT_EQ(f.control_check, "n/a (cpu)");
+  EXPECT_EQ(f.share_mode, "on");
+  EXPECT_GT(f.golden_load_s, 0);
+  EXPECT_GE(f.fork_s, 0);
+  ASSERT_EQ(f.clones.size(), 2u);
+  EXPECT_TRUE(std::isnan(n.golden_load_s));
+  // A forked learner trains exactly like a fresh one with the same lid.
+  for (const auto& fl : f.learners)
+    for (const auto& nl : n.learners)
+      if (fl.lid == nl.lid) {
+        EXPECT_EQ(fl.losses, nl.losses) << "lid " << fl.lid;
+      }
+
+  // The readers work on what the runs wrote.
+  CliRun sum = Cli({"bench", "summarize", results_});
+  ASSERT_EQ(sum.rc, 0) << sum.err;
+  EXPECT_NE(sum.out.find("fork ÷ native"), std::string::npos);
+  EXPECT_NE(sum.out.find("tiny dpo cpu"), std::string::npos) << sum.out;
+  CliRun census = Cli({"bench", "census", results_});
+  ASSERT_EQ(census.rc, 0) << census.err;
+  EXPECT_NE(census.out.find("total nan learners: 0\n"), std::string::npos) << census.out;
+  CliRun plot = Cli({"bench", "plot", results_, "--out", home_ + "/plot.png"});
+  ASSERT_EQ(plot.rc, 0) << plot.err;
+  EXPECT_GT(fs::file_size(home_ + "/plot.png"), 1000u);
+}
+
+TEST_F(BenchE2eTest, TimeoutStopsTheRunAndRecordsItIncomplete) {
+  auto args = RunArgs("fork", 1000000);
+  args[args.size() - 1] = "3";  // --timeout 3
+  CliRun r = Cli(args);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("done=0/2"), std::string::npos) << r.out;
+  auto runs = Results();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_TRUE(runs[0].timed_out);
+  EXPECT_TRUE(Incomplete(runs[0]));
+  CliRun sum = Cli({"bench", "summarize", results_});
+  EXPECT_NE(sum.out.find("0/2 INCOMPLETE"), std::string::npos) << sum.out;
+}
+
+TEST_F(BenchE2eTest, CtrlCStopsEverythingItStarted) {
+  pid_t bench = Spawn(RunArgs("fork", 1000000));
+  ASSERT_GT(bench, 0);
+  // Interrupt once both clones are training.
+  ASSERT_TRUE(WaitFor([&] { return Slurp(home_ + "/cli.err").find("learners done 0/2") != std::string::npos; }))
+      << Slurp(home_ + "/cli.err");
+  kill(bench, SIGINT);
+  CliRun r = Wait(bench);
+  EXPECT_EQ(r.rc, 130) << r.err;
+  EXPECT_NE(r.err.find("smolvm bench: interrupted"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(results_) && !fs::is_empty(results_));  // no result for an interrupted run
+}
+
+TEST_F(BenchE2eTest, PreflightRemovesWhatAKilledBenchLeft) {
+  pid_t bench = Spawn(RunArgs("native", 1000000));
+  ASSERT_GT(bench, 0);
+  ASSERT_TRUE(WaitFor([&] { return Ledger().value("processes", nlohmann::json::array()).size() == 2; }));
+  ASSERT_TRUE(WaitFor([&] { return Slurp(home_ + "/cli.err").find("learners done 0/2") != std::string::npos; }));
+  kill(bench, SIGKILL);  // no chance to clean up
+  Wait(bench);
+  EXPECT_EQ(Ledger()["cgroups"].size(), 2u);
+  CliRun again = Cli(RunArgs("native", 3));
+  ASSERT_EQ(again.rc, 0) << again.err;
+  EXPECT_NE(again.err.find("preflight: removed learner 0"), std::string::npos) << again.err;
+  EXPECT_NE(again.err.find("preflight: removed cgroup"), std::string::npos) << again.err;
+  EXPECT_NE(again.out.find("done=2/2"), std::string::npos) << again.out;
+}
+
+TEST_F(BenchE2eTest, BadInputIsOneLineAndNonZero) {
+  CliRun r = Cli({"bench", "run", "--arm", "fork", "--n", "0"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_EQ(r.err, "smolvm bench: --n must be between 1 and 512\n");
+  r = Cli({"bench", "run", "--arm", "native", "--n", "1", "--device", "cpu", "--model", "qwen9", "--results", results_});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("neither a model directory nor a preset"), std::string::npos) << r.err;
+  r = Cli({"bench", "summarize", home_ + "/nothing-here"});
+  EXPECT_EQ(r.rc, 3);
+}
+
+}  // namespace
+}  // namespace smolvm::bench
