@@ -255,6 +255,26 @@ TEST_F(BenchE2eTest, PreflightRemovesWhatAKilledBenchLeft) {
   EXPECT_NE(again.out.find("done=2/2"), std::string::npos) << again.out;
 }
 
+TEST_F(BenchE2eTest, SweepRunsMissingCellsAndResumes) {
+  std::vector<std::string> sweep = {"bench", "matrix", "--ns", "1,2", "--shapes", "2x64", "--arms", "native",
+                                    "--steps", "2", "--cpus", "1", "--device", "cpu", "--model", "tiny",
+                                    "--results", results_};
+  CliRun first = Cli(sweep);
+  ASSERT_EQ(first.rc, 0) << first.err;
+  EXPECT_NE(first.out.find("sweep: native N=2 2x64 running reps 1..1"), std::string::npos) << first.out;
+  EXPECT_EQ(Results().size(), 2u);
+  CliRun again = Cli(sweep);
+  ASSERT_EQ(again.rc, 0) << again.err;
+  EXPECT_NE(again.out.find("sweep: native N=1 2x64 has 1 rep(s), skipped"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("sweep: native N=2 2x64 has 1 rep(s), skipped"), std::string::npos) << again.out;
+  EXPECT_EQ(Results().size(), 2u);
+  sweep.insert(sweep.end(), {"--reps", "2", "--budget", "1e-9"});  // the budget stops it before a new run
+  CliRun budget = Cli(sweep);
+  ASSERT_EQ(budget.rc, 0) << budget.err;
+  EXPECT_NE(budget.out.find("budget 0 s reached"), std::string::npos) << budget.out;
+  EXPECT_EQ(Results().size(), 2u);
+}
+
 TEST_F(BenchE2eTest, BadInputIsOneLineAndNonZero) {
   CliRun r = Cli({"bench", "run", "--arm", "fork", "--n", "0"});
   EXPECT_EQ(r.rc, 2);

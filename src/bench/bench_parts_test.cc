@@ -104,6 +104,20 @@ TEST(Sweep, CellsAndResume) {
   EXPECT_EQ(cells[19].n, 16);
   EXPECT_EQ(cells[19].batch, 8);
   EXPECT_EQ(SweepCells(HighnPlan(), base).size(), 10u);
+  SweepPlan only_fork = MatrixPlan();
+  only_fork.arms = {"fork"};
+  only_fork.ns = {4};
+  auto shapes = ParseShapes("2x256");
+  ASSERT_TRUE(shapes.ok());
+  only_fork.shapes = *shapes;
+  auto one = SweepCells(only_fork, base);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].arm, "fork");
+  EXPECT_EQ(one[0].maxseq, 256);
+  EXPECT_EQ(ParseShapes("2x256,8x512")->size(), 2u);
+  EXPECT_FALSE(ParseShapes("2x").ok());
+  EXPECT_FALSE(ParseShapes("2x256,").ok());
+  EXPECT_FALSE(ParseShapes("0x256").ok());
 
   auto have = LoadResultDir(SMOLVM_BENCH_FIXTURES);
   ASSERT_TRUE(have.ok());

@@ -1,5 +1,6 @@
 #include "bench/sweep.h"
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 
@@ -35,13 +36,30 @@ std::string CellText(const RunOptions& o) {
 SweepPlan MatrixPlan() { return {{1, 2, 4, 8, 16}, {{2, 256}, {8, 512}}, false}; }
 SweepPlan HighnPlan() { return {{16, 24, 32, 48, 64}, {}, true}; }
 
+Result<std::vector<std::pair<int, int>>> ParseShapes(const std::string& text) {
+  std::vector<std::pair<int, int>> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    std::string one = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    int b = 0, s = 0;
+    char x = 0, extra = 0;
+    if (std::sscanf(one.c_str(), "%d%c%d%c", &b, &x, &s, &extra) != 3 || x != 'x' || b < 1 || s < 1)
+      return InvalidArgument("--shapes wants BATCHxMAXSEQ[,...] like 2x256,8x512 (got '" + one + "')");
+    out.push_back({b, s});
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return out;
+}
+
 std::vector<RunOptions> SweepCells(const SweepPlan& plan, const RunOptions& base) {
   std::vector<std::pair<int, int>> shapes = plan.shapes;
   if (shapes.empty()) shapes.push_back({base.batch, base.maxseq});
   std::vector<RunOptions> out;
   for (auto [batch, maxseq] : shapes)
     for (int n : plan.ns)
-      for (const char* arm : {"native", "fork"}) {
+      for (const std::string& arm : plan.arms) {
         RunOptions o = base;
         o.arm = arm;
         o.n = n;
@@ -70,6 +88,8 @@ Status RunSweep(const SweepPlan& plan, const RunOptions& given) {
     ASSIGN_OR_RETURN(auto loaded, LoadResultDir(base.results));
     for (auto& l : loaded) have.push_back(std::move(l.result));
   }
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
   std::vector<std::pair<int, int>> native_full;  // shapes where native no longer fits
   for (RunOptions o : SweepCells(plan, base)) {
     auto shape = std::make_pair(o.batch, o.maxseq);
@@ -84,10 +104,16 @@ Status RunSweep(const SweepPlan& plan, const RunOptions& given) {
       std::printf("sweep: %s has %d rep(s), skipped\n", CellText(o).c_str(), done);
     } else {
       std::printf("sweep: %s running reps %d..%d\n", CellText(o).c_str(), done + 1, o.reps);
+    }
+    for (int rep = done + 1; rep <= o.reps; ++rep) {
+      if (plan.budget_s > 0 && std::chrono::duration<double>(Clock::now() - t0).count() >= plan.budget_s) {
+        std::printf("sweep: --budget %.0f s reached; run the same command again to resume\n", plan.budget_s);
+        return Status::Ok();
+      }
       std::fflush(stdout);
       RunOptions run = o;
-      run.first_rep = done + 1;
-      run.reps = o.reps - done;
+      run.first_rep = rep;
+      run.reps = 1;
       std::vector<RunResult> written;
       Status s = RunBench(run, &written);
       for (auto& r : written) have.push_back(std::move(r));

@@ -19,9 +19,13 @@ namespace smolvm::bench {
 
 struct SweepPlan {
   std::vector<int> ns;
-  std::vector<std::pair<int, int>> shapes;  // batch, maxseq
+  std::vector<std::pair<int, int>> shapes;  // batch, maxseq; empty: the base options' own
   bool stop_native_when_full = false;
+  std::vector<std::string> arms = {"native", "fork"};
+  double budget_s = 0;  // > 0: start no new run after this many seconds (resume later)
 };
+// "2x256,8x512" -> {{2,256},{8,512}}.
+Result<std::vector<std::pair<int, int>>> ParseShapes(const std::string& text);
 SweepPlan MatrixPlan();
 SweepPlan HighnPlan();
 
@@ -32,7 +36,8 @@ std::vector<RunOptions> SweepCells(const SweepPlan& plan, const RunOptions& base
 // Results in `have` that are reps of cell `o` (o resolved: device, model).
 int ExistingReps(const std::vector<RunResult>& have, const RunOptions& o);
 
-// Runs what is missing. Prints one line per cell (skipped, running, done).
+// Runs what is missing, one run at a time. Prints one line per cell
+// (skipped, running) and one when the budget stops the sweep.
 Status RunSweep(const SweepPlan& plan, const RunOptions& base);
 
 }  // namespace smolvm::bench

@@ -86,13 +86,32 @@ int Plot(const std::string& dir, const std::string& out) {
 
 void AddSweep(CLI::App* bench_app, const char* name, const char* help, bench::SweepPlan (*plan)(), int* exit_code) {
   auto o = std::make_shared<bench::RunOptions>();
-  auto ns = std::make_shared<std::vector<int>>();
+  struct Overrides {
+    std::vector<int> ns;
+    std::vector<std::string> arms;
+    std::string shapes;
+    double budget_s = 0;
+  };
+  auto v = std::make_shared<Overrides>();
   CLI::App* c = bench_app->add_subcommand(name, help);
   AddRunFlags(c, o.get());
-  c->add_option("--ns", *ns, "override the N values (e.g. --ns 1,2)")->delimiter(',');
-  c->callback([o, ns, plan, exit_code] {
+  c->add_option("--ns", v->ns, "only these N (e.g. --ns 4,8)")->delimiter(',');
+  c->add_option("--arms", v->arms, "only these arms (native,fork)")->delimiter(',')->check(CLI::IsMember({"native", "fork"}));
+  c->add_option("--shapes", v->shapes, "only these BATCHxMAXSEQ shapes (e.g. 2x256)");
+  c->add_option("--budget", v->budget_s, "seconds after which no new run starts (resume later)");
+  c->callback([o, v, plan, exit_code] {
     bench::SweepPlan p = plan();
-    if (!ns->empty()) p.ns = *ns;
+    if (!v->ns.empty()) p.ns = v->ns;
+    if (!v->arms.empty()) p.arms = v->arms;
+    if (!v->shapes.empty()) {
+      auto shapes = bench::ParseShapes(v->shapes);
+      if (!shapes.ok()) {
+        *exit_code = ReportBenchError(shapes.status());
+        return;
+      }
+      p.shapes = *shapes;
+    }
+    p.budget_s = v->budget_s;
     *exit_code = ReportBenchError(bench::RunSweep(p, *o));
   });
 }
