@@ -1,40 +1,30 @@
 #!/usr/bin/env bash
-# The main job, for now: set everything up, then show the fork pool working.
-# A CUDA program built with nvcc runs unmodified through the shim against the
-# daemon, and a golden with frozen weights forks clones that share them.
-# Uses the GPU when `nvidia-smi` sees one, else the fake backend (no GPU).
-# (The native-vs-fork learner benchmark lands here with the bench issue.)
+# The main job: set everything up, then run the native vs fork learner
+# benchmark at a small size and summarize it.
+#   GPU (nvidia-smi sees one): qwen2.5-0.5b preset, N=4, 20 steps, 2x256.
+#   no GPU: the CPU path — tiny preset, N=2, 20 steps, 2x64.
+# Results: build/quickstart/results (one JSON per run), logs beside them.
+# Needs root (learners run in cgroups, the fork arm in machines); uses sudo
+# otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 
-backend=fake
-if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then backend=cuda; fi
-echo "quickstart: backend $backend$([[ $backend == fake ]] && echo ' (no GPU found: host-memory emulation)')"
-
-work=$(mktemp -d /tmp/smolvm-quickstart.XXXXXX)
-sock=$work/cuda.sock
-build/smolvm _cuda-daemon "$sock" --backend "$backend" --pool 2 2>"$work/daemon.log" &
-daemon=$!
-cleanup() { kill -TERM "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-for _ in $(seq 100); do [[ -S $sock.admin ]] && break; sleep 0.05; done
-export SMOLVM_CUDA_SOCKET=$sock
-shim_env=(env LD_LIBRARY_PATH="$PWD/build/shim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
-
-echo "quickstart: 1. an unmodified CUDA program through the shim"
-"${shim_env[@]}" build/tests/shim/bin/prog_kernels | tail -1
-
-echo "quickstart: 2. a golden with 96 MiB frozen forks 3 clones (--share on)"
-mkdir -p "$work/fork"
-"${shim_env[@]}" build/tests/shim/bin/prog_fork "$work/fork" 96 4 &
-golden=$!
-build/smolvm cuda fork --pid "$golden" --count 3 --share on --wait 30
-for _ in $(seq 300); do [[ $(ls "$work"/fork/clone*.txt 2>/dev/null | wc -l) -ge 3 ]] && break; sleep 0.1; done
-cat "$work"/fork/clone*.txt
-build/smolvm cuda status
-build/smolvm cuda release --pid "$golden"
-wait "$golden"
-cat "$work/fork/golden.txt"
-echo "quickstart: done (daemon log: fork lines below)"
-grep "fork: clone" "$work/daemon.log" || true
+sudo=""
+[[ $(id -u) == 0 ]] || sudo="sudo"
+if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+  echo "quickstart: GPU found: qwen2.5-0.5b, N=4, both arms"
+  args=(--device cuda --model qwen2.5-0.5b --n 4 --steps 20 --batch 2 --maxseq 256 --cpus 2 --share on)
+else
+  echo "quickstart: no GPU found: the CPU path (tiny preset, N=2, both arms)"
+  args=(--device cpu --model tiny --n 2 --steps 20 --batch 2 --maxseq 64 --cpus 1 --share on)
+fi
+results=build/quickstart/results
+rm -rf "$results"
+for arm in native fork; do
+  echo "quickstart: bench run --arm $arm"
+  $sudo build/smolvm bench run --arm "$arm" "${args[@]}" --results "$results"
+done
+echo "quickstart: summary"
+build/smolvm bench summarize "$results"
+build/smolvm bench census "$results" | tail -1

@@ -11,12 +11,19 @@
 namespace smolvm::bench {
 namespace {
 
+// Proportional set size (a page shared by k processes counts 1/k to each),
+// so the sum over a golden and its copy-on-write clones is the memory they
+// really hold; VmRSS where smaps_rollup is missing. -1 when pid is gone.
 double ResidentMib(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    long long kb = 0;
-    if (std::sscanf(line.c_str(), "VmRSS: %lld kB", &kb) == 1) return kb / 1024.0;
+  std::string proc = "/proc/" + std::to_string(pid);
+  for (const auto& [file, key] : {std::pair<std::string, const char*>{proc + "/smaps_rollup", "Pss: %lld kB"},
+                                  {proc + "/status", "VmRSS: %lld kB"}}) {
+    std::ifstream in(file);
+    std::string line;
+    while (std::getline(in, line)) {
+      long long kb = 0;
+      if (std::sscanf(line.c_str(), key, &kb) == 1) return kb / 1024.0;
+    }
   }
   return -1;
 }

@@ -2,8 +2,9 @@
 // (device, or the sum over the run's processes) and per process.
 //
 // Sources: on the GPU, NVML's used memory of every device and its compute
-// processes; on the CPU path, the resident memory (VmRSS) of the processes
-// the arm names. The arm may change the watched pids and labels while the
+// processes; on the CPU path, the resident memory of the processes the arm
+// names (PSS, so copy-on-write pages shared by a golden and its clones count
+// once). The arm may change the watched pids and labels while the
 // sampler runs (thread-safe).
 #pragma once
 
@@ -32,7 +33,7 @@ class MemorySampler {
   using Source = std::function<MemorySample(const std::vector<pid_t>& watched)>;
   // NVML (whole device = sum of the used memory of every device).
   static Source Nvml();
-  // VmRSS of each watched pid; total = their sum.
+  // PSS (else VmRSS) of each watched pid; total = their sum.
   static Source ResidentMemory();
 
   explicit MemorySampler(Source source, int period_ms = 100);
