@@ -26,6 +26,23 @@ std::vector<char*> Argv(const std::vector<std::string>& argv) {
 
 int DecodeStatus(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
 
+// fork(2); in the child: its own process group, default SIGINT/SIGTERM,
+// stdin from /dev/null, stdout/stderr to the given descriptors. Returns the
+// pid in the parent, 0 in the child, -1 on failure (errno set).
+pid_t ForkChild(int out_fd, int err_fd) {
+  pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  ::setpgid(0, 0);
+  ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGTERM, SIG_DFL);
+  int dn = ::open("/dev/null", O_RDONLY);
+  if (dn < 0 || out_fd < 0 || err_fd < 0) ::_exit(127);
+  ::dup2(dn, STDIN_FILENO);
+  ::dup2(out_fd, STDOUT_FILENO);
+  ::dup2(err_fd, STDERR_FILENO);
+  return 0;
+}
+
 std::string Slurp(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
@@ -51,16 +68,9 @@ Result<GatedChild> SpawnGated(const std::vector<std::string>& argv, const std::s
   if (::pipe2(p, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
   UniqueFd rd(p[0]), wr(p[1]);
   std::vector<char*> a = Argv(argv);
-  pid_t pid = ::fork();
+  pid_t pid = ForkChild(log, log);
   if (pid < 0) return ErrnoStatus("fork", errno);
   if (pid == 0) {
-    ::setpgid(0, 0);
-    ::signal(SIGINT, SIG_DFL);
-    ::signal(SIGTERM, SIG_DFL);
-    ::dup2(log, STDOUT_FILENO);
-    ::dup2(log, STDERR_FILENO);
-    int dn = ::open("/dev/null", O_RDONLY);
-    if (dn >= 0) ::dup2(dn, STDIN_FILENO);
     ::close(p[1]);
     char c;
     ssize_t r;
@@ -82,19 +92,11 @@ Result<CommandOutput> RunCommand(const std::vector<std::string>& argv, int timeo
   if (!::mkdtemp(tmpl)) return ErrnoStatus("mkdtemp", errno);
   std::string dir = tmpl, out = dir + "/out", err = dir + "/err";
   std::vector<char*> a = Argv(argv);
-  pid_t pid = ::fork();
+  UniqueFd o(::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  UniqueFd e(::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  pid_t pid = ForkChild(o.get(), e.get());
   if (pid < 0) return ErrnoStatus("fork", errno);
   if (pid == 0) {
-    ::setpgid(0, 0);
-    ::signal(SIGINT, SIG_DFL);
-    ::signal(SIGTERM, SIG_DFL);
-    int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    int dn = ::open("/dev/null", O_RDONLY);
-    if (o < 0 || e < 0 || dn < 0) ::_exit(127);
-    ::dup2(o, STDOUT_FILENO);
-    ::dup2(e, STDERR_FILENO);
-    ::dup2(dn, STDIN_FILENO);
     ::execv(a[0], a.data());
     ::dprintf(STDERR_FILENO, "cannot run %s: %s\n", a[0], std::strerror(errno));
     ::_exit(127);
