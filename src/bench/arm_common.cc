@@ -55,7 +55,8 @@ Status WaitForLearners(const ArmContext& c, double deadline_unix, const std::fun
       // Exited without a done event: read once more (a last line may have
       // landed after the poll), then report who is missing.
       out->learners = ReadCoordDir(c.coord);
-      out->note = "learners exited before finishing; see " + c.logs;
+      std::string why = "learners exited before finishing; see " + c.logs;
+      out->note = out->note.empty() ? why : out->note + "; " + why;
       return Status::Ok();
     }
     if (now >= deadline_unix) {

@@ -155,8 +155,16 @@ Status RunForkArm(const ArmContext& c, ArmOutcome* out) {
       break;
     }
     RETURN_IF_ERROR(c.ledger->AddMachine(clones[i]));
-    RETURN_IF_ERROR(machine::ForkMachine(c.home, golden, {clones[i]}, c.effective_share, left_ms,
-                                         [&](const machine::ForkResult& r) { forked.push_back(r); }));
+    Status f = machine::ForkMachine(c.home, golden, {clones[i]}, c.effective_share, left_ms,
+                                    [&](const machine::ForkResult& r) { forked.push_back(r); });
+    if (!f.ok()) {
+      if (i == 0) return f;  // nothing to measure
+      // Past the first clone a refusal is a result (e.g. the daemon's
+      // admission: "fork needs X MiB, Y MiB free"): the clones made train on.
+      out->note = "fork " + std::to_string(i + 1) + " of " + std::to_string(c.o.n) + " failed: " + f.message();
+      Progress(out->note);
+      break;
+    }
     Progress("forking " + std::to_string(i + 1) + "/" + std::to_string(c.o.n));
   }
   out->fork_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - fork_t0).count();
