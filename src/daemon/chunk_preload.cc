@@ -44,10 +44,8 @@ Status ChunkPreload::Update(uint64_t golden, const std::vector<PreloadChunk>& wa
     it = held_.erase(it);
   }
   // Import the new ones, then map them run by run.
-  struct Fresh {
-    uint64_t addr, bytes, id, handle;
-  };
-  std::vector<Fresh> fresh;
+  std::vector<ChunkPlacement> fresh;
+  std::map<uint64_t, uint64_t> id_of;  // address -> the golden's chunk id
   Status st;
   for (size_t i = 0; i < want.size() && st.ok(); ++i) {
     if (held_.count(want[i].addr)) continue;
@@ -56,23 +54,13 @@ Status ChunkPreload::Update(uint64_t golden, const std::vector<PreloadChunk>& wa
       st = h.status();
       break;
     }
-    fresh.push_back({want[i].addr, want[i].bytes, want[i].id, *h});
+    fresh.push_back({want[i].addr, *h, want[i].bytes});
+    id_of[want[i].addr] = want[i].id;
   }
-  std::sort(fresh.begin(), fresh.end(), [](const Fresh& a, const Fresh& b) { return a.addr < b.addr; });
+  std::sort(fresh.begin(), fresh.end(), [](const auto& a, const auto& b) { return a.addr < b.addr; });
   size_t placed = 0;
-  while (st.ok() && placed < fresh.size()) {
-    std::vector<ChunkPiece> run{{fresh[placed].handle, fresh[placed].bytes}};
-    uint64_t end = fresh[placed].addr + fresh[placed].bytes;
-    size_t j = placed + 1;
-    for (; j < fresh.size() && fresh[j].addr == end; ++j) {
-      run.push_back({fresh[j].handle, fresh[j].bytes});
-      end += fresh[j].bytes;
-    }
-    st = backend_->ChunkMapRun(fresh[placed].addr, run, false);
-    if (!st.ok()) break;
-    for (; placed < j; ++placed)
-      held_[fresh[placed].addr] = MappedImport{fresh[placed].handle, fresh[placed].bytes, fresh[placed].id};
-  }
+  if (st.ok()) st = MapChunkRuns(backend_, fresh, false, &placed);
+  for (size_t k = 0; k < placed; ++k) held_[fresh[k].addr] = MappedImport{fresh[k].handle, fresh[k].bytes, id_of[fresh[k].addr]};
   if (!st.ok()) {
     for (size_t k = placed; k < fresh.size(); ++k) (void)backend_->ChunkRelease(fresh[k].handle);
     Drop();

@@ -16,6 +16,21 @@ Status OutOfMemory(const std::string& why) {
 
 }  // namespace
 
+Status MapChunkRuns(GpuBackend* backend, const std::vector<ChunkPlacement>& run, bool writable, size_t* mapped) {
+  *mapped = 0;
+  while (*mapped < run.size()) {
+    size_t i = *mapped, j = i + 1;
+    std::vector<ChunkPiece> pieces{{run[i].handle, run[i].bytes}};
+    for (uint64_t end = run[i].addr + run[i].bytes; j < run.size() && run[j].addr == end; ++j) {
+      pieces.push_back({run[j].handle, run[j].bytes});
+      end += run[j].bytes;
+    }
+    RETURN_IF_ERROR(backend->ChunkMapRun(run[i].addr, pieces, writable));
+    *mapped = j;
+  }
+  return Status::Ok();
+}
+
 DeviceMemory::DeviceMemory(GpuBackend* backend, uint64_t arena_base, uint64_t arena_bytes,
                            uint64_t limit_bytes)
     : backend_(backend), granularity_(backend->Granularity()), limit_bytes_(limit_bytes) {
@@ -299,21 +314,6 @@ Result<std::vector<uint64_t>> DeviceMemory::AutoShareChunks() {
   return out;
 }
 
-Status DeviceMemory::MapRuns(const std::vector<Placement>& run, bool writable) {
-  for (size_t i = 0; i < run.size();) {
-    std::vector<ChunkPiece> pieces{{run[i].handle, run[i].bytes}};
-    uint64_t end = run[i].addr + run[i].bytes;
-    size_t j = i + 1;
-    for (; j < run.size() && run[j].addr == end; ++j) {
-      pieces.push_back({run[j].handle, run[j].bytes});
-      end += run[j].bytes;
-    }
-    RETURN_IF_ERROR(backend_->ChunkMapRun(run[i].addr, pieces, writable));
-    i = j;
-  }
-  return Status::Ok();
-}
-
 Status DeviceMemory::CopyFromHandles(const std::vector<Placement>& sources) {
   for (size_t i = 0; i < sources.size();) {
     // As many sources as fit in the scratch window, mapped back to back.
@@ -323,13 +323,14 @@ Status DeviceMemory::CopyFromHandles(const std::vector<Placement>& sources) {
       window.push_back({scratch_base_ + used, sources[i].handle, sources[i].bytes});
       used += sources[i].bytes;
     }
-    Status st = MapRuns(window, false);
+    size_t mapped = 0;
+    Status st = MapChunkRuns(backend_, window, false, &mapped);
     for (size_t k = 0; st.ok() && k < window.size(); ++k)
       st = backend_->MemcpyDtoD(sources[i - window.size() + k].addr, window[k].addr, window[k].bytes,
                                 kDefaultStream);
     // The copies may still run: synchronize before unmapping their sources.
     Status sync = backend_->CtxSynchronize();
-    for (const Placement& w : window) (void)backend_->ChunkUnmap(w.addr, w.bytes);
+    for (size_t k = 0; k < mapped; ++k) (void)backend_->ChunkUnmap(window[k].addr, window[k].bytes);
     RETURN_IF_ERROR(st);
     RETURN_IF_ERROR(sync);
   }
@@ -467,13 +468,15 @@ Status DeviceMemory::ImportLayout(const nlohmann::json& j, const std::vector<int
       sources.push_back({w.addr, src, w.bytes});
     }
     auto place = [&](const std::vector<Placement>& run, bool shared) -> Status {
-      RETURN_IF_ERROR(MapRuns(run, !shared));
-      for (const Placement& p : run) {
+      size_t mapped = 0;
+      Status st = MapChunkRuns(backend_, run, !shared, &mapped);
+      for (size_t k = 0; k < mapped; ++k) {  // recorded even on failure: the destructor lets go
+        const Placement& p = run[k];
         chunks_[p.addr] = ChunkRecord{p.addr, p.bytes, p.handle, !shared, shared, !shared, next_id_++, {}};
         if (!shared) chunk_bytes_ += p.bytes;
         loose.erase(std::find(loose.begin(), loose.end(), p.handle));
       }
-      return Status::Ok();
+      return st;
     };
     RETURN_IF_ERROR(place(shared_run, true));
     RETURN_IF_ERROR(place(private_run, false));

@@ -36,6 +36,15 @@ struct ChunkRecord {
   UploadTrace uploads;   // for --share auto
 };
 
+// A chunk to map at an address.
+struct ChunkPlacement {
+  uint64_t addr = 0, handle = 0, bytes = 0;
+};
+// Maps `run` (address-ordered) with one ChunkMapRun per stretch of
+// back-to-back addresses. `*mapped` says how many, from the front, are
+// mapped when it returns (all of them on success).
+Status MapChunkRuns(GpuBackend* backend, const std::vector<ChunkPlacement>& run, bool writable, size_t* mapped);
+
 // A golden's chunk that a pooled worker imported and mapped read-only at its
 // address ahead of a fork (ChunkPreload), handed to ImportLayout.
 struct MappedImport {
@@ -126,12 +135,7 @@ class DeviceMemory {
   Status MapRange(uint64_t addr, uint64_t bytes);
   Status UnmapRange(uint64_t addr, uint64_t bytes);
   Result<uint64_t> AllocSmall(uint64_t bytes);
-  // Maps `run` (address-ordered, each {addr, handle, bytes}) with one
-  // ChunkMapRun per stretch of back-to-back addresses.
-  struct Placement {
-    uint64_t addr = 0, handle = 0, bytes = 0;
-  };
-  Status MapRuns(const std::vector<Placement>& run, bool writable);
+  using Placement = ChunkPlacement;
   // Copies each source handle's bytes to its address through mappings in
   // the scratch window, synchronizing once per window-full, then unmaps them.
   Status CopyFromHandles(const std::vector<Placement>& sources);
