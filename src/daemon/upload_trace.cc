@@ -12,10 +12,9 @@ void UploadTrace::NoteUpload(uint64_t off, const void* data, uint64_t bytes) {
   const uint64_t end = off + bytes;
   auto it = pieces_.upper_bound(off);
   if (it != pieces_.begin() && std::prev(it)->first + std::prev(it)->second.bytes > off) --it;
-  while (it != pieces_.end() && it->first < end) {
-    if (it->first < off || it->first + it->second.bytes > end) return NoteOtherWrite();
-    it = pieces_.erase(it);  // wholly rewritten
-  }
+  // Uploaded again: an input buffer, not weights (and hashing every rewrite
+  // of a buffer copied in a loop would cost the copy's own bandwidth).
+  if (it != pieces_.end() && it->first < end) return NoteOtherWrite();
   pieces_[off] = Piece{bytes, UploadHash(data, bytes)};
 }
 

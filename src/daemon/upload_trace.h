@@ -6,6 +6,7 @@
 // of it, and at fork time (golden synchronized) the device still holds
 // exactly what they wrote: each uploaded range is kept as (offset, bytes,
 // XXH3-64 of the bytes) and compared with a hash of the device's content.
+// A range uploaded twice spoils the chunk (an input buffer, not weights).
 // Kernel writes cannot be seen from the API; the comparison catches those
 // that happened before the fork, and the read-only mapping of a shared chunk
 // turns any later one into a fault in the writer.
@@ -29,8 +30,9 @@ uint64_t UploadHash(const void* data, uint64_t bytes);
 class UploadTrace {
  public:
   // [off, off+bytes) of the chunk now holds `data`, written by a
-  // host-to-device copy. An upload that only partly overlaps an earlier one
-  // spoils the trace (the earlier hash no longer describes anything).
+  // host-to-device copy. An upload over bytes uploaded before spoils the
+  // trace: a buffer uploaded again and again holds inputs, not weights, and
+  // is hashed at most once.
   void NoteUpload(uint64_t off, const void* data, uint64_t bytes);
   // Something else (a memset, a device-to-device copy) wrote the chunk: it
   // never qualifies again.
