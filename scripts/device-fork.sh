@@ -18,7 +18,8 @@
 #            with --share off; final losses per lid against native runs of
 #            lids 0-3.
 # Usage: scripts/device-fork.sh [--phase clones|learner]... [FROZEN_MIB=8192 PRIVATE_MIB=512 COUNT=16]
-# Env: MODELS (default /tmp/smolvm_learner_models), STEPS (20).
+# Env: MODELS (default /tmp/smolvm_learner_models), STEPS (20); BACKEND=fake
+# rehearses the clones phase on a machine without a GPU (no NVML numbers).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [[ -e build ]] || ln -s .carry/build build
@@ -32,7 +33,9 @@ W=$(mktemp -d /tmp/device-fork.XXXXXX)
 SOCK=$W/cuda.sock
 SUM=$OUT/fork-summary.txt
 log() { echo "[device-fork $(date +%T)] $*" | tee -a "$SUM"; }
-smi_used() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1; }
+BACKEND=${BACKEND:-cuda}
+smi() { if command -v nvidia-smi >/dev/null; then nvidia-smi "$@"; else echo "nvidia-smi missing" >&2; fi; }
+smi_used() { smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1; }
 status_json() { build/smolvm cuda status --json 2>/dev/null; }
 jq_py() { python3 -c "import json,sys; j=json.load(sys.stdin); print($1)" 2>/dev/null; }
 # wait_for PY_EXPR SECONDS: polls the daemon's status until the expression holds.
@@ -46,7 +49,7 @@ wait_for() {
 }
 DAEMON=
 start_daemon() {  # pool
-  setsid build/smolvm _cuda-daemon "$SOCK" --backend cuda --pool "$1" 2>>"$OUT/fork-daemon.log" &
+  setsid build/smolvm _cuda-daemon "$SOCK" --backend "$BACKEND" --pool "$1" 2>>"$OUT/fork-daemon.log" &
   DAEMON=$!
   for _ in $(seq 200); do [[ -S $SOCK.admin ]] && break; sleep 0.05; done
   export SMOLVM_CUDA_SOCKET=$SOCK
@@ -57,6 +60,9 @@ stop_daemon() {
   kill -TERM "$DAEMON"; wait "$DAEMON" 2>/dev/null; DAEMON=
   sleep 1
 }
+# A timeout or ^C still stops the daemon (its workers hold the GPU memory).
+trap 'stop_daemon; exit 143' TERM INT
+trap stop_daemon EXIT
 mem0=$(smi_used)
 log "memory.used at start: $mem0 MiB; phases: ${phases[*]}"
 
@@ -75,6 +81,10 @@ run_arm() {  # share count upload
   else
     log "share=$share: golden $golden never reached its forkpoint"; cat "$dir/golden.err" >>"$SUM"
   fi
+  # A pooled worker's context, measured (it holds imports only, which NVML
+  # does not count in the importer): the budget for each clone's context.
+  status_json >"$OUT/status-$share-before.json"
+  smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits >"$OUT/apps-$share-before.csv"
   local t1=$(date +%s.%N)
   timeout 120 build/smolvm cuda fork --pid "$golden" --count "$count" --share "$share" --wait 60 --json \
     >"$OUT/fork-$share.jsonl" 2>&1
@@ -94,18 +104,26 @@ EOF
   for _ in $(seq 600); do [[ $(ls "$dir"/clone*.txt 2>/dev/null | wc -l) -ge $count ]] && break; sleep 0.1; done
   sleep 0.5
   status_json >"$OUT/status-$share.json"
-  nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits >"$OUT/apps-$share.csv"
-  python3 - "$OUT/status-$share.json" "$OUT/apps-$share.csv" "$golden" <<'EOF' | tee -a "$SUM"
-import json, sys
-st = json.load(open(sys.argv[1]))
-apps = {int(p): int(m) for p, m in (l.split(",") for l in open(sys.argv[2]) if l.strip())}
-golden = int(sys.argv[3])
+  smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits >"$OUT/apps-$share.csv"
+  python3 - "$OUT/status-$share.json" "$OUT/apps-$share.csv" "$golden" "$OUT/status-$share-before.json" \
+    "$OUT/apps-$share-before.csv" <<'EOF' | tee -a "$SUM"
+import json, statistics, sys
+def apps_of(path):
+    return {int(p): int(m) for p, m in (l.split(",") for l in open(path) if l.strip())}
+st, apps, golden = json.load(open(sys.argv[1])), apps_of(sys.argv[2]), int(sys.argv[3])
+before, apps0 = json.load(open(sys.argv[4])), apps_of(sys.argv[5])
+pooled = [apps0[w["pid"]] for w in before["pool"] if w["pid"] in apps0]
+ctx = statistics.median(pooled) if pooled else float("nan")
+print(f"  context: a pooled worker holds {ctx} MiB (median of {len(pooled)}, preloaded imports included)")
 clones = [s for s in st["sessions"] if s["role"] == "clone"]
 for s in [x for x in st["sessions"] if x["pid"] == golden] + clones[:3]:
-    print(f"  {s['role']} session {s['session']}: NVML {apps.get(s['worker_pid'], '?')} MiB, "
-          f"private {s['private_mib']:.0f} + context {s['context_mib']:.0f} ({st['context_source']}), shared {s['shared_mib']:.0f}")
-ok = [s for s in clones if s["worker_pid"] in apps and apps[s["worker_pid"]] <= s["private_mib"] + s["context_mib"] + 100]
-print(f"  clones within private + context + 100 MiB: {len(ok)}/{len(clones)}")
+    print(f"  {s['role']} session {s['session']}: NVML {apps.get(s['worker_pid'], '?')} MiB; private {s['private_mib']:.0f}, "
+          f"shared {s['shared_mib']:.0f}, status context_mib {s['context_mib']:.0f} ({st['context_source']})")
+used = [apps[s["worker_pid"]] for s in clones if s["worker_pid"] in apps]
+ok = [s for s in clones if s["worker_pid"] in apps and apps[s["worker_pid"]] <= s["private_mib"] + ctx + 100]
+if used:
+    print(f"  per clone NVML MiB: median {statistics.median(used)}, max {max(used)}; "
+          f"within private + context ({ctx}) + 100 MiB: {len(ok)}/{len(clones)}")
 EOF
   log "share=$share: $(ls "$dir"/clone*.txt 2>/dev/null | wc -l)/$count clone reports, ok=$(cat "$dir"/clone*.txt 2>/dev/null | grep -c 'table=1 frozen=1 private=1 pinned=1 own_private=1 cow=1'), fault: $(grep -ho 'fault=[A-Za-z]*' "$dir"/clone1.txt 2>/dev/null), device used $(smi_used) MiB"
   cat "$dir"/clone*.txt >>"$OUT/fork-$share.jsonl" 2>/dev/null
