@@ -146,6 +146,9 @@ phase_clones() {
   grep -E "fork ahead|preload:|prepare|clone build|fork: clone|illegal" "$OUT/fork-daemon.log" | tail -80 >"$OUT/fork-timing.txt"
   stop_daemon
   log "clones: daemon stopped; memory.used $(smi_used) MiB (start $mem0 MiB)"
+  # Few files come back from the device: the details in one archive.
+  (cd "$OUT" && tar czf clones.tgz fork-on.jsonl fork-off.jsonl fork-auto.jsonl status-*.json apps-*.csv 2>/dev/null &&
+    rm -f fork-on.jsonl fork-off.jsonl fork-auto.jsonl status-*.json apps-*.csv)
 }
 
 # --- learner ------------------------------------------------------------------
