@@ -138,11 +138,12 @@ EOF
 phase_clones() {
   start_daemon "$COUNT"
   log "clones: pool of $COUNT ready; memory.used $(smi_used) MiB"
+  local two=$((COUNT < 2 ? COUNT : 2)) four=$((COUNT < 4 ? COUNT : 4))
   run_arm on "$COUNT" 0
-  wait_for "j['ready_workers'] >= 2" 60
-  run_arm off 2 0
-  wait_for "j['ready_workers'] >= 4" 60
-  run_arm auto 4 1
+  wait_for "j['ready_workers'] >= $two" 60
+  run_arm off "$two" 0
+  wait_for "j['ready_workers'] >= $four" 60
+  run_arm auto "$four" 1
   grep -E "fork ahead|preload:|prepare|clone build|fork: clone|illegal" "$OUT/fork-daemon.log" | tail -80 >"$OUT/fork-timing.txt"
   stop_daemon
   log "clones: daemon stopped; memory.used $(smi_used) MiB (start $mem0 MiB)"
