@@ -142,6 +142,8 @@ class RawClient {
   }
   UnixChannel& channel() { return *ch_; }
   const proto::HelloReply& hello() const { return hello_; }
+  // Hangs up: the session ends.
+  void Close() { ch_.reset(); }
 
  private:
   std::unique_ptr<UnixChannel> ch_;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +46,12 @@ struct LaunchConfig {
 inline constexpr uint64_t kDefaultStream = 0;
 inline constexpr uint64_t kPerThreadStream = 2;
 
+// One chunk of a run mapped back to back (GpuBackend::ChunkMapRun).
+struct ChunkPiece {
+  uint64_t chunk = 0;
+  uint64_t bytes = 0;
+};
+
 class GpuBackend {
  public:
   virtual ~GpuBackend() = default;
@@ -74,6 +81,12 @@ class GpuBackend {
   virtual Status ChunkRelease(uint64_t chunk) = 0;
   // Maps `chunk` at `addr` inside the arena, read-write or read-only.
   virtual Status ChunkMap(uint64_t addr, uint64_t chunk, uint64_t bytes, bool writable) = 0;
+  // Maps `pieces` back to back from `addr` (one cuMemMap each: the driver
+  // maps one handle per call) and grants access to the whole run with a
+  // single access call. On failure nothing of the run stays mapped.
+  virtual Status ChunkMapRun(uint64_t addr, std::span<const ChunkPiece> pieces, bool writable) = 0;
+  // [addr, addr+bytes) may span several back-to-back mappings (one call for
+  // a contiguous run); it must start and end on mapping boundaries.
   virtual Status ChunkSetAccess(uint64_t addr, uint64_t bytes, bool writable) = 0;
   // REQUIRES: no copy or kernel touching the range is in flight (synchronize first).
   virtual Status ChunkUnmap(uint64_t addr, uint64_t bytes) = 0;

@@ -56,16 +56,17 @@ int Status(const std::string& socket_flag, bool json) {
     std::fprintf(stderr, "smolvm cuda status: the daemon answered malformed JSON\n");
     return 1;
   }
-  std::printf("daemon pid %d, backend %s, proto %s, %zu pooled worker(s)\n", j.value("daemon_pid", 0),
-              j.value("backend", "?").c_str(), j.value("proto_hash", "?").c_str(),
-              j.value("pooled_workers", size_t{0}));
-  std::printf("%-8s %-8s %-8s %-11s %-10s %7s %10s %8s %11s\n", "SESSION", "PID", "WORKER", "ROLE", "STATE",
-              "SHARED", "SHARED_MIB", "PRIVATE", "PRIVATE_MIB");
+  std::printf("daemon pid %d, backend %s, proto %s, %zu pooled worker(s) (%zu ready, %zu preloaded), context %s\n",
+              j.value("daemon_pid", 0), j.value("backend", "?").c_str(), j.value("proto_hash", "?").c_str(),
+              j.value("pooled_workers", size_t{0}), j.value("ready_workers", size_t{0}),
+              j.value("preloaded_workers", size_t{0}), j.value("context_source", "?").c_str());
+  std::printf("%-8s %-8s %-8s %-11s %-10s %7s %10s %8s %11s %11s\n", "SESSION", "PID", "WORKER", "ROLE", "STATE",
+              "SHARED", "SHARED_MIB", "PRIVATE", "PRIVATE_MIB", "CONTEXT_MIB");
   for (const auto& s : j["sessions"])
-    std::printf("%-8llu %-8u %-8d %-11s %-10s %7llu %10.1f %8llu %11.1f\n", s.value("session", 0ull),
+    std::printf("%-8llu %-8u %-8d %-11s %-10s %7llu %10.1f %8llu %11.1f %11.1f\n", s.value("session", 0ull),
                 s.value("pid", 0u), s.value("worker_pid", 0), s.value("role", "?").c_str(),
                 s.value("state", "?").c_str(), s.value("shared_chunks", 0ull), s.value("shared_mib", 0.0),
-                s.value("private_chunks", 0ull), s.value("private_mib", 0.0));
+                s.value("private_chunks", 0ull), s.value("private_mib", 0.0), s.value("context_mib", 0.0));
   return 0;
 }
 

@@ -59,6 +59,19 @@ class Daemon {
     std::unique_ptr<UnixChannel> control;
     bool ready = false;
     uint64_t session_id = 0;  // 0 while pooled
+    // Pooled: the golden whose shared chunks it holds imported ahead (0: none).
+    uint64_t primed = 0;
+    uint64_t primed_generation = 0;
+    bool primed_done = false;  // its PreloadDone for primed_generation arrived
+  };
+  // A golden's chunks, exported when it reached its forkpoint (ForkAhead):
+  // what pooled workers preload, and the descriptors a fork in the same
+  // generation reuses (fork_ahead.cc).
+  struct Ahead {
+    uint64_t generation = 0;
+    std::vector<UniqueFd> fds;         // every chunk, in manifest order
+    std::string preload;               // JSON [[addr, bytes, id], ...] of the candidates
+    std::vector<size_t> preload_fds;   // their indexes in fds
   };
   struct Session {
     uint64_t id = 0;
@@ -84,8 +97,11 @@ class Daemon {
     uint64_t golden = 0;  // session id (0 until the pid's session appears)
     uint32_t count = 0;
     std::string share;
-    enum Phase { kWaitForkpoint, kPreparing, kBuilding, kAttaching } phase = kWaitForkpoint;
+    enum Phase { kWaitForkpoint, kPreparing, kBuilding } phase = kWaitForkpoint;
+    // t0: the request met the golden at its forkpoint (the request's arrival
+    // unless it had to wait for the golden to get there: waited_ms).
     std::chrono::steady_clock::time_point t0, deadline;
+    double waited_ms = 0;
     std::string manifest;
     std::vector<UniqueFd> fds;
     struct Clone {
@@ -93,7 +109,7 @@ class Daemon {
       uint64_t session = 0;
       int32_t index = -1;
       std::string token;
-      bool sent = false, built = false, attached = false;
+      bool sent = false, built = false, released = false, attached = false;
       proto::CloneBuiltRequest info;
       double ms = 0;
     };
@@ -119,6 +135,22 @@ class Daemon {
   void FailFork(ForkJob& job, Status why);
   void OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m);
   void OnCloneBuilt(WorkerProc& w, const proto::CloneBuiltRequest& b);
+  // Lets the golden fork the child of a clone that is built (ForkGo).
+  void ReleaseClone(ForkJob& job, ForkJob::Clone& c);
+  // Ahead of forks (fork_ahead.cc).
+  void OnForkAhead(WorkerProc& w, const proto::ForkAheadRequest& r);
+  void OnPreloadDone(WorkerProc& w, const proto::PreloadDoneRequest& r);
+  // The golden left its forkpoint or ended: its ahead goes, and pooled
+  // workers let its chunks go, so its memory leaves with its last user.
+  void ForgetAhead(uint64_t session);
+  // Points each ready pooled worker at a golden's ahead chunks (spread over
+  // the goldens at their forkpoint), updates stale ones, drops orphans.
+  void PrimeWorkers();
+  // A ready pooled worker: for a clone of `golden`, one primed for it first;
+  // for a new session (golden 0), an unprimed one first. Null if none.
+  WorkerProc* PickPooledWorker(uint64_t golden);
+  // How many pooled workers hold `golden`'s chunks, done preloading.
+  size_t PreloadedWorkers(uint64_t golden) const;
   void AttachClone(PendingGuest g, const std::string& token);
   void AdminReply(uint64_t client, uint32_t seq, uint16_t op, const Status& st, const std::string& json);
   int NextTimeoutMs() const;
@@ -135,6 +167,7 @@ class Daemon {
   std::map<uint64_t, std::unique_ptr<UnixChannel>> admin_clients_;
   uint64_t next_admin_client_ = 1;
   std::map<uint64_t, ForkJob> forks_;          // by job id
+  std::map<uint64_t, Ahead> aheads_;           // by golden session id
   uint64_t next_fork_job_ = 1;
   std::map<uint64_t, int32_t> next_clone_index_;  // by golden session id
   uint64_t next_session_ = 1;

@@ -158,20 +158,35 @@
   X(303, WorkerState, ASYNC, (F(u64, session_id) F(str, state)), ()) \
   /* daemon -> golden worker: freeze and describe the session for `count` clones */ \
   X(304, ForkPrepare, ASYNC, (F(str, share) F(u32, count)), ()) \
-  /* golden worker -> daemon: the manifest (JSON); num_chunks descriptors follow in ForkFds */ \
+  /* golden worker -> daemon: the manifest (JSON); num_chunks descriptors follow in ForkFds, */ \
+  /* or none when ahead_generation names the ForkAhead whose descriptors still hold */ \
   X(305, ForkManifest, ASYNC, \
     (F(i32, result) F(str, message) F(str, manifest) F(u32, num_chunks) F(u64, free_bytes) \
-     F(u64, private_bytes) F(u64, shared_bytes)), ()) \
+     F(u64, private_bytes) F(u64, shared_bytes) F(u64, ahead_generation)), ()) \
   /* a batch of chunk descriptors, in manifest order, riding with this frame */ \
   X(306, ForkFds, ASYNC, (F(u32, first) F(u32, count)), ()) \
   /* daemon -> clone worker: rebuild the golden's session; ForkFds follow */ \
   X(307, CloneBuild, ASYNC, \
-    (F(u64, session_id) F(u32, clone_index) F(str, manifest) F(u32, num_chunks)), ()) \
+    (F(u64, session_id) F(u32, clone_index) F(str, manifest) F(u32, num_chunks) F(u64, golden)), ()) \
+  /* preloaded: shared chunks taken from the worker's ahead imports */ \
   X(308, CloneBuilt, ASYNC, \
     (F(i32, result) F(str, message) F(u64, shared_chunks) F(u64, private_chunks) \
-     F(u64, shared_bytes) F(u64, private_bytes) F(f32, ms)), ()) \
+     F(u64, shared_bytes) F(u64, private_bytes) F(f32, ms) F(u32, preloaded)), ()) \
   /* daemon -> golden worker: answer the guest's ForkpointWait (index < 0: release) */ \
-  X(309, ForkGo, ASYNC, (F(i32, clone_index) F(str, token)), ())
+  X(309, ForkGo, ASYNC, (F(i32, clone_index) F(str, token)), ()) \
+  /* golden worker -> daemon, on reaching its forkpoint with changed memory: every chunk */ \
+  /* (JSON [[addr, bytes, id, candidate], ...]; candidates: what a fork will likely share) */ \
+  /* with num_chunks descriptors following in ForkFds; generation names this snapshot */ \
+  X(310, ForkAhead, ASYNC, \
+    (F(u64, session_id) F(u64, generation) F(str, chunks) F(u32, num_chunks)), ()) \
+  /* daemon -> pooled worker: hold exactly these chunks of `golden` imported and mapped */ \
+  /* read-only (JSON [[addr, bytes, id], ...]); num_chunks descriptors follow in ForkFds */ \
+  X(311, ForkPreload, ASYNC, \
+    (F(u64, golden) F(u64, generation) F(str, chunks) F(u32, num_chunks)), ()) \
+  X(312, PreloadDone, ASYNC, \
+    (F(u64, golden) F(u64, generation) F(i32, result) F(str, message) F(u32, chunks) F(f32, ms)), ()) \
+  /* daemon -> pooled worker: unmap and release every preloaded chunk */ \
+  X(313, PreloadDrop, ASYNC, (), ())
 // clang-format on
 
 namespace smolvm::proto {
