@@ -164,10 +164,13 @@ Status Daemon::SpawnWorker() {
 void Daemon::AcceptGuest() {
   int fd = ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
   if (fd < 0) return;
-  ReadHello(UniqueFd(fd));
+  ReadHello(UniqueFd(fd), 0);
 }
 
-void Daemon::ReadHello(UniqueFd fd) {
+void Daemon::ReadHello(UniqueFd fd, uint64_t endpoint) {
+  struct ucred peer = {};
+  socklen_t peer_len = sizeof peer;
+  (void)::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &peer, &peer_len);
   struct timeval tv = {options_.hello_timeout_ms / 1000, (options_.hello_timeout_ms % 1000) * 1000};
   ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   auto ch = std::make_unique<UnixChannel>(std::move(fd));
@@ -209,6 +212,8 @@ void Daemon::ReadHello(UniqueFd fd) {
   g.role = hello.role;
   g.guest_pid = hello.pid;
   g.flags = hello.flags;
+  g.host_pid = peer.pid > 0 ? static_cast<uint32_t>(peer.pid) : 0;
+  g.endpoint = endpoint;
   if (hello.role == 2) {
     AttachClone(std::move(g), hello.token);
     return;
@@ -233,6 +238,23 @@ void Daemon::AssignWorkers() {
     if (!free_worker) break;
     PendingGuest g = std::move(waiting_.front());
     waiting_.pop_front();
+    std::string machine;
+    if (g.endpoint) {
+      auto e = endpoints_.find(g.endpoint);
+      Status placed = e == endpoints_.end() ? Unavailable("the machine's CUDA endpoint was removed")
+                                            : PlaceWorker(*free_worker, e->second);
+      if (!placed.ok()) {
+        Log("cannot serve a guest of an endpoint: %s", placed.ToString().c_str());
+        ReplyError(*g.channel, g.hello_seq, Code::kUnavailable, placed.message());
+        if (free_worker->budget_slot >= 0 || !free_worker->machine.empty()) {
+          // Half placed: it must never serve anyone else.
+          ::kill(free_worker->pid, SIGKILL);
+          free_worker->control.reset();
+        }
+        continue;
+      }
+      machine = e->second.machine;
+    }
     auto sock = g.channel->TakeSocket();
     if (!sock.ok()) continue;
     uint64_t id = next_session_++;
@@ -253,6 +275,8 @@ void Daemon::AssignWorkers() {
     s.id = id;
     s.worker_pid = free_worker->pid;
     s.guest_pid = g.guest_pid;
+    s.host_pid = g.host_pid;
+    s.machine = machine;
     s.role = g.role;
     sessions_[id] = s;
     Log("session %llu: guest pid %u served by worker %d", static_cast<unsigned long long>(id),
@@ -342,6 +366,9 @@ void Daemon::OnWorkerExit(pid_t pid) {
   }
   bool start_failed = !w.ready && w.session_id == 0;
   uint64_t session = w.session_id;
+  // Whatever it still held of its machine's --gpu-mem goes back now: a
+  // killed worker never refunds, but the driver freed its memory.
+  if (w.budget && w.budget_slot >= 0) w.budget->ReclaimSlot(static_cast<uint32_t>(w.budget_slot));
   workers_.erase(it);
   if (stopping_) return;
   for (auto job = forks_.begin(); job != forks_.end();) {
@@ -373,6 +400,8 @@ std::string Daemon::StatusJson() const {
   for (const auto& [id, s] : sessions_) {
     sessions.push_back({{"session", id},
                         {"pid", s.guest_pid},
+                        {"host_pid", s.host_pid},
+                        {"machine", s.machine},
                         {"worker_pid", s.worker_pid},
                         {"role", s.role < 3 ? kRoles[s.role] : "unknown"},
                         {"state", s.state},
@@ -383,6 +412,16 @@ std::string Daemon::StatusJson() const {
                         {"allocations", s.allocations}});
   }
   j["sessions"] = sessions;
+  nlohmann::json machines = nlohmann::json::array();
+  for (const auto& [id, e] : endpoints_) {
+    nlohmann::json m = {{"machine", e.machine}, {"cgroups", e.cgroups}};
+    if (e.budget) {
+      m["gpu_mem_mib"] = static_cast<double>(e.budget->limit()) / (1 << 20);
+      m["gpu_used_mib"] = static_cast<double>(e.budget->used()) / (1 << 20);
+    }
+    machines.push_back(m);
+  }
+  j["machines"] = machines;
   size_t pooled = 0, ready = 0;
   for (const auto& [pid, w] : workers_) {
     if (w.session_id != 0) continue;
@@ -422,9 +461,22 @@ void Daemon::ServeAdmin(uint64_t client) {
   Status st = ch.ReadFrame(&h, &payload, &fds);
   if (!st.ok()) {
     admin_clients_.erase(it);
+    DetachEndpointsOf(client);
     return;
   }
   proto::Decoder dec(payload);
+  if (h.op == static_cast<uint16_t>(proto::Op::kAdminMachineAttach)) {
+    proto::AdminMachineAttachRequest r;
+    if (!proto::Decode(dec, &r))
+      return AdminReply(client, h.seq, h.op, Malformed("AdminMachineAttach does not decode"), "");
+    return AttachMachine(client, h.seq, r, &fds);
+  }
+  if (h.op == static_cast<uint16_t>(proto::Op::kAdminMachineFork)) {
+    proto::AdminMachineForkRequest r;
+    if (!proto::Decode(dec, &r))
+      return AdminReply(client, h.seq, h.op, Malformed("AdminMachineFork does not decode"), "");
+    return StartMachineFork(client, h.seq, r);
+  }
   if (h.op == static_cast<uint16_t>(proto::Op::kAdminFork)) {
     proto::AdminForkRequest r;
     if (!proto::Decode(dec, &r)) return AdminReply(client, h.seq, h.op, Malformed("AdminFork does not decode"), "");
@@ -487,6 +539,7 @@ void Daemon::StartFork(uint64_t client, uint32_t seq, const proto::AdminForkRequ
   job.pid = req.pid;
   job.admin_client = client;
   job.admin_seq = seq;
+  job.admin_op = op;
   job.golden = s ? s->id : 0;
   job.count = req.count;
   job.share = req.share;
@@ -526,7 +579,8 @@ void Daemon::FailFork(ForkJob& job, Status why) {
       sessions_.erase(c.session);
     }
   }
-  AdminReply(job.admin_client, job.admin_seq, static_cast<uint16_t>(proto::Op::kAdminFork), why, "");
+  if (job.machine_fork && job.phase != ForkJob::kAttaching) CancelGoldenWait(job);
+  AdminReply(job.admin_client, job.admin_seq, job.admin_op, why, "");
   forks_.erase(job.id);
 }
 
@@ -561,6 +615,7 @@ void Daemon::OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m) 
                   static_cast<unsigned long long>(need >> 20), static_cast<unsigned long long>(m.free_bytes >> 20));
     return FailFork(job, Status(static_cast<int32_t>(2) /* CUDA_ERROR_OUT_OF_MEMORY */, msg));
   }
+  if (Status admit = AdmitToMachine(job, m.private_bytes); !admit.ok()) return FailFork(job, admit);
   job.manifest = m.manifest;
   job.fds = std::move(fds);
   job.phase = ForkJob::kBuilding;
@@ -587,6 +642,10 @@ void Daemon::AttachClone(PendingGuest g, const std::string& token) {
     if (job.phase != ForkJob::kAttaching) continue;
     for (auto& c : job.clones) {
       if (c.token != token || c.attached) continue;
+      // A clone attaches only through its own machine's socket.
+      auto e = endpoints_.find(g.endpoint);
+      std::string via = g.endpoint == 0 ? "" : (e == endpoints_.end() ? "?" : e->second.machine);
+      if (via != job.clone_machine) break;
       auto w = workers_.find(c.worker);
       auto sock = g.channel->TakeSocket();
       if (w == workers_.end() || !w->second.control || !sock.ok()) {
@@ -602,6 +661,7 @@ void Daemon::AttachClone(PendingGuest g, const std::string& token) {
       c.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - job.t0).count();
       Session& s = sessions_[c.session];
       s.guest_pid = g.guest_pid;
+      s.host_pid = g.host_pid;
       s.state = "running";
       const Session& gold = sessions_[job.golden];
       Log("fork: clone %d of %u shared=%llu private=%llu shared_mib=%.1f private_mib=%.1f ms=%.1f (build %.1f ms)",
@@ -669,12 +729,24 @@ void Daemon::AdvanceForks() {
             break;
           }
         if (!free_worker) break;
+        if (job.machine_fork) {
+          Endpoint* e = FindEndpoint(job.clone_machine);
+          Status placed = e ? PlaceWorker(*free_worker, *e)
+                            : Unavailable("machine '" + job.clone_machine + "' has no CUDA endpoint any more");
+          if (!placed.ok()) {
+            ::kill(free_worker->pid, SIGKILL);  // it may be half placed; reaped through its pidfd
+            free_worker->control.reset();
+            FailFork(job, placed);
+            break;
+          }
+        }
         c.worker = free_worker->pid;
         c.session = next_session_++;
         free_worker->session_id = c.session;
         Session s;
         s.id = c.session;
         s.worker_pid = c.worker;
+        s.machine = job.clone_machine;
         s.role = 2;
         s.state = "building";
         sessions_[c.session] = s;
@@ -719,6 +791,9 @@ void Daemon::AdvanceForks() {
           proto::AppendRequest(&out, proto::ForkGoRequest{c.index, c.token}, 0);
           (void)gw->second.control->Write(out);
         }
+        // A machine's golden leaves the daemon's forkpoint with this order and
+        // waits at its supervisor's; its next fork finds it here again.
+        if (job.machine_fork) golden->second.state = "running";
       } else if (now >= job.deadline) {
         FailFork(job, Timeout("clones were not built in time"));
       }
@@ -737,8 +812,7 @@ void Daemon::AdvanceForks() {
                            {"private_mib", c.info.private_bytes / 1048576.0},
                            {"build_ms", c.info.ms},
                            {"ms", c.ms}});
-        AdminReply(job.admin_client, job.admin_seq, static_cast<uint16_t>(proto::Op::kAdminFork), Status::Ok(),
-                   lines.dump());
+        AdminReply(job.admin_client, job.admin_seq, job.admin_op, Status::Ok(), lines.dump());
         forks_.erase(it);
       } else if (now >= job.deadline) {
         FailFork(job, Timeout("forked children did not attach in time"));
@@ -765,7 +839,7 @@ Status Daemon::Run() {
   AssignWorkers();
   while (!stopping_) {
     std::vector<struct pollfd> pfds;
-    enum Kind { kListen, kAdminListen, kSignal, kPidfd, kControl, kAdmin };
+    enum Kind { kListen, kAdminListen, kSignal, kPidfd, kControl, kAdmin, kEndpoint };
     std::vector<std::pair<Kind, long>> what;
     auto add = [&](int fd, Kind k, long arg) {
       pfds.push_back({fd, POLLIN, 0});
@@ -779,6 +853,7 @@ Status Daemon::Run() {
       if (w.control) add(w.control->fd(), kControl, pid);
     }
     for (auto& [id, c] : admin_clients_) add(c->fd(), kAdmin, static_cast<long>(id));
+    for (auto& [id, e] : endpoints_) add(e.listen.get(), kEndpoint, static_cast<long>(id));
     int n = ::poll(pfds.data(), pfds.size(), NextTimeoutMs());
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -818,6 +893,9 @@ Status Daemon::Run() {
         }
         case kAdmin:
           admin_ready.push_back(static_cast<uint64_t>(arg));
+          break;
+        case kEndpoint:
+          AcceptMachineGuest(static_cast<uint64_t>(arg));
           break;
       }
     }
@@ -862,9 +940,9 @@ void Daemon::Shutdown() {
       if (pfds[i].revents) OnWorkerExit(pids[i]);
   }
   for (auto& [id, job] : forks_)
-    AdminReply(job.admin_client, job.admin_seq, static_cast<uint16_t>(proto::Op::kAdminFork),
-               Unavailable("the smolvm daemon is shutting down"), "");
+    AdminReply(job.admin_client, job.admin_seq, job.admin_op, Unavailable("the smolvm daemon is shutting down"), "");
   forks_.clear();
+  endpoints_.clear();
   sessions_.clear();
   admin_clients_.clear();
   if (listen_.valid()) {

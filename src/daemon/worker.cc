@@ -15,6 +15,7 @@
 
 #include "backend/backend_factory.h"
 #include "daemon/control.h"
+#include "daemon/machine_budget.h"
 #include "daemon/module_cache.h"
 #include "proto/frame.h"
 #include "transport/unix_channel.h"
@@ -688,7 +689,7 @@ Status Worker::PrepareFork(const proto::ForkPrepareRequest& req) {
   j["lt"] = nlohmann::json::array();
   for (const auto& [id, h] : lt_handles_) j["lt"].push_back(id);
   uint64_t total = 0;
-  (void)backend_->MemGetInfo(&m.free_bytes, &total);
+  (void)backend_->DeviceMemGetInfo(&m.free_bytes, &total);
   m.manifest = j.dump();
   m.num_chunks = static_cast<uint32_t>(fds.size());
   std::fprintf(stderr, "smolvm worker %d: fork prepare: sync+share %.1f ms, export %zu chunks %.1f ms\n", ::getpid(),
@@ -802,7 +803,10 @@ int WorkerMain(int control_fd, const WorkerOptions& options) {
     std::fprintf(stderr, "smolvm worker: %s\n", backend.status().ToString().c_str());
     return 1;
   }
-  Worker worker(std::move(backend).value(), options);
+  // Pass-through until the daemon hands over a machine's budget.
+  auto budgeted = std::make_unique<BudgetedBackend>(std::move(backend).value());
+  BudgetedBackend* budget_slot = budgeted.get();
+  Worker worker(std::move(budgeted), options);
   Status st = worker.Start();
   if (!st.ok()) {
     std::fprintf(stderr, "smolvm worker %d: start failed: %s\n", ::getpid(), st.ToString().c_str());
@@ -817,7 +821,7 @@ int WorkerMain(int control_fd, const WorkerOptions& options) {
   proto::FrameHeader h;
   std::string payload;
   std::vector<UniqueFd> fds;
-  st = control.ReadFrame(&h, &payload, &fds);
+  st = ReadControlTakingBudget(control, budget_slot, &h, &payload, &fds);
   if (!st.ok()) return 0;  // the daemon let us go unused
   if (h.op == static_cast<uint16_t>(proto::Op::kCloneBuild)) {
     // A fork: become a copy of the golden, then wait for the clone's guest.
@@ -837,7 +841,7 @@ int WorkerMain(int control_fd, const WorkerOptions& options) {
     out.clear();
     proto::AppendRequest(&out, reply, 0);
     if (!control.Write(out).ok() || !built.ok()) return 5;
-    st = control.ReadFrame(&h, &payload, &fds);
+    st = ReadControlTakingBudget(control, budget_slot, &h, &payload, &fds);
     if (!st.ok()) return 0;
   }
   proto::WorkerAdoptRequest adopt;
