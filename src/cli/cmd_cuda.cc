@@ -81,13 +81,20 @@ int Status(const std::string& socket_flag, bool json) {
   std::printf("daemon pid %d, backend %s, proto %s, %zu pooled worker(s)\n", j.value("daemon_pid", 0),
               j.value("backend", "?").c_str(), j.value("proto_hash", "?").c_str(),
               j.value("pooled_workers", size_t{0}));
-  std::printf("%-8s %-8s %-8s %-11s %-10s %7s %10s %8s %11s\n", "SESSION", "PID", "WORKER", "ROLE", "STATE",
-              "SHARED", "SHARED_MIB", "PRIVATE", "PRIVATE_MIB");
+  std::printf("%-8s %-8s %-8s %-11s %-10s %7s %10s %8s %11s  %s\n", "SESSION", "PID", "WORKER", "ROLE", "STATE",
+              "SHARED", "SHARED_MIB", "PRIVATE", "PRIVATE_MIB", "MACHINE");
   for (const auto& s : j["sessions"])
-    std::printf("%-8llu %-8u %-8d %-11s %-10s %7llu %10.1f %8llu %11.1f\n", s.value("session", 0ull),
+    std::printf("%-8llu %-8u %-8d %-11s %-10s %7llu %10.1f %8llu %11.1f  %s\n", s.value("session", 0ull),
                 s.value("pid", 0u), s.value("worker_pid", 0), s.value("role", "?").c_str(),
                 s.value("state", "?").c_str(), s.value("shared_chunks", 0ull), s.value("shared_mib", 0.0),
-                s.value("private_chunks", 0ull), s.value("private_mib", 0.0));
+                s.value("private_chunks", 0ull), s.value("private_mib", 0.0),
+                s.value("machine", "").empty() ? "-" : s.value("machine", "").c_str());
+  for (const auto& m : j.value("machines", nlohmann::json::array())) {
+    std::printf("machine %s: endpoint attached", m.value("machine", "?").c_str());
+    if (m.contains("gpu_mem_mib"))
+      std::printf(", gpu-mem %.0f MiB, %.1f MiB in use", m.value("gpu_mem_mib", 0.0), m.value("gpu_used_mib", 0.0));
+    std::printf("\n");
+  }
   return 0;
 }
 
