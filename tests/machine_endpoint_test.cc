@@ -20,25 +20,10 @@ namespace {
 
 using namespace smolvm::proto;
 
-template <typename Req, typename Rep>
-Status AdminOn(UnixChannel& ch, const Req& req, Rep* rep, int fd = -1) {
-  std::string out;
-  AppendRequest(&out, req, 7, fd >= 0 ? 1 : 0);
-  RETURN_IF_ERROR(fd >= 0 ? ch.Write(out, std::span<const int>(&fd, 1)) : ch.Write(out));
-  FrameHeader h;
-  std::string payload;
-  std::vector<UniqueFd> fds;
-  RETURN_IF_ERROR(ch.ReadFrame(&h, &payload, &fds));
-  ReplyHead head;
-  RETURN_IF_ERROR(DecodeReply(payload, &head, rep));
-  if (head.result != 0) return Status(head.result, head.message);
-  return Status::Ok();
-}
-
 nlohmann::json StatusOf(const DaemonProcess& d) {
   UnixChannel ch(ConnectUnix(d.socket() + ".admin").value());
   AdminStatusReply rep;
-  EXPECT_TRUE(AdminOn(ch, AdminStatusRequest{}, &rep).ok());
+  EXPECT_TRUE(AdminRoundTrip(ch, AdminStatusRequest{}, &rep).ok());
   return nlohmann::json::parse(rep.json);
 }
 
@@ -67,7 +52,7 @@ class MachineEndpointTest : public ::testing::Test {
     ASSIGN_OR_RETURN(UniqueFd conn, ConnectUnix(daemon.socket() + ".admin"));
     m->admin = std::make_unique<UnixChannel>(std::move(conn));
     AdminMachineAttachReply rep;
-    return AdminOn(*m->admin, AdminMachineAttachRequest{name, cg, gpu_mem_mib << 20}, &rep, listener.get());
+    return AdminRoundTrip(*m->admin, AdminMachineAttachRequest{name, cg, gpu_mem_mib << 20}, &rep, listener.get());
   }
   int WorkerOf(uint64_t session) {
     auto status = StatusOf(daemon);
@@ -139,13 +124,13 @@ TEST_F(MachineEndpointTest, BadAttachRequestsAreRefused) {
   AdminMachineAttachReply rep;
   // No descriptor, a descriptor that is not a listening socket, a cgroup
   // directory that does not exist.
-  EXPECT_EQ(AdminOn(ch, AdminMachineAttachRequest{"m", "", 0}, &rep).code(), static_cast<int32_t>(Code::kInvalidArgument));
+  EXPECT_EQ(AdminRoundTrip(ch, AdminMachineAttachRequest{"m", "", 0}, &rep).code(), static_cast<int32_t>(Code::kInvalidArgument));
   UniqueFd notsock(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  EXPECT_EQ(AdminOn(ch, AdminMachineAttachRequest{"m", "", 0}, &rep, notsock.get()).code(),
+  EXPECT_EQ(AdminRoundTrip(ch, AdminMachineAttachRequest{"m", "", 0}, &rep, notsock.get()).code(),
             static_cast<int32_t>(Code::kInvalidArgument));
   auto listener = ListenUnix(m.socket, 0666);
   ASSERT_TRUE(listener.ok());
-  EXPECT_EQ(AdminOn(ch, AdminMachineAttachRequest{"m", "/nonexistent/cg\n", 0}, &rep, listener->get()).code(),
+  EXPECT_EQ(AdminRoundTrip(ch, AdminMachineAttachRequest{"m", "/nonexistent/cg\n", 0}, &rep, listener->get()).code(),
             static_cast<int32_t>(Code::kInvalidArgument));
   EXPECT_TRUE(StatusOf(daemon)["machines"].empty());
 }
@@ -194,7 +179,7 @@ TEST_F(MachineEndpointTest, GpuMemIsOneBudgetPerMachine) {
 TEST_F(MachineEndpointTest, CloneTokenWorksOnlyThroughTheCloneMachinesSocket) {
   Machine g, c, other;
   ASSERT_TRUE(Attach(&g, "gold", 0).ok());
-  ASSERT_TRUE(Attach(&c, "kid", 32).ok());
+  ASSERT_TRUE(Attach(&c, "kid", 32, /*cgroup_dirs=*/1).ok());  // v2: one directory
   ASSERT_TRUE(Attach(&other, "stranger", 0).ok());
   RawClient golden;
   ASSERT_TRUE(golden.Connect(g.socket).ok());
@@ -220,14 +205,9 @@ TEST_F(MachineEndpointTest, CloneTokenWorksOnlyThroughTheCloneMachinesSocket) {
   // The clone machine's socket can; the clone starts with the golden's memory,
   // charged to its own machine.
   ASSERT_TRUE(clone.Connect(c.socket, kProtoHash, 2, go.token).ok()) << daemon.Log();
-  FrameHeader h;
-  std::string payload;
-  std::vector<UniqueFd> fds;
-  ASSERT_TRUE(sup.ReadFrame(&h, &payload, &fds).ok());
-  ReplyHead head;
   AdminMachineForkReply rep;
-  ASSERT_TRUE(DecodeReply(payload, &head, &rep).ok());
-  ASSERT_EQ(head.result, 0) << head.message;
+  Status forked = ReadAdminReply(sup, &rep);
+  ASSERT_TRUE(forked.ok()) << forked.ToString();
   auto line = nlohmann::json::parse(rep.json);
   ASSERT_EQ(line.size(), 1u);
   EXPECT_EQ(line[0]["shared"], 0);
@@ -260,9 +240,9 @@ TEST_F(MachineEndpointTest, FailedMachineForkCancelsTheGoldensWait) {
   UnixChannel sup(ConnectUnix(daemon.socket() + ".admin").value());
   AdminMachineForkReply rep;
   // Unknown golden pid: NotFound at once (the supervisor forks a CPU-only golden).
-  EXPECT_EQ(AdminOn(sup, AdminMachineForkRequest{"gold", 1, "kid", "off", 1000}, &rep).code(),
+  EXPECT_EQ(AdminRoundTrip(sup, AdminMachineForkRequest{"gold", 1, "kid", "off", 1000}, &rep).code(),
             static_cast<int32_t>(Code::kNotFound));
-  EXPECT_EQ(AdminOn(sup, AdminMachineForkRequest{"gold", static_cast<uint32_t>(::getpid()), "nowhere", "off", 1000}, &rep)
+  EXPECT_EQ(AdminRoundTrip(sup, AdminMachineForkRequest{"gold", static_cast<uint32_t>(::getpid()), "nowhere", "off", 1000}, &rep)
                 .code(),
             static_cast<int32_t>(Code::kInvalidArgument));
   // Refused by the clone machine's budget: the golden's wait returns released.
@@ -271,7 +251,7 @@ TEST_F(MachineEndpointTest, FailedMachineForkCancelsTheGoldensWait) {
     CallResult res = golden.Call(ForkpointWaitRequest{}, &r);
     return std::make_pair(res, r);
   });
-  Status st = AdminOn(sup, AdminMachineForkRequest{"gold", static_cast<uint32_t>(::getpid()), "kid", "off", 5000}, &rep);
+  Status st = AdminRoundTrip(sup, AdminMachineForkRequest{"gold", static_cast<uint32_t>(::getpid()), "kid", "off", 5000}, &rep);
   EXPECT_EQ(st.code(), CUDA_ERROR_OUT_OF_MEMORY);
   EXPECT_NE(st.message().find("fork needs 16 MiB, 4 MiB free under machine 'kid'"), std::string::npos) << st.message();
   auto [res, go] = order.get();

@@ -50,6 +50,9 @@ class GpuBackend {
   virtual ~GpuBackend() = default;
 
   virtual std::string_view Name() const = 0;
+  // The backend doing the work when this one wraps another (a machine's
+  // BudgetedBackend, daemon/machine_budget.h); this one otherwise.
+  virtual GpuBackend* Innermost() { return this; }
 
   // Creates the context on `device`. Called once, before anything else.
   virtual Status Init(int device) = 0;

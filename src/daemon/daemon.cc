@@ -531,23 +531,31 @@ void Daemon::StartFork(uint64_t client, uint32_t seq, const proto::AdminForkRequ
     std::string who = req.session ? "session " + std::to_string(req.session) : "pid " + std::to_string(req.pid);
     return AdminReply(client, seq, op, NotFound("no CUDA session of " + who + " (see 'smolvm cuda status')"), "");
   }
+  if (QueueFork(client, seq, op, req.pid, s ? s->id : 0, req.count, req.share, req.wait_ms)) AdvanceForks();
+}
+
+Daemon::ForkJob* Daemon::QueueFork(uint64_t client, uint32_t seq, uint16_t op, uint32_t pid, uint64_t golden,
+                                   uint32_t count, const std::string& share, uint32_t wait_ms) {
   for (const auto& [id, other] : forks_)
-    if (s && other.golden == s->id)
-      return AdminReply(client, seq, op, Status(Code::kAlreadyExists, "a fork of this session is already in progress"), "");
+    if (golden && other.golden == golden) {
+      AdminReply(client, seq, op, Status(Code::kAlreadyExists, "a fork of this session is already in progress"), "");
+      return nullptr;
+    }
   ForkJob job;
   job.id = next_fork_job_++;
-  job.pid = req.pid;
+  job.pid = pid;
   job.admin_client = client;
   job.admin_seq = seq;
   job.admin_op = op;
-  job.golden = s ? s->id : 0;
-  job.count = req.count;
-  job.share = req.share;
+  job.golden = golden;
+  job.count = count;
+  job.share = share;
   job.t0 = std::chrono::steady_clock::now();
-  job.deadline = job.t0 + std::chrono::milliseconds(req.wait_ms);
-  job.clones.resize(req.count);
-  forks_[job.id] = std::move(job);
-  AdvanceForks();
+  job.deadline = job.t0 + std::chrono::milliseconds(wait_ms);
+  job.clones.resize(count);
+  ForkJob& queued = forks_[job.id];
+  queued = std::move(job);
+  return &queued;
 }
 
 void Daemon::Release(uint64_t client, uint32_t seq, const proto::AdminReleaseRequest& req) {

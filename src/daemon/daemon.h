@@ -139,6 +139,10 @@ class Daemon {
   void StartFork(uint64_t client, uint32_t seq, const proto::AdminForkRequest& req);
   void Release(uint64_t client, uint32_t seq, const proto::AdminReleaseRequest& req);
   Session* FindSession(uint64_t session, uint32_t pid);
+  // A new fork job for an admin request, or the reply refusing it when a
+  // fork of that golden is already in progress (then null).
+  ForkJob* QueueFork(uint64_t client, uint32_t seq, uint16_t op, uint32_t pid, uint64_t golden, uint32_t count,
+                     const std::string& share, uint32_t wait_ms);
   // Moves fork jobs along; called whenever something they wait on happens.
   void AdvanceForks();
   void FailFork(ForkJob& job, Status why);

@@ -140,24 +140,10 @@ void Daemon::StartMachineFork(uint64_t client, uint32_t seq, const proto::AdminM
                       NotFound("no CUDA session of pid " + std::to_string(req.golden_pid) + " in machine '" +
                                req.golden_machine + "'"),
                       "");
-  for (const auto& [id, other] : forks_)
-    if (other.golden == golden->id)
-      return AdminReply(client, seq, op, Status(Code::kAlreadyExists, "a fork of this session is already in progress"), "");
-  ForkJob job;
-  job.id = next_fork_job_++;
-  job.pid = req.golden_pid;
-  job.admin_client = client;
-  job.admin_seq = seq;
-  job.admin_op = op;
-  job.golden = golden->id;
-  job.count = 1;
-  job.share = req.share;
-  job.machine_fork = true;
-  job.clone_machine = req.clone_machine;
-  job.t0 = std::chrono::steady_clock::now();
-  job.deadline = job.t0 + std::chrono::milliseconds(req.wait_ms ? req.wait_ms : 10000);
-  job.clones.resize(1);
-  forks_[job.id] = std::move(job);
+  ForkJob* job = QueueFork(client, seq, op, req.golden_pid, golden->id, 1, req.share, req.wait_ms ? req.wait_ms : 10000);
+  if (!job) return;
+  job->machine_fork = true;
+  job->clone_machine = req.clone_machine;
   AdvanceForks();
 }
 

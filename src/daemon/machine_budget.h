@@ -91,6 +91,7 @@ class BudgetedBackend : public GpuBackend {
   const MachineBudget* budget() const { return budget_.get(); }
 
   std::string_view Name() const override { return inner_->Name(); }
+  GpuBackend* Innermost() override { return inner_->Innermost(); }
   Status Init(int device) override { return inner_->Init(device); }
   Result<int> DeviceCount() override { return inner_->DeviceCount(); }
   Result<DeviceInfo> GetDeviceInfo(int device) override;
