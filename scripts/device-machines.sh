@@ -109,7 +109,11 @@ hold=()
   -v "$COORD:/coord" -- "${cmd[@]}" >>"$OUT/cli-$TAG.log" 2>&1 ||
   { fail "machine create (see cli-$TAG.log)"; exit 1; }
 t0=$(now_ms)
-"$SMOLVM" machine start --name gold --forkable >>"$OUT/cli-$TAG.log" 2>&1 || { fail "machine start"; exit 1; }
+"$SMOLVM" machine start --name gold --forkable >>"$OUT/cli-$TAG.log" 2>&1 || {
+  "$SMOLVM" machine logs --name gold >"$OUT/gold-$TAG.log" 2>&1
+  fail "machine start: $(tail -1 "$OUT/cli-$TAG.log") (logs: cli-$TAG.log, gold-$TAG.log, daemon-$TAG.log)"
+  exit 1
+}
 log "machine start --forkable: $(($(now_ms) - t0)) ms (daemon started on demand: $(jq_py 'print(d["pid"])' <"$SMOLVM_HOME/cuda/daemon.json"))"
 # The golden loads and warms up, then waits in smolvmForkpoint().
 at_fp=0
