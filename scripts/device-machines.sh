@@ -214,7 +214,7 @@ while (($(left) > 30)); do
   ((alive)) || break
   sleep 1
 done
-cp "$COORD"/learner_*.jsonl "$OUT/" 2>/dev/null
+mkdir -p "$OUT/coord-$TAG" && cp "$COORD"/learner_*.jsonl "$OUT/coord-$TAG/" 2>/dev/null
 for i in $(seq 0 $((COUNT - 1))); do
   "$SMOLVM" machine logs --name "kid-$i" >"$OUT/kid-$i-$TAG.log" 2>&1
   if ((FAKE)); then
