@@ -57,12 +57,20 @@ class GpuBackend {
   virtual ~GpuBackend() = default;
 
   virtual std::string_view Name() const = 0;
+  // The backend doing the work when this one wraps another (a machine's
+  // BudgetedBackend, daemon/machine_budget.h); this one otherwise.
+  virtual GpuBackend* Innermost() { return this; }
 
   // Creates the context on `device`. Called once, before anything else.
   virtual Status Init(int device) = 0;
   virtual Result<int> DeviceCount() = 0;
   virtual Result<DeviceInfo> GetDeviceInfo(int device) = 0;
   virtual Status MemGetInfo(uint64_t* free_bytes, uint64_t* total_bytes) = 0;
+  // The whole device's memory, even where MemGetInfo shows a session less
+  // (a machine's --gpu-mem budget); fork admission needs this one.
+  virtual Status DeviceMemGetInfo(uint64_t* free_bytes, uint64_t* total_bytes) {
+    return MemGetInfo(free_bytes, total_bytes);
+  }
   virtual Status CtxSynchronize() = 0;
   virtual Result<uint64_t> CtxGetLimit(int limit) = 0;
   virtual Status CtxSetLimit(int limit, uint64_t value) = 0;

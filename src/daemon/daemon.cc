@@ -169,10 +169,13 @@ Status Daemon::SpawnWorker() {
 void Daemon::AcceptGuest() {
   int fd = ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
   if (fd < 0) return;
-  ReadHello(UniqueFd(fd));
+  ReadHello(UniqueFd(fd), 0);
 }
 
-void Daemon::ReadHello(UniqueFd fd) {
+void Daemon::ReadHello(UniqueFd fd, uint64_t endpoint) {
+  struct ucred peer = {};
+  socklen_t peer_len = sizeof peer;
+  (void)::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &peer, &peer_len);
   struct timeval tv = {options_.hello_timeout_ms / 1000, (options_.hello_timeout_ms % 1000) * 1000};
   ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   auto ch = std::make_unique<UnixChannel>(std::move(fd));
@@ -214,6 +217,8 @@ void Daemon::ReadHello(UniqueFd fd) {
   g.role = hello.role;
   g.guest_pid = hello.pid;
   g.flags = hello.flags;
+  g.host_pid = peer.pid > 0 ? static_cast<uint32_t>(peer.pid) : 0;
+  g.endpoint = endpoint;
   if (hello.role == 2) {
     AttachClone(std::move(g), hello.token);
     return;
@@ -233,6 +238,23 @@ void Daemon::AssignWorkers() {
     if (!free_worker) break;
     PendingGuest g = std::move(waiting_.front());
     waiting_.pop_front();
+    std::string machine;
+    if (g.endpoint) {
+      auto e = endpoints_.find(g.endpoint);
+      Status placed = e == endpoints_.end() ? Unavailable("the machine's CUDA endpoint was removed")
+                                            : PlaceWorker(*free_worker, e->second);
+      if (!placed.ok()) {
+        Log("cannot serve a guest of an endpoint: %s", placed.ToString().c_str());
+        ReplyError(*g.channel, g.hello_seq, Code::kUnavailable, placed.message());
+        if (free_worker->budget_slot >= 0 || !free_worker->machine.empty()) {
+          // Half placed: it must never serve anyone else.
+          ::kill(free_worker->pid, SIGKILL);
+          free_worker->control.reset();
+        }
+        continue;
+      }
+      machine = e->second.machine;
+    }
     auto sock = g.channel->TakeSocket();
     if (!sock.ok()) continue;
     uint64_t id = next_session_++;
@@ -254,6 +276,8 @@ void Daemon::AssignWorkers() {
     s.id = id;
     s.worker_pid = free_worker->pid;
     s.guest_pid = g.guest_pid;
+    s.host_pid = g.host_pid;
+    s.machine = machine;
     s.role = g.role;
     sessions_[id] = s;
     Log("session %llu: guest pid %u served by worker %d", static_cast<unsigned long long>(id),
@@ -351,6 +375,9 @@ void Daemon::OnWorkerExit(pid_t pid) {
   }
   bool start_failed = !w.ready && w.session_id == 0;
   uint64_t session = w.session_id;
+  // Whatever it still held of its machine's --gpu-mem goes back now: a
+  // killed worker never refunds, but the driver freed its memory.
+  if (w.budget && w.budget_slot >= 0) w.budget->ReclaimSlot(static_cast<uint32_t>(w.budget_slot));
   workers_.erase(it);
   if (stopping_) return;
   if (session) ForgetAhead(session);
@@ -401,6 +428,8 @@ std::string Daemon::StatusJson() const {
     }
     sessions.push_back({{"session", id},
                         {"pid", s.guest_pid},
+                        {"host_pid", s.host_pid},
+                        {"machine", s.machine},
                         {"worker_pid", s.worker_pid},
                         {"role", s.role < 3 ? kRoles[s.role] : "unknown"},
                         {"state", s.state},
@@ -414,6 +443,16 @@ std::string Daemon::StatusJson() const {
   }
   j["sessions"] = sessions;
   j["context_source"] = context_source;  // nvml | estimate | fixed (the fake)
+  nlohmann::json machines = nlohmann::json::array();
+  for (const auto& [id, e] : endpoints_) {
+    nlohmann::json m = {{"machine", e.machine}, {"cgroups", e.cgroups}};
+    if (e.budget) {
+      m["gpu_mem_mib"] = static_cast<double>(e.budget->limit()) / (1 << 20);
+      m["gpu_used_mib"] = static_cast<double>(e.budget->used()) / (1 << 20);
+    }
+    machines.push_back(m);
+  }
+  j["machines"] = machines;
   size_t pooled = 0, ready = 0;
   for (const auto& [pid, w] : workers_) {
     if (w.session_id != 0) continue;
@@ -462,9 +501,22 @@ void Daemon::ServeAdmin(uint64_t client) {
   Status st = ch.ReadFrame(&h, &payload, &fds);
   if (!st.ok()) {
     admin_clients_.erase(it);
+    DetachEndpointsOf(client);
     return;
   }
   proto::Decoder dec(payload);
+  if (h.op == static_cast<uint16_t>(proto::Op::kAdminMachineAttach)) {
+    proto::AdminMachineAttachRequest r;
+    if (!proto::Decode(dec, &r))
+      return AdminReply(client, h.seq, h.op, Malformed("AdminMachineAttach does not decode"), "");
+    return AttachMachine(client, h.seq, r, &fds);
+  }
+  if (h.op == static_cast<uint16_t>(proto::Op::kAdminMachineFork)) {
+    proto::AdminMachineForkRequest r;
+    if (!proto::Decode(dec, &r))
+      return AdminReply(client, h.seq, h.op, Malformed("AdminMachineFork does not decode"), "");
+    return StartMachineFork(client, h.seq, r);
+  }
   if (h.op == static_cast<uint16_t>(proto::Op::kAdminFork)) {
     proto::AdminForkRequest r;
     if (!proto::Decode(dec, &r)) return AdminReply(client, h.seq, h.op, Malformed("AdminFork does not decode"), "");
@@ -519,22 +571,31 @@ void Daemon::StartFork(uint64_t client, uint32_t seq, const proto::AdminForkRequ
     std::string who = req.session ? "session " + std::to_string(req.session) : "pid " + std::to_string(req.pid);
     return AdminReply(client, seq, op, NotFound("no CUDA session of " + who + " (see 'smolvm cuda status')"), "");
   }
+  if (QueueFork(client, seq, op, req.pid, s ? s->id : 0, req.count, req.share, req.wait_ms)) AdvanceForks();
+}
+
+Daemon::ForkJob* Daemon::QueueFork(uint64_t client, uint32_t seq, uint16_t op, uint32_t pid, uint64_t golden,
+                                   uint32_t count, const std::string& share, uint32_t wait_ms) {
   for (const auto& [id, other] : forks_)
-    if (s && other.golden == s->id)
-      return AdminReply(client, seq, op, Status(Code::kAlreadyExists, "a fork of this session is already in progress"), "");
+    if (golden && other.golden == golden) {
+      AdminReply(client, seq, op, Status(Code::kAlreadyExists, "a fork of this session is already in progress"), "");
+      return nullptr;
+    }
   ForkJob job;
   job.id = next_fork_job_++;
-  job.pid = req.pid;
+  job.pid = pid;
   job.admin_client = client;
   job.admin_seq = seq;
-  job.golden = s ? s->id : 0;
-  job.count = req.count;
-  job.share = req.share;
+  job.admin_op = op;
+  job.golden = golden;
+  job.count = count;
+  job.share = share;
   job.t0 = std::chrono::steady_clock::now();
-  job.deadline = job.t0 + std::chrono::milliseconds(req.wait_ms);
-  job.clones.resize(req.count);
-  forks_[job.id] = std::move(job);
-  AdvanceForks();
+  job.deadline = job.t0 + std::chrono::milliseconds(wait_ms);
+  job.clones.resize(count);
+  ForkJob& queued = forks_[job.id];
+  queued = std::move(job);
+  return &queued;
 }
 
 void Daemon::Release(uint64_t client, uint32_t seq, const proto::AdminReleaseRequest& req) {
@@ -566,7 +627,10 @@ void Daemon::FailFork(ForkJob& job, Status why) {
       sessions_.erase(c.session);
     }
   }
-  AdminReply(job.admin_client, job.admin_seq, static_cast<uint16_t>(proto::Op::kAdminFork), why, "");
+  bool released = false;
+  for (const auto& c : job.clones) released = released || c.released;
+  if (job.machine_fork && !released) CancelGoldenWait(job);  // the golden never got its order
+  AdminReply(job.admin_client, job.admin_seq, job.admin_op, why, "");
   forks_.erase(job.id);
 }
 
@@ -612,6 +676,7 @@ void Daemon::OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m) 
       fds.push_back(std::move(dup));
     }
   }
+  if (Status admit = AdmitToMachine(job, m.private_bytes); !admit.ok()) return FailFork(job, admit);
   job.manifest = m.manifest;
   job.fds = std::move(fds);
   job.phase = ForkJob::kBuilding;
@@ -650,6 +715,11 @@ void Daemon::ReleaseClone(ForkJob& job, ForkJob::Clone& c) {
   (void)gw->second.control->Write(out);
   c.released = true;
   job.deadline = std::max(job.deadline, std::chrono::steady_clock::now() + std::chrono::seconds(30));
+  // A machine's golden leaves the daemon's forkpoint with its last order and
+  // waits at its supervisor's; its next fork finds it here again.
+  bool all_released = true;
+  for (const auto& other : job.clones) all_released = all_released && other.released;
+  if (job.machine_fork && all_released) golden->second.state = "running";
 }
 
 void Daemon::AttachClone(PendingGuest g, const std::string& token) {
@@ -657,6 +727,10 @@ void Daemon::AttachClone(PendingGuest g, const std::string& token) {
     if (job.phase != ForkJob::kBuilding) continue;
     for (auto& c : job.clones) {
       if (c.token != token || c.attached) continue;
+      // A clone attaches only through its own machine's socket.
+      auto e = endpoints_.find(g.endpoint);
+      std::string via = g.endpoint == 0 ? "" : (e == endpoints_.end() ? "?" : e->second.machine);
+      if (via != job.clone_machine) break;
       auto w = workers_.find(c.worker);
       auto sock = g.channel->TakeSocket();
       if (w == workers_.end() || !w->second.control || !sock.ok()) {
@@ -672,6 +746,7 @@ void Daemon::AttachClone(PendingGuest g, const std::string& token) {
       c.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - job.t0).count();
       Session& s = sessions_[c.session];
       s.guest_pid = g.guest_pid;
+      s.host_pid = g.host_pid;
       s.state = "running";
       const Session& gold = sessions_[job.golden];
       // ms: the request met the golden at its forkpoint -> this clone's
@@ -738,6 +813,17 @@ void Daemon::AdvanceForks() {
         if (in_flight >= options_.fork_build_parallel) break;
         WorkerProc* free_worker = PickPooledWorker(job.golden);
         if (!free_worker) break;
+        if (job.machine_fork) {
+          Endpoint* e = FindEndpoint(job.clone_machine);
+          Status placed = e ? PlaceWorker(*free_worker, *e)
+                            : Unavailable("machine '" + job.clone_machine + "' has no CUDA endpoint any more");
+          if (!placed.ok()) {
+            ::kill(free_worker->pid, SIGKILL);  // it may be half placed; reaped through its pidfd
+            free_worker->control.reset();
+            FailFork(job, placed);
+            break;
+          }
+        }
         c.worker = free_worker->pid;
         c.session = next_session_++;
         free_worker->session_id = c.session;
@@ -745,6 +831,7 @@ void Daemon::AdvanceForks() {
         Session s;
         s.id = c.session;
         s.worker_pid = c.worker;
+        s.machine = job.clone_machine;
         s.role = 2;
         s.state = "building";
         sessions_[c.session] = s;
@@ -791,8 +878,7 @@ void Daemon::AdvanceForks() {
                            {"preloaded", c.info.preloaded},
                            {"waited_ms", job.waited_ms},
                            {"ms", c.ms}});
-        AdminReply(job.admin_client, job.admin_seq, static_cast<uint16_t>(proto::Op::kAdminFork), Status::Ok(),
-                   lines.dump());
+        AdminReply(job.admin_client, job.admin_seq, job.admin_op, Status::Ok(), lines.dump());
         forks_.erase(it);
       } else if (now >= job.deadline) {
         size_t made = 0;
@@ -822,7 +908,7 @@ Status Daemon::Run() {
   AssignWorkers();
   while (!stopping_) {
     std::vector<struct pollfd> pfds;
-    enum Kind { kListen, kAdminListen, kSignal, kPidfd, kControl, kAdmin };
+    enum Kind { kListen, kAdminListen, kSignal, kPidfd, kControl, kAdmin, kEndpoint };
     std::vector<std::pair<Kind, long>> what;
     auto add = [&](int fd, Kind k, long arg) {
       pfds.push_back({fd, POLLIN, 0});
@@ -836,6 +922,7 @@ Status Daemon::Run() {
       if (w.control) add(w.control->fd(), kControl, pid);
     }
     for (auto& [id, c] : admin_clients_) add(c->fd(), kAdmin, static_cast<long>(id));
+    for (auto& [id, e] : endpoints_) add(e.listen.get(), kEndpoint, static_cast<long>(id));
     int n = ::poll(pfds.data(), pfds.size(), NextTimeoutMs());
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -875,6 +962,9 @@ Status Daemon::Run() {
         }
         case kAdmin:
           admin_ready.push_back(static_cast<uint64_t>(arg));
+          break;
+        case kEndpoint:
+          AcceptMachineGuest(static_cast<uint64_t>(arg));
           break;
       }
     }
@@ -919,9 +1009,9 @@ void Daemon::Shutdown() {
       if (pfds[i].revents) OnWorkerExit(pids[i]);
   }
   for (auto& [id, job] : forks_)
-    AdminReply(job.admin_client, job.admin_seq, static_cast<uint16_t>(proto::Op::kAdminFork),
-               Unavailable("the smolvm daemon is shutting down"), "");
+    AdminReply(job.admin_client, job.admin_seq, job.admin_op, Unavailable("the smolvm daemon is shutting down"), "");
   forks_.clear();
+  endpoints_.clear();
   sessions_.clear();
   admin_clients_.clear();
   if (listen_.valid()) {

@@ -16,6 +16,7 @@
 
 #include "backend/backend_factory.h"
 #include "daemon/control.h"
+#include "daemon/machine_budget.h"
 #include "daemon/module_cache.h"
 #include "proto/frame.h"
 #include "transport/unix_channel.h"
@@ -793,7 +794,7 @@ Status Worker::PrepareFork(const proto::ForkPrepareRequest& req) {
   j["lt"] = nlohmann::json::array();
   for (const auto& [id, h] : lt_handles_) j["lt"].push_back(id);
   uint64_t total = 0;
-  (void)backend_->MemGetInfo(&m.free_bytes, &total);
+  (void)backend_->DeviceMemGetInfo(&m.free_bytes, &total);
   m.manifest = j.dump();
   m.num_chunks = static_cast<uint32_t>(fds.size());
   std::fprintf(stderr, "smolvm worker %d: fork prepare: sync+share %.1f ms, %s %.1f ms\n", ::getpid(), share_ms,
@@ -947,7 +948,10 @@ int WorkerMain(int control_fd, const WorkerOptions& options) {
     std::fprintf(stderr, "smolvm worker: %s\n", backend.status().ToString().c_str());
     return 1;
   }
-  Worker worker(std::move(backend).value(), options);
+  // Pass-through until the daemon hands over a machine's budget.
+  auto budgeted = std::make_unique<BudgetedBackend>(std::move(backend).value());
+  BudgetedBackend* budget_slot = budgeted.get();
+  Worker worker(std::move(budgeted), options);
   Status st = worker.Start();
   if (!st.ok()) {
     std::fprintf(stderr, "smolvm worker %d: start failed: %s\n", ::getpid(), st.ToString().c_str());
@@ -965,7 +969,7 @@ int WorkerMain(int control_fd, const WorkerOptions& options) {
   // Pooled: preload orders until a clone build or an adoption.
   bool built_clone = false;
   while (true) {
-    st = control.ReadFrame(&h, &payload, &fds);
+    st = ReadControlTakingBudget(control, budget_slot, &h, &payload, &fds);
     if (!st.ok()) return 0;  // the daemon let us go unused
     proto::Decoder cdec(payload);
     if (h.op == static_cast<uint16_t>(proto::Op::kForkPreload) && !built_clone) {

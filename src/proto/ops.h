@@ -144,6 +144,17 @@
   X(201, AdminFork, SYNC, \
     (F(u64, session) F(u32, pid) F(u32, count) F(str, share) F(u32, wait_ms)), (F(str, json))) \
   X(202, AdminRelease, SYNC, (F(u64, session) F(u32, pid)), ()) \
+  /* a machine's guest endpoint: its listening socket rides along; sessions accepted there \
+     belong to `machine`; workers join `cgroups` (newline-separated cgroup directories); \
+     gpu_mem_bytes caps the machine's device memory (0: none). Closing this admin \
+     connection removes the endpoint. */ \
+  X(203, AdminMachineAttach, SYNC, \
+    (F(str, machine) F(str, cgroups) F(u64, gpu_mem_bytes)), ()) \
+  /* fork the session of host pid golden_pid in golden_machine into one clone that \
+     belongs to clone_machine (attached before); reply: one JSON line */ \
+  X(204, AdminMachineFork, SYNC, \
+    (F(str, golden_machine) F(u32, golden_pid) F(str, clone_machine) F(str, share) \
+     F(u32, wait_ms)), (F(str, json))) \
   /* -- daemon <-> worker control link (same binary on both ends) ------- */ \
   /* worker -> daemon once its context and arena are up */ \
   X(300, WorkerReady, ASYNC, (F(u32, pid) F(u64, context_bytes)), ()) \
@@ -186,7 +197,10 @@
   X(312, PreloadDone, ASYNC, \
     (F(u64, golden) F(u64, generation) F(i32, result) F(str, message) F(u32, chunks) F(f32, ms)), ()) \
   /* daemon -> pooled worker: unmap and release every preloaded chunk */ \
-  X(313, PreloadDrop, ASYNC, (), ())
+  X(313, PreloadDrop, ASYNC, (), ()) \
+  /* daemon -> worker before it serves a machine's session: the machine's shared \
+     device-memory budget (memfd) rides along; `slot` is this worker's entry in it */ \
+  X(314, WorkerBudget, ASYNC, (F(u32, slot) F(u64, limit_bytes)), ())
 // clang-format on
 
 namespace smolvm::proto {
