@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "learner/cpu_runner.h"
@@ -31,6 +32,8 @@ class EventLog {
  public:
   Status Open(const std::string& coord, int64_t lid) {
     if (coord.empty()) return Status::Ok();
+    std::error_code ec;
+    std::filesystem::create_directories(coord, ec);  // as `mkdir -p`; a failure shows at fopen
     std::string path = coord + "/learner_" + std::to_string(lid) + ".jsonl";
     file_ = std::fopen(path.c_str(), "a");
     if (!file_) return ErrnoStatus("cannot open event file " + path, errno);

@@ -24,6 +24,6 @@ args=()
 for p in "${phases[@]}"; do args+=(--phase "$p"); done
 timeout 330 learner/device_check.sh "$OUT/learner" "${args[@]}" --phase summary
 cat "$OUT/learner/summary.json" 2>/dev/null | head -c 3000
-tar czf "$OUT/results.tgz" -C "$OUT" learner blas check.txt fork-daemon.log fork-on.txt fork-off.txt apps-on.csv apps-off.csv \
+tar czf "$OUT/results.tgz" -C "$OUT" learner blas check.txt fork-daemon.log clones.tgz fork-timing.txt \
   diffs.txt summary.txt logs.tar.gz 2>/dev/null
-rm -rf "$OUT/learner" "$OUT/blas" "$OUT"/logs.tar.gz "$OUT"/apps-*.csv "$OUT"/fork-off.txt "$OUT"/fork-daemon.log "$OUT"/diffs.txt "$OUT"/summary.txt
+rm -rf "$OUT/learner" "$OUT/blas" "$OUT"/logs.tar.gz "$OUT"/clones.tgz "$OUT"/fork-daemon.log "$OUT"/diffs.txt "$OUT"/summary.txt

@@ -142,6 +142,8 @@ class RawClient {
   }
   UnixChannel& channel() { return *ch_; }
   const proto::HelloReply& hello() const { return hello_; }
+  // Hangs up: the session ends.
+  void Close() { ch_.reset(); }
 
  private:
   std::unique_ptr<UnixChannel> ch_;
@@ -150,5 +152,27 @@ class RawClient {
   std::string reply_payload_;  // backs bytes fields of the last reply
   uint32_t seq_ = 0;
 };
+
+// Reads one admin reply from `ch`: its result as a Status, its fields in *rep.
+template <typename Rep>
+Status ReadAdminReply(UnixChannel& ch, Rep* rep) {
+  proto::FrameHeader h;
+  std::string payload;
+  std::vector<UniqueFd> fds;
+  RETURN_IF_ERROR(ch.ReadFrame(&h, &payload, &fds));
+  proto::ReplyHead head;
+  RETURN_IF_ERROR(proto::DecodeReply(payload, &head, rep));
+  if (head.result != 0) return Status(head.result, head.message);
+  return Status::Ok();
+}
+
+// One admin request and its reply; `fd` >= 0 rides with the request.
+template <typename Req, typename Rep>
+Status AdminRoundTrip(UnixChannel& ch, const Req& req, Rep* rep, int fd = -1) {
+  std::string out;
+  proto::AppendRequest(&out, req, 7, fd >= 0 ? 1 : 0);
+  RETURN_IF_ERROR(fd >= 0 ? ch.Write(out, std::span<const int>(&fd, 1)) : ch.Write(out));
+  return ReadAdminReply(ch, rep);
+}
 
 }  // namespace smolvm::testing

@@ -3,6 +3,9 @@
 #include <cuda.h>
 #include <gtest/gtest.h>
 
+#include <dirent.h>
+#include <unistd.h>
+
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
@@ -86,6 +89,40 @@ std::string Pattern(uint64_t n, uint32_t seed) {
     c = static_cast<char>(x >> 24);
   }
   return s;
+}
+
+// Descriptors and mappings of fake chunks (memfds) a process holds: a chunk's
+// memory lives while any process holds either.
+int ChunkHandles(pid_t pid) {
+  int n = 0;
+  std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (struct dirent* e = ::readdir(d)) {
+      char target[256] = {};
+      if (::readlink((dir + "/" + e->d_name).c_str(), target, sizeof target - 1) > 0 &&
+          std::string(target).find("smolvm-fake-chunk") != std::string::npos)
+        ++n;
+    }
+    ::closedir(d);
+  }
+  return n + static_cast<int>(Count(ReadFile("/proc/" + std::to_string(pid) + "/maps"), "smolvm-fake-chunk"));
+}
+
+nlohmann::json DaemonStatus(const DaemonProcess& d) {
+  auto [rc, out] = RunCommand(Cli(d, "status --json"));
+  return nlohmann::json::parse(rc == 0 ? out : "", nullptr, false);
+}
+
+// Polls the daemon's status until `pred` holds (or 10 s pass).
+template <typename Pred>
+nlohmann::json WaitStatus(const DaemonProcess& d, Pred pred) {
+  nlohmann::json j;
+  for (int i = 0; i < 1000; ++i) {
+    j = DaemonStatus(d);
+    if (!j.is_discarded() && pred(j)) return j;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return j;
 }
 
 class ForkTest : public ::testing::Test {
@@ -242,6 +279,125 @@ TEST_F(ForkTest, ClonesShareFrozenMemoryReadOnlyAndKeepPrivateWritesApart) {
   EXPECT_EQ(Bytes(*clones[3], frozen.dptr, 6), frozen_bytes.substr(0, 6));
 }
 
+
+// The golden's shared chunks are imported by pooled workers as soon as it
+// reaches its forkpoint; a fork takes them, an unrelated session never holds
+// them, and when the golden is gone no worker does.
+TEST_F(ForkTest, PooledWorkersPreloadSharedChunksAndLetGoOfThem) {
+  Golden g(&golden);
+  auto j = WaitStatus(daemon, [](const nlohmann::json& j) { return j.value("preloaded_workers", 0) >= 2; });
+  ASSERT_EQ(j.value("preloaded_workers", 0), 2) << j.dump() << daemon.Log();
+  for (const auto& w : j["pool"]) EXPECT_EQ(ChunkHandles(w["pid"].get<pid_t>()), 2 * 2) << "2 chunks: fd + mapping";
+  EXPECT_NE(daemon.Log().find("fork ahead: session"), std::string::npos);
+
+  std::vector<std::unique_ptr<RawClient>> clones;
+  auto [rc, out] = Fork(g, 2, "on", &clones);
+  ASSERT_EQ(rc, 0) << out << daemon.Log();
+  EXPECT_EQ(Count(daemon.Log(), "preloaded=2 "), 2u) << daemon.Log();
+  EXPECT_NE(daemon.Log().find("descriptors exported ahead"), std::string::npos) << daemon.Log();
+  for (auto& c : clones) EXPECT_EQ(Bytes(*c, frozen.dptr + 5 * kMiB, 64), frozen_bytes.substr(5 * kMiB, 64));
+
+  // The refilled pool preloads too; an unrelated session served by one of
+  // those workers holds none of the golden's chunks.
+  j = WaitStatus(daemon, [](const nlohmann::json& j) { return j.value("preloaded_workers", 0) >= 2; });
+  ASSERT_EQ(j.value("preloaded_workers", 0), 2) << j.dump();
+  RawClient other;
+  ASSERT_TRUE(other.Connect(daemon.socket(), kProtoHash, 0, "", 4000010).ok());
+  PingReply pong;
+  ASSERT_TRUE(other.Call(PingRequest{}, &pong).ok());
+  j = DaemonStatus(daemon);
+  pid_t other_worker = -1;
+  for (const auto& s : j["sessions"])
+    if (s["pid"] == 4000010) other_worker = s["worker_pid"].get<pid_t>();
+  ASSERT_GT(other_worker, 0) << j.dump();
+  EXPECT_EQ(ChunkHandles(other_worker), 0);
+
+  // Released and gone: pooled workers let go; the clones keep what they use.
+  EXPECT_EQ(RunCommand(Cli(daemon, "release --pid " + std::to_string(::getpid()))).first, 0);
+  EXPECT_LT(g.Next().clone_index, 0);
+  golden.Close();
+  j = WaitStatus(daemon, [](const nlohmann::json& j) {
+    for (const auto& w : j["pool"])
+      if (ChunkHandles(w["pid"].get<pid_t>()) != 0) return false;
+    return j["sessions"].size() == 3u;
+  });
+  for (const auto& w : j["pool"]) EXPECT_EQ(ChunkHandles(w["pid"].get<pid_t>()), 0) << j.dump();
+  EXPECT_EQ(Bytes(*clones[1], frozen.dptr + 9 * kMiB, 64), frozen_bytes.substr(9 * kMiB, 64));
+}
+
+// --share auto shares the chunks that still hold what uploads wrote; a wrong
+// guess is a loud fault in the writing clone only.
+TEST_F(ForkTest, ShareAutoSharesChunksStillHoldingTheirUploads) {
+  // The private buffer is rewritten by a kernel: no longer what was uploaded.
+  ModuleGetFunctionReply fr;
+  ASSERT_TRUE(golden.Call(ModuleGetFunctionRequest{.module = 1, .function = 6, .name = "smolvm_test_fill_u32"}, &fr).ok());
+  std::string params(24, '\0');
+  uint64_t p = priv.dptr, n = kPrivate / 4;
+  uint32_t v = 77;
+  std::memcpy(params.data(), &p, 8);
+  std::memcpy(params.data() + 8, &v, 4);
+  std::memcpy(params.data() + 16, &n, 8);
+  golden.Queue(LaunchKernelRequest{.function = 6, .grid_x = 1, .grid_y = 1, .grid_z = 1, .block_x = 1, .block_y = 1,
+                                   .block_z = 1, .shared_bytes = 0, .stream = 0, .params = params});
+  std::string expect_priv = Bytes(golden, priv.dptr, kPrivate);
+  Golden g(&golden);
+  std::vector<std::unique_ptr<RawClient>> clones;
+  auto [rc, out] = Fork(g, 2, "auto", &clones);
+  ASSERT_EQ(rc, 0) << out << daemon.Log();
+  // Shared: the two frozen chunks and the slab holding the uploaded table.
+  EXPECT_EQ(Count(out, "shared=3 private=1 "), 2u) << out;
+  for (auto& c : clones) {
+    EXPECT_EQ(Bytes(*c, frozen.dptr + 3 * kMiB, 4096), frozen_bytes.substr(3 * kMiB, 4096));
+    EXPECT_EQ(Bytes(*c, priv.dptr, kPrivate), expect_priv);
+  }
+  // The table was guessed shared; a kernel writing it faults in that clone.
+  std::string wparams(12, '\0');
+  std::memcpy(wparams.data(), &table.dptr, 8);
+  clones[0]->Queue(LaunchKernelRequest{.function = 5, .grid_x = 1, .grid_y = 1, .grid_z = 1, .block_x = 1,
+                                       .block_y = 1, .block_z = 1, .shared_bytes = 0, .stream = 0, .params = wparams});
+  CtxSynchronizeReply sr;
+  EXPECT_EQ(clones[0]->Call(CtxSynchronizeRequest{}, &sr).head.result, CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_TRUE(clones[1]->Call(CtxSynchronizeRequest{}, &sr).ok());
+  std::string t = Bytes(*clones[1], table.dptr, 16);
+  uint64_t ptrs[2];
+  std::memcpy(ptrs, t.data(), 16);
+  EXPECT_EQ(ptrs[0], frozen.dptr);
+
+  // SMOLVM_CUDA_FORK_SHARE_WEIGHTS=0 makes off the default; the flag wins.
+  std::vector<std::unique_ptr<RawClient>> more;
+  std::pair<int, std::string> cli;
+  std::thread t1([&] {
+    cli = RunCommand("SMOLVM_CUDA_FORK_SHARE_WEIGHTS=0 " + Cli(daemon, "fork --pid " + std::to_string(::getpid())));
+  });
+  ForkpointWaitReply order = g.Next();
+  auto c = std::make_unique<RawClient>();
+  ASSERT_TRUE(c->Connect(daemon.socket(), kProtoHash, 2, order.token, 100100).ok());
+  t1.join();
+  EXPECT_NE(cli.second.find("shared=0 private=4"), std::string::npos) << cli.second;
+  std::thread t2([&] {
+    cli = RunCommand("SMOLVM_CUDA_FORK_SHARE_WEIGHTS=0 " +
+                     Cli(daemon, "fork --share on --pid " + std::to_string(::getpid())));
+  });
+  order = g.Next();
+  auto c2 = std::make_unique<RawClient>();
+  ASSERT_TRUE(c2->Connect(daemon.socket(), kProtoHash, 2, order.token, 100101).ok());
+  t2.join();
+  // The frozen chunks, and the slab: shared once, read-only for good.
+  EXPECT_NE(cli.second.find("shared=3 "), std::string::npos) << cli.second;
+  EXPECT_EQ(RunCommand(Cli(daemon, "release --pid " + std::to_string(::getpid()))).first, 0);
+}
+
+TEST_F(ForkTest, StatusReportsContextMemoryPerSession) {
+  auto j = DaemonStatus(daemon);
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["context_source"], "fixed");
+  ASSERT_FALSE(j["sessions"].empty());
+  for (const auto& s : j["sessions"]) EXPECT_EQ(s["context_mib"], 32.0) << s.dump();
+  auto text = RunCommand(Cli(daemon, "status"));
+  EXPECT_NE(text.second.find("CONTEXT_MIB"), std::string::npos) << text.second;
+  EXPECT_NE(text.second.find("32.0"), std::string::npos) << text.second;
+}
+
 TEST_F(ForkTest, BadRequestsAreRejectedAndNothingIsHalfMade) {
   Golden g(&golden);
   std::string pid = std::to_string(::getpid());
@@ -271,6 +427,10 @@ TEST_F(ForkTest, BadRequestsAreRejectedAndNothingIsHalfMade) {
   r = RunCommand(Cli(daemon, "fork --pid 4000002 --share on"));
   EXPECT_NE(r.first, 0);
   EXPECT_NE(r.second.find("no memory marked frozen; use --share auto"), std::string::npos) << r.second;
+  // Nothing uploaded there either: --share auto finds nothing to share.
+  r = RunCommand(Cli(daemon, "fork --pid 4000002 --share auto"));
+  EXPECT_NE(r.first, 0);
+  EXPECT_NE(r.second.find("--share auto found no chunk"), std::string::npos) << r.second;
   // No clone session was left behind by any of these.
   auto status = nlohmann::json::parse(RunCommand(Cli(daemon, "status --json")).second);
   for (auto& s : status["sessions"]) EXPECT_NE(s["role"], "clone");

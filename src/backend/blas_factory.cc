@@ -9,7 +9,7 @@ namespace smolvm {
 
 Result<std::unique_ptr<BlasBackend>> MakeBlasBackend(GpuBackend* gpu) {
   if (gpu->Name() == "fake")
-    return std::unique_ptr<BlasBackend>(std::make_unique<FakeBlasBackend>(static_cast<FakeBackend*>(gpu)));
+    return std::unique_ptr<BlasBackend>(std::make_unique<FakeBlasBackend>(static_cast<FakeBackend*>(gpu->Innermost())));
 #ifdef SMOLVM_HAVE_CUDA_BACKEND
   if (gpu->Name() == "cuda") {
     ASSIGN_OR_RETURN(std::unique_ptr<CudaBlasBackend> b, CudaBlasBackend::Load());

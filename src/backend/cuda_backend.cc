@@ -258,6 +258,31 @@ Status CudaBackend::ChunkMap(uint64_t addr, uint64_t chunk, uint64_t bytes, bool
   return Status::Ok();
 }
 
+Status CudaBackend::ChunkMapRun(uint64_t addr, std::span<const ChunkPiece> pieces, bool writable) {
+  RETURN_IF_ERROR(Enter());
+  uint64_t at = addr;
+  Status st;
+  size_t mapped = 0;
+  for (const ChunkPiece& p : pieces) {
+    st = Check(driver_->cuMemMap(at, p.bytes, 0, p.chunk, 0), "cuMemMap");
+    if (!st.ok()) break;
+    at += p.bytes;
+    ++mapped;
+  }
+  // One access call for the whole run (cuMemSetAccess spans mappings).
+  if (st.ok() && at > addr) st = ChunkSetAccess(addr, at - addr, writable);
+  at = addr;
+  for (size_t i = 0; i < mapped; ++i) {
+    if (st.ok()) {
+      mappings_[at] = pieces[i].bytes;
+    } else {
+      (void)driver_->cuMemUnmap(at, pieces[i].bytes);
+    }
+    at += pieces[i].bytes;
+  }
+  return st;
+}
+
 Status CudaBackend::ChunkSetAccess(uint64_t addr, uint64_t bytes, bool writable) {
   RETURN_IF_ERROR(Enter());
   CUmemAccessDesc desc;

@@ -82,6 +82,7 @@ class CudaBackend final : public GpuBackend {
   Result<uint64_t> ChunkImport(int fd, uint64_t bytes) override;
   Status ChunkRelease(uint64_t chunk) override;
   Status ChunkMap(uint64_t addr, uint64_t chunk, uint64_t bytes, bool writable) override;
+  Status ChunkMapRun(uint64_t addr, std::span<const ChunkPiece> pieces, bool writable) override;
   Status ChunkSetAccess(uint64_t addr, uint64_t bytes, bool writable) override;
   Status ChunkUnmap(uint64_t addr, uint64_t bytes) override;
 

@@ -81,6 +81,27 @@ TEST_F(CudaBackendMockTest, MappingsSetAccessAndUnmapSynchronizesFirst) {
   EXPECT_TRUE(backend_->ChunkRelease(*chunk).ok());
 }
 
+TEST_F(CudaBackendMockTest, ARunOfChunksGetsOneAccessCall) {
+  ASSERT_TRUE(backend_->ReserveArena(kBase, 1024 * kMiB).ok());
+  std::vector<ChunkPiece> run;
+  for (int i = 0; i < 3; ++i) {
+    auto chunk = backend_->ChunkCreate(4 * kMiB);
+    ASSERT_TRUE(chunk.ok());
+    run.push_back({*chunk, 4 * kMiB});
+  }
+  int maps = mock_->maps, access = mock_->access_calls;
+  ASSERT_TRUE(backend_->ChunkMapRun(kBase, run, false).ok());
+  EXPECT_EQ(mock_->maps - maps, 3);
+  EXPECT_EQ(mock_->access_calls - access, 1);
+  EXPECT_EQ(mock_->last_access_addr, kBase);
+  EXPECT_EQ(mock_->last_access_bytes, 12 * kMiB);
+  EXPECT_EQ(mock_->last_access_flags, CU_MEM_ACCESS_FLAGS_PROT_READ);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(backend_->ChunkUnmap(kBase + i * 4 * kMiB, 4 * kMiB).ok());
+    EXPECT_TRUE(backend_->ChunkRelease(run[i].chunk).ok());
+  }
+}
+
 TEST_F(CudaBackendMockTest, StreamHandlesPassThroughIncludingPerThread) {
   char byte = 1;
   ASSERT_TRUE(backend_->MemcpyHtoD(kBase + 5, &byte, 1, kPerThreadStream).ok());

@@ -39,7 +39,8 @@ struct FakeBackend::Chunk {
 struct FakeBackend::Mapping {
   uint64_t bytes = 0;
   uint64_t chunk = 0;
-  bool writable = true;
+  bool writable = false;
+  bool accessible = false;  // no access call has covered it yet
 };
 
 struct FakeBackend::Event {
@@ -111,6 +112,7 @@ Status FakeBackend::CheckDevice(uint64_t addr, uint64_t bytes, bool write) {
     --it;
     if (at >= it->first + it->second.bytes)
       return Cu(CUDA_ERROR_INVALID_VALUE, "address is not device memory");
+    if (!it->second.accessible) return Fault("access to a mapping without access rights");
     if (write && !it->second.writable) return Fault("write to a read-only mapping");
     at = it->first + it->second.bytes;
   }
@@ -286,8 +288,7 @@ Status FakeBackend::ChunkRelease(uint64_t chunk) {
   return Status::Ok();
 }
 
-Status FakeBackend::ChunkMap(uint64_t addr, uint64_t chunk, uint64_t bytes, bool writable) {
-  RETURN_IF_ERROR(Enter("ChunkMap"));
+Status FakeBackend::MapNoAccess(uint64_t addr, uint64_t chunk, uint64_t bytes) {
   auto it = chunks_.find(chunk);
   if (it == chunks_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown chunk");
   if (bytes != it->second->bytes) return Cu(CUDA_ERROR_INVALID_VALUE, "map size differs from the chunk");
@@ -297,23 +298,64 @@ Status FakeBackend::ChunkMap(uint64_t addr, uint64_t chunk, uint64_t bytes, bool
   if ((next != mappings_.end() && next->first < addr + bytes) ||
       (next != mappings_.begin() && std::prev(next)->first + std::prev(next)->second.bytes > addr))
     return Cu(CUDA_ERROR_INVALID_VALUE, "range already mapped");
-  int prot = PROT_READ | (writable ? PROT_WRITE : 0);
-  void* p = ::mmap(reinterpret_cast<void*>(addr), bytes, prot, MAP_SHARED | MAP_FIXED,
+  void* p = ::mmap(reinterpret_cast<void*>(addr), bytes, PROT_NONE, MAP_SHARED | MAP_FIXED,
                    it->second->fd.get(), 0);
   if (p == MAP_FAILED) return ErrnoStatus("mmap chunk", errno);
-  mappings_[addr] = Mapping{bytes, chunk, writable};
+  mappings_[addr] = Mapping{bytes, chunk, false, false};
   return Status::Ok();
+}
+
+Status FakeBackend::SetAccess(uint64_t addr, uint64_t bytes, bool writable) {
+  ++calls_["cuMemSetAccess"];
+  // The range must be exactly a run of back-to-back mappings.
+  auto first = mappings_.find(addr);
+  if (first == mappings_.end() || bytes == 0) return Cu(CUDA_ERROR_INVALID_VALUE, "not a mapped chunk");
+  uint64_t at = addr;
+  auto it = first;
+  for (; it != mappings_.end() && it->first == at && at < addr + bytes; ++it) at += it->second.bytes;
+  if (at != addr + bytes) return Cu(CUDA_ERROR_INVALID_VALUE, "access range is not a run of whole mappings");
+  if (::mprotect(reinterpret_cast<void*>(addr), bytes, PROT_READ | (writable ? PROT_WRITE : 0)) < 0)
+    return ErrnoStatus("mprotect", errno);
+  for (auto m = first; m != it; ++m) {
+    m->second.writable = writable;
+    m->second.accessible = true;
+  }
+  return Status::Ok();
+}
+
+Status FakeBackend::ChunkMap(uint64_t addr, uint64_t chunk, uint64_t bytes, bool writable) {
+  RETURN_IF_ERROR(Enter("ChunkMap"));
+  RETURN_IF_ERROR(MapNoAccess(addr, chunk, bytes));
+  Status st = SetAccess(addr, bytes, writable);
+  if (!st.ok()) (void)ChunkUnmap(addr, bytes);
+  return st;
+}
+
+Status FakeBackend::ChunkMapRun(uint64_t addr, std::span<const ChunkPiece> pieces, bool writable) {
+  RETURN_IF_ERROR(Enter("ChunkMapRun"));
+  uint64_t at = addr;
+  Status st;
+  size_t mapped = 0;
+  for (const ChunkPiece& p : pieces) {
+    st = MapNoAccess(at, p.chunk, p.bytes);
+    if (!st.ok()) break;
+    at += p.bytes;
+    ++mapped;
+  }
+  if (st.ok() && at > addr) st = SetAccess(addr, at - addr, writable);
+  if (!st.ok()) {
+    at = addr;
+    for (size_t i = 0; i < mapped; ++i) {
+      (void)ChunkUnmap(at, pieces[i].bytes);
+      at += pieces[i].bytes;
+    }
+  }
+  return st;
 }
 
 Status FakeBackend::ChunkSetAccess(uint64_t addr, uint64_t bytes, bool writable) {
   RETURN_IF_ERROR(Enter("ChunkSetAccess"));
-  auto it = mappings_.find(addr);
-  if (it == mappings_.end() || it->second.bytes != bytes)
-    return Cu(CUDA_ERROR_INVALID_VALUE, "not a mapped chunk");
-  if (::mprotect(reinterpret_cast<void*>(addr), bytes, PROT_READ | (writable ? PROT_WRITE : 0)) < 0)
-    return ErrnoStatus("mprotect", errno);
-  it->second.writable = writable;
-  return Status::Ok();
+  return SetAccess(addr, bytes, writable);
 }
 
 Status FakeBackend::ChunkUnmap(uint64_t addr, uint64_t bytes) {

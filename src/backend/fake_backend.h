@@ -4,7 +4,12 @@
 // What it emulates honestly:
 //  - device memory: chunks are memfds mapped at their arena addresses in the
 //    worker process (read-only mappings are PROT_READ), exportable and
-//    importable by fd exactly like VMM handles;
+//    importable by fd exactly like VMM handles; a chunk's memory lives while
+//    any process holds its descriptor or a mapping, like a VMM allocation
+//    lives while any process holds a handle; a mapping starts without access
+//    (touching it faults) until an access call covers it, and one access
+//    call may cover a run of back-to-back mappings (CallCount("cuMemSetAccess")
+//    counts the driver calls a real backend would make);
 //  - copies and memsets, checked against the mapped ranges: touching an
 //    unmapped address is CUDA_ERROR_INVALID_VALUE, writing a read-only one is
 //    a fault (CUDA_ERROR_ILLEGAL_ADDRESS) that poisons the context like a
@@ -72,6 +77,7 @@ class FakeBackend final : public GpuBackend {
   Result<uint64_t> ChunkImport(int fd, uint64_t bytes) override;
   Status ChunkRelease(uint64_t chunk) override;
   Status ChunkMap(uint64_t addr, uint64_t chunk, uint64_t bytes, bool writable) override;
+  Status ChunkMapRun(uint64_t addr, std::span<const ChunkPiece> pieces, bool writable) override;
   Status ChunkSetAccess(uint64_t addr, uint64_t bytes, bool writable) override;
   Status ChunkUnmap(uint64_t addr, uint64_t bytes) override;
 
@@ -121,6 +127,11 @@ class FakeBackend final : public GpuBackend {
   Status CheckDevice(uint64_t addr, uint64_t bytes, bool write);
   Status Fault(const std::string& what);
   Status CheckStream(uint64_t stream) const;
+  // Maps one chunk with no access (as cuMemMap leaves it).
+  Status MapNoAccess(uint64_t addr, uint64_t chunk, uint64_t bytes);
+  // The driver's cuMemSetAccess over back-to-back mappings; counted as
+  // "cuMemSetAccess" so tests see how many access calls a path makes.
+  Status SetAccess(uint64_t addr, uint64_t bytes, bool writable);
 
   FakeBackendOptions options_;
   bool initialized_ = false;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,17 +46,31 @@ struct LaunchConfig {
 inline constexpr uint64_t kDefaultStream = 0;
 inline constexpr uint64_t kPerThreadStream = 2;
 
+// One chunk of a run mapped back to back (GpuBackend::ChunkMapRun).
+struct ChunkPiece {
+  uint64_t chunk = 0;
+  uint64_t bytes = 0;
+};
+
 class GpuBackend {
  public:
   virtual ~GpuBackend() = default;
 
   virtual std::string_view Name() const = 0;
+  // The backend doing the work when this one wraps another (a machine's
+  // BudgetedBackend, daemon/machine_budget.h); this one otherwise.
+  virtual GpuBackend* Innermost() { return this; }
 
   // Creates the context on `device`. Called once, before anything else.
   virtual Status Init(int device) = 0;
   virtual Result<int> DeviceCount() = 0;
   virtual Result<DeviceInfo> GetDeviceInfo(int device) = 0;
   virtual Status MemGetInfo(uint64_t* free_bytes, uint64_t* total_bytes) = 0;
+  // The whole device's memory, even where MemGetInfo shows a session less
+  // (a machine's --gpu-mem budget); fork admission needs this one.
+  virtual Status DeviceMemGetInfo(uint64_t* free_bytes, uint64_t* total_bytes) {
+    return MemGetInfo(free_bytes, total_bytes);
+  }
   virtual Status CtxSynchronize() = 0;
   virtual Result<uint64_t> CtxGetLimit(int limit) = 0;
   virtual Status CtxSetLimit(int limit, uint64_t value) = 0;
@@ -74,6 +89,12 @@ class GpuBackend {
   virtual Status ChunkRelease(uint64_t chunk) = 0;
   // Maps `chunk` at `addr` inside the arena, read-write or read-only.
   virtual Status ChunkMap(uint64_t addr, uint64_t chunk, uint64_t bytes, bool writable) = 0;
+  // Maps `pieces` back to back from `addr` (one cuMemMap each: the driver
+  // maps one handle per call) and grants access to the whole run with a
+  // single access call. On failure nothing of the run stays mapped.
+  virtual Status ChunkMapRun(uint64_t addr, std::span<const ChunkPiece> pieces, bool writable) = 0;
+  // [addr, addr+bytes) may span several back-to-back mappings (one call for
+  // a contiguous run); it must start and end on mapping boundaries.
   virtual Status ChunkSetAccess(uint64_t addr, uint64_t bytes, bool writable) = 0;
   // REQUIRES: no copy or kernel touching the range is in flight (synchronize first).
   virtual Status ChunkUnmap(uint64_t addr, uint64_t bytes) = 0;

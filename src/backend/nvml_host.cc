@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <vector>
 
 #include "backend/blas_cuda.h"
 
@@ -128,6 +129,14 @@ Result<std::vector<HostGpuMemory>> HostGpuMemoryInUse() {
     }
     out.push_back(std::move(g));
   }
+  return out;
+}
+
+Result<std::map<uint32_t, uint64_t>> HostProcessMemory() {
+  ASSIGN_OR_RETURN(auto devices, HostGpuMemoryInUse());
+  std::map<uint32_t, uint64_t> out;
+  for (const auto& d : devices)
+    for (const auto& p : d.processes) out[p.pid] += p.used_bytes;
   return out;
 }
 

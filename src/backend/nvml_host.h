@@ -1,12 +1,14 @@
 // The host's NVML (libnvidia-ml.so.1), for what a worker cannot learn from
-// the CUDA driver (device utilization) and for the bench (memory in use per
-// device and per process, driver version). Loaded on first use by absolute
-// path (shim directories skipped, as for cuBLAS); kUnavailable without it.
-// Process: the worker or the bench; the loader is thread-safe, each call is
-// independent.
+// the CUDA driver (device utilization), for the daemon's `cuda status`
+// (per-process device memory; NVML creates no CUDA context) and for the
+// bench (memory in use per device and per process, driver version). Loaded
+// on first use by absolute path (shim directories skipped, as for cuBLAS);
+// kUnavailable without it. Process: the worker, the daemon or the bench; the
+// loader is thread-safe, each call is independent.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -33,5 +35,8 @@ Result<std::vector<HostGpuMemory>> HostGpuMemoryInUse();
 // "580.95.05" and "13.0" (the driver's CUDA version).
 Result<std::string> HostDriverVersion();
 Result<std::string> HostCudaDriverVersion();
+
+// Device memory NVML counts per compute process, over every device, by pid.
+Result<std::map<uint32_t, uint64_t>> HostProcessMemory();
 
 }  // namespace smolvm

@@ -24,6 +24,7 @@
 #include "bench/control_check.h"
 #include "bench/interrupt.h"
 #include "machine/cgroups.h"
+#include "machine/cuda_link.h"
 #include "machine/machines.h"
 #include "machine/paths.h"
 
@@ -57,17 +58,15 @@ struct Daemon {
 };
 
 Result<Daemon> FindDaemon(const std::string& home) {
-  Daemon d;
-  d.socket = home + "/cuda/cuda.sock";
-  d.log = home + "/cuda/daemon.log";
   const std::string need =
-      "not supported: the GPU fork arm needs 'machine create --cuda' to start the CUDA daemon with its sockets "
-      "and log under " + home + "/cuda/ (docs/machines.md, 'CUDA machines')";
-  ASSIGN_OR_RETURN(CommandOutput st, RunCommand({SelfExe(), "cuda", "status", "--json", "--socket", d.socket}, 10000));
-  if (st.rc != 0) return NotSupported(need + "; 'smolvm cuda status' said: " + st.err.substr(0, st.err.find('\n')));
-  auto j = nlohmann::json::parse(st.out, nullptr, false);
-  if (j.is_discarded() || !j.contains("daemon_pid")) return NotSupported(need + "; the daemon's status has no daemon_pid");
-  d.pid = j["daemon_pid"].get<pid_t>();
+      "not supported: the GPU fork arm needs 'machine create --cuda' to start the CUDA daemon recorded in " + home +
+      "/cuda/daemon.json (docs/machines.md, 'CUDA machines')";
+  auto found = machine::FindCudaDaemon(home);
+  if (!found.ok()) return NotSupported(need + "; " + found.status().message());
+  Daemon d;
+  d.socket = found->socket;
+  d.pid = found->pid;
+  d.log = machine::CudaDir(home) + "/daemon.log";
   struct stat sb;
   if (::stat(d.log.c_str(), &sb) != 0) return NotSupported(need + "; no daemon log at " + d.log);
   d.log_offset = static_cast<size_t>(sb.st_size);

@@ -4,16 +4,38 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "machine/cuda_link.h"
+#include "machine/paths.h"
 #include "proto/frame.h"
 #include "transport/unix_channel.h"
 
 namespace smolvm::cli {
 namespace {
 
+// --socket, else $SMOLVM_CUDA_SOCKET, else the daemon that --cuda machines
+// started under $SMOLVM_HOME.
 std::string DaemonSocket(const std::string& flag) {
   if (!flag.empty()) return flag;
   const char* env = std::getenv("SMOLVM_CUDA_SOCKET");
-  return env ? env : "";
+  if (env && env[0]) return env;
+  auto d = machine::FindCudaDaemon(machine::SmolvmHome());
+  return d.ok() ? d->socket : "";
+}
+
+int Shutdown(int grace_s) {
+  std::string home = machine::SmolvmHome();
+  auto d = machine::FindCudaDaemon(home);
+  if (!d.ok()) {
+    std::printf("no CUDA daemon runs for %s\n", home.c_str());
+    return 0;
+  }
+  smolvm::Status st = machine::StopCudaDaemon(home, grace_s * 1000);
+  if (!st.ok()) {
+    std::fprintf(stderr, "smolvm cuda shutdown: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  std::printf("stopped the CUDA daemon (pid %d)\n", d->pid);
+  return 0;
 }
 
 // Sends one admin request and decodes its reply.
@@ -37,7 +59,7 @@ Status AdminCall(const std::string& socket, const Req& req, Rep* rep) {
 int Status(const std::string& socket_flag, bool json) {
   std::string socket = DaemonSocket(socket_flag);
   if (socket.empty()) {
-    std::fprintf(stderr, "smolvm cuda status: no daemon socket (use --socket or set SMOLVM_CUDA_SOCKET)\n");
+    std::fprintf(stderr, "smolvm cuda status: no daemon socket (use --socket, set SMOLVM_CUDA_SOCKET, or start a --cuda machine)\n");
     return 2;
   }
   proto::AdminStatusReply rep;
@@ -56,16 +78,24 @@ int Status(const std::string& socket_flag, bool json) {
     std::fprintf(stderr, "smolvm cuda status: the daemon answered malformed JSON\n");
     return 1;
   }
-  std::printf("daemon pid %d, backend %s, proto %s, %zu pooled worker(s)\n", j.value("daemon_pid", 0),
-              j.value("backend", "?").c_str(), j.value("proto_hash", "?").c_str(),
-              j.value("pooled_workers", size_t{0}));
-  std::printf("%-8s %-8s %-8s %-11s %-10s %7s %10s %8s %11s\n", "SESSION", "PID", "WORKER", "ROLE", "STATE",
-              "SHARED", "SHARED_MIB", "PRIVATE", "PRIVATE_MIB");
+  std::printf("daemon pid %d, backend %s, proto %s, %zu pooled worker(s) (%zu ready, %zu preloaded), context %s\n",
+              j.value("daemon_pid", 0), j.value("backend", "?").c_str(), j.value("proto_hash", "?").c_str(),
+              j.value("pooled_workers", size_t{0}), j.value("ready_workers", size_t{0}),
+              j.value("preloaded_workers", size_t{0}), j.value("context_source", "?").c_str());
+  std::printf("%-8s %-8s %-8s %-11s %-10s %7s %10s %8s %11s %11s  %s\n", "SESSION", "PID", "WORKER", "ROLE", "STATE",
+              "SHARED", "SHARED_MIB", "PRIVATE", "PRIVATE_MIB", "CONTEXT_MIB", "MACHINE");
   for (const auto& s : j["sessions"])
-    std::printf("%-8llu %-8u %-8d %-11s %-10s %7llu %10.1f %8llu %11.1f\n", s.value("session", 0ull),
+    std::printf("%-8llu %-8u %-8d %-11s %-10s %7llu %10.1f %8llu %11.1f %11.1f  %s\n", s.value("session", 0ull),
                 s.value("pid", 0u), s.value("worker_pid", 0), s.value("role", "?").c_str(),
                 s.value("state", "?").c_str(), s.value("shared_chunks", 0ull), s.value("shared_mib", 0.0),
-                s.value("private_chunks", 0ull), s.value("private_mib", 0.0));
+                s.value("private_chunks", 0ull), s.value("private_mib", 0.0), s.value("context_mib", 0.0),
+                s.value("machine", "").empty() ? "-" : s.value("machine", "").c_str());
+  for (const auto& m : j.value("machines", nlohmann::json::array())) {
+    std::printf("machine %s: endpoint attached", m.value("machine", "?").c_str());
+    if (m.contains("gpu_mem_mib"))
+      std::printf(", gpu-mem %.0f MiB, %.1f MiB in use", m.value("gpu_mem_mib", 0.0), m.value("gpu_used_mib", 0.0));
+    std::printf("\n");
+  }
   return 0;
 }
 
@@ -91,7 +121,7 @@ std::string DefaultShare(const std::string& flag) {
 int Fork(const ForkArgs& a) {
   std::string socket = DaemonSocket(a.socket);
   if (socket.empty()) {
-    std::fprintf(stderr, "smolvm cuda fork: no daemon socket (use --socket or set SMOLVM_CUDA_SOCKET)\n");
+    std::fprintf(stderr, "smolvm cuda fork: no daemon socket (use --socket, set SMOLVM_CUDA_SOCKET, or start a --cuda machine)\n");
     return 2;
   }
   if (!a.pid && !a.session) {
@@ -130,7 +160,7 @@ int Fork(const ForkArgs& a) {
 int Release(const std::string& socket_flag, uint32_t pid, uint64_t session) {
   std::string socket = DaemonSocket(socket_flag);
   if (socket.empty()) {
-    std::fprintf(stderr, "smolvm cuda release: no daemon socket (use --socket or set SMOLVM_CUDA_SOCKET)\n");
+    std::fprintf(stderr, "smolvm cuda release: no daemon socket (use --socket, set SMOLVM_CUDA_SOCKET, or start a --cuda machine)\n");
     return 2;
   }
   proto::AdminReleaseReply rep;
@@ -150,7 +180,8 @@ void RegisterCudaCommands(CLI::App& app, int* exit_code) {
   auto* status = cuda->add_subcommand("status", "sessions, roles and memory as the daemon sees them");
   auto socket = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
-  status->add_option("--socket", *socket, "daemon socket (default: $SMOLVM_CUDA_SOCKET)");
+  status->add_option("--socket", *socket,
+                     "daemon socket (default: $SMOLVM_CUDA_SOCKET, else the daemon of $SMOLVM_HOME's machines)");
   status->add_flag("--json", *json, "print JSON");
   status->callback([socket, json, exit_code] { *exit_code = Status(*socket, *json); });
 
@@ -175,6 +206,12 @@ void RegisterCudaCommands(CLI::App& app, int* exit_code) {
   release->add_option("--session", *rsession, "the golden's session id");
   release->add_option("--socket", *rsocket, "daemon socket (default: $SMOLVM_CUDA_SOCKET)");
   release->callback([rpid, rsession, rsocket, exit_code] { *exit_code = Release(*rsocket, *rpid, *rsession); });
+
+  auto* shutdown = cuda->add_subcommand(
+      "shutdown", "stop the daemon that --cuda machines started under $SMOLVM_HOME (its sessions end)");
+  auto grace = std::make_shared<int>(10);
+  shutdown->add_option("--grace", *grace, "seconds before SIGKILL")->capture_default_str();
+  shutdown->callback([grace, exit_code] { *exit_code = Shutdown(*grace); });
 }
 
 }  // namespace smolvm::cli

@@ -21,10 +21,15 @@
 
 #include <sys/random.h>
 
+#include "daemon/context_size.h"
 #include "daemon/control.h"
 #include "proto/dispatch.h"
 #include "proto/frame.h"
 #include "proto/proto_hash.h"
+
+#ifdef SMOLVM_HAVE_CUDA_BACKEND
+#include "backend/nvml_host.h"
+#endif
 
 namespace smolvm {
 namespace {
@@ -164,10 +169,13 @@ Status Daemon::SpawnWorker() {
 void Daemon::AcceptGuest() {
   int fd = ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
   if (fd < 0) return;
-  ReadHello(UniqueFd(fd));
+  ReadHello(UniqueFd(fd), 0);
 }
 
-void Daemon::ReadHello(UniqueFd fd) {
+void Daemon::ReadHello(UniqueFd fd, uint64_t endpoint) {
+  struct ucred peer = {};
+  socklen_t peer_len = sizeof peer;
+  (void)::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &peer, &peer_len);
   struct timeval tv = {options_.hello_timeout_ms / 1000, (options_.hello_timeout_ms % 1000) * 1000};
   ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   auto ch = std::make_unique<UnixChannel>(std::move(fd));
@@ -209,6 +217,8 @@ void Daemon::ReadHello(UniqueFd fd) {
   g.role = hello.role;
   g.guest_pid = hello.pid;
   g.flags = hello.flags;
+  g.host_pid = peer.pid > 0 ? static_cast<uint32_t>(peer.pid) : 0;
+  g.endpoint = endpoint;
   if (hello.role == 2) {
     AttachClone(std::move(g), hello.token);
     return;
@@ -224,15 +234,27 @@ void Daemon::ReadHello(UniqueFd fd) {
 void Daemon::AssignWorkers() {
   int failures = 0;
   while (!waiting_.empty()) {
-    WorkerProc* free_worker = nullptr;
-    for (auto& [pid, w] : workers_)
-      if (w.ready && w.session_id == 0 && w.control) {
-        free_worker = &w;
-        break;
-      }
+    WorkerProc* free_worker = PickPooledWorker(0);
     if (!free_worker) break;
     PendingGuest g = std::move(waiting_.front());
     waiting_.pop_front();
+    std::string machine;
+    if (g.endpoint) {
+      auto e = endpoints_.find(g.endpoint);
+      Status placed = e == endpoints_.end() ? Unavailable("the machine's CUDA endpoint was removed")
+                                            : PlaceWorker(*free_worker, e->second);
+      if (!placed.ok()) {
+        Log("cannot serve a guest of an endpoint: %s", placed.ToString().c_str());
+        ReplyError(*g.channel, g.hello_seq, Code::kUnavailable, placed.message());
+        if (free_worker->budget_slot >= 0 || !free_worker->machine.empty()) {
+          // Half placed: it must never serve anyone else.
+          ::kill(free_worker->pid, SIGKILL);
+          free_worker->control.reset();
+        }
+        continue;
+      }
+      machine = e->second.machine;
+    }
     auto sock = g.channel->TakeSocket();
     if (!sock.ok()) continue;
     uint64_t id = next_session_++;
@@ -249,10 +271,13 @@ void Daemon::AssignWorkers() {
       continue;
     }
     free_worker->session_id = id;
+    free_worker->primed = 0;  // it drops any preloaded chunks before serving
     Session s;
     s.id = id;
     s.worker_pid = free_worker->pid;
     s.guest_pid = g.guest_pid;
+    s.host_pid = g.host_pid;
+    s.machine = machine;
     s.role = g.role;
     sessions_[id] = s;
     Log("session %llu: guest pid %u served by worker %d", static_cast<unsigned long long>(id),
@@ -294,6 +319,7 @@ void Daemon::OnWorkerControl(WorkerProc& w) {
       w.ready = true;
       start_failures_ = 0;
       AssignWorkers();
+      PrimeWorkers();
     }
   } else if (h.op == static_cast<uint16_t>(proto::Op::kWorkerState)) {
     proto::WorkerStateRequest r;
@@ -302,6 +328,7 @@ void Daemon::OnWorkerControl(WorkerProc& w) {
       if (it != sessions_.end() && it->second.worker_pid == w.pid) {
         it->second.state = r.state;
         if (r.state == "forkpoint" && it->second.role == 0) it->second.role = 1;
+        if (r.state != "forkpoint") ForgetAhead(r.session_id);
       }
       AdvanceForks();
     }
@@ -311,6 +338,12 @@ void Daemon::OnWorkerControl(WorkerProc& w) {
   } else if (h.op == static_cast<uint16_t>(proto::Op::kCloneBuilt)) {
     proto::CloneBuiltRequest r;
     if (proto::Decode(dec, &r)) OnCloneBuilt(w, r);
+  } else if (h.op == static_cast<uint16_t>(proto::Op::kForkAhead)) {
+    proto::ForkAheadRequest r;
+    if (proto::Decode(dec, &r)) OnForkAhead(w, r);
+  } else if (h.op == static_cast<uint16_t>(proto::Op::kPreloadDone)) {
+    proto::PreloadDoneRequest r;
+    if (proto::Decode(dec, &r)) OnPreloadDone(w, r);
   } else if (h.op == static_cast<uint16_t>(proto::Op::kWorkerStats)) {
     proto::WorkerStatsRequest r;
     if (proto::Decode(dec, &r)) {
@@ -342,8 +375,12 @@ void Daemon::OnWorkerExit(pid_t pid) {
   }
   bool start_failed = !w.ready && w.session_id == 0;
   uint64_t session = w.session_id;
+  // Whatever it still held of its machine's --gpu-mem goes back now: a
+  // killed worker never refunds, but the driver freed its memory.
+  if (w.budget && w.budget_slot >= 0) w.budget->ReclaimSlot(static_cast<uint32_t>(w.budget_slot));
   workers_.erase(it);
   if (stopping_) return;
+  if (session) ForgetAhead(session);
   for (auto job = forks_.begin(); job != forks_.end();) {
     auto next = std::next(job);
     bool touched = session != 0 && job->second.golden == session;
@@ -370,9 +407,29 @@ std::string Daemon::StatusJson() const {
   j["proto_hash"] = proto::HashHex(proto::kProtoHash);
   nlohmann::json sessions = nlohmann::json::array();
   static const char* kRoles[] = {"standalone", "golden", "clone"};
+  // Context memory per session: what NVML counts for its worker minus the
+  // chunks it owns (a golden owns its shared chunks; a clone's are imports,
+  // which NVML does not count in the importer); else the estimate.
+  std::map<uint32_t, uint64_t> nvml_used;
+  std::string context_source = options_.backend == "fake" ? "fixed" : "estimate";
+#ifdef SMOLVM_HAVE_CUDA_BACKEND
+  if (options_.backend != "fake") {
+    if (auto used = HostProcessMemory(); used.ok()) {
+      nvml_used = std::move(used).value();
+      context_source = "nvml";
+    }
+  }
+#endif
   for (const auto& [id, s] : sessions_) {
+    uint64_t context = EstimatedContextBytes(options_.backend);
+    if (auto u = nvml_used.find(static_cast<uint32_t>(s.worker_pid)); u != nvml_used.end()) {
+      uint64_t owned = s.private_bytes + (s.role == 1 ? s.shared_bytes : 0);
+      context = u->second > owned ? u->second - owned : 0;
+    }
     sessions.push_back({{"session", id},
                         {"pid", s.guest_pid},
+                        {"host_pid", s.host_pid},
+                        {"machine", s.machine},
                         {"worker_pid", s.worker_pid},
                         {"role", s.role < 3 ? kRoles[s.role] : "unknown"},
                         {"state", s.state},
@@ -380,9 +437,22 @@ std::string Daemon::StatusJson() const {
                         {"shared_mib", static_cast<double>(s.shared_bytes) / (1 << 20)},
                         {"private_chunks", s.private_chunks},
                         {"private_mib", static_cast<double>(s.private_bytes) / (1 << 20)},
-                        {"allocations", s.allocations}});
+                        {"allocations", s.allocations},
+                        {"context_mib", static_cast<double>(context) / (1 << 20)},
+                        {"preloaded_workers", PreloadedWorkers(id)}});
   }
   j["sessions"] = sessions;
+  j["context_source"] = context_source;  // nvml | estimate | fixed (the fake)
+  nlohmann::json machines = nlohmann::json::array();
+  for (const auto& [id, e] : endpoints_) {
+    nlohmann::json m = {{"machine", e.machine}, {"cgroups", e.cgroups}};
+    if (e.budget) {
+      m["gpu_mem_mib"] = static_cast<double>(e.budget->limit()) / (1 << 20);
+      m["gpu_used_mib"] = static_cast<double>(e.budget->used()) / (1 << 20);
+    }
+    machines.push_back(m);
+  }
+  j["machines"] = machines;
   size_t pooled = 0, ready = 0;
   for (const auto& [pid, w] : workers_) {
     if (w.session_id != 0) continue;
@@ -391,6 +461,15 @@ std::string Daemon::StatusJson() const {
   }
   j["pooled_workers"] = pooled;
   j["ready_workers"] = ready;  // context created, waiting for a guest or a clone
+  size_t preloaded = 0;
+  nlohmann::json pool = nlohmann::json::array();
+  for (const auto& [pid, w] : workers_) {
+    if (w.session_id != 0) continue;
+    preloaded += w.primed != 0 && w.primed_done;
+    pool.push_back({{"pid", pid}, {"ready", w.ready}, {"preloaded_session", w.primed_done ? w.primed : 0}});
+  }
+  j["preloaded_workers"] = preloaded;  // ready and holding a golden's shared chunks
+  j["pool"] = pool;
   return j.dump();
 }
 
@@ -422,9 +501,22 @@ void Daemon::ServeAdmin(uint64_t client) {
   Status st = ch.ReadFrame(&h, &payload, &fds);
   if (!st.ok()) {
     admin_clients_.erase(it);
+    DetachEndpointsOf(client);
     return;
   }
   proto::Decoder dec(payload);
+  if (h.op == static_cast<uint16_t>(proto::Op::kAdminMachineAttach)) {
+    proto::AdminMachineAttachRequest r;
+    if (!proto::Decode(dec, &r))
+      return AdminReply(client, h.seq, h.op, Malformed("AdminMachineAttach does not decode"), "");
+    return AttachMachine(client, h.seq, r, &fds);
+  }
+  if (h.op == static_cast<uint16_t>(proto::Op::kAdminMachineFork)) {
+    proto::AdminMachineForkRequest r;
+    if (!proto::Decode(dec, &r))
+      return AdminReply(client, h.seq, h.op, Malformed("AdminMachineFork does not decode"), "");
+    return StartMachineFork(client, h.seq, r);
+  }
   if (h.op == static_cast<uint16_t>(proto::Op::kAdminFork)) {
     proto::AdminForkRequest r;
     if (!proto::Decode(dec, &r)) return AdminReply(client, h.seq, h.op, Malformed("AdminFork does not decode"), "");
@@ -479,22 +571,31 @@ void Daemon::StartFork(uint64_t client, uint32_t seq, const proto::AdminForkRequ
     std::string who = req.session ? "session " + std::to_string(req.session) : "pid " + std::to_string(req.pid);
     return AdminReply(client, seq, op, NotFound("no CUDA session of " + who + " (see 'smolvm cuda status')"), "");
   }
+  if (QueueFork(client, seq, op, req.pid, s ? s->id : 0, req.count, req.share, req.wait_ms)) AdvanceForks();
+}
+
+Daemon::ForkJob* Daemon::QueueFork(uint64_t client, uint32_t seq, uint16_t op, uint32_t pid, uint64_t golden,
+                                   uint32_t count, const std::string& share, uint32_t wait_ms) {
   for (const auto& [id, other] : forks_)
-    if (s && other.golden == s->id)
-      return AdminReply(client, seq, op, Status(Code::kAlreadyExists, "a fork of this session is already in progress"), "");
+    if (golden && other.golden == golden) {
+      AdminReply(client, seq, op, Status(Code::kAlreadyExists, "a fork of this session is already in progress"), "");
+      return nullptr;
+    }
   ForkJob job;
   job.id = next_fork_job_++;
-  job.pid = req.pid;
+  job.pid = pid;
   job.admin_client = client;
   job.admin_seq = seq;
-  job.golden = s ? s->id : 0;
-  job.count = req.count;
-  job.share = req.share;
+  job.admin_op = op;
+  job.golden = golden;
+  job.count = count;
+  job.share = share;
   job.t0 = std::chrono::steady_clock::now();
-  job.deadline = job.t0 + std::chrono::milliseconds(req.wait_ms);
-  job.clones.resize(req.count);
-  forks_[job.id] = std::move(job);
-  AdvanceForks();
+  job.deadline = job.t0 + std::chrono::milliseconds(wait_ms);
+  job.clones.resize(count);
+  ForkJob& queued = forks_[job.id];
+  queued = std::move(job);
+  return &queued;
 }
 
 void Daemon::Release(uint64_t client, uint32_t seq, const proto::AdminReleaseRequest& req) {
@@ -526,7 +627,10 @@ void Daemon::FailFork(ForkJob& job, Status why) {
       sessions_.erase(c.session);
     }
   }
-  AdminReply(job.admin_client, job.admin_seq, static_cast<uint16_t>(proto::Op::kAdminFork), why, "");
+  bool released = false;
+  for (const auto& c : job.clones) released = released || c.released;
+  if (job.machine_fork && !released) CancelGoldenWait(job);  // the golden never got its order
+  AdminReply(job.admin_client, job.admin_seq, job.admin_op, why, "");
   forks_.erase(job.id);
 }
 
@@ -561,6 +665,18 @@ void Daemon::OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m) 
                   static_cast<unsigned long long>(need >> 20), static_cast<unsigned long long>(m.free_bytes >> 20));
     return FailFork(job, Status(static_cast<int32_t>(2) /* CUDA_ERROR_OUT_OF_MEMORY */, msg));
   }
+  if (m.ahead_generation != 0) {
+    // The chunks are those the golden exported when it reached its forkpoint.
+    auto a = aheads_.find(job.golden);
+    if (a == aheads_.end() || a->second.generation != m.ahead_generation)
+      return FailFork(job, Internal("the golden's chunk descriptors exported ahead are gone"));
+    for (const UniqueFd& fd : a->second.fds) {
+      UniqueFd dup(::fcntl(fd.get(), F_DUPFD_CLOEXEC, 0));
+      if (!dup.valid()) return FailFork(job, ErrnoStatus("dup", errno));
+      fds.push_back(std::move(dup));
+    }
+  }
+  if (Status admit = AdmitToMachine(job, m.private_bytes); !admit.ok()) return FailFork(job, admit);
   job.manifest = m.manifest;
   job.fds = std::move(fds);
   job.phase = ForkJob::kBuilding;
@@ -576,17 +692,45 @@ void Daemon::OnCloneBuilt(WorkerProc& w, const proto::CloneBuiltRequest& b) {
       if (b.result != 0) return FailFork(job, Status(b.result, "clone build: " + b.message));
       c.built = true;
       c.info = b;
+      ReleaseClone(job, c);
       AdvanceForks();
       return;
     }
   }
 }
 
+void Daemon::ReleaseClone(ForkJob& job, ForkJob::Clone& c) {
+  auto golden = sessions_.find(job.golden);
+  if (golden == sessions_.end()) return;  // AdvanceForks fails the job
+  auto gw = workers_.find(golden->second.worker_pid);
+  if (gw == workers_.end() || !gw->second.control) return;
+  c.index = next_clone_index_[job.golden]++;
+  unsigned char raw[16];
+  if (::getrandom(raw, sizeof raw, 0) != sizeof raw) return FailFork(job, Internal("getrandom failed"));
+  char hex[33];
+  for (int i = 0; i < 16; ++i) std::snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+  c.token = hex;
+  std::string out;
+  proto::AppendRequest(&out, proto::ForkGoRequest{c.index, c.token}, 0);
+  (void)gw->second.control->Write(out);
+  c.released = true;
+  job.deadline = std::max(job.deadline, std::chrono::steady_clock::now() + std::chrono::seconds(30));
+  // A machine's golden leaves the daemon's forkpoint with its last order and
+  // waits at its supervisor's; its next fork finds it here again.
+  bool all_released = true;
+  for (const auto& other : job.clones) all_released = all_released && other.released;
+  if (job.machine_fork && all_released) golden->second.state = "running";
+}
+
 void Daemon::AttachClone(PendingGuest g, const std::string& token) {
   for (auto& [golden, job] : forks_) {
-    if (job.phase != ForkJob::kAttaching) continue;
+    if (job.phase != ForkJob::kBuilding) continue;
     for (auto& c : job.clones) {
       if (c.token != token || c.attached) continue;
+      // A clone attaches only through its own machine's socket.
+      auto e = endpoints_.find(g.endpoint);
+      std::string via = g.endpoint == 0 ? "" : (e == endpoints_.end() ? "?" : e->second.machine);
+      if (via != job.clone_machine) break;
       auto w = workers_.find(c.worker);
       auto sock = g.channel->TakeSocket();
       if (w == workers_.end() || !w->second.control || !sock.ok()) {
@@ -602,12 +746,16 @@ void Daemon::AttachClone(PendingGuest g, const std::string& token) {
       c.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - job.t0).count();
       Session& s = sessions_[c.session];
       s.guest_pid = g.guest_pid;
+      s.host_pid = g.host_pid;
       s.state = "running";
       const Session& gold = sessions_[job.golden];
-      Log("fork: clone %d of %u shared=%llu private=%llu shared_mib=%.1f private_mib=%.1f ms=%.1f (build %.1f ms)",
+      // ms: the request met the golden at its forkpoint -> this clone's
+      // worker serves its first call (the Hello).
+      Log("fork: clone %d of %u shared=%llu private=%llu shared_mib=%.1f private_mib=%.1f ms=%.1f build_ms=%.1f "
+          "preloaded=%u waited_ms=%.1f",
           c.index, gold.guest_pid, static_cast<unsigned long long>(c.info.shared_chunks),
           static_cast<unsigned long long>(c.info.private_chunks), c.info.shared_bytes / 1048576.0,
-          c.info.private_bytes / 1048576.0, c.ms, static_cast<double>(c.info.ms));
+          c.info.private_bytes / 1048576.0, c.ms, static_cast<double>(c.info.ms), c.info.preloaded, job.waited_ms);
       AdvanceForks();
       return;
     }
@@ -646,6 +794,7 @@ void Daemon::AdvanceForks() {
         proto::AppendRequest(&out, proto::ForkPrepareRequest{job.share, job.count}, 0);
         (void)gw->second.control->Write(out);
         // Fork latency counts from here: the request meets a golden at its forkpoint.
+        job.waited_ms = std::chrono::duration<double, std::milli>(now - job.t0).count();
         job.t0 = now;
         job.phase = ForkJob::kPreparing;
         job.deadline = now + std::chrono::seconds(60);
@@ -662,25 +811,33 @@ void Daemon::AdvanceForks() {
       for (auto& c : job.clones) {
         if (c.worker > 0) continue;
         if (in_flight >= options_.fork_build_parallel) break;
-        WorkerProc* free_worker = nullptr;
-        for (auto& [pid, w] : workers_)
-          if (w.ready && w.session_id == 0 && w.control) {
-            free_worker = &w;
+        WorkerProc* free_worker = PickPooledWorker(job.golden);
+        if (!free_worker) break;
+        if (job.machine_fork) {
+          Endpoint* e = FindEndpoint(job.clone_machine);
+          Status placed = e ? PlaceWorker(*free_worker, *e)
+                            : Unavailable("machine '" + job.clone_machine + "' has no CUDA endpoint any more");
+          if (!placed.ok()) {
+            ::kill(free_worker->pid, SIGKILL);  // it may be half placed; reaped through its pidfd
+            free_worker->control.reset();
+            FailFork(job, placed);
             break;
           }
-        if (!free_worker) break;
+        }
         c.worker = free_worker->pid;
         c.session = next_session_++;
         free_worker->session_id = c.session;
+        free_worker->primed = 0;
         Session s;
         s.id = c.session;
         s.worker_pid = c.worker;
+        s.machine = job.clone_machine;
         s.role = 2;
         s.state = "building";
         sessions_[c.session] = s;
         std::string out;
         proto::AppendRequest(&out, proto::CloneBuildRequest{c.session, 0, job.manifest,
-                                                            static_cast<uint32_t>(job.fds.size())}, 0);
+                                                            static_cast<uint32_t>(job.fds.size()), job.golden}, 0);
         std::vector<int> fds;
         for (auto& fd : job.fds) fds.push_back(fd.get());
         Status st = free_worker->control->Write(out);
@@ -696,36 +853,18 @@ void Daemon::AdvanceForks() {
         it = next;
         continue;
       }
-      bool all_built = true;
-      for (auto& c : job.clones) all_built = all_built && c.built;
-      if (all_built && gw != workers_.end() && gw->second.control) {
-        Log("fork of session %llu: %zu clones built %.1f ms after the request met the forkpoint",
+      // Each clone is released to the golden as soon as it is built
+      // (OnCloneBuilt); the reply waits for every child to attach.
+      bool all_sent = true, all_attached = true;
+      for (auto& c : job.clones) {
+        all_sent = all_sent && c.sent;
+        all_attached = all_attached && c.attached;
+      }
+      if (all_sent) job.fds.clear();
+      if (all_attached) {
+        Log("fork of session %llu: %zu clones attached %.1f ms after the request met the forkpoint",
             static_cast<unsigned long long>(job.golden), job.clones.size(),
             std::chrono::duration<double, std::milli>(now - job.t0).count());
-        job.fds.clear();
-        job.phase = ForkJob::kAttaching;
-        job.deadline = now + std::chrono::seconds(30);
-        for (auto& c : job.clones) {
-          c.index = next_clone_index_[job.golden]++;
-          unsigned char raw[16];
-          if (::getrandom(raw, sizeof raw, 0) != sizeof raw) {
-            FailFork(job, Internal("getrandom failed"));
-            break;
-          }
-          char hex[33];
-          for (int i = 0; i < 16; ++i) std::snprintf(hex + 2 * i, 3, "%02x", raw[i]);
-          c.token = hex;
-          std::string out;
-          proto::AppendRequest(&out, proto::ForkGoRequest{c.index, c.token}, 0);
-          (void)gw->second.control->Write(out);
-        }
-      } else if (now >= job.deadline) {
-        FailFork(job, Timeout("clones were not built in time"));
-      }
-    } else if (job.phase == ForkJob::kAttaching) {
-      bool all = true;
-      for (auto& c : job.clones) all = all && c.attached;
-      if (all) {
         nlohmann::json lines = nlohmann::json::array();
         for (auto& c : job.clones)
           lines.push_back({{"clone", c.index},
@@ -736,12 +875,16 @@ void Daemon::AdvanceForks() {
                            {"shared_mib", c.info.shared_bytes / 1048576.0},
                            {"private_mib", c.info.private_bytes / 1048576.0},
                            {"build_ms", c.info.ms},
+                           {"preloaded", c.info.preloaded},
+                           {"waited_ms", job.waited_ms},
                            {"ms", c.ms}});
-        AdminReply(job.admin_client, job.admin_seq, static_cast<uint16_t>(proto::Op::kAdminFork), Status::Ok(),
-                   lines.dump());
+        AdminReply(job.admin_client, job.admin_seq, job.admin_op, Status::Ok(), lines.dump());
         forks_.erase(it);
       } else if (now >= job.deadline) {
-        FailFork(job, Timeout("forked children did not attach in time"));
+        size_t made = 0;
+        for (auto& c : job.clones) made += c.attached;
+        FailFork(job, Timeout("clones were not built and attached in time (" + std::to_string(made) + " of " +
+                              std::to_string(job.clones.size()) + " attached and running)"));
       }
     } else if (now >= job.deadline) {
       FailFork(job, Timeout("the golden did not describe its session in time"));
@@ -765,7 +908,7 @@ Status Daemon::Run() {
   AssignWorkers();
   while (!stopping_) {
     std::vector<struct pollfd> pfds;
-    enum Kind { kListen, kAdminListen, kSignal, kPidfd, kControl, kAdmin };
+    enum Kind { kListen, kAdminListen, kSignal, kPidfd, kControl, kAdmin, kEndpoint };
     std::vector<std::pair<Kind, long>> what;
     auto add = [&](int fd, Kind k, long arg) {
       pfds.push_back({fd, POLLIN, 0});
@@ -779,6 +922,7 @@ Status Daemon::Run() {
       if (w.control) add(w.control->fd(), kControl, pid);
     }
     for (auto& [id, c] : admin_clients_) add(c->fd(), kAdmin, static_cast<long>(id));
+    for (auto& [id, e] : endpoints_) add(e.listen.get(), kEndpoint, static_cast<long>(id));
     int n = ::poll(pfds.data(), pfds.size(), NextTimeoutMs());
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -818,6 +962,9 @@ Status Daemon::Run() {
         }
         case kAdmin:
           admin_ready.push_back(static_cast<uint64_t>(arg));
+          break;
+        case kEndpoint:
+          AcceptMachineGuest(static_cast<uint64_t>(arg));
           break;
       }
     }
@@ -862,9 +1009,9 @@ void Daemon::Shutdown() {
       if (pfds[i].revents) OnWorkerExit(pids[i]);
   }
   for (auto& [id, job] : forks_)
-    AdminReply(job.admin_client, job.admin_seq, static_cast<uint16_t>(proto::Op::kAdminFork),
-               Unavailable("the smolvm daemon is shutting down"), "");
+    AdminReply(job.admin_client, job.admin_seq, job.admin_op, Unavailable("the smolvm daemon is shutting down"), "");
   forks_.clear();
+  endpoints_.clear();
   sessions_.clear();
   admin_clients_.clear();
   if (listen_.valid()) {

@@ -23,6 +23,7 @@
 
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "daemon/machine_budget.h"
 #include "proto/messages.h"
 #include "transport/unix_channel.h"
 
@@ -59,11 +60,31 @@ class Daemon {
     std::unique_ptr<UnixChannel> control;
     bool ready = false;
     uint64_t session_id = 0;  // 0 while pooled
+    // Pooled: the golden whose shared chunks it holds imported ahead (0: none).
+    uint64_t primed = 0;
+    uint64_t primed_generation = 0;
+    bool primed_done = false;  // its PreloadDone for primed_generation arrived
+    // Set once it serves a machine (daemon_machines.cc): its cgroups were
+    // joined and its budget slot is reclaimed when it exits.
+    std::string machine;
+    std::shared_ptr<MachineBudget> budget;
+    int budget_slot = -1;
+  };
+  // A golden's chunks, exported when it reached its forkpoint (ForkAhead):
+  // what pooled workers preload, and the descriptors a fork in the same
+  // generation reuses (fork_ahead.cc).
+  struct Ahead {
+    uint64_t generation = 0;
+    std::vector<UniqueFd> fds;         // every chunk, in manifest order
+    std::string preload;               // JSON [[addr, bytes, id], ...] of the candidates
+    std::vector<size_t> preload_fds;   // their indexes in fds
   };
   struct Session {
     uint64_t id = 0;
     pid_t worker_pid = -1;
     uint32_t guest_pid = 0;
+    uint32_t host_pid = 0;   // SO_PEERCRED of its connection (0 for clones not attached yet)
+    std::string machine;     // "" on the daemon's own socket
     uint32_t role = 0;
     std::string state = "running";
     uint64_t shared_chunks = 0, shared_bytes = 0, private_chunks = 0, private_bytes = 0, allocations = 0;
@@ -74,6 +95,18 @@ class Daemon {
     uint32_t role = 0;
     uint32_t guest_pid = 0;
     uint64_t flags = 0;
+    uint32_t host_pid = 0;
+    uint64_t endpoint = 0;  // 0: the daemon's own socket
+  };
+  // A machine's guest socket (AdminMachineAttach). Sessions accepted on it
+  // belong to the machine; its workers join the machine's cgroups and budget.
+  struct Endpoint {
+    uint64_t id = 0;
+    std::string machine;
+    std::vector<std::string> cgroups;
+    std::shared_ptr<MachineBudget> budget;  // null: no --gpu-mem
+    UniqueFd listen;
+    uint64_t admin_client = 0;  // closing this connection removes the endpoint
   };
   // One fork request in flight (at most one per golden session).
   struct ForkJob {
@@ -81,11 +114,19 @@ class Daemon {
     uint32_t pid = 0;     // the golden's pid while its session is not known yet
     uint64_t admin_client = 0;
     uint32_t admin_seq = 0;
+    uint16_t admin_op = 0;  // the request's op, for its reply
     uint64_t golden = 0;  // session id (0 until the pid's session appears)
     uint32_t count = 0;
     std::string share;
-    enum Phase { kWaitForkpoint, kPreparing, kBuilding, kAttaching } phase = kWaitForkpoint;
+    // Machine forks (AdminMachineFork): the clones belong to clone_machine
+    // and attach on its endpoint only.
+    bool machine_fork = false;
+    std::string clone_machine;
+    enum Phase { kWaitForkpoint, kPreparing, kBuilding } phase = kWaitForkpoint;
+    // t0: the request met the golden at its forkpoint (the request's arrival
+    // unless it had to wait for the golden to get there: waited_ms).
     std::chrono::steady_clock::time_point t0, deadline;
+    double waited_ms = 0;
     std::string manifest;
     std::vector<UniqueFd> fds;
     struct Clone {
@@ -93,7 +134,7 @@ class Daemon {
       uint64_t session = 0;
       int32_t index = -1;
       std::string token;
-      bool sent = false, built = false, attached = false;
+      bool sent = false, built = false, released = false, attached = false;
       proto::CloneBuiltRequest info;
       double ms = 0;
     };
@@ -104,7 +145,7 @@ class Daemon {
   void AcceptGuest();
   void AcceptAdmin();
   // Reads one guest's Hello; on success queues it for a worker.
-  void ReadHello(UniqueFd fd);
+  void ReadHello(UniqueFd fd, uint64_t endpoint);
   void AssignWorkers();
   void OnWorkerControl(WorkerProc& w);
   void OnWorkerExit(pid_t pid);
@@ -114,15 +155,50 @@ class Daemon {
   void StartFork(uint64_t client, uint32_t seq, const proto::AdminForkRequest& req);
   void Release(uint64_t client, uint32_t seq, const proto::AdminReleaseRequest& req);
   Session* FindSession(uint64_t session, uint32_t pid);
+  // A new fork job for an admin request, or the reply refusing it when a
+  // fork of that golden is already in progress (then null).
+  ForkJob* QueueFork(uint64_t client, uint32_t seq, uint16_t op, uint32_t pid, uint64_t golden, uint32_t count,
+                     const std::string& share, uint32_t wait_ms);
   // Moves fork jobs along; called whenever something they wait on happens.
   void AdvanceForks();
   void FailFork(ForkJob& job, Status why);
   void OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m);
   void OnCloneBuilt(WorkerProc& w, const proto::CloneBuiltRequest& b);
+  // Lets the golden fork the child of a clone that is built (ForkGo).
+  void ReleaseClone(ForkJob& job, ForkJob::Clone& c);
+  // Ahead of forks (fork_ahead.cc).
+  void OnForkAhead(WorkerProc& w, const proto::ForkAheadRequest& r);
+  void OnPreloadDone(WorkerProc& w, const proto::PreloadDoneRequest& r);
+  // The golden left its forkpoint or ended: its ahead goes, and pooled
+  // workers let its chunks go, so its memory leaves with its last user.
+  void ForgetAhead(uint64_t session);
+  // Points each ready pooled worker at a golden's ahead chunks (spread over
+  // the goldens at their forkpoint), updates stale ones, drops orphans.
+  void PrimeWorkers();
+  // A ready pooled worker: for a clone of `golden`, one primed for it first;
+  // for a new session (golden 0), an unprimed one first. Null if none.
+  WorkerProc* PickPooledWorker(uint64_t golden);
+  // How many pooled workers hold `golden`'s chunks, done preloading.
+  size_t PreloadedWorkers(uint64_t golden) const;
   void AttachClone(PendingGuest g, const std::string& token);
   void AdminReply(uint64_t client, uint32_t seq, uint16_t op, const Status& st, const std::string& json);
   int NextTimeoutMs() const;
   void Shutdown();
+  // --- machines (daemon_machines.cc) ---
+  void AttachMachine(uint64_t client, uint32_t seq, const proto::AdminMachineAttachRequest& req,
+                     std::vector<UniqueFd>* fds);
+  void DetachEndpointsOf(uint64_t client);
+  Endpoint* FindEndpoint(const std::string& machine);
+  void AcceptMachineGuest(uint64_t endpoint);
+  // Moves a worker into the machine's cgroups and hands it the budget, before
+  // it adopts or builds anything of the machine.
+  Status PlaceWorker(WorkerProc& w, const Endpoint& e);
+  void StartMachineFork(uint64_t client, uint32_t seq, const proto::AdminMachineForkRequest& req);
+  // A machine fork that failed before the golden got its order: cancel the
+  // golden's wait so its smolvmForkpoint() reports the failure.
+  void CancelGoldenWait(const ForkJob& job);
+  // Refuses a clone whose private copies do not fit its machine's budget.
+  Status AdmitToMachine(const ForkJob& job, uint64_t private_bytes);
   void Log(const char* fmt, ...) const __attribute__((format(printf, 2, 3)));
 
   DaemonOptions options_;
@@ -135,6 +211,9 @@ class Daemon {
   std::map<uint64_t, std::unique_ptr<UnixChannel>> admin_clients_;
   uint64_t next_admin_client_ = 1;
   std::map<uint64_t, ForkJob> forks_;          // by job id
+  std::map<uint64_t, Ahead> aheads_;           // by golden session id
+  std::map<uint64_t, Endpoint> endpoints_;     // by id
+  uint64_t next_endpoint_ = 1;
   uint64_t next_fork_job_ = 1;
   std::map<uint64_t, int32_t> next_clone_index_;  // by golden session id
   uint64_t next_session_ = 1;

@@ -16,11 +16,27 @@ Status OutOfMemory(const std::string& why) {
 
 }  // namespace
 
+Status MapChunkRuns(GpuBackend* backend, const std::vector<ChunkPlacement>& run, bool writable, size_t* mapped) {
+  *mapped = 0;
+  while (*mapped < run.size()) {
+    size_t i = *mapped, j = i + 1;
+    std::vector<ChunkPiece> pieces{{run[i].handle, run[i].bytes}};
+    for (uint64_t end = run[i].addr + run[i].bytes; j < run.size() && run[j].addr == end; ++j) {
+      pieces.push_back({run[j].handle, run[j].bytes});
+      end += run[j].bytes;
+    }
+    RETURN_IF_ERROR(backend->ChunkMapRun(run[i].addr, pieces, writable));
+    *mapped = j;
+  }
+  return Status::Ok();
+}
+
 DeviceMemory::DeviceMemory(GpuBackend* backend, uint64_t arena_base, uint64_t arena_bytes,
                            uint64_t limit_bytes)
     : backend_(backend), granularity_(backend->Granularity()), limit_bytes_(limit_bytes) {
   uint64_t scratch = std::min(kScratchBytes, arena_bytes / 4);
   scratch_base_ = arena_base + arena_bytes - scratch;
+  scratch_bytes_ = scratch;
   free_va_[arena_base] = arena_bytes - scratch;
 }
 
@@ -77,7 +93,7 @@ Status DeviceMemory::MapRange(uint64_t addr, uint64_t bytes) {
       (void)UnmapRange(addr, off);
       return st;
     }
-    chunks_[addr + off] = ChunkRecord{addr + off, n, *h, true, false, true};
+    chunks_[addr + off] = ChunkRecord{addr + off, n, *h, true, false, true, next_id_++, {}};
     chunk_bytes_ += n;
     off += n;
   }
@@ -109,6 +125,7 @@ Result<uint64_t> DeviceMemory::AllocSmall(uint64_t bytes) {
       if (left) slab.free[off + need] = left;
       slab.used += need;
       allocs_[base + off] = Allocation{bytes, need, base};
+      if (auto c = chunks_.find(base); c != chunks_.end()) c->second.uploads.NoteFresh(off, need);
       return base + off;
     }
   }
@@ -225,26 +242,99 @@ bool DeviceMemory::ChunkIsFrozen(uint64_t addr) const {
   return any;
 }
 
-Status DeviceMemory::ShareChunk(uint64_t addr) {
-  auto c = chunks_.find(addr);
-  if (c == chunks_.end()) return Internal("no chunk at that address");
-  if (c->second.writable) {
-    RETURN_IF_ERROR(backend_->ChunkSetAccess(addr, c->second.bytes, false));
-    c->second.writable = false;
+Status DeviceMemory::ShareChunks(const std::vector<uint64_t>& addrs) {
+  std::vector<ChunkRecord*> recs;
+  for (uint64_t addr : addrs) {
+    auto c = chunks_.find(addr);
+    if (c == chunks_.end()) return Internal("no chunk at that address");
+    recs.push_back(&c->second);
   }
-  c->second.shared = true;
+  std::sort(recs.begin(), recs.end(), [](auto* a, auto* b) { return a->addr < b->addr; });
+  // One access call per run of back-to-back chunks still writable.
+  for (size_t i = 0; i < recs.size();) {
+    if (!recs[i]->writable) {
+      recs[i++]->shared = true;
+      continue;
+    }
+    size_t j = i + 1;
+    uint64_t end = recs[i]->addr + recs[i]->bytes;
+    while (j < recs.size() && recs[j]->writable && recs[j]->addr == end) end += recs[j++]->bytes;
+    RETURN_IF_ERROR(backend_->ChunkSetAccess(recs[i]->addr, end - recs[i]->addr, false));
+    for (; i < j; ++i) {
+      recs[i]->writable = false;
+      recs[i]->shared = true;
+    }
+  }
   return Status::Ok();
 }
 
-Status DeviceMemory::CopyFromHandle(uint64_t dst, uint64_t src_handle, uint64_t bytes) {
-  RETURN_IF_ERROR(backend_->ChunkMap(scratch_base_, src_handle, bytes, false));
-  Status st = backend_->MemcpyDtoD(dst, scratch_base_, bytes, kDefaultStream);
-  // The copy may still run: synchronize before unmapping its source.
-  Status sync = backend_->CtxSynchronize();
-  Status unmap = backend_->ChunkUnmap(scratch_base_, bytes);
-  if (!st.ok()) return st;
-  if (!sync.ok()) return sync;
-  return unmap;
+std::vector<std::pair<uint64_t, uint64_t>> DeviceMemory::LiveRanges(const ChunkRecord& c) const {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  const uint64_t cs = c.addr, ce = c.addr + c.bytes;
+  auto a = allocs_.upper_bound(cs);
+  if (a != allocs_.begin()) --a;
+  for (; a != allocs_.end() && a->first < ce; ++a) {
+    uint64_t s = std::max(cs, a->first), e = std::min(ce, a->first + a->second.bytes);
+    if (s < e) out.emplace_back(s - cs, e - s);
+  }
+  return out;
+}
+
+void DeviceMemory::NoteUpload(uint64_t ptr, const void* data, uint64_t bytes) {
+  if (bytes == 0) return;
+  auto c = chunks_.upper_bound(ptr);
+  if (c != chunks_.begin()) --c;
+  for (; c != chunks_.end() && c->first < ptr + bytes; ++c) {
+    uint64_t s = std::max(ptr, c->first), e = std::min(ptr + bytes, c->first + c->second.bytes);
+    if (s >= e) continue;
+    c->second.uploads.NoteUpload(s - c->first, static_cast<const char*>(data) + (s - ptr), e - s);
+  }
+}
+
+void DeviceMemory::NoteOtherWrite(uint64_t ptr, uint64_t bytes) {
+  if (bytes == 0) return;
+  auto c = chunks_.upper_bound(ptr);
+  if (c != chunks_.begin()) --c;
+  for (; c != chunks_.end() && c->first < ptr + bytes; ++c)
+    if (c->first + c->second.bytes > ptr) c->second.uploads.NoteOtherWrite();
+}
+
+Result<std::vector<uint64_t>> DeviceMemory::AutoShareChunks() {
+  std::vector<uint64_t> out;
+  for (auto& [addr, c] : chunks_) {
+    if (!c.uploads.Covers(LiveRanges(c))) continue;
+    const uint64_t base = addr;
+    ASSIGN_OR_RETURN(bool same, c.uploads.Matches([&](uint64_t off, uint64_t bytes, std::string* buf) {
+      buf->resize(bytes);
+      RETURN_IF_ERROR(backend_->MemcpyDtoH(buf->data(), base + off, bytes, kDefaultStream));
+      return backend_->StreamSynchronize(kDefaultStream);
+    }));
+    if (same) out.push_back(addr);
+  }
+  return out;
+}
+
+Status DeviceMemory::CopyFromHandles(const std::vector<Placement>& sources) {
+  for (size_t i = 0; i < sources.size();) {
+    // As many sources as fit in the scratch window, mapped back to back.
+    std::vector<Placement> window;
+    uint64_t used = 0;
+    for (; i < sources.size() && (window.empty() || used + sources[i].bytes <= scratch_bytes_); ++i) {
+      window.push_back({scratch_base_ + used, sources[i].handle, sources[i].bytes});
+      used += sources[i].bytes;
+    }
+    size_t mapped = 0;
+    Status st = MapChunkRuns(backend_, window, false, &mapped);
+    for (size_t k = 0; st.ok() && k < window.size(); ++k)
+      st = backend_->MemcpyDtoD(sources[i - window.size() + k].addr, window[k].addr, window[k].bytes,
+                                kDefaultStream);
+    // The copies may still run: synchronize before unmapping their sources.
+    Status sync = backend_->CtxSynchronize();
+    for (size_t k = 0; k < mapped; ++k) (void)backend_->ChunkUnmap(window[k].addr, window[k].bytes);
+    RETURN_IF_ERROR(st);
+    RETURN_IF_ERROR(sync);
+  }
+  return Status::Ok();
 }
 
 Result<int> DeviceMemory::PrepareWrite(uint64_t ptr, uint64_t bytes) {
@@ -270,6 +360,7 @@ Result<int> DeviceMemory::PrepareWrite(uint64_t ptr, uint64_t bytes) {
     (void)backend_->ChunkRelease(rec.handle);
     RETURN_IF_ERROR(backend_->ChunkMap(rec.addr, fresh, rec.bytes, true));
     rec.handle = fresh;
+    rec.id = next_id_++;  // a new physical chunk: ahead imports of the old one are stale
     rec.writable = true;
     rec.shared = false;
     if (!rec.owned) chunk_bytes_ += rec.bytes;
@@ -291,7 +382,7 @@ std::vector<uint64_t> DeviceMemory::SharedChunksIn(uint64_t ptr, uint64_t bytes)
 nlohmann::json DeviceMemory::ExportLayout() const {
   nlohmann::json j;
   j["chunks"] = nlohmann::json::array();
-  for (const auto& [addr, c] : chunks_) j["chunks"].push_back({addr, c.bytes, c.shared ? 1 : 0});
+  for (const auto& [addr, c] : chunks_) j["chunks"].push_back({addr, c.bytes, c.shared ? 1 : 0, c.id});
   j["allocs"] = nlohmann::json::array();
   for (const auto& [ptr, a] : allocs_) j["allocs"].push_back({ptr, a.bytes, a.reserved, a.slab});
   j["slabs"] = nlohmann::json::array();
@@ -307,40 +398,89 @@ nlohmann::json DeviceMemory::ExportLayout() const {
   return j;
 }
 
-Status DeviceMemory::ImportLayout(const nlohmann::json& j, const std::vector<int>& chunk_fds) {
+Status DeviceMemory::ImportLayout(const nlohmann::json& j, const std::vector<int>& chunk_fds,
+                                  std::map<uint64_t, MappedImport> mapped) {
+  // On any return: ahead imports not taken are unmapped, and every handle
+  // this call owns but has not placed is released.
+  std::vector<uint64_t> loose;
+  struct Cleanup {
+    GpuBackend* b;
+    std::map<uint64_t, MappedImport>* mapped;
+    std::vector<uint64_t>* loose;
+    ~Cleanup() {
+      if (!mapped->empty()) (void)b->CtxSynchronize();
+      for (auto& [addr, m] : *mapped) {
+        (void)b->ChunkUnmap(addr, m.bytes);
+        (void)b->ChunkRelease(m.handle);
+      }
+      for (uint64_t h : *loose) (void)b->ChunkRelease(h);
+    }
+  } cleanup{backend_, &mapped, &loose};
   if (!chunks_.empty() || !allocs_.empty()) return Internal("ImportLayout needs an empty allocator");
   try {
     const auto& chunks = j.at("chunks");
     if (chunks.size() != chunk_fds.size()) return InvalidArgument("chunk descriptors do not match the layout");
-    for (size_t i = 0; i < chunks.size(); ++i) {
-      uint64_t addr = chunks[i].at(0), bytes = chunks[i].at(1);
-      bool shared = chunks[i].at(2) != 0;
-      ASSIGN_OR_RETURN(uint64_t imported, backend_->ChunkImport(chunk_fds[i], bytes));
-      if (shared) {
-        Status st = backend_->ChunkMap(addr, imported, bytes, false);
-        if (!st.ok()) {
-          (void)backend_->ChunkRelease(imported);
-          return st;
-        }
-        chunks_[addr] = ChunkRecord{addr, bytes, imported, false, true, false};
+    struct Want {
+      uint64_t addr, bytes, id;
+      bool shared;
+      int fd;
+    };
+    std::vector<Want> want;
+    for (size_t i = 0; i < chunks.size(); ++i)
+      want.push_back({chunks[i].at(0), chunks[i].at(1), chunks[i].size() > 3 ? chunks[i].at(3).get<uint64_t>() : 0,
+                      chunks[i].at(2) != 0, chunk_fds[i]});
+    // Ahead imports the layout shares stay mapped; those it keeps private
+    // become copy sources; anything else is stale.
+    (void)backend_->CtxSynchronize();
+    std::map<uint64_t, uint64_t> source_of;  // private chunk address -> imported handle
+    for (const Want& w : want) {
+      auto it = mapped.find(w.addr);
+      if (it == mapped.end() || it->second.id != w.id || it->second.bytes != w.bytes || w.id == 0) continue;
+      if (w.shared) {
+        chunks_[w.addr] = ChunkRecord{w.addr, w.bytes, it->second.handle, false, true, false, next_id_++, {}};
+        mapped.erase(it);
+      } else {
+        Status un = backend_->ChunkUnmap(it->first, it->second.bytes);
+        if (!un.ok()) return un;  // still in `mapped`: the cleanup retries and releases it
+        source_of[w.addr] = it->second.handle;
+        mapped.erase(it);
+      }
+    }
+    for (auto& [addr, h] : source_of) loose.push_back(h);
+
+    std::vector<Placement> shared_run, private_run, sources;
+    for (const Want& w : want) {
+      if (w.shared && chunks_.count(w.addr)) continue;  // taken from the ahead imports
+      uint64_t src = 0;
+      if (auto s = source_of.find(w.addr); !w.shared && s != source_of.end()) {
+        src = s->second;
+      } else {
+        ASSIGN_OR_RETURN(src, backend_->ChunkImport(w.fd, w.bytes));
+        loose.push_back(src);
+      }
+      if (w.shared) {
+        shared_run.push_back({w.addr, src, w.bytes});
         continue;
       }
-      auto fresh = backend_->ChunkCreate(bytes);
-      if (!fresh.ok()) {
-        (void)backend_->ChunkRelease(imported);
-        return fresh.status();
-      }
-      Status st = backend_->ChunkMap(addr, *fresh, bytes, true);
-      if (st.ok()) st = CopyFromHandle(addr, imported, bytes);
-      (void)backend_->ChunkRelease(imported);
-      if (!st.ok()) {
-        (void)backend_->ChunkUnmap(addr, bytes);
-        (void)backend_->ChunkRelease(*fresh);
-        return st;
-      }
-      chunks_[addr] = ChunkRecord{addr, bytes, *fresh, true, false, true};
-      chunk_bytes_ += bytes;
+      ASSIGN_OR_RETURN(uint64_t fresh, backend_->ChunkCreate(w.bytes));
+      loose.push_back(fresh);
+      private_run.push_back({w.addr, fresh, w.bytes});
+      sources.push_back({w.addr, src, w.bytes});
     }
+    auto place = [&](const std::vector<Placement>& run, bool shared) -> Status {
+      size_t mapped = 0;
+      Status st = MapChunkRuns(backend_, run, !shared, &mapped);
+      for (size_t k = 0; k < mapped; ++k) {  // recorded even on failure: the destructor lets go
+        const Placement& p = run[k];
+        chunks_[p.addr] = ChunkRecord{p.addr, p.bytes, p.handle, !shared, shared, !shared, next_id_++, {}};
+        if (!shared) chunk_bytes_ += p.bytes;
+        loose.erase(std::find(loose.begin(), loose.end(), p.handle));
+      }
+      return st;
+    };
+    RETURN_IF_ERROR(place(shared_run, true));
+    RETURN_IF_ERROR(place(private_run, false));
+    RETURN_IF_ERROR(CopyFromHandles(sources));
     for (const auto& a : j.at("allocs")) allocs_[a.at(0)] = Allocation{a.at(1), a.at(2), a.at(3)};
     for (const auto& s : j.at("slabs")) {
       Slab& slab = slabs_[s.at(0)];

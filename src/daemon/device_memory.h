@@ -17,6 +17,7 @@
 
 #include "backend/gpu_backend.h"
 #include "base/status.h"
+#include "daemon/upload_trace.h"
 
 namespace smolvm {
 
@@ -31,6 +32,25 @@ struct ChunkRecord {
   bool writable = true;  // false once shared with clones (read-only for everyone)
   bool shared = false;   // imported from, or exported to, other sessions
   bool owned = true;     // false when imported from a golden (not counted as ours)
+  uint64_t id = 0;       // never reused within one DeviceMemory (manifests name chunks by it)
+  UploadTrace uploads;   // for --share auto
+};
+
+// A chunk to map at an address.
+struct ChunkPlacement {
+  uint64_t addr = 0, handle = 0, bytes = 0;
+};
+// Maps `run` (address-ordered) with one ChunkMapRun per stretch of
+// back-to-back addresses. `*mapped` says how many, from the front, are
+// mapped when it returns (all of them on success).
+Status MapChunkRuns(GpuBackend* backend, const std::vector<ChunkPlacement>& run, bool writable, size_t* mapped);
+
+// A golden's chunk that a pooled worker imported and mapped read-only at its
+// address ahead of a fork (ChunkPreload), handed to ImportLayout.
+struct MappedImport {
+  uint64_t handle = 0;
+  uint64_t bytes = 0;
+  uint64_t id = 0;  // the golden's chunk id
 };
 
 // At the top of the arena: a window never handed to allocations, for the
@@ -60,8 +80,17 @@ class DeviceMemory {
   // True when every allocated byte of the chunk at `addr` is frozen, so the
   // chunk can be shared with clones without hiding anyone's writes.
   bool ChunkIsFrozen(uint64_t addr) const;
-  // Marks the chunk shared and maps it read-only (for everyone, the owner too).
-  Status ShareChunk(uint64_t addr);
+  // Marks the chunks shared and maps them read-only (for everyone, the owner
+  // too), with one access call per run of back-to-back chunks.
+  Status ShareChunks(const std::vector<uint64_t>& addrs);
+  // The chunks `--share auto` shares: written only by host-to-device copies
+  // that cover every allocated byte, and still holding exactly that (read
+  // back and hashed now; the caller has synchronized). See UploadTrace.
+  Result<std::vector<uint64_t>> AutoShareChunks();
+  // Bookkeeping for AutoShareChunks, called by the worker before issuing
+  // the write: an upload of `data` into [ptr, ptr+bytes), or any other write.
+  void NoteUpload(uint64_t ptr, const void* data, uint64_t bytes);
+  void NoteOtherWrite(uint64_t ptr, uint64_t bytes);
   // Before a copy or memset writes [ptr, ptr+bytes): every read-only shared
   // chunk it touches is replaced by a private copy at the same address.
   // Returns how many chunks were copied.
@@ -75,7 +104,15 @@ class DeviceMemory {
   // Rebuilds this (empty) allocator from a golden's layout. `chunk_fds[i]` is
   // the golden's i-th chunk: shared chunks are imported and mapped read-only;
   // the others get a new private chunk holding a copy of the golden's bytes.
-  Status ImportLayout(const nlohmann::json& layout, const std::vector<int>& chunk_fds);
+  // `mapped` (by address) are the golden's chunks already imported and
+  // mapped read-only ahead: a shared chunk found there (same id and size) is
+  // taken as it is; one the layout keeps private serves as the copy's
+  // source; the rest are unmapped and released. Ownership of all of them
+  // passes to this call. Runs of back-to-back chunks are mapped with one
+  // access call, and private copies are synchronized once.
+  // On failure the allocator holds what it mapped so far: destroy it.
+  Status ImportLayout(const nlohmann::json& layout, const std::vector<int>& chunk_fds,
+                      std::map<uint64_t, MappedImport> mapped = {});
 
   const std::map<uint64_t, ChunkRecord>& chunks() const { return chunks_; }
   uint64_t chunk_bytes() const { return chunk_bytes_; }
@@ -98,9 +135,12 @@ class DeviceMemory {
   Status MapRange(uint64_t addr, uint64_t bytes);
   Status UnmapRange(uint64_t addr, uint64_t bytes);
   Result<uint64_t> AllocSmall(uint64_t bytes);
-  // Copies `bytes` from the chunk `src_handle` into the device range at `dst`
-  // through a temporary mapping in the scratch window. Synchronizes.
-  Status CopyFromHandle(uint64_t dst, uint64_t src_handle, uint64_t bytes);
+  using Placement = ChunkPlacement;
+  // Copies each source handle's bytes to its address through mappings in
+  // the scratch window, synchronizing once per window-full, then unmaps them.
+  Status CopyFromHandles(const std::vector<Placement>& sources);
+  // The allocated (offset, bytes) ranges of the chunk at `addr`.
+  std::vector<std::pair<uint64_t, uint64_t>> LiveRanges(const ChunkRecord& c) const;
 
   GpuBackend* backend_;
   uint64_t granularity_;
@@ -112,6 +152,8 @@ class DeviceMemory {
   std::map<uint64_t, Slab> slabs_;
   std::map<uint64_t, uint64_t> frozen_;  // start -> end, merged
   uint64_t scratch_base_ = 0;
+  uint64_t scratch_bytes_ = 0;
+  uint64_t next_id_ = 1;
 };
 
 }  // namespace smolvm

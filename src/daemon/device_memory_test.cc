@@ -3,10 +3,15 @@
 #include <cuda.h>
 #include <gtest/gtest.h>
 
+#include <dirent.h>
+#include <unistd.h>
+
 #include <random>
 #include <set>
+#include <string>
 
 #include "backend/fake_backend.h"
+#include "daemon/chunk_preload.h"
 
 namespace smolvm {
 namespace {
@@ -90,6 +95,152 @@ TEST_F(DeviceMemoryTest, LimitAndDeviceExhaustionAreOutOfMemoryAndLeaveNothingBe
   EXPECT_EQ(mem2.chunk_bytes(), 0u);
   auto again = mem2.Alloc(100 * kMiB);
   EXPECT_TRUE(again.ok());
+}
+
+
+TEST_F(DeviceMemoryTest, SharingARunOfChunksTakesOneAccessCall) {
+  DeviceMemory mem(&fake, kBase, 4096 * kMiB);
+  auto a = mem.Alloc(150 * kMiB);  // 64 + 64 + 22 MiB, back to back
+  ASSERT_TRUE(a.ok());
+  std::vector<uint64_t> addrs;
+  for (const auto& [addr, c] : mem.chunks()) addrs.push_back(addr);
+  ASSERT_EQ(addrs.size(), 3u);
+  int before = fake.CallCount("cuMemSetAccess");
+  ASSERT_TRUE(mem.ShareChunks(addrs).ok());
+  EXPECT_EQ(fake.CallCount("cuMemSetAccess") - before, 1);
+  for (const auto& [addr, c] : mem.chunks()) EXPECT_TRUE(c.shared && !c.writable);
+  // Read-only now: a copy into it is copy-on-write, a kernel write faults.
+  EXPECT_EQ(fake.KernelAccess(*a + 100 * kMiB, 4, true).code(), CUDA_ERROR_ILLEGAL_ADDRESS);
+}
+
+TEST(UploadTraceTest, CoversAndMatchesOnlyWhatUploadsWrote) {
+  std::string data(1 << 20, 'x');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7);
+  UploadTrace t;
+  t.NoteUpload(0, data.data(), 4096);
+  t.NoteUpload(4096, data.data() + 4096, 4096);
+  EXPECT_TRUE(t.Covers({{0, 8192}}));
+  EXPECT_TRUE(t.Covers({{100, 5000}}));
+  EXPECT_FALSE(t.Covers({{0, 8193}}));
+  EXPECT_FALSE(t.Covers({}));
+  auto device = [&](uint64_t off, uint64_t n, std::string* out) {
+    *out = data.substr(off, n);
+    return Status::Ok();
+  };
+  EXPECT_TRUE(t.Matches(device).value());
+  data[5000] ^= 1;  // "a kernel wrote it"
+  EXPECT_FALSE(t.Matches(device).value());
+  data[5000] ^= 1;
+  // Uploading over uploaded bytes (an input buffer) spoils the trace.
+  t.NoteUpload(0, data.data(), 4096);
+  EXPECT_FALSE(t.clean());
+  EXPECT_FALSE(t.Covers({{0, 8192}}));
+  UploadTrace m;
+  m.NoteUpload(0, data.data(), 4096);
+  m.NoteOtherWrite();
+  EXPECT_FALSE(m.Covers({{0, 4096}}));
+  // A fresh allocation over an old upload drops it.
+  UploadTrace f;
+  f.NoteUpload(0, data.data(), 4096);
+  f.NoteFresh(0, 4096);
+  EXPECT_TRUE(f.clean());
+  EXPECT_FALSE(f.Covers({{0, 4096}}));
+}
+
+TEST_F(DeviceMemoryTest, AutoShareChunksPicksChunksStillHoldingTheirUploads) {
+  DeviceMemory mem(&fake, kBase, 4096 * kMiB);
+  auto weights = mem.Alloc(64 * kMiB);    // uploaded, untouched: shared
+  auto scratch = mem.Alloc(64 * kMiB);    // uploaded, then written by a "kernel": not shared
+  auto partial = mem.Alloc(64 * kMiB);    // half uploaded: not shared
+  auto zeroed = mem.Alloc(4 * kMiB);      // memset: not shared
+  auto small = mem.Alloc(1000);           // a slab chunk, fully uploaded: shared
+  ASSERT_TRUE(weights.ok() && scratch.ok() && partial.ok() && zeroed.ok() && small.ok());
+  std::string bytes(64 * kMiB, '\0');
+  std::mt19937 rng(5);
+  for (size_t i = 0; i < bytes.size(); i += 8) bytes[i] = static_cast<char>(rng());
+  auto upload = [&](uint64_t dst, uint64_t n) {
+    ASSERT_TRUE(fake.MemcpyHtoD(dst, bytes.data(), n, 0).ok());
+    mem.NoteUpload(dst, bytes.data(), n);
+  };
+  upload(*weights, 64 * kMiB);
+  upload(*scratch, 64 * kMiB);
+  upload(*partial, 32 * kMiB);
+  upload(*small, 1000);
+  ASSERT_TRUE(fake.Memset(*zeroed, 0, 1, 4 * kMiB, 0).ok());
+  mem.NoteOtherWrite(*zeroed, 4 * kMiB);
+  uint32_t one = 1;
+  ASSERT_TRUE(fake.MemcpyHtoD(*scratch + 12, &one, 4, 0).ok());  // unseen by the trace, like a kernel
+  auto picked = mem.AutoShareChunks();
+  ASSERT_TRUE(picked.ok()) << picked.status().ToString();
+  std::set<uint64_t> got(picked->begin(), picked->end());
+  EXPECT_EQ(got, (std::set<uint64_t>{*weights, *small - *small % (2 * kMiB)}));
+}
+
+// Descriptors of fake chunks this process holds (memfds), to see leaks.
+int ChunkFds() {
+  int n = 0;
+  DIR* d = ::opendir("/proc/self/fd");
+  while (struct dirent* e = ::readdir(d)) {
+    char target[256] = {};
+    std::string link = std::string("/proc/self/fd/") + e->d_name;
+    if (::readlink(link.c_str(), target, sizeof target - 1) > 0 && std::string(target).find("smolvm-fake-chunk") != std::string::npos)
+      ++n;
+  }
+  ::closedir(d);
+  return n;
+}
+
+TEST_F(DeviceMemoryTest, PreloadMapsRunsReadOnlyKeepsMatchesAndLetsGo) {
+  const int fds0 = ChunkFds();
+  std::vector<uint64_t> handles;
+  std::vector<UniqueFd> exported;
+  std::vector<int> fds;
+  for (int i = 0; i < 4; ++i) {
+    auto h = fake.ChunkCreate(2 * kMiB);
+    ASSERT_TRUE(h.ok());
+    handles.push_back(*h);
+    auto fd = fake.ChunkExport(*h);
+    ASSERT_TRUE(fd.ok());
+    fds.push_back(fd->get());
+    exported.push_back(std::move(fd).value());
+  }
+  // Three back to back and one apart: two access calls.
+  std::vector<PreloadChunk> want = {{kBase, 2 * kMiB, 11}, {kBase + 2 * kMiB, 2 * kMiB, 12},
+                                    {kBase + 4 * kMiB, 2 * kMiB, 13}, {kBase + 64 * kMiB, 2 * kMiB, 14}};
+  ChunkPreload pre(&fake);
+  int access = fake.CallCount("cuMemSetAccess"), imports = fake.CallCount("ChunkImport");
+  ASSERT_TRUE(pre.Update(7, want, fds).ok());
+  EXPECT_EQ(fake.CallCount("cuMemSetAccess") - access, 2);
+  EXPECT_EQ(pre.size(), 4u);
+  uint32_t v = 0;
+  EXPECT_TRUE(fake.MemcpyDtoH(&v, kBase + 4 * kMiB, 4, 0).ok());
+  // The same golden with one chunk gone and one new: only the new one is imported.
+  imports = fake.CallCount("ChunkImport");
+  std::vector<PreloadChunk> next = {want[0], want[1], {kBase + 4 * kMiB, 2 * kMiB, 99}};
+  ASSERT_TRUE(pre.Update(7, next, {fds[0], fds[1], fds[2]}).ok());
+  EXPECT_EQ(fake.CallCount("ChunkImport") - imports, 1);
+  EXPECT_EQ(pre.size(), 3u);
+  EXPECT_EQ(fake.MemcpyDtoH(&v, kBase + 64 * kMiB, 4, 0).code(), CUDA_ERROR_INVALID_VALUE) << "unmapped";
+  // Taken by a clone's rebuild, nothing stays with the preload.
+  auto taken = pre.Take();
+  EXPECT_EQ(taken.size(), 3u);
+  EXPECT_EQ(pre.size(), 0u);
+  for (auto& [addr, m] : taken) {
+    ASSERT_TRUE(fake.ChunkUnmap(addr, m.bytes).ok());
+    ASSERT_TRUE(fake.ChunkRelease(m.handle).ok());
+  }
+  // Drop lets everything go: after the exporter lets go too, no descriptor is left.
+  ASSERT_TRUE(pre.Update(8, {want[3]}, {fds[3]}).ok());
+  pre.Drop();
+  EXPECT_EQ(fake.MemcpyDtoH(&v, kBase + 64 * kMiB, 4, 0).code(), CUDA_ERROR_INVALID_VALUE);
+  exported.clear();
+  for (uint64_t h : handles) ASSERT_TRUE(fake.ChunkRelease(h).ok());
+  EXPECT_EQ(ChunkFds(), fds0);
+  // A write through a preloaded (read-only) mapping faults.
+  auto h = fake.ChunkCreate(2 * kMiB);
+  auto fd = fake.ChunkExport(*h);
+  ASSERT_TRUE(pre.Update(9, {{kBase, 2 * kMiB, 1}}, {fd->get()}).ok());
+  EXPECT_EQ(fake.KernelAccess(kBase, 4, true).code(), CUDA_ERROR_ILLEGAL_ADDRESS);
 }
 
 }  // namespace

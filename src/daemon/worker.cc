@@ -9,12 +9,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <set>
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "backend/backend_factory.h"
 #include "daemon/control.h"
+#include "daemon/machine_budget.h"
 #include "daemon/module_cache.h"
 #include "proto/frame.h"
 #include "transport/unix_channel.h"
@@ -41,6 +43,37 @@ bool IsStickyCudaError(int32_t code) {
   }
 }
 
+// False for the ops that cannot change device memory or the session's
+// chunks (queries, reads, synchronization): the others start a new epoch.
+bool MayWriteDeviceMemory(uint16_t op) {
+  using proto::Op;
+  switch (static_cast<Op>(op)) {
+    case Op::kPing:
+    case Op::kDeviceGetCount:
+    case Op::kDeviceGetInfo:
+    case Op::kMemGetInfo:
+    case Op::kCtxSynchronize:
+    case Op::kCtxGetLimit:
+    case Op::kStreamPriorityRange:
+    case Op::kMemcpyDtoH:
+    case Op::kMemcpyDtoHHost:
+    case Op::kStreamSynchronize:
+    case Op::kStreamQuery:
+    case Op::kEventSynchronize:
+    case Op::kEventQuery:
+    case Op::kEventElapsedTime:
+    case Op::kOccupancyMaxBlocks:
+    case Op::kBlasGetVersion:
+    case Op::kLtHeuristic:
+    case Op::kNvmlDevice:
+    case Op::kNvmlMemory:
+    case Op::kNvmlUtilization:
+      return false;
+    default:
+      return true;
+  }
+}
+
 // Largest DtoH answered inline; bigger copies go through pinned staging.
 constexpr uint64_t kMaxInlineDtoH = 64ull << 20;
 
@@ -61,6 +94,7 @@ void Worker::ReleaseAll() {
   blas_handles_.clear();
   lt_handles_.clear();
   blas_.reset();
+  preload_.reset();
   memory_.reset();
   for (auto& [addr, seg] : host_) {
     (void)backend_->HostUnregister(reinterpret_cast<void*>(addr));
@@ -87,6 +121,7 @@ Status Worker::Start() {
   RETURN_IF_ERROR(backend_->ReserveArena(options_.arena_base, options_.arena_bytes));
   memory_ = std::make_unique<DeviceMemory>(backend_.get(), options_.arena_base, options_.arena_bytes,
                                            options_.memory_limit_bytes);
+  preload_ = std::make_unique<ChunkPreload>(backend_.get());
   return Status::Ok();
 }
 
@@ -152,9 +187,11 @@ Status Worker::ServeFrame(Channel& guest, const proto::FrameHeader& h, std::stri
       std::string note;
       proto::AppendRequest(&note, proto::WorkerStateRequest{session_id_, "forkpoint"}, 0);
       (void)control_->Write(note);
+      if (ahead_epoch_ != epoch_) SendAhead();
     }
     return AnswerForkpoint(guest);
   }
+  if (MayWriteDeviceMemory(h.op)) ++epoch_;
   std::string out;
   proto::CallContext ctx;
   ctx.header = &h;
@@ -192,6 +229,7 @@ Status Worker::AnswerForkpoint(Channel& guest) {
                      proto::ForkpointWaitReply{go.clone_index, go.token});
   deferred_ = 0;
   RETURN_IF_ERROR(guest.Write(reply));
+  if (go.clone_index < 0) ahead_epoch_ = 0;  // the daemon lets go of the ahead export on release
   if (go.clone_index < 0 && control_) {
     std::string note;
     proto::AppendRequest(&note, proto::WorkerStateRequest{session_id_, "running"}, 0);
@@ -378,6 +416,7 @@ Status Worker::Handle(const proto::MemcpyHtoDRequest& q, proto::MemcpyHtoDReply*
   // The bytes live in the frame buffer, which the next read reuses: copy
   // synchronously with respect to it, as pageable copies are.
   RETURN_IF_ERROR(backend_->MemcpyHtoD(q.dst, q.data.data(), q.data.size(), s));
+  memory_->NoteUpload(q.dst, q.data.data(), q.data.size());
   if (q.data.size() > 0) return backend_->StreamSynchronize(s);
   return Status::Ok();
 }
@@ -386,7 +425,11 @@ Status Worker::Handle(const proto::MemcpyHtoDHostRequest& q, proto::MemcpyHtoDHo
   RETURN_IF_ERROR(CheckHost(q.src, q.bytes));
   ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
   RETURN_IF_ERROR(memory_->PrepareWrite(q.dst, q.bytes).status());
-  return backend_->MemcpyHtoD(q.dst, reinterpret_cast<const void*>(q.src), q.bytes, s);
+  RETURN_IF_ERROR(backend_->MemcpyHtoD(q.dst, reinterpret_cast<const void*>(q.src), q.bytes, s));
+  // The segment is mapped here at the guest's address; the guest may not
+  // change it before the copy completes, so this is what the copy writes.
+  memory_->NoteUpload(q.dst, reinterpret_cast<const void*>(q.src), q.bytes);
+  return Status::Ok();
 }
 
 Status Worker::Handle(const proto::MemcpyDtoHRequest& q, proto::MemcpyDtoHReply* r, Ctx*) {
@@ -408,12 +451,14 @@ Status Worker::Handle(const proto::MemcpyDtoHHostRequest& q, proto::MemcpyDtoHHo
 Status Worker::Handle(const proto::MemcpyDtoDRequest& q, proto::MemcpyDtoDReply*, Ctx*) {
   ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
   RETURN_IF_ERROR(memory_->PrepareWrite(q.dst, q.bytes).status());
+  memory_->NoteOtherWrite(q.dst, q.bytes);
   return backend_->MemcpyDtoD(q.dst, q.src, q.bytes, s);
 }
 
 Status Worker::Handle(const proto::MemsetRequest& q, proto::MemsetReply*, Ctx*) {
   ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
   RETURN_IF_ERROR(memory_->PrepareWrite(q.dst, q.count * q.elem_bytes).status());
+  memory_->NoteOtherWrite(q.dst, q.count * q.elem_bytes);
   return backend_->Memset(q.dst, q.value, q.elem_bytes, q.count, s);
 }
 
@@ -619,6 +664,61 @@ Status Worker::OnControl(Channel& guest) {
   return Malformed("unexpected control op " + std::to_string(h.op));
 }
 
+Result<std::vector<uint64_t>> Worker::ShareCandidates(const std::string& share) {
+  std::vector<uint64_t> out;
+  if (share == "on") {
+    for (const auto& [addr, c] : memory_->chunks())
+      if (memory_->ChunkIsFrozen(addr)) out.push_back(addr);
+    return out;
+  }
+  // auto: verified against the device once per epoch (the golden is
+  // synchronized and blocked at its forkpoint, so its memory holds still).
+  if (auto_epoch_ != epoch_) {
+    RETURN_IF_ERROR(backend_->CtxSynchronize());
+    ASSIGN_OR_RETURN(auto_chunks_, memory_->AutoShareChunks());
+    auto_epoch_ = epoch_;
+  }
+  return auto_chunks_;
+}
+
+void Worker::SendAhead() {
+  auto t0 = std::chrono::steady_clock::now();
+  // What a fork will likely share: the frozen chunks, or when nothing is
+  // marked frozen, what --share auto would pick.
+  auto frozen = ShareCandidates("on");
+  std::vector<uint64_t> candidates = frozen.ok() ? *frozen : std::vector<uint64_t>{};
+  if (candidates.empty()) {
+    auto guessed = ShareCandidates("auto");
+    if (guessed.ok()) {
+      candidates = *guessed;
+    } else {
+      std::fprintf(stderr, "smolvm worker %d: --share auto check failed: %s\n", ::getpid(),
+                   guessed.status().ToString().c_str());
+    }
+  }
+  std::set<uint64_t> pick(candidates.begin(), candidates.end());
+  std::vector<UniqueFd> owned;
+  std::vector<int> fds;
+  nlohmann::json chunks = nlohmann::json::array();
+  for (const auto& [addr, c] : memory_->chunks()) {
+    auto fd = backend_->ChunkExport(c.handle);
+    if (!fd.ok()) {
+      std::fprintf(stderr, "smolvm worker %d: ahead export failed: %s\n", ::getpid(), fd.status().ToString().c_str());
+      return;  // forks export at fork time instead
+    }
+    fds.push_back(fd->get());
+    owned.push_back(std::move(fd).value());
+    chunks.push_back({addr, c.bytes, c.id, pick.count(addr) ? 1 : 0});
+  }
+  std::string out;
+  proto::AppendRequest(&out, proto::ForkAheadRequest{session_id_, epoch_, chunks.dump(), static_cast<uint32_t>(fds.size())}, 0);
+  if (!control_->Write(out).ok() || !SendChunkFds(*control_, fds).ok()) return;
+  ahead_epoch_ = epoch_;
+  std::fprintf(stderr, "smolvm worker %d: fork ahead: %zu chunks exported, %zu to preload, %.1f ms\n", ::getpid(),
+               fds.size(), pick.size(),
+               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+}
+
 Status Worker::PrepareFork(const proto::ForkPrepareRequest& req) {
   proto::ForkManifestRequest m;
   auto fail = [&](const Status& why) {
@@ -631,40 +731,46 @@ Status Worker::PrepareFork(const proto::ForkPrepareRequest& req) {
   if (!forkpoint_waiting_) return fail(Status(Code::kInvalidArgument, "the session is not at its forkpoint"));
   if (req.share != "on" && req.share != "off" && req.share != "auto")
     return fail(InvalidArgument("share must be on, off or auto"));
-  if (req.share == "auto")
-    return fail(NotSupported("--share auto is not implemented yet; use --share on (smolvmMarkFrozen) or off"));
   auto t0 = std::chrono::steady_clock::now();
   auto ms_since = [](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
   };
   Status st = backend_->CtxSynchronize();
   if (!st.ok()) return fail(st);
-  bool share = req.share == "on";
+  bool share = req.share != "off";
   if (share) {
-    bool any = false;
-    for (const auto& [addr, c] : memory_->chunks()) any = any || memory_->ChunkIsFrozen(addr);
-    if (!any) return fail(InvalidArgument("no memory marked frozen; use --share auto"));
-    for (const auto& [addr, c] : memory_->chunks()) {
-      if (!memory_->ChunkIsFrozen(addr)) continue;
-      st = memory_->ShareChunk(addr);
-      if (!st.ok()) return fail(st);
-    }
+    auto picked = ShareCandidates(req.share);
+    if (!picked.ok()) return fail(picked.status());
+    if (picked->empty() && req.share == "on") return fail(InvalidArgument("no memory marked frozen; use --share auto"));
+    if (picked->empty())
+      return fail(InvalidArgument(
+          "--share auto found no chunk that still holds what host-to-device copies wrote (weights computed on the "
+          "device are not found); mark them with smolvmMarkFrozen and use --share on, or use --share off"));
+    // Shared memory is read-only for everyone from now on, the golden too.
+    st = memory_->ShareChunks(*picked);
+    if (!st.ok()) return fail(st);
   }
   double share_ms = ms_since(t0);
   auto t1 = std::chrono::steady_clock::now();
   std::vector<UniqueFd> owned;
   std::vector<int> fds;
+  const bool reuse_ahead = ahead_epoch_ == epoch_;
   for (const auto& [addr, c] : memory_->chunks()) {
-    auto fd = backend_->ChunkExport(c.handle);
-    if (!fd.ok()) return fail(fd.status());
-    fds.push_back(fd->get());
-    owned.push_back(std::move(fd).value());
+    if (!reuse_ahead) {
+      auto fd = backend_->ChunkExport(c.handle);
+      if (!fd.ok()) return fail(fd.status());
+      fds.push_back(fd->get());
+      owned.push_back(std::move(fd).value());
+    }
     if (share && c.shared) {
       m.shared_bytes += c.bytes;
     } else {
       m.private_bytes += c.bytes;
     }
   }
+  // The chunks are the ones the ForkAhead of this epoch exported, in the
+  // same order: the daemon still holds their descriptors.
+  if (reuse_ahead) m.ahead_generation = ahead_epoch_;
   nlohmann::json j;
   j["layout"] = memory_->ExportLayout();
   if (!share) {
@@ -688,11 +794,12 @@ Status Worker::PrepareFork(const proto::ForkPrepareRequest& req) {
   j["lt"] = nlohmann::json::array();
   for (const auto& [id, h] : lt_handles_) j["lt"].push_back(id);
   uint64_t total = 0;
-  (void)backend_->MemGetInfo(&m.free_bytes, &total);
+  (void)backend_->DeviceMemGetInfo(&m.free_bytes, &total);
   m.manifest = j.dump();
   m.num_chunks = static_cast<uint32_t>(fds.size());
-  std::fprintf(stderr, "smolvm worker %d: fork prepare: sync+share %.1f ms, export %zu chunks %.1f ms\n", ::getpid(),
-               share_ms, fds.size(), ms_since(t1));
+  std::fprintf(stderr, "smolvm worker %d: fork prepare: sync+share %.1f ms, %s %.1f ms\n", ::getpid(), share_ms,
+               reuse_ahead ? "descriptors exported ahead" : ("export " + std::to_string(fds.size()) + " chunks").c_str(),
+               ms_since(t1));
   std::string out;
   proto::AppendRequest(&out, m, 0);
   RETURN_IF_ERROR(control_->Write(out));
@@ -709,8 +816,20 @@ Result<proto::CloneBuiltRequest> Worker::BuildClone(const proto::CloneBuildReque
   std::vector<int> fds;
   for (const auto& fd : chunk_fds) fds.push_back(fd.get());
   double layout_ms = 0;
+  uint32_t preloaded = 0;
   try {
-    RETURN_IF_ERROR(memory_->ImportLayout(j.at("layout"), fds));
+    // The golden's chunks this worker imported ahead, if they are that golden's.
+    std::map<uint64_t, MappedImport> ahead;
+    if (preload_->golden() == req.golden && req.golden != 0) {
+      ahead = preload_->Take();
+      for (const auto& c : j.at("layout").at("chunks")) {
+        auto it = ahead.find(c.at(0).get<uint64_t>());
+        preloaded += it != ahead.end() && c.at(2) != 0 && c.size() > 3 && it->second.id == c.at(3).get<uint64_t>();
+      }
+    } else {
+      preload_->Drop();
+    }
+    RETURN_IF_ERROR(memory_->ImportLayout(j.at("layout"), fds, std::move(ahead)));
     layout_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     ModuleCache cache(options_.module_cache_dir);
     for (const auto& m : j.at("modules")) {
@@ -785,9 +904,36 @@ Result<proto::CloneBuiltRequest> Worker::BuildClone(const proto::CloneBuildReque
     }
   }
   built.ms = std::chrono::duration<float, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  std::fprintf(stderr, "smolvm worker %d: clone build: memory %.1f ms, total %.1f ms\n", ::getpid(), layout_ms,
-               static_cast<double>(built.ms));
+  built.preloaded = preloaded;
+  std::fprintf(stderr, "smolvm worker %d: clone build: memory %.1f ms (%u shared chunks preloaded), total %.1f ms\n",
+               ::getpid(), layout_ms, preloaded, static_cast<double>(built.ms));
   return built;
+}
+
+proto::PreloadDoneRequest Worker::Preload(const proto::ForkPreloadRequest& req, const std::vector<UniqueFd>& chunk_fds) {
+  auto t0 = std::chrono::steady_clock::now();
+  proto::PreloadDoneRequest done;
+  done.golden = req.golden;
+  done.generation = req.generation;
+  std::vector<PreloadChunk> want;
+  nlohmann::json j = nlohmann::json::parse(req.chunks, nullptr, false);
+  Status st;
+  try {
+    if (j.is_discarded() || !j.is_array()) throw std::invalid_argument("not a JSON array");
+    for (const auto& c : j) want.push_back({c.at(0), c.at(1), c.at(2)});
+  } catch (const std::exception& e) {
+    st = Malformed(std::string("preload chunk list: ") + e.what());
+  }
+  std::vector<int> fds;
+  for (const auto& fd : chunk_fds) fds.push_back(fd.get());
+  if (st.ok()) st = preload_->Update(req.golden, want, fds);
+  if (!st.ok()) {
+    done.result = st.code() ? st.code() : static_cast<int32_t>(Code::kInternal);
+    done.message = st.message();
+  }
+  done.chunks = static_cast<uint32_t>(preload_->size());
+  done.ms = std::chrono::duration<float, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return done;
 }
 
 // --- the worker process ------------------------------------------------------------
@@ -802,7 +948,10 @@ int WorkerMain(int control_fd, const WorkerOptions& options) {
     std::fprintf(stderr, "smolvm worker: %s\n", backend.status().ToString().c_str());
     return 1;
   }
-  Worker worker(std::move(backend).value(), options);
+  // Pass-through until the daemon hands over a machine's budget.
+  auto budgeted = std::make_unique<BudgetedBackend>(std::move(backend).value());
+  BudgetedBackend* budget_slot = budgeted.get();
+  Worker worker(std::move(budgeted), options);
   Status st = worker.Start();
   if (!st.ok()) {
     std::fprintf(stderr, "smolvm worker %d: start failed: %s\n", ::getpid(), st.ToString().c_str());
@@ -817,29 +966,54 @@ int WorkerMain(int control_fd, const WorkerOptions& options) {
   proto::FrameHeader h;
   std::string payload;
   std::vector<UniqueFd> fds;
-  st = control.ReadFrame(&h, &payload, &fds);
-  if (!st.ok()) return 0;  // the daemon let us go unused
-  if (h.op == static_cast<uint16_t>(proto::Op::kCloneBuild)) {
-    // A fork: become a copy of the golden, then wait for the clone's guest.
-    proto::CloneBuildRequest build;
-    proto::Decoder bdec(payload);
-    if (!proto::Decode(bdec, &build)) return 4;
-    auto chunk_fds = ReceiveChunkFds(control, build.num_chunks);
-    Result<proto::CloneBuiltRequest> built =
-        chunk_fds.ok() ? worker.BuildClone(build, *chunk_fds) : Result<proto::CloneBuiltRequest>(chunk_fds.status());
-    proto::CloneBuiltRequest reply;
-    if (built.ok()) {
-      reply = *built;
-    } else {
-      reply.result = built.status().code() ? built.status().code() : static_cast<int32_t>(Code::kInternal);
-      reply.message = built.status().message();
+  // Pooled: preload orders until a clone build or an adoption.
+  bool built_clone = false;
+  while (true) {
+    st = ReadControlTakingBudget(control, budget_slot, &h, &payload, &fds);
+    if (!st.ok()) return 0;  // the daemon let us go unused
+    proto::Decoder cdec(payload);
+    if (h.op == static_cast<uint16_t>(proto::Op::kForkPreload) && !built_clone) {
+      proto::ForkPreloadRequest pre;
+      if (!proto::Decode(cdec, &pre)) return 4;
+      auto chunk_fds = ReceiveChunkFds(control, pre.num_chunks);
+      if (!chunk_fds.ok()) return 4;
+      proto::PreloadDoneRequest done = worker.Preload(pre, *chunk_fds);
+      if (done.result != 0)
+        std::fprintf(stderr, "smolvm worker %d: preload for session %llu failed: %s\n", ::getpid(),
+                     static_cast<unsigned long long>(pre.golden), done.message.c_str());
+      out.clear();
+      proto::AppendRequest(&out, done, 0);
+      if (!control.Write(out).ok()) return 3;
+      continue;
     }
-    out.clear();
-    proto::AppendRequest(&out, reply, 0);
-    if (!control.Write(out).ok() || !built.ok()) return 5;
-    st = control.ReadFrame(&h, &payload, &fds);
-    if (!st.ok()) return 0;
+    if (h.op == static_cast<uint16_t>(proto::Op::kPreloadDrop) && !built_clone) {
+      worker.DropPreload();
+      continue;
+    }
+    if (h.op == static_cast<uint16_t>(proto::Op::kCloneBuild) && !built_clone) {
+      // A fork: become a copy of the golden, then wait for the clone's guest.
+      proto::CloneBuildRequest build;
+      if (!proto::Decode(cdec, &build)) return 4;
+      auto chunk_fds = ReceiveChunkFds(control, build.num_chunks);
+      Result<proto::CloneBuiltRequest> built =
+          chunk_fds.ok() ? worker.BuildClone(build, *chunk_fds) : Result<proto::CloneBuiltRequest>(chunk_fds.status());
+      proto::CloneBuiltRequest reply;
+      if (built.ok()) {
+        reply = *built;
+      } else {
+        reply.result = built.status().code() ? built.status().code() : static_cast<int32_t>(Code::kInternal);
+        reply.message = built.status().message();
+      }
+      out.clear();
+      proto::AppendRequest(&out, reply, 0);
+      if (!control.Write(out).ok() || !built.ok()) return 5;
+      built_clone = true;
+      continue;
+    }
+    break;
   }
+  // Serving an unrelated session: hold no other session's chunks.
+  if (!built_clone) worker.DropPreload();
   proto::WorkerAdoptRequest adopt;
   proto::Decoder dec(payload);
   if (h.op != static_cast<uint16_t>(proto::Op::kWorkerAdopt) || !proto::Decode(dec, &adopt) ||

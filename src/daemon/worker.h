@@ -14,6 +14,7 @@
 
 #include "backend/blas_backend.h"
 #include "backend/gpu_backend.h"
+#include "daemon/chunk_preload.h"
 #include "daemon/device_memory.h"
 #include "proto/dispatch.h"
 #include "transport/channel.h"
@@ -44,9 +45,16 @@ class Worker {
                Channel* control);
 
   // Clone side of a fork: rebuilds the golden's session from its manifest
-  // and chunk descriptors, before any guest is adopted.
+  // and chunk descriptors, before any guest is adopted, taking the chunks
+  // preloaded for that golden.
   Result<proto::CloneBuiltRequest> BuildClone(const proto::CloneBuildRequest& req,
                                               const std::vector<UniqueFd>& chunk_fds);
+  // Pooled worker, before any adoption: hold exactly the chunks `req` names
+  // imported and mapped read-only (ChunkPreload::Update).
+  proto::PreloadDoneRequest Preload(const proto::ForkPreloadRequest& req, const std::vector<UniqueFd>& chunk_fds);
+  // Pooled worker: let every preloaded chunk go (before serving an unrelated
+  // session, or when the daemon says the golden left its forkpoint).
+  void DropPreload() { preload_->Drop(); }
 
   GpuBackend& backend() { return *backend_; }
 
@@ -140,6 +148,11 @@ class Worker {
   // One request from the daemon while serving.
   Status OnControl(Channel& guest);
   Status PrepareFork(const proto::ForkPrepareRequest& req);
+  // At the forkpoint with memory changed since the last time: exports every
+  // chunk and names the ones a fork will likely share (ForkAhead).
+  void SendAhead();
+  // The chunks a fork with `share` ("on" or "auto") shares.
+  Result<std::vector<uint64_t>> ShareCandidates(const std::string& share);
   // Answers the guest's pending ForkpointWait with the oldest queued order.
   Status AnswerForkpoint(Channel& guest);
   void ReportFault();
@@ -165,6 +178,7 @@ class Worker {
   std::unique_ptr<GpuBackend> backend_;
   WorkerOptions options_;
   std::unique_ptr<DeviceMemory> memory_;
+  std::unique_ptr<ChunkPreload> preload_;  // pooled worker: a golden's chunks, ahead
   bool host_reserved_ = false;
   uint64_t session_id_ = 0;
   Channel* control_ = nullptr;
@@ -190,6 +204,12 @@ class Worker {
   bool forkpoint_waiting_ = false;      // a ForkpointWait is unanswered
   uint32_t forkpoint_seq_ = 0;
   std::vector<proto::ForkGoRequest> fork_orders_;
+  // Bumped by every guest frame that may change device memory; a ForkAhead
+  // describes one epoch, and a fork in the same epoch reuses its descriptors.
+  uint64_t epoch_ = 1;
+  uint64_t ahead_epoch_ = 0;
+  uint64_t auto_epoch_ = 0;              // when auto_chunks_ was verified
+  std::vector<uint64_t> auto_chunks_;
   bool fault_reported_ = false;
   std::vector<RecentLaunch> recent_launches_;  // ring of the last few launches
   size_t recent_next_ = 0;

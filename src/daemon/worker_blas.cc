@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "daemon/context_size.h"
 #include "daemon/worker.h"
 #include "proto/lib_status.h"
 
@@ -57,14 +58,6 @@ std::string KernelDriverVersion() {
   std::string v;
   rest >> v;
   return v;
-}
-
-// What a CUDA context costs the session on the device, counted in NVML's
-// "used": SMOLVM_CONTEXT_BYTES, or 524 MiB (measured on the H200, DESIGN §1)
-// on a real GPU and 0 on the fake. See docs/shim.md.
-uint64_t ContextBytes(std::string_view backend) {
-  if (const char* v = std::getenv("SMOLVM_CONTEXT_BYTES")) return std::strtoull(v, nullptr, 10);
-  return backend == "fake" ? 0 : 524ull << 20;
 }
 
 }  // namespace
@@ -245,7 +238,7 @@ Status Worker::Handle(const proto::NvmlDeviceRequest&, proto::NvmlDeviceReply* r
 Status Worker::Handle(const proto::NvmlMemoryRequest&, proto::NvmlMemoryReply* r, Ctx*) {
   uint64_t free_bytes = 0, total = 0;
   RETURN_IF_ERROR(backend_->MemGetInfo(&free_bytes, &total));
-  uint64_t used = memory_->chunk_bytes() + ContextBytes(backend_->Name());
+  uint64_t used = memory_->chunk_bytes() + EstimatedContextBytes(backend_->Name());
   if (options_.memory_limit_bytes) total = options_.memory_limit_bytes;
   r->total = total;
   r->used = std::min(used, total);

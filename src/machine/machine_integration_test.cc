@@ -95,6 +95,7 @@ class MachineTest : public ::testing::Test {
     setenv("SMOLVM_HOME", home_.c_str(), 1);
     setenv("SMOLVM_CGROUP_PARENT", cgroup_parent_.c_str(), 1);
     setenv("SMOLVM_SHIM_DIR", SMOLVM_GUEST_LIB_DIR, 1);
+    setenv("SMOLVM_CUDA_BACKEND", "fake", 1);  // --cuda machines start the daemon on the fake
   }
 
   void TearDown() override {
@@ -104,6 +105,8 @@ class MachineTest : public ::testing::Test {
     if (list.is_array())
       for (const auto& m : list)
         if (m["golden"] == "") Cli({"machine", "rm", "--force", "--grace", "0", "--name", m["name"]});
+    // The CUDA daemon that --cuda machines started (its pid is recorded).
+    Cli({"cuda", "shutdown", "--grace", "5"});
     ExpectNothingLeft();
     auto layout = DetectCgroups();
     if (layout.ok())
@@ -468,6 +471,119 @@ TEST_F(MachineTest, ErrorsAreClearAndLeaveNothingHalfMade) {
   for (const char* n : {"dup", "never"}) ASSERT_EQ(Cli({"machine", "stop", "--name", n, "--grace", "0"}).rc, 0);
   ExpectNothingLeft();
 }
+
+// --- --cuda machines (fake backend) --------------------------------------------
+
+#ifdef SMOLVM_SHIM_PROG_DIR
+class CudaMachineTest : public MachineTest {
+ protected:
+  // The daemon's view, from the host's admin socket.
+  nlohmann::json Status() { return nlohmann::json::parse(Cli({"cuda", "status", "--json"}).out, nullptr, false); }
+  // Host pids in machine `name`'s cgroup (first hierarchy).
+  std::string CgroupProcs(const std::string& name) {
+    auto layout = DetectCgroups();
+    return Slurp(layout->hierarchies[0].mount_point + "/" + cgroup_parent_ + "/" + name + "/cgroup.procs");
+  }
+  bool InCgroup(const std::string& name, int pid) {
+    std::istringstream in(CgroupProcs(name));
+    for (int p; in >> p;)
+      if (p == pid) return true;
+    return false;
+  }
+  std::string WaitForFile(const std::string& path) {
+    for (int i = 0; i < 1000 && Slurp(path).find('\n') == std::string::npos; ++i) usleep(10000);
+    return Slurp(path);
+  }
+};
+
+TEST_F(CudaMachineTest, ShimProgramRunsEndToEndOnTheDaemonStartedOnDemand) {
+  ASSERT_EQ(Cli({"machine", "create", "--name", "cu", "--cpus", "1", "--cuda", "--gpu-mem", "512", "-v",
+                 std::string(SMOLVM_SHIM_PROG_DIR) + ":/opt/bin:ro", "--", "/opt/bin/prog_kernels"})
+                .rc,
+            0);
+  CliRun r = Cli({"machine", "start", "--name", "cu"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(WaitForLog("cu", "PASS")) << Logs("cu");
+  for (int i = 0; i < 500 && Find("cu")["state"] == "running"; ++i) usleep(10000);
+  EXPECT_EQ(Find("cu")["state"], "stopped") << Logs("cu");
+  // The daemon was started on demand, recorded under SMOLVM_HOME, and has
+  // the machine's endpoint.
+  auto st = Status();
+  ASSERT_TRUE(st.is_object()) << Cli({"cuda", "status", "--json"}).err;
+  EXPECT_EQ(st["backend"], "fake");
+  EXPECT_TRUE(fs::exists(home_ + "/cuda/daemon.json"));
+  ASSERT_EQ(Cli({"machine", "rm", "--name", "cu"}).rc, 0);
+}
+
+TEST_F(CudaMachineTest, ForkableGoldenForksClonesWhoseCudaCallsWork) {
+  std::string out = scratch_ + "/vol-out";
+  fs::create_directories(out);
+  chmod(out.c_str(), 0777);
+  ASSERT_EQ(Cli({"machine", "create", "--name", "gold", "--cpus", "1", "--cuda", "--gpu-mem", "256", "-e",
+                 "PROG_FORK_HOLD=1", "-v", std::string(SMOLVM_SHIM_PROG_DIR) + ":/opt/bin:ro", "-v", out + ":/out",
+                 "--", "/opt/bin/prog_fork", "/out"})
+                .rc,
+            0);
+  ASSERT_EQ(Cli({"machine", "start", "--name", "gold", "--forkable"}).rc, 0);
+  CliRun r = Cli({"machine", "fork", "--golden", "gold", "--count", "2", "--name-prefix", "kid", "--share-weights"});
+  ASSERT_EQ(r.rc, 0) << r.err << Logs("gold");
+  for (int i = 0; i < 2; ++i) {
+    std::string report = WaitForFile(out + "/clone" + std::to_string(i) + ".txt");
+    EXPECT_NE(report.find("clone " + std::to_string(i) + " table=1 frozen=1 private=1 pinned=1 own_private=1 cow=1"),
+              std::string::npos)
+        << report << Logs("kid-" + std::to_string(i)) << Logs("gold");
+    if (i == 1) {
+      EXPECT_NE(report.find("fault=cudaErrorIllegalAddress"), std::string::npos) << report;
+    }
+  }
+  // Each session belongs to its machine: tagged so, its worker in that
+  // machine's cgroup, the clones sharing the golden's frozen chunks.
+  auto st = Status();
+  std::map<std::string, nlohmann::json> by_machine;
+  for (const auto& s : st["sessions"]) by_machine[s["machine"]] = s;
+  ASSERT_EQ(by_machine.size(), 3u) << st.dump();
+  EXPECT_EQ(by_machine["gold"]["role"], "golden");
+  for (const char* m : {"gold", "kid-0", "kid-1"}) {
+    int worker = by_machine[m]["worker_pid"];
+    EXPECT_TRUE(InCgroup(m, worker)) << m << " worker " << worker << " not in " << CgroupProcs(m);
+  }
+  EXPECT_EQ(by_machine["kid-0"]["role"], "clone");
+  EXPECT_GT(by_machine["kid-0"]["shared_chunks"], 0);
+  EXPECT_EQ(st["machines"].size(), 3u);
+  // Inside, the clone's /run/smolvm/cuda.sock is its own endpoint, not the
+  // golden's (the host's files, by inode); no admin socket is reachable.
+  std::string probe = "stat -c %i /run/smolvm/cuda.sock; ls -d /run/smolvm/*.admin 2>/dev/null | wc -l";
+  struct stat gold_sock, kid_sock;
+  ASSERT_EQ(stat((home_ + "/machines/gold/cuda.sock").c_str(), &gold_sock), 0);
+  ASSERT_EQ(stat((home_ + "/machines/kid-0/cuda.sock").c_str(), &kid_sock), 0);
+  EXPECT_EQ(Sh("gold", probe).out, std::to_string(gold_sock.st_ino) + "\n0\n");
+  EXPECT_EQ(Sh("kid-0", probe).out, std::to_string(kid_sock.st_ino) + "\n0\n");
+  std::ofstream(out + "/exit").flush();
+  r = Cli({"machine", "rm", "--name", "gold", "--cascade"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  // The sessions ended with their machines (their workers were in the cgroups).
+  for (int i = 0; i < 500 && !Status()["sessions"].empty(); ++i) usleep(10000);
+  EXPECT_EQ(Status()["sessions"].size(), 0u);
+  EXPECT_EQ(Status()["machines"].size(), 0u);
+}
+
+TEST_F(CudaMachineTest, GpuMemCapsTheMachine) {
+  std::string out = scratch_ + "/vol-out";
+  fs::create_directories(out);
+  chmod(out.c_str(), 0777);
+  // prog_fork allocates 96 MiB of frozen memory first: past a 64 MiB cap.
+  ASSERT_EQ(Cli({"machine", "create", "--name", "small", "--cuda", "--gpu-mem", "64", "-v",
+                 std::string(SMOLVM_SHIM_PROG_DIR) + ":/opt/bin:ro", "-v", out + ":/out", "--", "/opt/bin/prog_fork",
+                 "/out"})
+                .rc,
+            0);
+  ASSERT_EQ(Cli({"machine", "start", "--name", "small"}).rc, 0);
+  EXPECT_TRUE(WaitForLog("small", "cudaErrorMemoryAllocation")) << Logs("small");
+  for (int i = 0; i < 500 && Find("small")["state"] == "running"; ++i) usleep(10000);
+  EXPECT_EQ(Find("small")["state"], "failed");
+  ASSERT_EQ(Cli({"machine", "rm", "--name", "small"}).rc, 0);
+}
+#endif
 
 }  // namespace
 }  // namespace smolvm::machine

@@ -17,8 +17,10 @@ MachinePaths::MachinePaths(const std::string& home, const std::string& name) {
   dir = home + "/machines/" + name;
   log = dir + "/log";
   ctl_sock = dir + "/ctl.sock";
+  cuda_sock = dir + "/cuda.sock";
   run = dir + "/run";
   forkpoint_sock = run + "/forkpoint.sock";
+  cuda_mount = run + "/cuda.sock";
   lib = run + "/lib";
   root = dir + "/root";
   guest = dir + "/guest";

@@ -3,8 +3,11 @@
 //   $SMOLVM_HOME/state.db                 the state store
 //   $SMOLVM_HOME/machines/<name>/log      program output (stdout+stderr)
 //   .../<name>/ctl.sock                   supervisor control socket (0600, host only)
+//   .../<name>/cuda.sock                  --cuda: the machine's CUDA endpoint (the daemon
+//                                         accepts on it), bound at /run/smolvm/cuda.sock
 //   .../<name>/run/                       bound read-only at /run/smolvm inside:
 //        forkpoint.sock                   the guest library's controller socket
+//        cuda.sock                        --cuda: an empty file, the mount point of ../cuda.sock
 //        lib/                             mount point for the shim directory
 //   .../<name>/root                       mount point of the guest root (setup only)
 //   .../<name>/guest/                     0700, owned by the guest's root uid:
@@ -23,7 +26,8 @@ std::string SmolvmHome();
 
 struct MachinePaths {
   explicit MachinePaths(const std::string& home, const std::string& name);
-  std::string dir, log, ctl_sock, run, forkpoint_sock, lib, root, guest, tmp, workspace, upper, work;
+  std::string dir, log, ctl_sock, cuda_sock, run, forkpoint_sock, cuda_mount, lib, root, guest, tmp, workspace, upper,
+      work;
 };
 
 // The directory holding libsmolvm-guest.so (and the CUDA shims):

@@ -87,6 +87,9 @@ Result<HostFds> OpenHostFds(const SandboxConfig& cfg) {
   ASSIGN_OR_RETURN(f.run, need(OpenPath(cfg.paths.run), cfg.paths.run));
   std::string shim = cfg.spec.cuda ? cfg.shim_dir : cfg.shim_dir + "/libsmolvm-guest.so";
   f.shim = OpenPath(shim);  // optional: a build without the guest library still runs machines
+  if (cfg.spec.cuda) {
+    ASSIGN_OR_RETURN(f.cuda_sock, need(OpenPath(cfg.paths.cuda_sock), cfg.paths.cuda_sock));
+  }
   if (!cfg.spec.image.empty()) {
     ASSIGN_OR_RETURN(f.image, need(OpenPath(cfg.spec.image), cfg.spec.image));
     ASSIGN_OR_RETURN(f.upper, need(OpenPath(cfg.paths.upper), cfg.paths.upper));
@@ -328,7 +331,7 @@ Result<int> ExecInSandbox(pid_t init_pid, const MachineCgroup& cgroup, const std
 }
 
 Status InjectCloneMounts(pid_t pid, const std::string& tmp, const std::string& workspace,
-                         const CgroupLayout& layout) {
+                         const CgroupLayout& layout, const std::string& cuda_sock) {
   int err_pipe[2];
   if (::pipe2(err_pipe, O_CLOEXEC) < 0) return ErrnoStatus("pipe", errno);
   UniqueFd err_r(err_pipe[0]), err_w(err_pipe[1]);
@@ -348,6 +351,11 @@ Status InjectCloneMounts(pid_t pid, const std::string& tmp, const std::string& w
                                             OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
       if (trees[i] < 0) fail("open_tree " + *srcs[i], errno);
     }
+    int cuda_tree = -1;
+    if (!cuda_sock.empty()) {
+      cuda_tree = static_cast<int>(::syscall(SYS_open_tree, AT_FDCWD, cuda_sock.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
+      if (cuda_tree < 0) fail("open_tree " + cuda_sock, errno);
+    }
     for (auto [ns, type] : {std::pair{"cgroup", CLONE_NEWCGROUP}, std::pair{"mnt", CLONE_NEWNS}}) {
       std::string path = "/proc/" + std::to_string(pid) + "/ns/" + ns;
       int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -363,6 +371,18 @@ Status InjectCloneMounts(pid_t pid, const std::string& tmp, const std::string& w
       struct mount_attr attr = {};
       attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
       ::syscall(SYS_mount_setattr, AT_FDCWD, dsts[i], AT_RECURSIVE, &attr, sizeof attr);
+    }
+    if (cuda_tree >= 0) {
+      // The golden's endpoint goes; the clone's own takes its place, so the
+      // clone's sessions belong to the clone machine. Only the empty
+      // placeholder file lies underneath.
+      const char* dst = "/run/smolvm/cuda.sock";
+      if (::umount2(dst, MNT_DETACH) < 0) fail(std::string("umount ") + dst, errno);
+      if (::syscall(SYS_move_mount, cuda_tree, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+        fail(std::string("move_mount ") + dst, errno);
+      struct mount_attr attr = {};
+      attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_RDONLY;
+      ::syscall(SYS_mount_setattr, AT_FDCWD, dst, 0, &attr, sizeof attr);
     }
     if (::umount2("/sys/fs/cgroup", MNT_DETACH) < 0) fail("umount /sys/fs/cgroup", errno);
     Status s = MountCgroupFs("", layout);

@@ -51,9 +51,10 @@ Result<int> ExecInSandbox(pid_t init_pid, const MachineCgroup& cgroup,
 // For a clone: from the host, enters the mount and cgroup namespaces of
 // process `pid` (C1 in guest.cc, already unshared) and mounts the clone's own
 // /tmp and /workspace (host directories) and fresh cgroupfs views in place of
-// the golden's.
+// the golden's; with `cuda_sock` (a --cuda clone's endpoint, host path) also
+// its own /run/smolvm/cuda.sock in place of the golden's.
 Status InjectCloneMounts(pid_t pid, const std::string& tmp, const std::string& workspace,
-                         const CgroupLayout& layout);
+                         const CgroupLayout& layout, const std::string& cuda_sock = "");
 
 // Mounts the cgroup filesystem(s) read-only at <root>/sys/fs/cgroup for the
 // caller's cgroup namespace (v2: cgroup2; v1: one mount per hierarchy under

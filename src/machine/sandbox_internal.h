@@ -23,6 +23,7 @@ struct HostFds {
     std::string link;  // or a symlink to recreate (merged /usr)
   };
   UniqueFd root /* the machine directory, holding root/ */, tmp, workspace, run, shim, image, upper, work;
+  UniqueFd cuda_sock;  // --cuda: the machine's CUDA endpoint
   std::vector<SystemDir> system;
   std::vector<UniqueFd> volumes;
 };

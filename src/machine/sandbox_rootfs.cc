@@ -154,6 +154,7 @@ Status BuildRootfs(const SandboxConfig& cfg, const HostFds& fds) {
     std::string dst = cfg.spec.cuda ? "run/smolvm/lib" : "run/smolvm/lib/libsmolvm-guest.so";
     RETURN_IF_ERROR(Bind(fds.shim.get(), dst, true));
   }
+  if (fds.cuda_sock.valid()) RETURN_IF_ERROR(Bind(fds.cuda_sock.get(), "run/smolvm/cuda.sock", true));
   for (size_t i = 0; i < cfg.spec.volumes.size(); ++i) {
     const Volume& v = cfg.spec.volumes[i];
     std::string dst = v.guest.substr(1);

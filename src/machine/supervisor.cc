@@ -21,6 +21,7 @@
 #include <optional>
 
 #include "machine/cgroups.h"
+#include "machine/cuda_link.h"
 #include "machine/errors.h"
 #include "machine/forkpoint_wire.h"
 #include "machine/init_loop.h"
@@ -36,6 +37,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kCloneStepTimeout = std::chrono::seconds(10);
+// A GPU fork waits for the daemon to build the clone (a worker may have to
+// start first) before the golden forks.
+constexpr auto kCudaForkTimeout = std::chrono::seconds(60);
 constexpr size_t kMaxGuestConns = 32;
 
 int64_t NowSeconds() { return static_cast<int64_t>(::time(nullptr)); }
@@ -45,6 +49,7 @@ struct Conn {
   UniqueFd fd;
   std::string buf;
   std::string clone;  // kClone: the clone machine's name
+  UniqueFd cuda;      // kClone of a --cuda golden: holds the clone's CUDA endpoint
   pid_t peer = 0;     // SO_PEERCRED at accept (host pid)
   bool dead = false;
 };
@@ -206,6 +211,8 @@ class Supervisor {
   MachineRecord rec_;
   CgroupLayout layout_;
   std::optional<MachineCgroup> cgroup_;
+  std::optional<CudaDaemon> cuda_;  // --cuda: the host's daemon
+  UniqueFd cuda_endpoint_;          // holds this machine's endpoint in the daemon
   UniqueFd ctl_listen_, fp_listen_, report_, signals_;
   pid_t init_pid_ = 0;
   std::list<Conn> conns_;
@@ -255,6 +262,16 @@ Status Supervisor::Start() {
     UniqueFd f(::open((paths_.lib + "/libsmolvm-guest.so").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
   }
 
+  if (rec_.spec.cuda) {
+    // The daemon first (started on demand), then this machine's own endpoint,
+    // bound over the placeholder at /run/smolvm/cuda.sock.
+    ASSIGN_OR_RETURN(CudaDaemon d, EnsureCudaDaemon(home_));
+    cuda_ = d;
+    UniqueFd placeholder(::open(paths_.cuda_mount.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
+    if (!placeholder.valid()) return ErrnoStatus("create " + paths_.cuda_mount, errno);
+    ASSIGN_OR_RETURN(cuda_endpoint_, AttachCudaMachine(*cuda_, name_, paths_.cuda_sock, cgroup_->dirs(),
+                                                       rec_.spec.gpu_mem_mib << 20));
+  }
   ASSIGN_OR_RETURN(ctl_listen_, ListenUnix(paths_.ctl_sock, 0600));
   if (rec_.forkable) {
     ASSIGN_OR_RETURN(fp_listen_, ListenUnix(paths_.forkpoint_sock, 0666));
@@ -315,6 +332,7 @@ int Supervisor::Run(int ready_fd) {
     if (cgroup_) (void)cgroup_->Destroy();
     ::unlink(paths_.ctl_sock.c_str());
     ::unlink(paths_.forkpoint_sock.c_str());
+    ::unlink(paths_.cuda_sock.c_str());
     ready(ErrLine(s));
     return 1;
   }
@@ -421,8 +439,10 @@ Status Supervisor::DoFork(const PendingFork& req, int* index_out, pid_t* init_ou
   MachineCgroup cg(layout_, req.clone);
   int index = next_index_;
   std::optional<Conn> c1;
+  UniqueFd clone_endpoint, cuda_fork;  // --cuda: the clone's endpoint; the daemon's fork reply
   auto cleanup = [&](Status s) -> Status {
     if (c1) (void)SendLine(c1->fd.get(), "ERR 5 " + s.message());
+    clone_endpoint.Reset();
     (void)cg.Destroy();
     std::error_code ec;
     std::filesystem::remove_all(cp.dir, ec);
@@ -440,24 +460,53 @@ Status Supervisor::DoFork(const PendingFork& req, int* index_out, pid_t* init_ou
     limits.cpuset = clone.cpuset;
     limits.mem_bytes = clone.spec.mem_mib << 20;
     RETURN_IF_ERROR(cg.Create(limits));
+    auto deadline = Clock::now() + kCloneStepTimeout;
+    if (cuda_) {
+      // The clone's own endpoint, then the daemon's GPU fork of the golden's
+      // session into a clone session of that machine. The golden's cudart
+      // shim waits for the daemon's order inside the FORK line's
+      // prepare_fork hook and takes the clone's token from it.
+      ASSIGN_OR_RETURN(clone_endpoint, AttachCudaMachine(*cuda_, req.clone, cp.cuda_sock, cg.dirs(),
+                                                         clone.spec.gpu_mem_mib << 20));
+      ASSIGN_OR_RETURN(cuda_fork, SendCudaMachineFork(*cuda_, name_, golden_pid_, req.clone, req.share,
+                                                      static_cast<int>(kCudaForkTimeout.count() * 1000)));
+      deadline = Clock::now() + kCudaForkTimeout;
+    }
 
     next_index_++;
-    auto deadline = Clock::now() + kCloneStepTimeout;
     RETURN_IF_ERROR(SendLine(golden_->fd.get(), "FORK " + std::to_string(index) + " " + req.clone + " " +
                                                     req.share + " -"));
+    bool gpu_fork = cuda_.has_value();
+    // The daemon answers early only when it will not fork the golden's GPU
+    // session: no session (a CPU-only golden) or an error.
+    auto daemon_answered = [&]() -> Status {
+      auto rep = ReadCudaMachineFork(cuda_fork.get(), Clock::now() + std::chrono::seconds(1));
+      cuda_fork.Reset();
+      if (rep.ok()) return Internal("the CUDA daemon finished a fork before the golden forked");
+      if (rep.status().code() == static_cast<int32_t>(Code::kNotFound)) {
+        gpu_fork = false;
+        return Status::Ok();
+      }
+      return Status(rep.status().code(), "GPU fork: " + rep.status().message());
+    };
     // Wait for C1's connection; the golden may report a failed fork instead.
     while (!c1) {
-      struct pollfd p[2] = {{fp_listen_.get(), POLLIN, 0}, {golden_->fd.get(), POLLIN, 0}};
+      struct pollfd p[3] = {{fp_listen_.get(), POLLIN, 0}, {golden_->fd.get(), POLLIN, 0}, {cuda_fork.get(), POLLIN, 0}};
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       if (left <= 0) return Timeout("the golden did not fork in time");
-      if (::poll(p, 2, static_cast<int>(left)) < 0 && errno != EINTR) return ErrnoStatus("poll", errno);
+      if (::poll(p, 3, static_cast<int>(left)) < 0 && errno != EINTR) return ErrnoStatus("poll", errno);
+      if (cuda_fork.valid() && p[2].revents) RETURN_IF_ERROR(daemon_answered());
       if (p[1].revents) {
         Status f = Fill(*golden_, deadline);
         if (!f.ok()) return Unavailable("the golden left its forkpoint: " + f.message());
         while (auto line = PopLine(*golden_)) {
           int i, r;
-          if (std::sscanf(line->c_str(), "FORKED %d %d", &i, &r) == 2 && i == index && r < 0)
+          if (std::sscanf(line->c_str(), "FORKED %d %d", &i, &r) == 2 && i == index && r < 0) {
+            // A GPU fork the daemon gave up on cancels the golden's wait: its
+            // reason is the one to report.
+            if (cuda_fork.valid()) RETURN_IF_ERROR(daemon_answered());
             return Internal("the golden could not fork: " + std::string(std::strerror(-r)));
+          }
         }
       }
       if (p[0].revents) {
@@ -483,12 +532,20 @@ Status Supervisor::DoFork(const PendingFork& req, int* index_out, pid_t* init_ou
     RETURN_IF_ERROR(SendLine(c1->fd.get(), "MOVED"));
     ASSIGN_OR_RETURN(std::string line, ReadLine(*c1, deadline));
     if (line != "UNSHARED") return Internal("clone setup failed: " + line);
-    RETURN_IF_ERROR(InjectCloneMounts(c1->peer, cp.tmp, cp.workspace, layout_));
+    RETURN_IF_ERROR(InjectCloneMounts(c1->peer, cp.tmp, cp.workspace, layout_, cuda_ ? cp.cuda_sock : ""));
     RETURN_IF_ERROR(SendLine(c1->fd.get(), "READY", log.get()));
     pid_t init = 0;
     ASSIGN_OR_RETURN(line, ReadLine(*c1, deadline, &init));
     if (line != "INIT" || init <= 0 || !InMachineCgroup(init, req.clone))
       return Internal("clone did not come up: " + line);
+    if (gpu_fork && cuda_fork.valid()) {
+      // Done when the clone's program has re-attached as the clone session
+      // (its first CUDA call, the handshake, served).
+      auto rep = ReadCudaMachineFork(cuda_fork.get(), deadline);
+      if (!rep.ok()) return Status(rep.status().code(), "GPU fork: " + rep.status().message());
+      Log("GPU fork into '" + req.clone + "': " + *rep);
+    }
+    c1->cuda = std::move(clone_endpoint);
     c1->clone = req.clone;
     *init_out = init;
     *index_out = index;
@@ -664,10 +721,14 @@ void Supervisor::Finish(int status) {
       });
     }
   }
+  // The endpoint goes first, so no new session of ours starts while the
+  // cgroup (with the workers that served us) is emptied.
+  cuda_endpoint_.Reset();
   Status destroyed = cgroup_->Destroy();
   if (!destroyed.ok()) Log(destroyed.message());
   ::unlink(paths_.ctl_sock.c_str());
   ::unlink(paths_.forkpoint_sock.c_str());
+  ::unlink(paths_.cuda_sock.c_str());
   (void)Update(name_, [&](MachineRecord& r) {
     if (r.run_id != run_id_) return Status::Ok();
     bool clean = r.state == kStateStopping || stopping_ || code == 0;

@@ -60,6 +60,50 @@ int Runtime::Forkpoint() {
   }
 }
 
+int Runtime::PrepareMachineFork() {
+  session_.mu().lock();
+  // A process that never reached the daemon has no GPU state to fork; its
+  // supervisor found no session for it either and forks it as a CPU program.
+  if (!session_.connected()) {
+    machine_fork_token_.clear();
+    return 0;
+  }
+  auto fail = [&](int err) {
+    session_.mu().unlock();
+    return err;
+  };
+  if (sticky_ != cudaSuccess) return fail(-EIO);
+  if (!session_.Flush().ok()) return fail(-ECONNRESET);
+  // One order from the daemon, which the supervisor asked to fork us.
+  proto::ForkpointWaitReply order;
+  Status st = session_.Call(proto::ForkpointWaitRequest{}, &order);
+  if (!st.ok()) {
+    std::fprintf(stderr, "smolvm cudart: forkpoint: %s\n", st.ToString().c_str());
+    return fail(-ECONNRESET);
+  }
+  if (order.clone_index < 0 || order.token.empty()) return fail(-ECANCELED);
+  std::fflush(nullptr);
+  machine_fork_token_ = order.token;
+  return 0;  // still holding the session: nothing may run between here and fork(2)
+}
+
+void Runtime::AfterMachineForkInParent() {
+  machine_fork_token_.clear();
+  session_.mu().unlock();
+}
+
+int Runtime::AfterMachineForkInChild(const char* token) {
+  std::string t = token != nullptr && token[0] != '\0' ? token : machine_fork_token_;
+  machine_fork_token_.clear();
+  Status st = t.empty() ? Status::Ok() : BecomeClone(t);
+  session_.mu().unlock();
+  if (!st.ok()) {
+    std::fprintf(stderr, "smolvm cudart: the clone could not attach to its GPU session: %s\n", st.ToString().c_str());
+    return -EIO;
+  }
+  return 0;
+}
+
 int Runtime::MarkFrozen(const void* ptr, size_t bytes) {
   std::lock_guard lock(session_.mu());
   if (Begin() != cudaSuccess) return -EIO;

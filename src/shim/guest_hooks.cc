@@ -12,10 +12,15 @@ namespace {
 
 int HookForkpoint(void*) { return Runtime::Get().Forkpoint(); }
 int HookMarkFrozen(void*, const void* ptr, size_t bytes) { return Runtime::Get().MarkFrozen(ptr, bytes); }
+// The supervisor's FORK line carries no token ("-"): the daemon hands it to
+// the golden's session directly, so it never leaves daemon and guest.
+int HookPrepareFork(void*, int, const char*, const char*) { return Runtime::Get().PrepareMachineFork(); }
+void HookParentAfterFork(void*, int) { Runtime::Get().AfterMachineForkInParent(); }
+int HookChildAfterFork(void*, int, const char* token) { return Runtime::Get().AfterMachineForkInChild(token); }
 
 const smolvm_cuda_hooks kHooks = {
     sizeof(smolvm_cuda_hooks), nullptr,
-    /*prepare_fork=*/nullptr, /*parent_after_fork=*/nullptr, /*child_after_fork=*/nullptr,
+    HookPrepareFork, HookParentAfterFork, HookChildAfterFork,
     HookMarkFrozen, HookForkpoint,
 };
 

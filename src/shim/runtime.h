@@ -126,6 +126,15 @@ class Runtime {
   int Forkpoint();
   // Marks device memory frozen (smolvmMarkFrozen): 0 or -EINVAL / -EIO.
   int MarkFrozen(const void* ptr, size_t bytes);
+  // The guest library's hooks when a machine's supervisor is the controller
+  // (guest.h): before fork(2) the golden takes the session lock, waits for
+  // the daemon's one order (the supervisor asked the daemon for it) and keeps
+  // its clone token; after fork(2) the parent drops the lock and the child
+  // re-attaches as that clone. A non-zero return of PrepareMachineFork has
+  // released the lock already.
+  int PrepareMachineFork();
+  void AfterMachineForkInParent();
+  int AfterMachineForkInChild(const char* token);
 
  private:
   // Kernel and global-variable records live as long as the process; a
@@ -175,6 +184,7 @@ class Runtime {
   uint64_t NewHandle() { return next_handle_++; }
 
   Session session_;
+  std::string machine_fork_token_;  // between PrepareMachineFork and fork(2)
   DeviceMemoryTable device_mem_;
   HostMemory host_mem_;
   std::map<uint64_t, StreamInfo> streams_;

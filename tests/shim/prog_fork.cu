@@ -5,11 +5,14 @@
 // OUTDIR/clone<i>.txt and exits (with PROG_FORK_HOLD=1 it first waits for
 // OUTDIR/exit to appear, so its memory can be measured); the golden, once
 // released, checks its own memory and writes OUTDIR/golden.txt.
+// With PROG_FORK_UPLOAD=1 the frozen range is written by host-to-device
+// copies instead of a kernel, so `--share auto` finds it.
 #include <smolvm/guest.h>
 
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -60,7 +63,16 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaMalloc(&frozen, kFrozenWords * 4));
   CHECK_CUDA(cudaMalloc(&priv, kPrivateWords * 4));
   CHECK_CUDA(cudaMalloc(&table, 2 * sizeof(unsigned*)));
-  smolvm_test_fill_u32<<<256, 256>>>(frozen, 1000, kFrozenWords);
+  if (const char* up = std::getenv("PROG_FORK_UPLOAD"); up && std::string(up) == "1") {
+    std::vector<unsigned> piece(16u << 20);  // 64 MiB at a time
+    for (size_t at = 0; at < kFrozenWords; at += piece.size()) {
+      size_t n = std::min(piece.size(), kFrozenWords - at);
+      for (size_t i = 0; i < n; ++i) piece[i] = 1000 + static_cast<unsigned>(at + i);
+      CHECK_CUDA(cudaMemcpy(frozen + at, piece.data(), n * 4, cudaMemcpyHostToDevice));
+    }
+  } else {
+    smolvm_test_fill_u32<<<256, 256>>>(frozen, 1000, kFrozenWords);
+  }
   smolvm_test_fill_u32<<<256, 256>>>(priv, 7, kPrivateWords);
   unsigned* ptrs[2] = {frozen, priv};
   CHECK_CUDA(cudaMemcpy(table, ptrs, sizeof ptrs, cudaMemcpyHostToDevice));

@@ -77,6 +77,7 @@ CUresult MockMemCreate(CUmemGenericAllocationHandle* h, size_t, const CUmemAlloc
   return CUDA_SUCCESS;
 }
 CUresult MockMemMap(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long) {
+  ++g_state.maps;
   return CUDA_SUCCESS;
 }
 CUresult MockMemUnmap(CUdeviceptr, size_t) {
@@ -85,7 +86,10 @@ CUresult MockMemUnmap(CUdeviceptr, size_t) {
   g_state.syncs_at_last_unmap = g_state.ctx_syncs;
   return CUDA_SUCCESS;
 }
-CUresult MockMemSetAccess(CUdeviceptr, size_t, const CUmemAccessDesc* d, size_t count) {
+CUresult MockMemSetAccess(CUdeviceptr addr, size_t bytes, const CUmemAccessDesc* d, size_t count) {
+  ++g_state.access_calls;
+  g_state.last_access_addr = addr;
+  g_state.last_access_bytes = bytes;
   g_state.last_access_flags = count == 1 ? d->flags : -1;
   return CUDA_SUCCESS;
 }

@@ -17,6 +17,8 @@ struct MockLibcudaState {
   uint64_t freed_address = 0;
   uint64_t next_handle = 0;
   int last_access_flags = 0;
+  int maps = 0, access_calls = 0;
+  uint64_t last_access_addr = 0, last_access_bytes = 0;
   uint64_t last_stream = ~0ull, last_dst = 0, last_bytes = 0;
   unsigned launch_grid[3] = {}, launch_block[3] = {}, launch_smem = 0;
   bool launch_had_params = false, launch_extra = false, launch_buffer_aligned = false;

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The learner through the shim on the device machine, one session at a time
+# (no fork): the same runs natively and remoted, losses compared bit for bit,
+# tok/s side by side. Runs from the repo root with build/ carried.
+# Usage: OUT=DIR scripts/device-learner-shim.sh [STEPS=20]
+# Env: MODELS (default /tmp/smolvm_learner_models; made here when missing).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+STEPS=${1:-20}
+OUT=${OUT:-$PWD/device-learner-shim-out}
+MODELS=${MODELS:-/tmp/smolvm_learner_models}
+mkdir -p "$OUT" "$MODELS"
+W=$(mktemp -d /tmp/device-learner-shim.XXXXXX)
+SOCK=$W/cuda.sock
+BIN=$PWD/build/smolvm-learner
+unset BATCH MAXSEQ MODEL LEARNER_ID COORD ARM DPO_BETA
+log() { echo "[learner-shim $(date +%T)] $*" | tee -a "$OUT/learner-shim.txt"; }
+smi_used() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1; }
+mem0=$(smi_used)
+log "memory.used at start: $mem0 MiB"
+for m in qwen2.5-0.5b qwen2.5-7b; do
+  [[ -f $MODELS/$m/config.json ]] || "$BIN" make-model --preset "$m" --seed 0 --out "$MODELS/$m" >/dev/null ||
+    log "make-model $m FAILED"
+done
+
+setsid build/smolvm _cuda-daemon "$SOCK" --backend cuda --pool 1 2>"$OUT/learner-shim-daemon.log" &
+DAEMON=$!
+for _ in $(seq 200); do [[ -S $SOCK.admin ]] && break; sleep 0.05; done
+
+# one TAG MODE ARGS...: MODE native|shim; prints the done line's numbers.
+one() {
+  local tag=$1 mode=$2; shift 2
+  local coord=$W/ev_$tag
+  mkdir -p "$coord"
+  if [[ $mode == shim ]]; then
+    SMOLVM_CUDA_SOCKET=$SOCK LD_LIBRARY_PATH=$PWD/build/shim:${LD_LIBRARY_PATH:-} \
+      "$BIN" train --coord "$coord" --arm "$tag" "$@" >"$OUT/$tag.out" 2>"$OUT/$tag.err"
+  else
+    "$BIN" train --coord "$coord" --arm "$tag" "$@" >"$OUT/$tag.out" 2>"$OUT/$tag.err"
+  fi
+  local rc=$?
+  cp "$coord"/learner_*.jsonl "$OUT/ev_$tag.jsonl" 2>/dev/null
+  log "$tag rc=$rc $(python3 - "$OUT/ev_$tag.jsonl" <<'PY' 2>/dev/null
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+d = [e for e in ev if e["event"] == "done"][0]
+r = [e for e in ev if e["event"] == "ready"][0]
+st = [e["ms"] for e in ev if e["event"] == "step"][2:]
+print(f"load_ms={r['load_ms']:.0f} tok_s={d['tok_s']:.0f} warm_step_ms={sum(st)/len(st):.1f} loss0={d['loss0']:.6f} lossN={d['lossN']:.6f} peak_gb={d['peak_gb']:.2f}")
+PY
+)"
+}
+same() {  # A B: are the per-step losses bit-identical?
+  python3 - "$OUT/ev_$1.jsonl" "$OUT/ev_$2.jsonl" <<'PY'
+import json, struct, sys
+def losses(p):
+    return [e["loss"] for e in map(json.loads, open(p)) if e["event"] == "step"]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+bits = lambda v: [struct.pack("<f", x) for x in v]
+print("bit-identical" if a and bits(a) == bits(b) else f"DIFFERENT ({len(a)} vs {len(b)} steps; first {a[:3]} vs {b[:3]})")
+PY
+}
+for spec in "05 --model $MODELS/qwen2.5-0.5b" "7b4 --model $MODELS/qwen2.5-7b --load-in-4bit"; do
+  tag=${spec%% *} args=${spec#* }
+  one "native_$tag" native $args --batch 2 --maxseq 256 --steps "$STEPS" --device cuda --lid 3
+  one "shim_$tag" shim $args --batch 2 --maxseq 256 --steps "$STEPS" --device cuda --lid 3
+  log "$tag losses native vs shim: $(same "native_$tag" "shim_$tag")"
+done
+build/smolvm cuda status --socket "$SOCK" >>"$OUT/learner-shim.txt" 2>&1
+kill -TERM "$DAEMON"; wait "$DAEMON" 2>/dev/null
+sleep 1
+log "daemon stopped; memory.used $(smi_used) MiB (start $mem0 MiB)"
+rm -rf "$W"

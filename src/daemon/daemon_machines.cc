@@ -1,0 +1,175 @@
+// The daemon's side of machines (`machine create --cuda`): one guest
+// endpoint per machine, whose sessions belong to that machine only; the
+// workers serving them in the machine's cgroups and under its --gpu-mem
+// budget; and machine forks, whose clones belong to the clone machine.
+// See docs/protocol.md (Machines) and docs/threat-model.md.
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+
+#include "daemon/daemon.h"
+#include "proto/frame.h"
+
+namespace smolvm {
+namespace {
+
+// Writes "<pid>\n" to <dir>/cgroup.procs (v2: the one directory; v1: one per
+// hierarchy). The whole process moves, all its threads with it.
+Status JoinCgroup(const std::string& dir, pid_t pid) {
+  std::string path = dir + "/cgroup.procs";
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("open " + path, errno);
+  std::string line = std::to_string(pid) + "\n";
+  ssize_t n = ::write(fd, line.data(), line.size());
+  int err = errno;
+  ::close(fd);
+  if (n != static_cast<ssize_t>(line.size())) return ErrnoStatus("moving worker " + std::to_string(pid) + " into " + path, err);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Daemon::Endpoint* Daemon::FindEndpoint(const std::string& machine) {
+  for (auto& [id, e] : endpoints_)
+    if (e.machine == machine) return &e;
+  return nullptr;
+}
+
+void Daemon::AttachMachine(uint64_t client, uint32_t seq, const proto::AdminMachineAttachRequest& req,
+                           std::vector<UniqueFd>* fds) {
+  const uint16_t op = static_cast<uint16_t>(proto::Op::kAdminMachineAttach);
+  auto reply = [&](const Status& st) {
+    auto it = admin_clients_.find(client);
+    if (it == admin_clients_.end()) return;
+    std::string out;
+    if (st.ok()) {
+      proto::AppendReply(&out, op, seq, 0, proto::AdminMachineAttachReply{});
+    } else {
+      proto::AppendErrorReply(&out, op, seq, st.code(), 0, st.message());
+    }
+    (void)it->second->Write(out);
+  };
+  if (req.machine.empty() || req.machine.size() > 64)
+    return reply(InvalidArgument("a machine endpoint needs a machine name"));
+  if (fds->size() != 1) return reply(InvalidArgument("a machine endpoint needs exactly one listening socket"));
+  int accepting = 0;
+  socklen_t len = sizeof accepting;
+  if (::getsockopt((*fds)[0].get(), SOL_SOCKET, SO_ACCEPTCONN, &accepting, &len) < 0 || !accepting)
+    return reply(InvalidArgument("the descriptor is not a listening socket"));
+  Endpoint e;
+  e.id = next_endpoint_++;
+  e.machine = req.machine;
+  std::istringstream dirs(req.cgroups);
+  for (std::string d; std::getline(dirs, d);)
+    if (!d.empty()) e.cgroups.push_back(d);
+  for (const auto& d : e.cgroups)
+    if (d.front() != '/' || ::access((d + "/cgroup.procs").c_str(), W_OK) != 0)
+      return reply(InvalidArgument("not a writable cgroup directory: " + d));
+  if (req.gpu_mem_bytes) {
+    auto budget = MachineBudget::Create(req.gpu_mem_bytes);
+    if (!budget.ok()) return reply(budget.status());
+    e.budget = std::move(budget).value();
+  }
+  int fl = ::fcntl((*fds)[0].get(), F_GETFL);
+  ::fcntl((*fds)[0].get(), F_SETFL, fl | O_NONBLOCK);
+  e.listen = std::move((*fds)[0]);
+  e.admin_client = client;
+  // The newest attach of a name wins: a restarted machine's supervisor may
+  // attach before the daemon has seen its predecessor's connection close.
+  for (auto it = endpoints_.begin(); it != endpoints_.end();)
+    it = it->second.machine == e.machine ? endpoints_.erase(it) : std::next(it);
+  Log("machine '%s': guest endpoint attached (gpu-mem %llu MiB, %zu cgroup dir(s))", e.machine.c_str(),
+      static_cast<unsigned long long>(req.gpu_mem_bytes >> 20), e.cgroups.size());
+  endpoints_[e.id] = std::move(e);
+  reply(Status::Ok());
+}
+
+void Daemon::DetachEndpointsOf(uint64_t client) {
+  for (auto it = endpoints_.begin(); it != endpoints_.end();) {
+    if (it->second.admin_client == client) {
+      Log("machine '%s': guest endpoint removed", it->second.machine.c_str());
+      it = endpoints_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Daemon::AcceptMachineGuest(uint64_t endpoint) {
+  auto e = endpoints_.find(endpoint);
+  if (e == endpoints_.end()) return;
+  int fd = ::accept4(e->second.listen.get(), nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd < 0) return;
+  ReadHello(UniqueFd(fd), endpoint);
+}
+
+Status Daemon::PlaceWorker(WorkerProc& w, const Endpoint& e) {
+  w.machine = e.machine;
+  for (const auto& dir : e.cgroups) RETURN_IF_ERROR(JoinCgroup(dir, w.pid));
+  if (!e.budget) return Status::Ok();
+  int slot = e.budget->TakeSlot();
+  if (slot < 0) return Unavailable("machine '" + e.machine + "' has too many CUDA sessions");
+  w.budget = e.budget;
+  w.budget_slot = slot;
+  std::string out;
+  proto::AppendRequest(&out, proto::WorkerBudgetRequest{static_cast<uint32_t>(slot), e.budget->limit()}, 0, 1);
+  int fd = e.budget->fd();
+  return w.control->Write(out, std::span<const int>(&fd, 1));
+}
+
+void Daemon::StartMachineFork(uint64_t client, uint32_t seq, const proto::AdminMachineForkRequest& req) {
+  const uint16_t op = static_cast<uint16_t>(proto::Op::kAdminMachineFork);
+  if (req.share != "on" && req.share != "off" && req.share != "auto")
+    return AdminReply(client, seq, op, InvalidArgument("--share must be on, off or auto"), "");
+  if (!FindEndpoint(req.clone_machine))
+    return AdminReply(client, seq, op,
+                      InvalidArgument("machine '" + req.clone_machine + "' has no CUDA endpoint (attach it first)"), "");
+  // The golden is already at its supervisor's forkpoint, so its session (if
+  // it has one) exists now: no waiting for it to connect.
+  Session* golden = nullptr;
+  for (auto& [id, s] : sessions_)
+    if (s.machine == req.golden_machine && s.host_pid == req.golden_pid && s.role != 2) golden = &s;
+  if (!golden)
+    return AdminReply(client, seq, op,
+                      NotFound("no CUDA session of pid " + std::to_string(req.golden_pid) + " in machine '" +
+                               req.golden_machine + "'"),
+                      "");
+  ForkJob* job = QueueFork(client, seq, op, req.golden_pid, golden->id, 1, req.share, req.wait_ms ? req.wait_ms : 10000);
+  if (!job) return;
+  job->machine_fork = true;
+  job->clone_machine = req.clone_machine;
+  AdvanceForks();
+}
+
+void Daemon::CancelGoldenWait(const ForkJob& job) {
+  auto s = sessions_.find(job.golden);
+  if (s == sessions_.end()) return;
+  auto w = workers_.find(s->second.worker_pid);
+  if (w == workers_.end() || !w->second.control) return;
+  // Answered now if the golden waits, else as soon as it starts waiting.
+  std::string out;
+  proto::AppendRequest(&out, proto::ForkGoRequest{-1, ""}, 0);
+  (void)w->second.control->Write(out);
+  s->second.state = "running";
+}
+
+Status Daemon::AdmitToMachine(const ForkJob& job, uint64_t private_bytes) {
+  if (!job.machine_fork) return Status::Ok();
+  Endpoint* e = FindEndpoint(job.clone_machine);
+  if (!e) return Unavailable("machine '" + job.clone_machine + "' has no CUDA endpoint any more");
+  if (!e->budget || private_bytes <= e->budget->left()) return Status::Ok();
+  char msg[192];
+  std::snprintf(msg, sizeof msg, "fork needs %llu MiB, %llu MiB free under machine '%s' --gpu-mem %llu",
+                static_cast<unsigned long long>(private_bytes >> 20),
+                static_cast<unsigned long long>(e->budget->left() >> 20), job.clone_machine.c_str(),
+                static_cast<unsigned long long>(e->budget->limit() >> 20));
+  return Status(static_cast<int32_t>(2) /* CUDA_ERROR_OUT_OF_MEMORY */, msg);
+}
+
+}  // namespace smolvm

@@ -1,0 +1,143 @@
+// The daemon's work ahead of forks (DESIGN §5): when a golden reaches its
+// forkpoint its worker exports every chunk (ForkAhead); the daemon keeps the
+// descriptors for the forks of that generation and has pooled workers import
+// and map the chunks a fork will likely share (ForkPreload), so a fork only
+// copies private chunks and rebuilds handles.
+#include <fcntl.h>
+
+#include <nlohmann/json.hpp>
+
+#include "daemon/control.h"
+#include "daemon/daemon.h"
+#include "proto/frame.h"
+
+namespace smolvm {
+
+void Daemon::OnForkAhead(WorkerProc& w, const proto::ForkAheadRequest& r) {
+  // The descriptors follow on the same link: take them to keep it in step.
+  auto fds = ReceiveChunkFds(*w.control, r.num_chunks);
+  if (!fds.ok()) {
+    Log("fork ahead of session %llu: %s", static_cast<unsigned long long>(r.session_id),
+        fds.status().ToString().c_str());
+    w.control.reset();
+    return;
+  }
+  auto s = sessions_.find(r.session_id);
+  if (s == sessions_.end() || s->second.worker_pid != w.pid) return;
+  auto chunks = nlohmann::json::parse(r.chunks, nullptr, false);
+  if (chunks.is_discarded() || !chunks.is_array() || chunks.size() != fds->size()) {
+    Log("fork ahead of session %llu: malformed chunk list", static_cast<unsigned long long>(r.session_id));
+    return;
+  }
+  Ahead a;
+  a.generation = r.generation;
+  a.fds = std::move(fds).value();
+  nlohmann::json preload = nlohmann::json::array();
+  try {
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      if (chunks[i].at(3) == 0) continue;
+      preload.push_back({chunks[i].at(0), chunks[i].at(1), chunks[i].at(2)});
+      a.preload_fds.push_back(i);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    Log("fork ahead of session %llu: %s", static_cast<unsigned long long>(r.session_id), e.what());
+    return;
+  }
+  a.preload = preload.dump();
+  Log("fork ahead: session %llu at its forkpoint, %zu chunks exported, %zu for pooled workers to preload",
+      static_cast<unsigned long long>(r.session_id), a.fds.size(), a.preload_fds.size());
+  aheads_[r.session_id] = std::move(a);
+  PrimeWorkers();
+}
+
+void Daemon::OnPreloadDone(WorkerProc& w, const proto::PreloadDoneRequest& r) {
+  if (w.primed != r.golden || w.primed_generation != r.generation) return;  // superseded
+  if (r.result != 0) {
+    Log("preload: worker %d could not preload session %llu: %s", w.pid, static_cast<unsigned long long>(r.golden),
+        r.message.c_str());
+    w.primed = 0;  // it holds nothing now
+    w.primed_done = false;
+    return;
+  }
+  w.primed_done = true;
+  Log("preload: worker %d holds %u chunks of session %llu (%.1f ms)", w.pid, r.chunks,
+      static_cast<unsigned long long>(r.golden), static_cast<double>(r.ms));
+}
+
+void Daemon::ForgetAhead(uint64_t session) {
+  if (aheads_.erase(session)) PrimeWorkers();
+}
+
+size_t Daemon::PreloadedWorkers(uint64_t golden) const {
+  size_t n = 0;
+  for (const auto& [pid, w] : workers_) n += w.session_id == 0 && w.primed == golden && w.primed_done;
+  return n;
+}
+
+Daemon::WorkerProc* Daemon::PickPooledWorker(uint64_t golden) {
+  WorkerProc* best = nullptr;
+  int best_rank = 99;
+  for (auto& [pid, w] : workers_) {
+    if (!w.ready || w.session_id != 0 || !w.control) continue;
+    int rank;
+    if (golden != 0 && w.primed == golden) {
+      rank = w.primed_done ? 0 : 1;
+    } else {
+      rank = w.primed == 0 ? 2 : 3;
+    }
+    if (rank < best_rank) {
+      best = &w;
+      best_rank = rank;
+    }
+  }
+  return best;
+}
+
+void Daemon::PrimeWorkers() {
+  if (stopping_) return;
+  std::map<uint64_t, size_t> load;  // golden -> workers primed for it
+  for (const auto& [id, a] : aheads_)
+    if (!a.preload_fds.empty()) load[id] = 0;
+  for (auto& [pid, w] : workers_) {
+    if (w.session_id != 0 || !w.control || !w.ready || w.primed == 0) continue;
+    if (load.count(w.primed)) {
+      ++load[w.primed];
+      continue;
+    }
+    // Its golden left the forkpoint or ended: let the chunks go.
+    std::string out;
+    proto::AppendRequest(&out, proto::PreloadDropRequest{}, 0);
+    (void)w.control->Write(out);
+    w.primed = 0;
+    w.primed_done = false;
+  }
+  for (auto& [pid, w] : workers_) {
+    if (w.session_id != 0 || !w.control || !w.ready || load.empty()) continue;
+    uint64_t golden = w.primed;
+    if (golden == 0) {
+      // The golden with the fewest primed workers.
+      for (const auto& [id, n] : load)
+        if (golden == 0 || n < load[golden]) golden = id;
+    }
+    const Ahead& a = aheads_.at(golden);
+    if (w.primed == golden && w.primed_generation == a.generation) continue;
+    std::vector<int> fds;
+    for (size_t i : a.preload_fds) fds.push_back(a.fds[i].get());
+    std::string out;
+    proto::AppendRequest(&out, proto::ForkPreloadRequest{golden, a.generation, a.preload, static_cast<uint32_t>(fds.size())},
+                         0);
+    Status st = w.control->Write(out);
+    if (st.ok()) st = SendChunkFds(*w.control, fds);
+    if (!st.ok()) {
+      Log("preload: worker %d: %s", w.pid, st.ToString().c_str());
+      w.control.reset();  // its exit arrives through the pidfd
+      continue;
+    }
+    if (w.primed != golden) ++load[golden];
+    w.primed = golden;
+    w.primed_generation = a.generation;
+    w.primed_done = false;
+  }
+}
+
+}  // namespace smolvm

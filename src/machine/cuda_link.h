@@ -1,0 +1,66 @@
+// The machine layer's link to the host's CUDA daemon (`machine create --cuda`).
+//
+// One daemon per host (per $SMOLVM_HOME), started on demand by the first
+// --cuda machine and reused while it lives:
+//
+//   $SMOLVM_HOME/cuda/daemon.json   {"pid", "start", "socket", "backend"}
+//   $SMOLVM_HOME/cuda/daemon.log    its stdout/stderr
+//   $SMOLVM_HOME/cuda/smolvm.sock   its own guest socket (not bound into machines)
+//   $SMOLVM_HOME/cuda/smolvm.sock.admin   the admin socket (0600)
+//   $SMOLVM_HOME/cuda/lock          serializes starts (flock)
+//
+// Backend: $SMOLVM_CUDA_BACKEND (cuda | fake; default cuda) when a daemon is
+// started; a live daemon on another backend than one asked for explicitly is
+// an error. $SMOLVM_CUDA_POOL sets its pool of pre-started workers.
+//
+// Each --cuda machine gets its own endpoint: the supervisor creates a
+// listening socket, hands it to the daemon with AdminMachineAttach (machine
+// name, cgroup directories, --gpu-mem) and keeps that admin connection open
+// for the machine's life; closing it removes the endpoint.
+//
+// Host side only (root). Single-threaded callers.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/unique_fd.h"
+
+namespace smolvm::machine {
+
+struct CudaDaemon {
+  pid_t pid = 0;
+  int64_t start = 0;  // process start time (pid reuse guard)
+  std::string socket;  // admin: socket + ".admin"
+  std::string backend;
+};
+
+std::string CudaDir(const std::string& home);
+
+// The live daemon of this home, or NotFound.
+Result<CudaDaemon> FindCudaDaemon(const std::string& home);
+// The live daemon, started first when there is none.
+Result<CudaDaemon> EnsureCudaDaemon(const std::string& home);
+// SIGTERM to the recorded daemon, SIGKILL after timeout_ms; OK when none runs.
+Status StopCudaDaemon(const std::string& home, int timeout_ms);
+
+// Listens at `sock_path` (0666: the guest's uid connects) and attaches it as
+// `machine`'s endpoint. Returns the admin connection that keeps it alive.
+Result<UniqueFd> AttachCudaMachine(const CudaDaemon& d, const std::string& machine, const std::string& sock_path,
+                                   const std::vector<std::string>& cgroup_dirs, int64_t gpu_mem_bytes);
+
+// Asks the daemon to fork the session of host pid `golden_pid` in machine
+// `golden` into one clone session owned by machine `clone` (attached
+// before). Returns the connection the reply will arrive on.
+Result<UniqueFd> SendCudaMachineFork(const CudaDaemon& d, const std::string& golden, pid_t golden_pid,
+                                     const std::string& clone, const std::string& share, int wait_ms);
+// Reads that reply (waiting until deadline): the daemon's JSON line for the
+// clone, or its error (NotFound: the golden has no CUDA session).
+Result<std::string> ReadCudaMachineFork(int fd, std::chrono::steady_clock::time_point deadline);
+
+}  // namespace smolvm::machine

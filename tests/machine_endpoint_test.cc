@@ -1,0 +1,265 @@
+// Machine endpoints on the fake backend (issue 6, must-show 4, daemon side):
+// a guest on its machine's socket can act only on its own sessions (no admin
+// op, no other machine's clone token), --gpu-mem is one budget summed over
+// the machine's sessions, and the workers join the machine's cgroup
+// directories (here plain directories with a cgroup.procs file, the layout
+// of both cgroup v1 hierarchies and the v2 tree).
+#include <cuda.h>
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <future>
+#include <nlohmann/json.hpp>
+
+#include "daemon_client.h"
+
+namespace smolvm::testing {
+namespace {
+
+using namespace smolvm::proto;
+
+nlohmann::json StatusOf(const DaemonProcess& d) {
+  UnixChannel ch(ConnectUnix(d.socket() + ".admin").value());
+  AdminStatusReply rep;
+  EXPECT_TRUE(AdminRoundTrip(ch, AdminStatusRequest{}, &rep).ok());
+  return nlohmann::json::parse(rep.json);
+}
+
+// A machine endpoint: its socket, fake cgroup directories, and the admin
+// connection that keeps it attached.
+struct Machine {
+  std::string name, socket;
+  std::vector<std::string> cgroups;
+  std::unique_ptr<UnixChannel> admin;
+};
+
+class MachineEndpointTest : public ::testing::Test {
+ protected:
+  Status Attach(Machine* m, const std::string& name, uint64_t gpu_mem_mib, int cgroup_dirs = 2) {
+    m->name = name;
+    m->socket = daemon.dir() + "/" + name + ".sock";
+    std::string cg;
+    for (int i = 0; i < cgroup_dirs; ++i) {
+      std::string dir = daemon.dir() + "/cg-" + name + "-" + std::to_string(i);
+      ::mkdir(dir.c_str(), 0755);
+      std::ofstream(dir + "/cgroup.procs").flush();
+      m->cgroups.push_back(dir);
+      cg += dir + "\n";
+    }
+    ASSIGN_OR_RETURN(UniqueFd listener, ListenUnix(m->socket, 0666));
+    ASSIGN_OR_RETURN(UniqueFd conn, ConnectUnix(daemon.socket() + ".admin"));
+    m->admin = std::make_unique<UnixChannel>(std::move(conn));
+    AdminMachineAttachReply rep;
+    return AdminRoundTrip(*m->admin, AdminMachineAttachRequest{name, cg, gpu_mem_mib << 20}, &rep, listener.get());
+  }
+  int WorkerOf(uint64_t session) {
+    auto status = StatusOf(daemon);
+    for (const auto& s : status["sessions"])
+      if (s["session"] == session) return s["worker_pid"];
+    return 0;
+  }
+
+  DaemonProcess daemon;
+};
+
+TEST_F(MachineEndpointTest, GuestSocketRefusesAdminOpsAndTagsSessions) {
+  Machine a;
+  ASSERT_TRUE(Attach(&a, "ma", 0).ok());
+  RawClient g;
+  ASSERT_TRUE(g.Connect(a.socket).ok());
+  // Status, fork, release and attach are refused as unknown on a guest socket
+  // and the session lives on.
+  AdminStatusReply st;
+  EXPECT_EQ(g.Call(AdminStatusRequest{}, &st).head.result, static_cast<int32_t>(Code::kUnknownOp));
+  AdminForkReply fk;
+  EXPECT_EQ(g.Call(AdminForkRequest{0, static_cast<uint32_t>(::getpid()), 1, "off", 0}, &fk).head.result,
+            static_cast<int32_t>(Code::kUnknownOp));
+  AdminReleaseReply rl;
+  EXPECT_EQ(g.Call(AdminReleaseRequest{0, static_cast<uint32_t>(::getpid())}, &rl).head.result,
+            static_cast<int32_t>(Code::kUnknownOp));
+  AdminMachineForkReply mf;
+  EXPECT_EQ(g.Call(AdminMachineForkRequest{"ma", static_cast<uint32_t>(::getpid()), "ma", "off", 0}, &mf).head.result,
+            static_cast<int32_t>(Code::kUnknownOp));
+  AdminMachineAttachReply at;
+  EXPECT_EQ(g.Call(AdminMachineAttachRequest{"mx", "", 0}, &at).head.result, static_cast<int32_t>(Code::kUnknownOp));
+  PingReply pong;
+  EXPECT_TRUE(g.Call(PingRequest{}, &pong).ok());
+  auto s = StatusOf(daemon);
+  ASSERT_EQ(s["sessions"].size(), 1u);
+  EXPECT_EQ(s["sessions"][0]["machine"], "ma");
+  EXPECT_EQ(s["sessions"][0]["host_pid"], static_cast<uint32_t>(::getpid()));
+  ASSERT_EQ(s["machines"].size(), 1u);
+  // The worker joined the machine's cgroup directories (every hierarchy).
+  int worker = s["sessions"][0]["worker_pid"];
+  for (const auto& dir : a.cgroups) EXPECT_EQ(ReadFile(dir + "/cgroup.procs"), std::to_string(worker) + "\n") << dir;
+  // A session on the daemon's own socket is nobody's machine.
+  RawClient plain;
+  ASSERT_TRUE(plain.Connect(daemon.socket()).ok());
+  auto now = StatusOf(daemon);
+  for (const auto& x : now["sessions"])
+    if (x["session"] == plain.hello().session_id) EXPECT_EQ(x["machine"], "");
+}
+
+TEST_F(MachineEndpointTest, ClosingTheAttachConnectionRemovesTheEndpoint) {
+  Machine a;
+  ASSERT_TRUE(Attach(&a, "ma", 0).ok());
+  RawClient before;
+  ASSERT_TRUE(before.Connect(a.socket).ok());
+  a.admin.reset();
+  for (int i = 0; i < 200 && !StatusOf(daemon)["machines"].empty(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(StatusOf(daemon)["machines"].empty());
+  RawClient after;
+  EXPECT_FALSE(after.Connect(a.socket).ok());
+  PingReply pong;
+  EXPECT_TRUE(before.Call(PingRequest{}, &pong).ok()) << "sessions already running go on";
+}
+
+TEST_F(MachineEndpointTest, BadAttachRequestsAreRefused) {
+  Machine m;
+  m.socket = daemon.dir() + "/x.sock";
+  UnixChannel ch(ConnectUnix(daemon.socket() + ".admin").value());
+  AdminMachineAttachReply rep;
+  // No descriptor, a descriptor that is not a listening socket, a cgroup
+  // directory that does not exist.
+  EXPECT_EQ(AdminRoundTrip(ch, AdminMachineAttachRequest{"m", "", 0}, &rep).code(), static_cast<int32_t>(Code::kInvalidArgument));
+  UniqueFd notsock(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  EXPECT_EQ(AdminRoundTrip(ch, AdminMachineAttachRequest{"m", "", 0}, &rep, notsock.get()).code(),
+            static_cast<int32_t>(Code::kInvalidArgument));
+  auto listener = ListenUnix(m.socket, 0666);
+  ASSERT_TRUE(listener.ok());
+  EXPECT_EQ(AdminRoundTrip(ch, AdminMachineAttachRequest{"m", "/nonexistent/cg\n", 0}, &rep, listener->get()).code(),
+            static_cast<int32_t>(Code::kInvalidArgument));
+  EXPECT_TRUE(StatusOf(daemon)["machines"].empty());
+}
+
+TEST_F(MachineEndpointTest, GpuMemIsOneBudgetPerMachine) {
+  Machine a, b;
+  ASSERT_TRUE(Attach(&a, "ma", 64).ok());
+  ASSERT_TRUE(Attach(&b, "mb", 64).ok());
+  RawClient a1, a2, b1;
+  ASSERT_TRUE(a1.Connect(a.socket).ok());
+  ASSERT_TRUE(a2.Connect(a.socket).ok());
+  ASSERT_TRUE(b1.Connect(b.socket).ok());
+  MemAllocReply x, y, z;
+  ASSERT_TRUE(a1.Call(MemAllocRequest{.bytes = 40 << 20}, &x).ok());
+  // 40 + 40 MiB over the machine's two sessions passes 64: refused as CUDA does.
+  CallResult over = a2.Call(MemAllocRequest{.bytes = 40 << 20}, &y);
+  EXPECT_TRUE(over.transport.ok());
+  EXPECT_EQ(over.head.result, CUDA_ERROR_OUT_OF_MEMORY) << over.head.message;
+  EXPECT_NE(over.head.message.find("--gpu-mem 64"), std::string::npos) << over.head.message;
+  // What is left still fits; the other machine has its own 64 MiB.
+  EXPECT_TRUE(a2.Call(MemAllocRequest{.bytes = 16 << 20}, &y).ok());
+  EXPECT_TRUE(b1.Call(MemAllocRequest{.bytes = 60 << 20}, &z).ok());
+  MemGetInfoReply info;
+  ASSERT_TRUE(a2.Call(MemGetInfoRequest{}, &info).ok());
+  EXPECT_EQ(info.total_bytes, 64ull << 20);
+  EXPECT_EQ(info.free_bytes, 8ull << 20);
+  // Freeing gives it back; a killed worker's memory comes back too.
+  MemFreeReply f;
+  ASSERT_TRUE(a1.Call(MemFreeRequest{x.dptr}, &f).ok());
+  ASSERT_TRUE(a1.Call(MemAllocRequest{.bytes = 48 << 20}, &x).ok());
+  int worker = WorkerOf(a1.hello().session_id);
+  ASSERT_GT(worker, 0);
+  ASSERT_EQ(::kill(worker, SIGKILL), 0);
+  double used = -1;
+  for (int i = 0; i < 300; ++i) {
+    auto status = StatusOf(daemon);
+    for (const auto& m : status["machines"])
+      if (m["machine"] == "ma") used = m["gpu_used_mib"];
+    if (used == 16.0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(used, 16.0);
+  EXPECT_TRUE(a2.Call(MemAllocRequest{.bytes = 40 << 20}, &y).ok());
+}
+
+TEST_F(MachineEndpointTest, CloneTokenWorksOnlyThroughTheCloneMachinesSocket) {
+  Machine g, c, other;
+  ASSERT_TRUE(Attach(&g, "gold", 0).ok());
+  ASSERT_TRUE(Attach(&c, "kid", 32, /*cgroup_dirs=*/1).ok());  // v2: one directory
+  ASSERT_TRUE(Attach(&other, "stranger", 0).ok());
+  RawClient golden;
+  ASSERT_TRUE(golden.Connect(g.socket).ok());
+  MemAllocReply mem;
+  ASSERT_TRUE(golden.Call(MemAllocRequest{.bytes = 8 << 20}, &mem).ok());
+  // The golden waits for its order; the supervisor (here: the test) asks.
+  auto order = std::async(std::launch::async, [&] {
+    ForkpointWaitReply r;
+    CallResult res = golden.Call(ForkpointWaitRequest{}, &r);
+    return std::make_pair(res, r);
+  });
+  UnixChannel sup(ConnectUnix(daemon.socket() + ".admin").value());
+  std::string out;
+  AppendRequest(&out, AdminMachineForkRequest{"gold", static_cast<uint32_t>(::getpid()), "kid", "off", 5000}, 9);
+  ASSERT_TRUE(sup.Write(out).ok());
+  auto [res, go] = order.get();
+  ASSERT_TRUE(res.ok()) << res.head.message << daemon.Log();
+  ASSERT_FALSE(go.token.empty());
+  // Another machine, or the daemon's own socket, cannot use the token.
+  RawClient thief, plain, clone;
+  EXPECT_EQ(thief.Connect(other.socket, kProtoHash, 2, go.token).code(), static_cast<int32_t>(Code::kPermissionDenied));
+  EXPECT_EQ(plain.Connect(daemon.socket(), kProtoHash, 2, go.token).code(), static_cast<int32_t>(Code::kPermissionDenied));
+  // The clone machine's socket can; the clone starts with the golden's memory,
+  // charged to its own machine.
+  ASSERT_TRUE(clone.Connect(c.socket, kProtoHash, 2, go.token).ok()) << daemon.Log();
+  AdminMachineForkReply rep;
+  Status forked = ReadAdminReply(sup, &rep);
+  ASSERT_TRUE(forked.ok()) << forked.ToString();
+  auto line = nlohmann::json::parse(rep.json);
+  ASSERT_EQ(line.size(), 1u);
+  EXPECT_EQ(line[0]["shared"], 0);
+  MemGetInfoReply info;
+  ASSERT_TRUE(clone.Call(MemGetInfoRequest{}, &info).ok());
+  EXPECT_EQ(info.total_bytes, 32ull << 20);
+  EXPECT_EQ(info.free_bytes, 24ull << 20);
+  auto status = StatusOf(daemon);
+  for (const auto& s : status["sessions"]) {
+    if (s["session"] != clone.hello().session_id) continue;
+    EXPECT_EQ(s["machine"], "kid");
+    EXPECT_EQ(s["role"], "clone");
+    int worker = s["worker_pid"];
+    EXPECT_EQ(ReadFile(c.cgroups[0] + "/cgroup.procs"), std::to_string(worker) + "\n");
+  }
+  // The golden left the daemon's forkpoint with its order: a second fork
+  // waits for it to come back rather than racing it.
+  PingReply pong;
+  EXPECT_TRUE(golden.Call(PingRequest{}, &pong).ok());
+}
+
+TEST_F(MachineEndpointTest, FailedMachineForkCancelsTheGoldensWait) {
+  Machine g, c;
+  ASSERT_TRUE(Attach(&g, "gold", 0).ok());
+  ASSERT_TRUE(Attach(&c, "kid", 4).ok());  // too small for the golden's 16 MiB
+  RawClient golden;
+  ASSERT_TRUE(golden.Connect(g.socket).ok());
+  MemAllocReply mem;
+  ASSERT_TRUE(golden.Call(MemAllocRequest{.bytes = 16 << 20}, &mem).ok());
+  UnixChannel sup(ConnectUnix(daemon.socket() + ".admin").value());
+  AdminMachineForkReply rep;
+  // Unknown golden pid: NotFound at once (the supervisor forks a CPU-only golden).
+  EXPECT_EQ(AdminRoundTrip(sup, AdminMachineForkRequest{"gold", 1, "kid", "off", 1000}, &rep).code(),
+            static_cast<int32_t>(Code::kNotFound));
+  EXPECT_EQ(AdminRoundTrip(sup, AdminMachineForkRequest{"gold", static_cast<uint32_t>(::getpid()), "nowhere", "off", 1000}, &rep)
+                .code(),
+            static_cast<int32_t>(Code::kInvalidArgument));
+  // Refused by the clone machine's budget: the golden's wait returns released.
+  auto order = std::async(std::launch::async, [&] {
+    ForkpointWaitReply r;
+    CallResult res = golden.Call(ForkpointWaitRequest{}, &r);
+    return std::make_pair(res, r);
+  });
+  Status st = AdminRoundTrip(sup, AdminMachineForkRequest{"gold", static_cast<uint32_t>(::getpid()), "kid", "off", 5000}, &rep);
+  EXPECT_EQ(st.code(), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_NE(st.message().find("fork needs 16 MiB, 4 MiB free under machine 'kid'"), std::string::npos) << st.message();
+  auto [res, go] = order.get();
+  ASSERT_TRUE(res.ok()) << res.head.message;
+  EXPECT_LT(go.clone_index, 0);
+  PingReply pong;
+  EXPECT_TRUE(golden.Call(PingRequest{}, &pong).ok());
+}
+
+}  // namespace
+}  // namespace smolvm::testing
