@@ -39,18 +39,23 @@ inline size_t Count(const std::string& hay, const std::string& needle) {
 // destruction.
 class DaemonProcess {
  public:
-  explicit DaemonProcess(std::string backend = "fake", int pool = 1) {
+  // spares < 0: the daemon's default (its pool).
+  explicit DaemonProcess(std::string backend = "fake", int pool = 1, int spares = -1) {
     char tmpl[] = "/tmp/smolvm-test-XXXXXX";
     dir_ = ::mkdtemp(tmpl);
     socket_ = dir_ + "/cuda.sock";
     log_ = dir_ + "/daemon.log";
-    std::string pool_s = std::to_string(pool);
+    std::string pool_s = std::to_string(pool), spares_s = std::to_string(spares);
     pid_ = ::fork();
     if (pid_ == 0) {
       FILE* f = std::freopen(log_.c_str(), "w", stderr);
       (void)f;
-      ::execl(SMOLVM_BINARY, "smolvm", "_cuda-daemon", socket_.c_str(), "--backend", backend.c_str(),
-              "--pool", pool_s.c_str(), nullptr);
+      if (spares < 0)
+        ::execl(SMOLVM_BINARY, "smolvm", "_cuda-daemon", socket_.c_str(), "--backend", backend.c_str(), "--pool",
+                pool_s.c_str(), nullptr);
+      else
+        ::execl(SMOLVM_BINARY, "smolvm", "_cuda-daemon", socket_.c_str(), "--backend", backend.c_str(), "--pool",
+                pool_s.c_str(), "--spares", spares_s.c_str(), nullptr);
       ::_exit(127);
     }
     // Wait until it answers on its socket.

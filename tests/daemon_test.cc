@@ -383,6 +383,46 @@ TEST(DaemonLifecycle, SigtermStopsWorkersAndRemovesSockets) {
   EXPECT_NE(d.Log().find("stopped"), std::string::npos);
 }
 
+// Polls the admin status until pred(status) holds (5 s), returning the last status.
+template <typename Pred>
+nlohmann::json StatusWhen(const DaemonProcess& d, Pred pred) {
+  nlohmann::json s;
+  for (int i = 0; i < 500; ++i) {
+    s = AdminStatusOf(d);
+    if (pred(s)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return s;
+}
+
+TEST(DaemonPool, PoolIsStartedAheadAndRefilledToTheSpares) {
+  auto pooled = [](const nlohmann::json& s) { return s["pooled_workers"].get<int>(); };
+  {
+    // --pool 3 --spares 0: three warm workers, none started again once drawn.
+    DaemonProcess d("fake", 3, 0);
+    EXPECT_EQ(pooled(StatusWhen(d, [](auto& s) { return s["ready_workers"] == 3; })), 3) << d.Log();
+    RawClient a, b;
+    ASSERT_TRUE(a.Connect(d.socket()).ok());
+    ASSERT_TRUE(b.Connect(d.socket()).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_EQ(pooled(AdminStatusOf(d)), 1);
+    RawClient c, e;
+    ASSERT_TRUE(c.Connect(d.socket()).ok());
+    ASSERT_TRUE(e.Connect(d.socket()).ok()) << "a guest past the pool gets a worker started for it";
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_EQ(pooled(AdminStatusOf(d)), 0) << d.Log();
+  }
+  {
+    // The default keeps --pool spares.
+    DaemonProcess d("fake", 2);
+    RawClient a, b, c;
+    ASSERT_TRUE(a.Connect(d.socket()).ok());
+    ASSERT_TRUE(b.Connect(d.socket()).ok());
+    ASSERT_TRUE(c.Connect(d.socket()).ok());
+    EXPECT_EQ(pooled(StatusWhen(d, [](auto& s) { return s["ready_workers"] == 2; })), 2) << d.Log();
+  }
+}
+
 TEST(DaemonLifecycle, SecondDaemonOnTheSameSocketIsRefused) {
   DaemonProcess d("fake", 0);
   DaemonOptions o;

@@ -11,7 +11,9 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -106,6 +108,15 @@ Status RunForkArm(const ArmContext& c, ArmOutcome* out) {
   RETURN_IF_ERROR(machine::CreateMachine(c.home, golden, spec));
   out->t0_unix = NowUnix();
   const double deadline = out->t0_unix + c.o.timeout_s;
+  if (cuda) {
+    // The daemon this start brings up keeps a warm worker (context made
+    // ahead) for the golden and each clone, and no idle ones after the forks:
+    // they would count in the arm's GPU memory. The caller's settings win.
+    static const bool user_pool = std::getenv("SMOLVM_CUDA_POOL") != nullptr;
+    static const bool user_spares = std::getenv("SMOLVM_CUDA_SPARES") != nullptr;
+    if (!user_pool) ::setenv("SMOLVM_CUDA_POOL", std::to_string(std::min(c.o.n + 1, 64)).c_str(), 1);
+    if (!user_spares) ::setenv("SMOLVM_CUDA_SPARES", "0", 1);
+  }
   RETURN_IF_ERROR(machine::StartMachine(c.home, golden, /*forkable=*/true));
   Daemon daemon;
   if (cuda) {

@@ -20,9 +20,12 @@ void RegisterDaemonCommands(CLI::App& app, int* exit_code) {
   d->add_option("--backend", dopt->backend, "cuda or fake")
       ->check(CLI::IsMember({"cuda", "fake"}))
       ->capture_default_str();
-  d->add_option("--pool", dopt->pool_size, "workers kept started ahead of guests")
+  d->add_option("--pool", dopt->pool_size, "workers started ahead of guests")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
+  d->add_option("--spares", dopt->spares,
+                "started workers kept waiting once the first --pool are drawn (default: --pool)")
+      ->check(CLI::Range(0, 64));
   d->add_option("--fork-parallel", dopt->fork_build_parallel, "clones rebuilt at once during a fork")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();

@@ -271,6 +271,7 @@ void Daemon::AssignWorkers() {
       continue;
     }
     free_worker->session_id = id;
+    ++drawn_;
     free_worker->primed = 0;  // it drops any preloaded chunks before serving
     Session s;
     s.id = id;
@@ -284,11 +285,13 @@ void Daemon::AssignWorkers() {
         g.guest_pid, free_worker->pid);
   }
   // Keep the pool full: enough started workers for the waiting guests plus
-  // pool_size spares.
+  // the spares: what is left of the first pool_size, at least `spares`.
   size_t pooled = 0;
   for (auto& [pid, w] : workers_)
     if (w.session_id == 0 && w.control) ++pooled;
-  size_t want = static_cast<size_t>(options_.pool_size) + waiting_.size();
+  const uint64_t pool = static_cast<uint64_t>(options_.pool_size);
+  const uint64_t spares = options_.spares < 0 ? pool : static_cast<uint64_t>(options_.spares);
+  size_t want = static_cast<size_t>(std::max(drawn_ < pool ? pool - drawn_ : 0, spares)) + waiting_.size();
   for (const auto& [id, job] : forks_)
     if (job.phase == ForkJob::kBuilding)
       for (const auto& c : job.clones) want += c.worker < 0 ? 1 : 0;
@@ -827,6 +830,7 @@ void Daemon::AdvanceForks() {
         c.worker = free_worker->pid;
         c.session = next_session_++;
         free_worker->session_id = c.session;
+        ++drawn_;
         free_worker->primed = 0;
         Session s;
         s.id = c.session;

@@ -32,7 +32,11 @@ namespace smolvm {
 struct DaemonOptions {
   std::string socket_path;
   std::string backend = "cuda";
-  int pool_size = 1;              // workers kept started and waiting
+  int pool_size = 1;              // workers started ahead of guests
+  // Spares kept once the first pool_size are drawn (-1: pool_size). A bench
+  // that wants N warm workers for one fork and no idle contexts after it
+  // says --pool N --spares 0.
+  int spares = -1;
   uint64_t arena_base = 0;
   uint64_t arena_bytes = 0;
   uint64_t host_base = 0;
@@ -215,6 +219,7 @@ class Daemon {
   std::map<uint64_t, Endpoint> endpoints_;     // by id
   uint64_t next_endpoint_ = 1;
   uint64_t next_fork_job_ = 1;
+  uint64_t drawn_ = 0;  // pooled workers that went on to serve a session
   std::map<uint64_t, int32_t> next_clone_index_;  // by golden session id
   uint64_t next_session_ = 1;
   int start_failures_ = 0;  // workers in a row that died before WorkerReady

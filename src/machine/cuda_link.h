@@ -11,7 +11,9 @@
 //
 // Backend: $SMOLVM_CUDA_BACKEND (cuda | fake; default cuda) when a daemon is
 // started; a live daemon on another backend than one asked for explicitly is
-// an error. $SMOLVM_CUDA_POOL sets its pool of pre-started workers.
+// an error. $SMOLVM_CUDA_POOL sets its pool of pre-started workers,
+// $SMOLVM_CUDA_SPARES how many stay started once those are drawn (default:
+// the pool).
 //
 // Each --cuda machine gets its own endpoint: the supervisor creates a
 // listening socket, hands it to the daemon with AdminMachineAttach (machine
