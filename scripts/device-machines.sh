@@ -63,7 +63,7 @@ fi
 
 W=$(mktemp -d /tmp/device-machines.XXXXXX)
 export SMOLVM_HOME=$W/home SMOLVM_CGROUP_PARENT=smolvm-dev-$$ SMOLVM_CUDA_BACKEND=$( ((FAKE)) && echo fake || echo cuda)
-export SMOLVM_CUDA_POOL=$((COUNT + 1))
+export SMOLVM_CUDA_POOL=$((COUNT + 1)) SMOLVM_CUDA_SPARES=1  # warm workers for the golden and each clone
 unset SMOLVM_CUDA_SOCKET SMOLVM_SHIM_DIR
 SMOLVM=$BUILD/smolvm
 mkdir -p "$SMOLVM_HOME"
