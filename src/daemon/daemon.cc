@@ -284,17 +284,22 @@ void Daemon::AssignWorkers() {
     Log("session %llu: guest pid %u served by worker %d", static_cast<unsigned long long>(id),
         g.guest_pid, free_worker->pid);
   }
-  // Keep the pool full: enough started workers for the waiting guests plus
-  // the spares: what is left of the first pool_size, at least `spares`.
+  // Keep the pool full: what is left of the first pool_size started ahead,
+  // and at least enough for the waiting guests and the clones to build plus
+  // the spares.
   size_t pooled = 0;
   for (auto& [pid, w] : workers_)
     if (w.session_id == 0 && w.control) ++pooled;
   const uint64_t pool = static_cast<uint64_t>(options_.pool_size);
-  const uint64_t spares = options_.spares < 0 ? pool : static_cast<uint64_t>(options_.spares);
-  size_t want = static_cast<size_t>(std::max(drawn_ < pool ? pool - drawn_ : 0, spares)) + waiting_.size();
+  // No spare is started while a fork is in flight: new contexts would
+  // compete with the clones' builds on the device (context creation takes
+  // the driver's locks); AdvanceForks refills once the forks are done.
+  const uint64_t spares = !forks_.empty() ? 0 : options_.spares < 0 ? pool : static_cast<uint64_t>(options_.spares);
+  uint64_t needs = waiting_.size();
   for (const auto& [id, job] : forks_)
     if (job.phase == ForkJob::kBuilding)
-      for (const auto& c : job.clones) want += c.worker < 0 ? 1 : 0;
+      for (const auto& c : job.clones) needs += c.worker < 0 ? 1 : 0;
+  const size_t want = static_cast<size_t>(std::max(drawn_ < pool ? pool - drawn_ : 0, needs + spares));
   while (!stopping_ && pooled < want && failures < kMaxStartFailures) {
     Status st = SpawnWorker();
     if (!st.ok()) {
@@ -768,6 +773,7 @@ void Daemon::AttachClone(PendingGuest g, const std::string& token) {
 
 void Daemon::AdvanceForks() {
   auto now = std::chrono::steady_clock::now();
+  const bool had_forks = !forks_.empty();
   for (auto it = forks_.begin(); it != forks_.end();) {
     auto next = std::next(it);
     const uint64_t key = it->first;
@@ -895,6 +901,7 @@ void Daemon::AdvanceForks() {
     }
     it = next;
   }
+  if (had_forks && forks_.empty()) AssignWorkers();  // the spares held back during the forks
 }
 
 int Daemon::NextTimeoutMs() const {
