@@ -16,9 +16,15 @@ struct NvmlUtilization {
   unsigned int gpu;
   unsigned int memory;
 };
-struct NvmlMemory {
+struct NvmlMemory {  // nvmlMemory_t: `used` includes what the driver reserves
   unsigned long long total, free, used;
 };
+struct NvmlMemoryV2 {  // nvmlMemory_v2_t: `used` without the reserved memory, as nvidia-smi shows it
+  unsigned int version;
+  unsigned long long total, reserved, free, used;
+};
+static_assert(sizeof(NvmlMemoryV2) == 40);
+constexpr unsigned int kNvmlMemoryV2Version = sizeof(NvmlMemoryV2) | (2u << 24);
 struct NvmlProcessInfo {  // nvmlProcessInfo_t as of NVML 11.x+ (the _v3 calls)
   unsigned int pid;
   unsigned long long used_gpu_memory;
@@ -37,6 +43,7 @@ struct HostNvml {
   int (*by_index)(unsigned int, nvmlDevice*) = nullptr;
   int (*name)(nvmlDevice, char*, unsigned int) = nullptr;
   int (*memory)(nvmlDevice, NvmlMemory*) = nullptr;
+  int (*memory_v2)(nvmlDevice, NvmlMemoryV2*) = nullptr;
   int (*processes)(nvmlDevice, unsigned int*, NvmlProcessInfo*) = nullptr;
   int (*driver_version)(char*, unsigned int) = nullptr;
   int (*cuda_version)(int*) = nullptr;
@@ -67,6 +74,7 @@ HostNvml* Load() {
     Sym(dl, "nvmlDeviceGetHandleByIndex_v2", &n->by_index);
     Sym(dl, "nvmlDeviceGetName", &n->name);
     Sym(dl, "nvmlDeviceGetMemoryInfo", &n->memory);
+    Sym(dl, "nvmlDeviceGetMemoryInfo_v2", &n->memory_v2);
     Sym(dl, "nvmlDeviceGetComputeRunningProcesses_v3", &n->processes);
     Sym(dl, "nvmlSystemGetDriverVersion", &n->driver_version);
     Sym(dl, "nvmlSystemGetCudaDriverVersion_v2", &n->cuda_version);
@@ -110,10 +118,19 @@ Result<std::vector<HostGpuMemory>> HostGpuMemoryInUse() {
     HostGpuMemory g;
     char name[96] = {};
     if (n->name(dev, name, sizeof name) == 0) g.name = name;
-    NvmlMemory m{};
-    if (int r = n->memory(dev, &m); r != 0) return Failed("nvmlDeviceGetMemoryInfo", r);
-    g.used_bytes = m.used;
-    g.total_bytes = m.total;
+    // v2 first: on the H200 v1's `used` counts ~600 MiB the driver reserves
+    // on an idle GPU, which nvidia-smi does not show.
+    NvmlMemoryV2 m2{};
+    m2.version = kNvmlMemoryV2Version;
+    if (n->memory_v2 && n->memory_v2(dev, &m2) == 0) {
+      g.used_bytes = m2.used;
+      g.total_bytes = m2.total;
+    } else {
+      NvmlMemory m{};
+      if (int r = n->memory(dev, &m); r != 0) return Failed("nvmlDeviceGetMemoryInfo", r);
+      g.used_bytes = m.used;
+      g.total_bytes = m.total;
+    }
     std::vector<NvmlProcessInfo> procs(64);
     for (;;) {
       unsigned int k = static_cast<unsigned int>(procs.size());

@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <chrono>
 #include <fstream>
+#include <thread>
 
 #include "backend/nvml_host.h"
 #include "bench/child.h"
@@ -45,6 +47,18 @@ EnvManifest CollectEnv(const std::string& shim_dir) {
 
 Status CheckGpuIdle(double limit_mib) {
   ASSIGN_OR_RETURN(auto devices, HostGpuMemoryInUse());
+  // Memory held with no compute process left is usually a process still
+  // being torn down (a learner or worker that just exited): give it 10 s.
+  auto settling = [&] {
+    for (const auto& d : devices)
+      if (d.used_bytes / 1048576.0 > limit_mib && d.processes.empty()) return true;
+    return false;
+  };
+  for (int i = 0; i < 50 && settling(); ++i) {
+    if (i == 0) std::fprintf(stderr, "bench: waiting up to 10 s for the GPU's memory to be released\n");
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ASSIGN_OR_RETURN(devices, HostGpuMemoryInUse());
+  }
   for (size_t i = 0; i < devices.size(); ++i) {
     double used = devices[i].used_bytes / 1048576.0;
     if (used <= limit_mib) continue;
