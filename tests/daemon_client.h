@@ -16,6 +16,7 @@
 
 #include "proto/frame.h"
 #include "proto/proto_hash.h"
+#include "transport/read_reply.h"
 #include "transport/unix_channel.h"
 
 namespace smolvm::testing {
@@ -161,14 +162,7 @@ class RawClient {
 // Reads one admin reply from `ch`: its result as a Status, its fields in *rep.
 template <typename Rep>
 Status ReadAdminReply(UnixChannel& ch, Rep* rep) {
-  proto::FrameHeader h;
-  std::string payload;
-  std::vector<UniqueFd> fds;
-  RETURN_IF_ERROR(ch.ReadFrame(&h, &payload, &fds));
-  proto::ReplyHead head;
-  RETURN_IF_ERROR(proto::DecodeReply(payload, &head, rep));
-  if (head.result != 0) return Status(head.result, head.message);
-  return Status::Ok();
+  return ReadReplyFrame(ch, rep);
 }
 
 // One admin request and its reply; `fd` >= 0 rides with the request.

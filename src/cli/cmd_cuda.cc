@@ -7,6 +7,7 @@
 #include "machine/cuda_link.h"
 #include "machine/paths.h"
 #include "proto/frame.h"
+#include "transport/read_reply.h"
 #include "transport/unix_channel.h"
 
 namespace smolvm::cli {
@@ -46,14 +47,7 @@ Status AdminCall(const std::string& socket, const Req& req, Rep* rep) {
   std::string out;
   proto::AppendRequest(&out, req, 1);
   RETURN_IF_ERROR(ch.Write(out));
-  proto::FrameHeader h;
-  std::string payload;
-  std::vector<UniqueFd> fds;
-  RETURN_IF_ERROR(ch.ReadFrame(&h, &payload, &fds));
-  proto::ReplyHead head;
-  RETURN_IF_ERROR(proto::DecodeReply(payload, &head, rep));
-  if (head.result != 0) return Status(head.result, head.message);
-  return Status::Ok();
+  return ReadReplyFrame(ch, rep);
 }
 
 int Status(const std::string& socket_flag, bool json) {

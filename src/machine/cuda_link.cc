@@ -18,6 +18,7 @@
 
 #include "machine/process.h"
 #include "proto/frame.h"
+#include "transport/read_reply.h"
 #include "transport/unix_channel.h"
 
 namespace smolvm::machine {
@@ -118,20 +119,13 @@ Status ReadReply(UnixChannel& ch, Clock::time_point deadline, std::string* json,
     if (r < 0 && errno != EINTR) return ErrnoStatus("poll", errno);
     if (r > 0) break;
   }
-  proto::FrameHeader h;
-  std::string payload;
-  std::vector<UniqueFd> fds;
-  RETURN_IF_ERROR(ch.ReadFrame(&h, &payload, &fds));
-  proto::ReplyHead head;
-  if (has_json) {
-    proto::AdminMachineForkReply rep;
-    RETURN_IF_ERROR(proto::DecodeReply(payload, &head, &rep));
-    if (head.result == 0) *json = rep.json;
-  } else {
+  if (!has_json) {
     proto::AdminMachineAttachReply rep;
-    RETURN_IF_ERROR(proto::DecodeReply(payload, &head, &rep));
+    return ReadReplyFrame(ch, &rep);
   }
-  if (head.result != 0) return Status(head.result, head.message);
+  proto::AdminMachineForkReply rep;
+  RETURN_IF_ERROR(ReadReplyFrame(ch, &rep));
+  *json = rep.json;
   return Status::Ok();
 }
 

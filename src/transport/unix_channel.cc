@@ -182,10 +182,24 @@ Result<UniqueFd> ListenUnix(const std::string& path, unsigned mode) {
     if (probe.ok()) return Status(Code::kAlreadyExists, "a daemon already listens on " + path);
     ::unlink(path.c_str());
   }
+  // Bound under a temporary name and renamed into place once listening, so
+  // whoever waits for `path` to appear can connect at once (a bound socket
+  // that does not listen yet refuses connections).
+  std::string tmp = path + ".t" + std::to_string(::getpid());
+  struct sockaddr_un tmp_addr;
+  if (!FillAddress(tmp, &tmp_addr).ok()) tmp = path;  // too long: bind in place
+  else addr = tmp_addr;
+  ::unlink(tmp.c_str());
   if (::bind(fd.get(), reinterpret_cast<struct sockaddr*>(&addr), sizeof addr) < 0)
     return ErrnoStatus("bind " + path, errno);
-  if (::chmod(path.c_str(), mode) < 0) return ErrnoStatus("chmod " + path, errno);
-  if (::listen(fd.get(), 128) < 0) return ErrnoStatus("listen " + path, errno);
+  auto fail = [&](const char* what) {
+    Status st = ErrnoStatus(std::string(what) + " " + path, errno);
+    ::unlink(tmp.c_str());
+    return st;
+  };
+  if (::chmod(tmp.c_str(), mode) < 0) return fail("chmod");
+  if (::listen(fd.get(), 128) < 0) return fail("listen");
+  if (tmp != path && ::rename(tmp.c_str(), path.c_str()) < 0) return fail("rename");
   return fd;
 }
 
