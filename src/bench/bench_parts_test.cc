@@ -17,20 +17,28 @@ const char* kDaemonLog =
     "smolvm-daemon: session 1: guest pid 7 served by worker 100\n"
     "smolvm-daemon: fork: clone 0 of 7 shared=12 private=3 shared_mib=768.0 private_mib=6.0 ms=61.5 (build 40.1 ms)\n"
     "smolvm-daemon: fork: clone 1 of 7 shared=12 private=3 shared_mib=768.0 private_mib=6.0 ms=70.0 (build 41.0 ms)\n"
+    "smolvmd[9] 06:30:27.574: fork: clone 2 of 7 shared=12 private=3 shared_mib=768.0 private_mib=6.0 ms=48.6 "
+    "build_ms=14.2 preloaded=12 waited_ms=0.0\n"
     "fork: clone garbage\n";
 
 TEST(ControlCheck, ParsesTheDaemonsForkLines) {
   auto clones = ParseForkLines(kDaemonLog);
-  ASSERT_EQ(clones.size(), 2u);
+  ASSERT_EQ(clones.size(), 3u);
   EXPECT_EQ(clones[1].index, 1);
   EXPECT_EQ(clones[1].shared_chunks, 12);
   EXPECT_EQ(clones[1].private_chunks, 3);
   EXPECT_DOUBLE_EQ(clones[1].shared_mib, 768.0);
   EXPECT_DOUBLE_EQ(clones[1].ms, 70.0);
+  EXPECT_TRUE(std::isnan(clones[1].build_ms));  // an older line says "(build 41.0 ms)"
+  EXPECT_EQ(clones[1].preloaded, -1);
+  EXPECT_DOUBLE_EQ(clones[2].ms, 48.6);
+  EXPECT_DOUBLE_EQ(clones[2].build_ms, 14.2);
+  EXPECT_EQ(clones[2].preloaded, 12);
 }
 
 TEST(ControlCheck, Verdicts) {
   auto shared = ParseForkLines(kDaemonLog);
+  shared.pop_back();
   EXPECT_EQ(ControlVerdict("on", shared, 2), "ok");
   EXPECT_EQ(ControlVerdict("off", shared, 2), "!! CONTROL FAILED: asked for copy mode but the daemon shared 24 chunks");
   std::vector<CloneFork> copied = {{0, 0, 15, 0, 774, 60}, {1, 0, 15, 0, 774, 61}};

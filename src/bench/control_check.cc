@@ -21,6 +21,12 @@ std::vector<CloneFork> ParseForkLines(const std::string& log) {
       continue;
     c.shared_chunks = shared;
     c.private_chunks = priv;
+    // Newer daemons add " build_ms=<t> preloaded=<k> waited_ms=<w>".
+    if (const char* b = std::strstr(line.c_str() + at, " build_ms=")) std::sscanf(b, " build_ms=%lf", &c.build_ms);
+    if (const char* p = std::strstr(line.c_str() + at, " preloaded=")) {
+      long long k = -1;
+      if (std::sscanf(p, " preloaded=%lld", &k) == 1) c.preloaded = k;
+    }
     out.push_back(c);
   }
   return out;

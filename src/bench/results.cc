@@ -234,7 +234,8 @@ Result<RunResult> ParseRunResult(const std::string& text) {
     for (const auto& c : *it)
       if (c.is_object())
         r.clones.push_back({Int(c, "index", -1), static_cast<int64_t>(Num(c, "shared")), static_cast<int64_t>(Num(c, "private")),
-                            Num(c, "shared_mib"), Num(c, "private_mib"), Num(c, "ms")});
+                            Num(c, "shared_mib"), Num(c, "private_mib"), Num(c, "ms"), Num(c, "build_ms"),
+                            Int(c, "preloaded", -1)});
   r.golden_learner_load_s = Num(j, "golden_learner_load_s");
   r.started_at = Str(j, "started_at");
   r.timed_out = Bool(j, "timed_out");
@@ -277,7 +278,8 @@ std::string FormatRunResult(const RunResult& r) {
   j["clones"] = ordered::array();
   for (const auto& c : r.clones)
     j["clones"].push_back({{"index", c.index}, {"shared", c.shared_chunks}, {"private", c.private_chunks},
-                           {"shared_mib", c.shared_mib}, {"private_mib", c.private_mib}, {"ms", c.ms}});
+                           {"shared_mib", c.shared_mib}, {"private_mib", c.private_mib}, {"ms", c.ms},
+                           {"build_ms", c.build_ms}, {"preloaded", c.preloaded}});
   j["process_peaks"] = ordered::array();
   for (const auto& p : r.process_peaks)
     j["process_peaks"].push_back({{"pid", p.pid}, {"what", p.what}, {"peak_mib", p.peak_mib}});

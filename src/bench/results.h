@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,10 @@ struct CloneFork {
   int index = -1;
   int64_t shared_chunks = 0, private_chunks = 0;
   double shared_mib = 0, private_mib = 0, ms = 0;
+  // The clone's rebuild in its worker, and the shared chunks it found
+  // imported ahead (NaN / -1 when the daemon's line does not say).
+  double build_ms = std::numeric_limits<double>::quiet_NaN();
+  int64_t preloaded = -1;
 };
 
 struct ProcessPeak {
