@@ -231,6 +231,17 @@ void Daemon::ReadHello(UniqueFd fd, uint64_t endpoint) {
   AssignWorkers();
 }
 
+void Daemon::DrawPooledWorker(WorkerProc& w, uint64_t session) {
+  w.session_id = session;
+  w.primed = 0;  // what it preloaded is the worker's to use or drop now
+  ++drawn_;
+}
+
+void Daemon::DiscardWorker(WorkerProc& w) {
+  ::kill(w.pid, SIGKILL);  // reaped through its pidfd
+  w.control.reset();       // never picked again meanwhile
+}
+
 void Daemon::AssignWorkers() {
   int failures = 0;
   while (!waiting_.empty()) {
@@ -246,11 +257,7 @@ void Daemon::AssignWorkers() {
       if (!placed.ok()) {
         Log("cannot serve a guest of an endpoint: %s", placed.ToString().c_str());
         ReplyError(*g.channel, g.hello_seq, Code::kUnavailable, placed.message());
-        if (free_worker->budget_slot >= 0 || !free_worker->machine.empty()) {
-          // Half placed: it must never serve anyone else.
-          ::kill(free_worker->pid, SIGKILL);
-          free_worker->control.reset();
-        }
+        if (free_worker->budget_slot >= 0 || !free_worker->machine.empty()) DiscardWorker(*free_worker);
         continue;
       }
       machine = e->second.machine;
@@ -270,9 +277,7 @@ void Daemon::AssignWorkers() {
       ++failures;
       continue;
     }
-    free_worker->session_id = id;
-    ++drawn_;
-    free_worker->primed = 0;  // it drops any preloaded chunks before serving
+    DrawPooledWorker(*free_worker, id);
     Session s;
     s.id = id;
     s.worker_pid = free_worker->pid;
@@ -827,17 +832,14 @@ void Daemon::AdvanceForks() {
           Status placed = e ? PlaceWorker(*free_worker, *e)
                             : Unavailable("machine '" + job.clone_machine + "' has no CUDA endpoint any more");
           if (!placed.ok()) {
-            ::kill(free_worker->pid, SIGKILL);  // it may be half placed; reaped through its pidfd
-            free_worker->control.reset();
+            DiscardWorker(*free_worker);  // it may be half placed
             FailFork(job, placed);
             break;
           }
         }
         c.worker = free_worker->pid;
         c.session = next_session_++;
-        free_worker->session_id = c.session;
-        ++drawn_;
-        free_worker->primed = 0;
+        DrawPooledWorker(*free_worker, c.session);
         Session s;
         s.id = c.session;
         s.worker_pid = c.worker;

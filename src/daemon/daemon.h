@@ -151,6 +151,10 @@ class Daemon {
   // Reads one guest's Hello; on success queues it for a worker.
   void ReadHello(UniqueFd fd, uint64_t endpoint);
   void AssignWorkers();
+  // A pooled worker starts serving `session` (a guest's or a clone's).
+  void DrawPooledWorker(WorkerProc& w, uint64_t session);
+  // Ends a worker that must serve no one (e.g. half placed in a machine).
+  void DiscardWorker(WorkerProc& w);
   void OnWorkerControl(WorkerProc& w);
   void OnWorkerExit(pid_t pid);
   void ServeAdmin(uint64_t client);
