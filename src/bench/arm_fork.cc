@@ -25,6 +25,7 @@
 #include "bench/child.h"
 #include "bench/control_check.h"
 #include "bench/interrupt.h"
+#include "daemon/daemon.h"
 #include "machine/cgroups.h"
 #include "machine/cuda_link.h"
 #include "machine/machines.h"
@@ -114,7 +115,7 @@ Status RunForkArm(const ArmContext& c, ArmOutcome* out) {
     // they would count in the arm's GPU memory. The caller's settings win.
     static const bool user_pool = std::getenv("SMOLVM_CUDA_POOL") != nullptr;
     static const bool user_spares = std::getenv("SMOLVM_CUDA_SPARES") != nullptr;
-    if (!user_pool) ::setenv("SMOLVM_CUDA_POOL", std::to_string(std::min(c.o.n + 1, 64)).c_str(), 1);
+    if (!user_pool) ::setenv("SMOLVM_CUDA_POOL", std::to_string(std::min(c.o.n + 1, kMaxPoolWorkers)).c_str(), 1);
     if (!user_spares) ::setenv("SMOLVM_CUDA_SPARES", "0", 1);
   }
   RETURN_IF_ERROR(machine::StartMachine(c.home, golden, /*forkable=*/true));
@@ -214,7 +215,11 @@ Status RunForkArm(const ArmContext& c, ArmOutcome* out) {
     out->control_check = "n/a (cpu)";
     return Status::Ok();
   }
-  out->clones = ParseForkLines(ReadFrom(daemon.log, daemon.log_offset));
+  // The daemon's lines for this run go beside the learners' logs too (its
+  // log lives in $SMOLVM_HOME, which the next run's daemon appends to).
+  std::string daemon_lines = ReadFrom(daemon.log, daemon.log_offset);
+  std::ofstream(c.logs + "/cuda-daemon.log") << daemon_lines;
+  out->clones = ParseForkLines(daemon_lines);
   int64_t most = 0;
   for (const auto& cf : out->clones) most = std::max(most, cf.shared_chunks);
   out->shared_ranges = most;

@@ -27,7 +27,19 @@ std::string Quote(const std::string& s) {
 
 std::string DataValue(double v) { return std::isfinite(v) ? std::to_string(v) : "NaN"; }
 
+double Column(const CellSummary& c, int column) { return column == 2 ? c.agg_tok_s.median : c.peak_gpu_mib.median; }
+
 }  // namespace
+
+std::string LabelRows(const std::vector<PlotSeries>& series, int column) {
+  std::string rows;
+  for (const auto& s : series)
+    for (const auto* p : s.points)
+      if (p->incomplete && std::isfinite(Column(*p, column)))
+        rows += std::to_string(p->key.n) + " " + DataValue(Column(*p, column)) + " \"" +
+                std::to_string(p->min_done) + "/" + std::to_string(p->expected) + " done\"\n";
+  return rows;
+}
 
 std::vector<PlotSeries> PlotSeriesOf(const std::vector<CellSummary>& cells) {
   std::map<std::string, PlotSeries> by_label;
@@ -71,6 +83,9 @@ std::string GnuplotScript(const std::vector<PlotSeries>& series, const std::stri
       p += Quote(data_dir + "/series_" + std::to_string(i) + ".dat") + " using 1:" + std::to_string(column) +
            " with linespoints lw 2 pt 7 title " + Quote(series[i].label);
     }
+    if (!LabelRows(series, column).empty())
+      p += ", \\\n     " + Quote(data_dir + "/labels_" + std::to_string(column) + ".dat") +
+           " using 1:2:3 with labels offset 0,1 font 'sans,8' notitle";
     return p + "\n";
   };
   s += panel("aggregate throughput vs N", "aggregate tok/s", 2);
@@ -98,6 +113,11 @@ Status Plot(const std::vector<CellSummary>& cells, const std::string& out_png) {
       f << p->key.n << " " << DataValue(p->agg_tok_s.median) << " " << DataValue(p->peak_gpu_mib.median) << "\n";
     if (!f) return ErrnoStatus("cannot write plot data in " + dir, errno);
   }
+  for (int column : {2, 3}) {
+    std::ofstream f(dir + "/labels_" + std::to_string(column) + ".dat");
+    f << LabelRows(series, column);
+    if (!f) return ErrnoStatus("cannot write plot labels in " + dir, errno);
+  }
   std::string script = dir + "/plot.gp";
   {
     std::ofstream f(script);
@@ -119,10 +139,12 @@ Status Plot(const std::vector<CellSummary>& cells, const std::string& out_png) {
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    // gnuplot's message: its non-empty lines (it starts with a blank one).
     std::ifstream in(err);
-    std::string first;
-    std::getline(in, first);
-    return Internal("gnuplot failed: " + first);
+    std::string line, message;
+    while (std::getline(in, line))
+      if (line.find_first_not_of(" \t") != std::string::npos) message += (message.empty() ? "" : " | ") + line;
+    return Internal("gnuplot failed: " + (message.empty() ? "exit status " + std::to_string(status) : message));
   }
   if (!fs::exists(out_png)) return Internal("gnuplot wrote no " + out_png);
   return Status::Ok();

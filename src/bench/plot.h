@@ -18,7 +18,13 @@ struct PlotSeries {
 std::vector<PlotSeries> PlotSeriesOf(const std::vector<CellSummary>& cells);
 
 // The gnuplot script drawing `series` whose data files are
-// <data_dir>/series_<i>.dat ("N agg_tok_s peak_mib" per line).
+// <data_dir>/series_<i>.dat ("N agg_tok_s peak_mib" per line), with the
+// incomplete cells' "k/N done" drawn above their points from
+// <data_dir>/labels_<column>.dat (column 2: agg tok/s, 3: peak memory).
+// "N value \"k/N done\"" per incomplete cell whose value in `column` is
+// finite (gnuplot 5.4 crashes on a labels plot with no defined point).
+std::string LabelRows(const std::vector<PlotSeries>& series, int column);
+
 std::string GnuplotScript(const std::vector<PlotSeries>& series, const std::string& data_dir,
                           const std::string& out_png);
 

@@ -42,6 +42,17 @@ std::string ModelText(const CellKey& k) {
 
 double Ratio(double a, double b) { return std::isfinite(a) && std::isfinite(b) && b != 0 ? a / b : kNaN; }
 
+// "native 19/24 INCOMPLETE" for each side of a ratio that is incomplete.
+std::string IncompleteNote(const CellSummary& fork, const CellSummary& native) {
+  std::string note;
+  for (const CellSummary* c : {&fork, &native}) {
+    if (!c->incomplete) continue;
+    if (!note.empty()) note += ", ";
+    note += c->key.arm + " " + std::to_string(c->min_done) + "/" + std::to_string(c->expected) + " INCOMPLETE";
+  }
+  return note.empty() ? note : note + ": not like for like";
+}
+
 struct Tables {
   TableRow cell_header, ratio_header;
   std::vector<TableRow> cells, ratios;
@@ -63,12 +74,12 @@ Tables BuildTables(const std::vector<CellSummary>& cells, const std::vector<Rati
                        std::to_string(c.nan_learners)});
   }
   t.ratio_header = {"fork share", "model", "N", "cpus", "batch×seq", "steps", "wall", "agg_tok_s", "tok_s/learner",
-                    "peak_gpu"};
+                    "peak_gpu", "note"};
   for (const auto& r : ratios)
     t.ratios.push_back({r.fork.share_mode, ModelText(r.fork), std::to_string(r.fork.n), CpusText(r.fork.cpus),
                         std::to_string(r.fork.batch) + "×" + std::to_string(r.fork.maxseq),
                         std::to_string(r.fork.steps), Fixed(r.wall, 2), Fixed(r.agg_tok_s, 2),
-                        Fixed(r.learner_tok_s, 2), Fixed(r.peak_gpu, 2)});
+                        Fixed(r.learner_tok_s, 2), Fixed(r.peak_gpu, 2), r.note.empty() ? "-" : r.note});
   return t;
 }
 
@@ -147,7 +158,7 @@ std::vector<RatioRow> Ratios(const std::vector<CellSummary>& cells) {
       out.push_back({f.key, n.key, Ratio(f.wall_s.median, n.wall_s.median),
                      Ratio(f.agg_tok_s.median, n.agg_tok_s.median),
                      Ratio(f.learner_tok_s.median, n.learner_tok_s.median),
-                     Ratio(f.peak_gpu_mib.median, n.peak_gpu_mib.median)});
+                     Ratio(f.peak_gpu_mib.median, n.peak_gpu_mib.median), IncompleteNote(f, n)});
     }
   }
   return out;

@@ -43,6 +43,10 @@ std::vector<CellSummary> Summarize(const std::vector<RunResult>& runs);
 struct RatioRow {
   CellKey fork, native;  // the fork cell and the native cell it matches
   double wall = 0, agg_tok_s = 0, learner_tok_s = 0, peak_gpu = 0;  // fork ÷ native (medians)
+  // Empty when both cells are complete; else which side finished fewer
+  // learners than expected (say native 19/24 where the rest ran out of GPU
+  // memory): the ratios then compare unlike loads.
+  std::string note;
 };
 std::vector<RatioRow> Ratios(const std::vector<CellSummary>& cells);
 

@@ -70,6 +70,27 @@ TEST(Summarize, RatiosMatchForkToNative) {
   EXPECT_NEAR(ratios[0].peak_gpu, 9050.0 / 26050.0, 1e-9);
 }
 
+TEST(Summarize, RatioAgainstAnIncompleteCellSaysSo) {
+  CellSummary fork, native;
+  fork.key.arm = "fork";
+  fork.key.share_mode = "on";
+  fork.key.n = native.key.n = 24;
+  native.key.arm = "native";
+  native.key.share_mode = "-";
+  fork.min_done = fork.expected = native.expected = 24;
+  native.min_done = 19;
+  native.incomplete = true;
+  fork.wall_s = native.wall_s = fork.agg_tok_s = native.agg_tok_s = {1, 1, 1};
+  auto ratios = Ratios({fork, native});
+  ASSERT_EQ(ratios.size(), 1u);
+  EXPECT_EQ(ratios[0].note, "native 19/24 INCOMPLETE: not like for like");
+  std::string text = FormatSummaryText({fork, native}, ratios);
+  EXPECT_NE(text.find("native 19/24 INCOMPLETE: not like for like"), std::string::npos) << text;
+  auto fixtures = Ratios(Summarize(Fixtures()));
+  ASSERT_EQ(fixtures.size(), 1u);
+  EXPECT_EQ(fixtures[0].note, "");  // both N=4 cells are complete
+}
+
 TEST(Summarize, TextAndMarkdownShowIncompleteAndSpread) {
   auto cells = Summarize(Fixtures());
   auto ratios = Ratios(cells);
@@ -98,6 +119,8 @@ TEST(Plot, SeriesAndScript) {
   std::string gp = GnuplotScript(series, "/d", "/o.png");
   EXPECT_NE(gp.find("set output '/o.png'"), std::string::npos);
   EXPECT_NE(gp.find("'/d/series_2.dat' using 1:3"), std::string::npos) << gp;
+  EXPECT_NE(gp.find("'/d/labels_3.dat' using 1:2:3 with labels"), std::string::npos) << gp;
+  EXPECT_EQ(LabelRows(series, 3), "8 52000.000000 \"7/8 done\"\n");  // native N=8 finished 7 of 8
   EXPECT_NE(gp.find("peak GPU memory"), std::string::npos);
 }
 

@@ -21,11 +21,11 @@ void RegisterDaemonCommands(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"cuda", "fake"}))
       ->capture_default_str();
   d->add_option("--pool", dopt->pool_size, "workers started ahead of guests")
-      ->check(CLI::Range(0, 64))
+      ->check(CLI::Range(0, kMaxPoolWorkers))
       ->capture_default_str();
   d->add_option("--spares", dopt->spares,
                 "started workers kept waiting once the first --pool are drawn (default: --pool)")
-      ->check(CLI::Range(0, 64));
+      ->check(CLI::Range(0, kMaxPoolWorkers));
   d->add_option("--fork-parallel", dopt->fork_build_parallel, "clones rebuilt at once during a fork")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
