@@ -21,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include "bench/results.h"
+#include "bench/summarize.h"
 #include "machine/cgroups.h"
 
 extern char** environ;
@@ -185,7 +186,9 @@ TEST_F(BenchE2eTest, BothArmsOnTheCpuPathWriteValidResults) {
     for (const auto& l : r->learners) {
       EXPECT_NEAR(l.loss0, std::log(2.0), 1e-6);  // DPO starts at ln 2
       EXPECT_EQ(l.losses.size(), 6u);
+      EXPECT_GT(l.t_done, 1.7e9);  // a unix time
     }
+    EXPECT_GT(SpanTokS(*r), 0);
   }
   EXPECT_EQ(f.control_check, "n/a (cpu)");
   EXPECT_EQ(f.share_mode, "on");

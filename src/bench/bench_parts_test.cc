@@ -59,6 +59,7 @@ TEST(LearnerEvents, ReadyStepsDoneAndAPartialLine) {
   EXPECT_EQ(p.steps, 1);
   EXPECT_DOUBLE_EQ(p.load_ms, 1500.0);
   EXPECT_DOUBLE_EQ(p.done_t, 102.5);
+  EXPECT_DOUBLE_EQ(p.result.t_done, 102.5);
   EXPECT_EQ(p.result.lid, "3");
   EXPECT_DOUBLE_EQ(p.result.tok_s, 640.0);
   EXPECT_DOUBLE_EQ(p.result.load_s, 1.5);

@@ -39,6 +39,7 @@ LearnerProgress ParseLearnerEvents(const std::string& text) {
       p.done_t = t;
       p.result = l;
       p.result.load_s = p.ready ? p.load_ms / 1e3 : NAN;
+      p.result.t_done = t > 0 ? t : NAN;
     }
   }
   return p;

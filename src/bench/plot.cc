@@ -27,7 +27,21 @@ std::string Quote(const std::string& s) {
 
 std::string DataValue(double v) { return std::isfinite(v) ? std::to_string(v) : "NaN"; }
 
-double Column(const CellSummary& c, int column) { return column == 2 ? c.agg_tok_s.median : c.peak_gpu_mib.median; }
+// The data files' columns: 1 N, 2 agg_tok_s, 3 peak memory, 4 span_tok_s.
+double Column(const CellSummary& c, int column) {
+  return column == 2 ? c.agg_tok_s.median : column == 3 ? c.peak_gpu_mib.median : c.span_tok_s.median;
+}
+
+// span_tok_s when every series has it somewhere (results recorded before
+// learners' t_done have none), else the seed's agg_tok_s for all.
+int ThroughputColumn(const std::vector<PlotSeries>& series) {
+  for (const auto& s : series) {
+    bool any = false;
+    for (const auto* p : s.points) any |= std::isfinite(p->span_tok_s.median);
+    if (!any) return 2;
+  }
+  return 4;
+}
 
 }  // namespace
 
@@ -73,11 +87,14 @@ std::string GnuplotScript(const std::vector<PlotSeries>& series, const std::stri
       "set terminal pngcairo size 1400,560 font 'sans,10'\n"
       "set output " + Quote(out_png) + "\n"
       "set multiplot layout 1,2\n"
-      "set grid\nset key top left font 'sans,8'\nset xlabel 'learners (N)'\n"
+      "set grid\nset key font 'sans,8'\nset xlabel 'learners (N)'\n"
       "set logscale x 2\nset xtics (1,2,4,8,16,24,32,48,64)\n"
       "set offsets graph 0.05, graph 0.05, graph 0.05, 0\nset yrange [0:*]\n";
+  // The key where the lines are not: under the throughput, which is about
+  // flat in N; above the memory, which grows with it.
   auto panel = [&](const std::string& title, const std::string& ylabel, int column) {
-    std::string p = "set title " + Quote(title) + "\nset ylabel " + Quote(ylabel) + "\nplot ";
+    std::string p = "set title " + Quote(title) + "\nset ylabel " + Quote(ylabel) + "\nset key " +
+                    (column == 3 ? "top left" : "bottom left") + "\nplot ";
     for (size_t i = 0; i < series.size(); ++i) {
       if (i) p += ", \\\n     ";
       p += Quote(data_dir + "/series_" + std::to_string(i) + ".dat") + " using 1:" + std::to_string(column) +
@@ -88,7 +105,10 @@ std::string GnuplotScript(const std::vector<PlotSeries>& series, const std::stri
            " using 1:2:3 with labels offset 0,1 font 'sans,8' notitle";
     return p + "\n";
   };
-  s += panel("aggregate throughput vs N", "aggregate tok/s", 2);
+  if (ThroughputColumn(series) == 4)
+    s += panel("aggregate throughput vs N (all tokens / time the learners trained)", "span tok/s", 4);
+  else
+    s += panel("aggregate throughput vs N (sum of the learners' own tok/s)", "aggregate tok/s", 2);
   s += panel(mem + " vs N", mem, 3);
   return s + "unset multiplot\n";
 }
@@ -110,10 +130,11 @@ Status Plot(const std::vector<CellSummary>& cells, const std::string& out_png) {
   for (size_t i = 0; i < series.size(); ++i) {
     std::ofstream f(dir + "/series_" + std::to_string(i) + ".dat");
     for (const auto* p : series[i].points)
-      f << p->key.n << " " << DataValue(p->agg_tok_s.median) << " " << DataValue(p->peak_gpu_mib.median) << "\n";
+      f << p->key.n << " " << DataValue(p->agg_tok_s.median) << " " << DataValue(p->peak_gpu_mib.median) << " "
+        << DataValue(p->span_tok_s.median) << "\n";
     if (!f) return ErrnoStatus("cannot write plot data in " + dir, errno);
   }
-  for (int column : {2, 3}) {
+  for (int column : {2, 3, 4}) {
     std::ofstream f(dir + "/labels_" + std::to_string(column) + ".dat");
     f << LabelRows(series, column);
     if (!f) return ErrnoStatus("cannot write plot labels in " + dir, errno);

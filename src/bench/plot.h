@@ -18,9 +18,10 @@ struct PlotSeries {
 std::vector<PlotSeries> PlotSeriesOf(const std::vector<CellSummary>& cells);
 
 // The gnuplot script drawing `series` whose data files are
-// <data_dir>/series_<i>.dat ("N agg_tok_s peak_mib" per line), with the
-// incomplete cells' "k/N done" drawn above their points from
-// <data_dir>/labels_<column>.dat (column 2: agg tok/s, 3: peak memory).
+// <data_dir>/series_<i>.dat ("N agg_tok_s peak_mib span_tok_s" per line),
+// with the incomplete cells' "k/N done" drawn above their points from
+// <data_dir>/labels_<column>.dat. The throughput panel draws span_tok_s when
+// every series has it, else agg_tok_s.
 // "N value \"k/N done\"" per incomplete cell whose value in `column` is
 // finite (gnuplot 5.4 crashes on a labels plot with no defined point).
 std::string LabelRows(const std::vector<PlotSeries>& series, int column);

@@ -78,6 +78,7 @@ LearnerResult ParseLearner(const json& l) {
   r.lossN = Num(l, "lossN");
   r.peak_gb = Num(l, "peak_gb");
   r.load_s = Num(l, "load_s");
+  r.t_done = Num(l, "t_done");
   r.peak_rss_mib = Num(l, "peak_rss_mib");
   if (auto it = l.find("losses"); it != l.end() && it->is_array())
     for (const auto& x : *it) r.losses.push_back(Num(x));
@@ -99,6 +100,7 @@ ordered LearnerJson(const LearnerResult& l) {
   long long v = std::strtoll(l.lid.c_str(), &end, 10);
   if (!l.lid.empty() && end && *end == '\0') j["lid"] = v;
   if (!std::isnan(l.peak_rss_mib)) j["peak_rss_mib"] = l.peak_rss_mib;
+  if (std::isfinite(l.t_done)) j["t_done"] = l.t_done;
   j["losses"] = l.losses;
   return j;
 }

@@ -70,6 +70,7 @@ TEST(FormatRunResult, RoundTripsWithNonFiniteTokens) {
   l.loss0 = 0.693;
   l.lossN = std::numeric_limits<double>::infinity();
   l.losses = {0.693, std::nan("")};
+  l.t_done = 1796280470.5353556;
   r.learners.push_back(l);
   r.clones.push_back({0, 5, 3, 10.5, 2.0, 12.0});
   r.process_peaks.push_back({42, "clone 0", 99.5});
@@ -86,6 +87,7 @@ TEST(FormatRunResult, RoundTripsWithNonFiniteTokens) {
   EXPECT_TRUE(std::isnan(back->golden_load_s));
   EXPECT_TRUE(back->learners[0].loss_nan);
   EXPECT_TRUE(std::isnan(back->learners[0].losses[1]));
+  EXPECT_DOUBLE_EQ(back->learners[0].t_done, 1796280470.5353556);
   ASSERT_EQ(back->clones.size(), 1u);
   EXPECT_EQ(back->clones[0].shared_chunks, 5);
   EXPECT_EQ(back->process_peaks[0].what, "clone 0");

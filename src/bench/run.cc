@@ -14,6 +14,7 @@
 #include "bench/interrupt.h"
 #include "bench/table.h"
 #include "bench/model_cache.h"
+#include "bench/summarize.h"
 #include "machine/machines.h"
 #include "machine/paths.h"
 
@@ -82,7 +83,8 @@ std::string SummaryLine(const RunResult& r) {
   auto secs = [](double v) { return std::isfinite(v) ? Fixed(v, 2) + "s" : std::string("-"); };
   return "wall=" + secs(r.wall_s) + " done=" + std::to_string(r.learners_done) + "/" +
          std::to_string(r.learners_expected) + " agg_tok_s=" + Fixed(r.agg_tok_s, 1) +
-         " peak_gpu=" + Fixed(r.peak_gpu_mib, 0) + "MiB golden_load=" + secs(r.golden_load_s);
+         " peak_gpu=" + Fixed(r.peak_gpu_mib, 0) + "MiB golden_load=" + secs(r.golden_load_s) +
+         " span_tok_s=" + Fixed(SpanTokS(r), 1);
 }
 
 // One run: everything it starts goes through the ledger, which is emptied

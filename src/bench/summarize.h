@@ -27,10 +27,18 @@ struct Spread {
 };
 Spread SpreadOf(std::vector<double> values);
 
+// Throughput over the time the learners trained together: all tokens
+// (Σ tok_s × train_s) ÷ (last finish − first training start), from each
+// learner's t_done and train_s. agg_tok_s (the seed's Σ tok_s) counts a
+// learner that trained partly alone (forks start one after another, native
+// learners finish loading at different times) at its solo rate, so it grows
+// with the stagger; this does not. NaN when a learner lacks t_done.
+double SpanTokS(const RunResult& r);
+
 struct CellSummary {
   CellKey key;
   int reps = 0;
-  Spread wall_s, agg_tok_s, learner_tok_s, peak_gpu_mib, golden_load_s, fork_s;
+  Spread wall_s, agg_tok_s, span_tok_s, learner_tok_s, peak_gpu_mib, golden_load_s, fork_s;
   int min_done = 0, expected = 0;  // over the reps
   bool incomplete = false;         // some rep finished fewer learners than expected
   int nan_learners = 0;            // over all reps
@@ -42,7 +50,7 @@ std::vector<CellSummary> Summarize(const std::vector<RunResult>& runs);
 
 struct RatioRow {
   CellKey fork, native;  // the fork cell and the native cell it matches
-  double wall = 0, agg_tok_s = 0, learner_tok_s = 0, peak_gpu = 0;  // fork ÷ native (medians)
+  double wall = 0, agg_tok_s = 0, span_tok_s = 0, learner_tok_s = 0, peak_gpu = 0;  // fork ÷ native (medians)
   // Empty when both cells are complete; else which side finished fewer
   // learners than expected (say native 19/24 where the rest ran out of GPU
   // memory): the ratios then compare unlike loads.

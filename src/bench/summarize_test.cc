@@ -35,6 +35,20 @@ TEST(SpreadOf, MedianMinMaxOverFiniteValues) {
   EXPECT_TRUE(std::isnan(SpreadOf({std::nan("")}).median));
 }
 
+TEST(SpanTokS, AllTokensOverTheTimeTheLearnersTrained) {
+  RunResult r;
+  LearnerResult a, b;
+  a.tok_s = b.tok_s = 100;
+  a.train_s = b.train_s = 10;
+  a.t_done = 110;  // trained 100..110
+  b.t_done = 115;  // trained 105..115, half of it alone
+  r.learners = {a, b};
+  EXPECT_DOUBLE_EQ(SpanTokS(r), 2000.0 / 15.0);  // where the seed's sum says 200
+  r.learners[1].t_done = std::nan("");
+  EXPECT_TRUE(std::isnan(SpanTokS(r)));  // recorded before t_done was
+  EXPECT_TRUE(std::isnan(SpanTokS(RunResult{})));
+}
+
 TEST(Summarize, CellsRepsIncompleteAndNan) {
   auto cells = Summarize(Fixtures());
   ASSERT_EQ(cells.size(), 4u);  // native 4, native 8, fork 4 (on), seed fork 2
