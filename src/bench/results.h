@@ -28,7 +28,7 @@ struct LearnerResult {
   std::string lid;  // a number in our files; the seed's may be a string
   double tok_s = 0, train_s = 0, step_ms = 0, loss0 = 0, lossN = 0, peak_gb = 0;
   double load_s = 0;            // learner-reported load time (NaN when unknown)
-  double t_done = 0;            // when it finished, unix seconds by its own clock (NaN when unknown)
+  double t_done = std::numeric_limits<double>::quiet_NaN();  // when it finished: unix s, its own clock
   double peak_rss_mib = 0;      // CPU path: peak resident memory (NaN when unknown)
   std::vector<double> losses;   // per step; NaN for a null/non-finite loss
   bool loss_nan = false;        // loss0 or lossN was non-finite or null
