@@ -6,9 +6,15 @@
 # Results: build/quickstart/results (one JSON per run), logs beside them.
 # Needs root (learners run in cgroups, the fork arm in machines); uses sudo
 # otherwise.
+# Usage: scripts/quickstart.sh [--no-setup]   (--no-setup: use the build/ that
+# is there, e.g. one carried to a machine without a package registry)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+case "${1:-}" in
+  "") scripts/setup.sh ;;
+  --no-setup) [[ -x build/smolvm ]] || { echo "quickstart: --no-setup needs build/smolvm (run scripts/setup.sh)" >&2; exit 2; } ;;
+  *) echo "quickstart: unknown argument '$1' (usage: scripts/quickstart.sh [--no-setup])" >&2; exit 2 ;;
+esac
 
 sudo=""
 [[ $(id -u) == 0 ]] || sudo="sudo"
