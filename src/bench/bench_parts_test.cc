@@ -58,7 +58,6 @@ TEST(LearnerEvents, ReadyStepsDoneAndAPartialLine) {
   EXPECT_TRUE(p.done);
   EXPECT_EQ(p.steps, 1);
   EXPECT_DOUBLE_EQ(p.load_ms, 1500.0);
-  EXPECT_DOUBLE_EQ(p.done_t, 102.5);
   EXPECT_DOUBLE_EQ(p.result.t_done, 102.5);
   EXPECT_EQ(p.result.lid, "3");
   EXPECT_DOUBLE_EQ(p.result.tok_s, 640.0);

@@ -36,7 +36,6 @@ LearnerProgress ParseLearnerEvents(const std::string& text) {
       ++p.steps;
     } else if (ev == "done") {
       p.done = true;
-      p.done_t = t;
       p.result = l;
       p.result.load_s = p.ready ? p.load_ms / 1e3 : NAN;
       p.result.t_done = t > 0 ? t : NAN;

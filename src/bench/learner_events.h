@@ -14,7 +14,7 @@ namespace smolvm::bench {
 struct LearnerProgress {
   bool ready = false, done = false;
   double load_ms = 0;
-  double ready_t = 0, done_t = 0;  // unix seconds, from the events
+  double ready_t = 0;              // unix seconds, from the event (done: result.t_done)
   int steps = 0;                   // step events seen
   LearnerResult result;            // filled from the done event
 };

@@ -130,8 +130,8 @@ Status Plot(const std::vector<CellSummary>& cells, const std::string& out_png) {
   for (size_t i = 0; i < series.size(); ++i) {
     std::ofstream f(dir + "/series_" + std::to_string(i) + ".dat");
     for (const auto* p : series[i].points)
-      f << p->key.n << " " << DataValue(p->agg_tok_s.median) << " " << DataValue(p->peak_gpu_mib.median) << " "
-        << DataValue(p->span_tok_s.median) << "\n";
+      f << p->key.n << " " << DataValue(Column(*p, 2)) << " " << DataValue(Column(*p, 3)) << " "
+        << DataValue(Column(*p, 4)) << "\n";
     if (!f) return ErrnoStatus("cannot write plot data in " + dir, errno);
   }
   for (int column : {2, 3, 4}) {

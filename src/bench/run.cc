@@ -65,7 +65,7 @@ RunResult BuildResult(const RunOptions& o, const ArmOutcome& a, const MemorySamp
     l.peak_rss_mib = o.device == "cpu" && pid != a.learner_pids.end() ? sampler.PeakOf(pid->second) : NAN;
     r.learners.push_back(l);
     if (std::isfinite(l.tok_s)) r.agg_tok_s += l.tok_s;
-    last_done = std::max(last_done, p.done_t);
+    if (std::isfinite(l.t_done)) last_done = std::max(last_done, l.t_done);
   }
   r.learners_done = static_cast<int>(r.learners.size());
   r.wall_s = r.learners_done > 0 ? last_done - a.t0_unix : NAN;

@@ -31,7 +31,7 @@ namespace smolvm {
 
 // The most workers `--pool` / `--spares` may ask the daemon to start ahead:
 // room for a golden and a clone per learner that fits an H200 (64 learners
-// of a 4-bit 7B model took 127 GiB).
+// of a 4-bit 7B model peaked at 122.5 GiB).
 inline constexpr int kMaxPoolWorkers = 128;
 
 struct DaemonOptions {
