@@ -103,12 +103,9 @@ class BenchE2eTest : public ::testing::Test {
   }
 
   std::vector<RunResult> Results() {
-    auto all = LoadResultDir(results_);
+    auto all = LoadRunResults(results_);
     EXPECT_TRUE(all.ok()) << all.status().ToString();
-    std::vector<RunResult> out;
-    if (all.ok())
-      for (auto& l : *all) out.push_back(l.result);
-    return out;
+    return all.ok() ? *all : std::vector<RunResult>{};
   }
 
   // Bounded wait for a condition polled every 20 ms.

@@ -324,6 +324,13 @@ Result<std::vector<LoadedResult>> LoadResultDir(const std::string& dir) {
   return out;
 }
 
+Result<std::vector<RunResult>> LoadRunResults(const std::string& dir) {
+  ASSIGN_OR_RETURN(auto loaded, LoadResultDir(dir));
+  std::vector<RunResult> out;
+  for (auto& l : loaded) out.push_back(std::move(l.result));
+  return out;
+}
+
 std::string ResultFileName(const RunResult& r) {
   char cpus[32];
   std::snprintf(cpus, sizeof cpus, "%g", r.cpus_per_learner);

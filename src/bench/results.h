@@ -102,6 +102,8 @@ struct LoadedResult {
 // Every *.json directly in dir, sorted by path. A file that does not parse
 // fails the whole load with its path in the message.
 Result<std::vector<LoadedResult>> LoadResultDir(const std::string& dir);
+// The same, the results only.
+Result<std::vector<RunResult>> LoadRunResults(const std::string& dir);
 
 // <arm>_n<N>_s<S>_c<K>_<stamp>_r<rep>.json
 std::string ResultFileName(const RunResult& r);

@@ -13,12 +13,9 @@ namespace smolvm::bench {
 namespace {
 
 std::vector<RunResult> Fixtures() {
-  auto all = LoadResultDir(SMOLVM_BENCH_FIXTURES);
+  auto all = LoadRunResults(SMOLVM_BENCH_FIXTURES);
   EXPECT_TRUE(all.ok()) << all.status().ToString();
-  std::vector<RunResult> out;
-  if (all.ok())
-    for (auto& l : *all) out.push_back(l.result);
-  return out;
+  return all.ok() ? *all : std::vector<RunResult>{};
 }
 
 const CellSummary* Find(const std::vector<CellSummary>& cells, const std::string& arm, int n) {

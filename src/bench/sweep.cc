@@ -85,8 +85,7 @@ Status RunSweep(const SweepPlan& plan, const RunOptions& given) {
   RETURN_IF_ERROR(ResolveDefaults(&base));
   std::vector<RunResult> have;
   if (std::filesystem::exists(base.results)) {
-    ASSIGN_OR_RETURN(auto loaded, LoadResultDir(base.results));
-    for (auto& l : loaded) have.push_back(std::move(l.result));
+    ASSIGN_OR_RETURN(have, LoadRunResults(base.results));
   }
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();

@@ -46,10 +46,8 @@ void AddRunFlags(CLI::App* c, bench::RunOptions* o) {
 }
 
 Result<std::vector<bench::RunResult>> Load(const std::string& dir) {
-  ASSIGN_OR_RETURN(auto loaded, bench::LoadResultDir(dir));
-  if (loaded.empty()) return NotFound("no result files (*.json) in " + dir);
-  std::vector<bench::RunResult> runs;
-  for (auto& l : loaded) runs.push_back(std::move(l.result));
+  ASSIGN_OR_RETURN(auto runs, bench::LoadRunResults(dir));
+  if (runs.empty()) return NotFound("no result files (*.json) in " + dir);
   return runs;
 }
 
