@@ -5,6 +5,10 @@
 # it from outside the tree. Usage: pip_install_test.sh PYTHON3 PYTHON_DIR GUEST_LIB
 set -eu
 py=$1 src=$2 lib=$3
+if ! "$py" -c 'import setuptools, wheel, venv' 2>/dev/null || ! "$py" -m pip --version >/dev/null 2>&1; then
+  echo "SKIP: $py lacks venv/pip/setuptools/wheel (scripts/setup.sh installs them)"
+  exit 77
+fi
 tmp=$(mktemp -d /tmp/smolvm-pip-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 cp -r "$src" "$tmp/src"
