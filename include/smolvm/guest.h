@@ -109,8 +109,10 @@ int smolvmMarkFrozen(const void* device_ptr, size_t bytes);
 
 /* ---- Seam for the CUDA shim (libcudart.so.13 shim calls this at load) ----
  *
- * The shim registers callbacks once; the guest library calls them around the
- * fork. All callbacks run in the calling thread of smolvmForkpoint(). Fields
+ * The shim registers callbacks once (or exports smolvm_shim_cuda_hooks(),
+ * found also when the shim was loaded RTLD_LOCAL); the guest library calls
+ * them around the fork, from the steps (smolvmForkpoint() included), in the
+ * thread that drives them. Fields
  * may be NULL. `size` must be sizeof(struct smolvm_cuda_hooks) as compiled by
  * the caller (lets the struct grow). */
 struct smolvm_cuda_hooks {

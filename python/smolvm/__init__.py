@@ -20,7 +20,7 @@ import sys as _sys
 from smolvm import _clone, _guest, _rules
 from smolvm._rules import ForkRuleError
 
-__all__ = ["forkpoint", "ForkError", "ForkRuleError"]
+__all__ = ["forkpoint", "mark_frozen", "ForkError", "ForkRuleError"]
 
 
 class ForkError(OSError):
@@ -88,3 +88,17 @@ def forkpoint(*, seed=None, threads=None):
         r = lib.smolvm_fork_parent(order, pid)
         if r < 0:
             raise _error(-r, "reporting a fork to the controller")
+
+
+def mark_frozen(address, nbytes):
+    """Marks device memory [address, address + nbytes) frozen: shared read-only
+    with the clones under '--share on' (smolvmMarkFrozen). Raises OSError when
+    it is not device memory, or without the smolvm CUDA shim (a --cuda machine).
+    torch users: smolvm.torch.frozen() marks a model's weights."""
+    import ctypes
+
+    r = _guest.load().smolvmMarkFrozen(ctypes.c_void_p(address), nbytes)
+    if r < 0:
+        raise OSError(-r, "smolvmMarkFrozen(0x%x, %d): %s%s" % (
+            address, nbytes, _os.strerror(-r),
+            " (needs the smolvm CUDA shim: a --cuda machine)" if -r == _errno.ENOTSUP else ""))

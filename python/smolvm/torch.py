@@ -16,10 +16,6 @@ only once torch runs through the shims (issue 13).
 """
 
 import contextlib
-import ctypes
-import os
-
-from smolvm import _guest
 
 _pools = []  # frozen pools live as long as the process: their blocks never go back to a shared cache
 
@@ -80,9 +76,7 @@ def segments_holding(snapshot, storages):
 def _mark(ranges):
     if not ranges:
         raise ValueError("nothing to mark frozen: no CUDA memory was allocated")
-    lib = _guest.load()
+    import smolvm
+
     for address, size in ranges:
-        r = lib.smolvmMarkFrozen(ctypes.c_void_p(address), size)
-        if r < 0:
-            raise OSError(-r, "smolvmMarkFrozen(0x%x, %d): %s (needs the smolvm CUDA shim: a --cuda machine)"
-                          % (address, size, os.strerror(-r)))
+        smolvm.mark_frozen(address, size)

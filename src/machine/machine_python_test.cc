@@ -52,6 +52,7 @@ class MachinePythonTest : public ::testing::Test {
     setenv("SMOLVM_HOME", home_.c_str(), 1);
     setenv("SMOLVM_CGROUP_PARENT", cgroup_parent_.c_str(), 1);
     setenv("SMOLVM_SHIM_DIR", SMOLVM_GUEST_LIB_DIR, 1);  // holds python/smolvm too
+    setenv("SMOLVM_CUDA_BACKEND", "fake", 1);            // --cuda machines start the daemon on the fake
   }
 
   void TearDown() override {
@@ -60,6 +61,7 @@ class MachinePythonTest : public ::testing::Test {
     if (list.is_array())
       for (const auto& m : list)
         if (m["golden"] == "") Cli({"machine", "rm", "--force", "--cascade", "--grace", "0", "--name", m["name"]});
+    Cli({"cuda", "shutdown", "--grace", "5"});  // the daemon --cuda machines started
     // Nothing left: no cgroup under our parent, no host mount or process naming our home.
     auto layout = DetectCgroups();
     if (layout.ok())
@@ -159,6 +161,34 @@ TEST_F(MachinePythonTest, PythonGoldenForksThreeClonesThroughOsFork) {
   r = Cli({"machine", "rm", "--name", "pyg", "--cascade", "--grace", "2"});
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(Cli({"machine", "list", "--json"}).out, "[]\n");
+}
+
+// The cudart shim's hooks run from the steps: a Python golden with CUDA state
+// (the shim through ctypes, the daemon on the fake backend) forks clones whose
+// sessions re-attach as clones, sharing the frozen buffer.
+TEST_F(MachinePythonTest, PythonCudaGoldenClonesReattachTheirSessions) {
+  ASSERT_EQ(Cli({"machine", "create", "--name", "pcu", "--cpus", "1", "--cuda", "--gpu-mem", "256", "-v",
+                 kTests + ":/opt/test:ro", "--", "python3", "/opt/test/machine_cuda_golden.py"})
+                .rc,
+            0);
+  ASSERT_EQ(Cli({"machine", "start", "--name", "pcu", "--forkable"}).rc, 0);
+  ASSERT_TRUE(WaitForLog("pcu", "golden ready")) << Logs("pcu");
+  CliRun r = Cli({"machine", "fork", "--golden", "pcu", "--count", "2", "--name-prefix", "pc", "--share-weights"});
+  ASSERT_EQ(r.rc, 0) << r.err << Logs("pcu");
+  for (int i = 0; i < 2; ++i) {
+    std::string name = "pc-" + std::to_string(i);
+    EXPECT_TRUE(WaitForLog(name, "clone idx=" + std::to_string(i) + " frozen=True private=True")) << Logs(name);
+  }
+  auto st = nlohmann::json::parse(Cli({"cuda", "status", "--json"}).out, nullptr, false);
+  ASSERT_TRUE(st.is_object());
+  int clones = 0;
+  for (const auto& s : st["sessions"])
+    if (s["role"] == "clone") {
+      clones++;
+      EXPECT_GT(s["shared_chunks"], 0) << s.dump();
+    }
+  EXPECT_EQ(clones, 2) << st.dump();
+  ASSERT_EQ(Cli({"machine", "rm", "--name", "pcu", "--cascade", "--grace", "2"}).rc, 0);
 }
 
 // The fork rules hold inside a machine too: a golden that broke one is told

@@ -64,13 +64,26 @@ void TakeHooks(const smolvm_cuda_hooks* h) {
   g_have_hooks = true;
 }
 
+// The cudart shim's exported hooks, also when it was loaded RTLD_LOCAL (as
+// Python's ctypes and extension modules load libraries), where RTLD_DEFAULT
+// does not see it.
+void* ShimHooksSymbol() {
+  void* sym = dlsym(RTLD_DEFAULT, "smolvm_shim_cuda_hooks");
+  if (sym != nullptr) return sym;
+  void* h = dlopen("libcudart.so.13", RTLD_NOW | RTLD_NOLOAD);
+  if (h == nullptr) return nullptr;
+  sym = dlsym(h, "smolvm_shim_cuda_hooks");
+  dlclose(h);  // NOLOAD took a reference of a library that stays loaded
+  return sym;
+}
+
 bool GetHooks(smolvm_cuda_hooks* out) {
   pthread_mutex_lock(&g_hooks_mu);
   if (!g_have_hooks) {
-    // The cudart shim registers itself when it loads after us; when it loaded
-    // first, it exports its hooks for us to pick up here.
+    // The cudart shim registers itself when it loads after us (and sees us);
+    // otherwise it exports its hooks for us to pick up here.
     using ShimHooks = const smolvm_cuda_hooks* (*)(void);
-    auto shim = reinterpret_cast<ShimHooks>(dlsym(RTLD_DEFAULT, "smolvm_shim_cuda_hooks"));
+    auto shim = reinterpret_cast<ShimHooks>(ShimHooksSymbol());
     const smolvm_cuda_hooks* h = shim != nullptr ? shim() : nullptr;
     if (h != nullptr && h->size >= kHooksMinSize) TakeHooks(h);
   }
