@@ -1,10 +1,13 @@
 """A Python golden with CUDA state, for the --cuda machine test
-(src/machine/machine_python_test.cc): calls the cudart shim through ctypes
-(no torch on CI; the daemon runs the fake backend), marks one allocation
-frozen, and waits at smolvm.forkpoint(). Each clone reads the frozen buffer
-and writes its private one through its own re-attached session."""
+(src/machine/machine_python_test.cc) and the daemon-controlled fork test
+(python/tests/test_daemon_fork.py): calls the cudart shim through ctypes (no
+torch on CI; the daemon runs the fake backend), marks one allocation frozen,
+and waits at smolvm.forkpoint(). Each clone reads the frozen buffer and writes
+its private one through its own re-attached session, then waits (or exits,
+with `exit` as argument)."""
 
 import ctypes
+import os
 import signal
 import sys
 
@@ -43,5 +46,8 @@ frozen_ok = out.raw == pattern.raw
 mine = ctypes.create_string_buffer(bytes([idx + 1]) * N, N)
 check(rt.cudaMemcpy(private, mine, N, H2D), "write private")
 check(rt.cudaMemcpy(out, private, N, D2H), "read private")
-print("clone idx=%d frozen=%s private=%s" % (idx, frozen_ok, out.raw == mine.raw), flush=True)
+print("clone idx=%d frozen=%s private=%s env_index=%s" % (
+    idx, frozen_ok, out.raw == mine.raw, os.environ.get("SMOLVM_FORK_INDEX")), flush=True)
+if sys.argv[1:] == ["exit"]:
+    sys.exit(0)
 signal.pause()

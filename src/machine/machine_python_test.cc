@@ -177,7 +177,7 @@ TEST_F(MachinePythonTest, PythonCudaGoldenClonesReattachTheirSessions) {
   ASSERT_EQ(r.rc, 0) << r.err << Logs("pcu");
   for (int i = 0; i < 2; ++i) {
     std::string name = "pc-" + std::to_string(i);
-    EXPECT_TRUE(WaitForLog(name, "clone idx=" + std::to_string(i) + " frozen=True private=True")) << Logs(name);
+    EXPECT_TRUE(WaitForLog(name, "clone idx=" + std::to_string(i) + " frozen=True private=True env_index=" + std::to_string(i))) << Logs(name);
   }
   auto st = nlohmann::json::parse(Cli({"cuda", "status", "--json"}).out, nullptr, false);
   ASSERT_TRUE(st.is_object());
