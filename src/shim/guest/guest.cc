@@ -20,6 +20,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <net/if.h>
 #include <pthread.h>
 #include <sched.h>
@@ -146,6 +147,7 @@ struct GoldenState {
   Controller controller = Controller::kSupervisor;
   int fd = -1;                         // the supervisor connection
   char path[SMOLVM_FP_MAX_LINE] = {};  // its socket, where C1 connects
+  char cwd[PATH_MAX] = {};             // the working directory at the first wait ("" unknown)
   smolvm_fork_order order = {};
   bool have_hooks = false;             // hooks: their snapshot for this fork
   smolvm_cuda_hooks hooks = {};
@@ -179,6 +181,9 @@ int ContinueAsClone(const GoldenState& st) {
   }
   int log_fd = -1;
   if (SendLine(c, "UNSHARED") < 0 || Expect(c, "READY", &log_fd) < 0 || log_fd < 0) _exit(75);
+  // The working directory by its path again: /tmp and /workspace are the
+  // clone's own mounts now, not the golden's.
+  if (st.cwd[0] != '\0' && chdir(st.cwd) < 0) (void)!chdir("/");
   pid_t init = fork();
   if (init != 0) _exit(init > 0 ? 0 : 76);  // C1 is done
 
@@ -286,6 +291,9 @@ SMOLVM_EXPORT int smolvm_fork_wait(struct smolvm_fork_order* order) {
     } else {
       g_golden.controller = Controller::kSupervisor;
       strcpy(g_golden.path, path);
+      // A fork may replace the golden's /tmp and /workspace mounts (its
+      // writable layer is frozen for the clones): both sides re-enter it.
+      if (getcwd(g_golden.cwd, sizeof g_golden.cwd) == nullptr) g_golden.cwd[0] = '\0';
       r = Connect(path);
       if (r >= 0) {
         g_golden.fd = r;
@@ -394,6 +402,7 @@ SMOLVM_EXPORT int smolvm_fork_parent(const struct smolvm_fork_order* order, pid_
   if (r < 0) return r;
   if (st.hook_holds && st.hooks.parent_after_fork != nullptr) st.hooks.parent_after_fork(st.hooks.ctx, pid > 0);
   if (st.controller == Controller::kSupervisor) {
+    if (pid > 0 && st.cwd[0] != '\0') (void)!chdir(st.cwd);
     r = SendLine(st.fd, "FORKED %d %d", st.order.index, pid != 0 ? (int)pid : -EIO);
     if (pid > 0) {
       int status;
