@@ -4,6 +4,7 @@
 // built CLI as root, as machine_integration_test.cc does; skips elsewhere or
 // without python3 in the host's /usr (the machine's root).
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -16,8 +17,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "machine/cgroups.h"
 
@@ -44,15 +43,17 @@ class MachinePythonTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "machines need root (CI runs these as root)";
-    if (access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3 for the machine";
+    if (access("/usr/bin/python3", X_OK) != 0)
+      GTEST_SKIP() << "no /usr/bin/python3 for the machine";
     char tmpl[] = "/tmp/smolvm-mpy-XXXXXX";
     home_ = mkdtemp(tmpl);
     std::random_device rd;
-    cgroup_parent_ = "smolvm-test-" + std::to_string(getpid()) + "-" + std::to_string(rd() % 100000);
+    cgroup_parent_ =
+        "smolvm-test-" + std::to_string(getpid()) + "-" + std::to_string(rd() % 100000);
     setenv("SMOLVM_HOME", home_.c_str(), 1);
     setenv("SMOLVM_CGROUP_PARENT", cgroup_parent_.c_str(), 1);
     setenv("SMOLVM_SHIM_DIR", SMOLVM_GUEST_LIB_DIR, 1);  // holds python/smolvm too
-    setenv("SMOLVM_CUDA_BACKEND", "fake", 1);            // --cuda machines start the daemon on the fake
+    setenv("SMOLVM_CUDA_BACKEND", "fake", 1);  // --cuda machines start the daemon on the fake
   }
 
   void TearDown() override {
@@ -60,7 +61,8 @@ class MachinePythonTest : public ::testing::Test {
     auto list = nlohmann::json::parse(Cli({"machine", "list", "--json"}).out, nullptr, false);
     if (list.is_array())
       for (const auto& m : list)
-        if (m["golden"] == "") Cli({"machine", "rm", "--force", "--cascade", "--grace", "0", "--name", m["name"]});
+        if (m["golden"] == "")
+          Cli({"machine", "rm", "--force", "--cascade", "--grace", "0", "--name", m["name"]});
     Cli({"cuda", "shutdown", "--grace", "5"});  // the daemon --cuda machines started
     // Nothing left: no cgroup under our parent, no host mount or process naming our home.
     auto layout = DetectCgroups();
@@ -74,7 +76,8 @@ class MachinePythonTest : public ::testing::Test {
     EXPECT_EQ(Slurp("/proc/self/mountinfo").find(home_), std::string::npos);
     std::error_code ec;
     for (const auto& e : fs::directory_iterator("/proc", ec))
-      EXPECT_EQ(Slurp(e.path().string() + "/cmdline").find(home_), std::string::npos) << "leftover " << e.path();
+      EXPECT_EQ(Slurp(e.path().string() + "/cmdline").find(home_), std::string::npos)
+          << "leftover " << e.path();
     fs::remove_all(home_);
     unsetenv("SMOLVM_HOME");
     unsetenv("SMOLVM_CGROUP_PARENT");
@@ -131,8 +134,8 @@ class MachinePythonTest : public ::testing::Test {
 const std::string kTests = std::string(SMOLVM_SOURCE_DIR) + "/python/tests";
 
 TEST_F(MachinePythonTest, PythonGoldenForksThreeClonesThroughOsFork) {
-  ASSERT_EQ(Cli({"machine", "create", "--name", "pyg", "--cpus", "1", "-v", kTests + ":/opt/test:ro", "--", "python3",
-                 "/opt/test/machine_golden.py"})
+  ASSERT_EQ(Cli({"machine", "create", "--name", "pyg", "--cpus", "1", "-v",
+                 kTests + ":/opt/test:ro", "--", "python3", "/opt/test/machine_golden.py"})
                 .rc,
             0);
   ASSERT_EQ(Cli({"machine", "start", "--name", "pyg", "--forkable"}).rc, 0);
@@ -147,8 +150,9 @@ TEST_F(MachinePythonTest, PythonGoldenForksThreeClonesThroughOsFork) {
     EXPECT_EQ(m["fork_index"], i);
     // os.environ is the clone's; threads, a thread pool, a new import, a
     // subprocess and the per-clone seed work in the clone's program.
-    std::string expect = "clone idx=" + n + " env_index=" + n + " env_name=" + name + " host=" + name +
-                         " socket=unset threads=True pool=True sub=" + name + " seed=True warm=[0, 1, 4, 9]";
+    std::string expect = "clone idx=" + n + " env_index=" + n + " env_name=" + name +
+                         " host=" + name + " socket=unset threads=True pool=True sub=" + name +
+                         " seed=True warm=[0, 1, 4, 9]";
     EXPECT_TRUE(WaitForLog(name, expect)) << Logs(name);
     EXPECT_EQ(Logs(name).find("Traceback"), std::string::npos) << Logs(name);
   }
@@ -167,17 +171,21 @@ TEST_F(MachinePythonTest, PythonGoldenForksThreeClonesThroughOsFork) {
 // (the shim through ctypes, the daemon on the fake backend) forks clones whose
 // sessions re-attach as clones, sharing the frozen buffer.
 TEST_F(MachinePythonTest, PythonCudaGoldenClonesReattachTheirSessions) {
-  ASSERT_EQ(Cli({"machine", "create", "--name", "pcu", "--cpus", "1", "--cuda", "--gpu-mem", "256", "-v",
-                 kTests + ":/opt/test:ro", "--", "python3", "/opt/test/machine_cuda_golden.py"})
-                .rc,
-            0);
+  ASSERT_EQ(
+      Cli({"machine", "create", "--name", "pcu", "--cpus", "1", "--cuda", "--gpu-mem", "256", "-v",
+           kTests + ":/opt/test:ro", "--", "python3", "/opt/test/machine_cuda_golden.py"})
+          .rc,
+      0);
   ASSERT_EQ(Cli({"machine", "start", "--name", "pcu", "--forkable"}).rc, 0);
   ASSERT_TRUE(WaitForLog("pcu", "golden ready")) << Logs("pcu");
-  CliRun r = Cli({"machine", "fork", "--golden", "pcu", "--count", "2", "--name-prefix", "pc", "--share-weights"});
+  CliRun r = Cli({"machine", "fork", "--golden", "pcu", "--count", "2", "--name-prefix", "pc",
+                  "--share-weights"});
   ASSERT_EQ(r.rc, 0) << r.err << Logs("pcu");
   for (int i = 0; i < 2; ++i) {
     std::string name = "pc-" + std::to_string(i);
-    EXPECT_TRUE(WaitForLog(name, "clone idx=" + std::to_string(i) + " frozen=True private=True env_index=" + std::to_string(i))) << Logs(name);
+    EXPECT_TRUE(WaitForLog(name, "clone idx=" + std::to_string(i) +
+                                     " frozen=True private=True env_index=" + std::to_string(i)))
+        << Logs(name);
   }
   auto st = nlohmann::json::parse(Cli({"cuda", "status", "--json"}).out, nullptr, false);
   ASSERT_TRUE(st.is_object());
@@ -208,7 +216,8 @@ TEST_F(MachinePythonTest, BrokenForkRuleIsNamedInTheGoldensLog) {
       "    print('rule', e.rule, '|', e, flush=True)\n";
   ASSERT_EQ(Cli({"machine", "create", "--name", "bad", "--", "python3", "-c", script}).rc, 0);
   ASSERT_EQ(Cli({"machine", "start", "--name", "bad", "--forkable"}).rc, 0);
-  EXPECT_TRUE(WaitForLog("bad", "rule backward | forkpoint after backward(): fork before the first backward"))
+  EXPECT_TRUE(WaitForLog(
+      "bad", "rule backward | forkpoint after backward(): fork before the first backward"))
       << Logs("bad");
 }
 

@@ -50,7 +50,8 @@ using smolvm_guest::ReadLine;
 using smolvm_guest::SendLine;
 
 // The fields a registered hook struct must cover; later ones are optional.
-constexpr size_t kHooksMinSize = offsetof(smolvm_cuda_hooks, forkpoint) + sizeof(smolvm_cuda_hooks::forkpoint);
+constexpr size_t kHooksMinSize =
+    offsetof(smolvm_cuda_hooks, forkpoint) + sizeof(smolvm_cuda_hooks::forkpoint);
 
 pthread_mutex_t g_forkpoint_mu = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t g_hooks_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -149,9 +150,9 @@ struct GoldenState {
   char path[SMOLVM_FP_MAX_LINE] = {};  // its socket, where C1 connects
   char cwd[PATH_MAX] = {};             // the working directory at the first wait ("" unknown)
   smolvm_fork_order order = {};
-  bool have_hooks = false;             // hooks: their snapshot for this fork
+  bool have_hooks = false;  // hooks: their snapshot for this fork
   smolvm_cuda_hooks hooks = {};
-  bool hook_holds = false;             // a hook took the shim's session: an after-fork hook is owed
+  bool hook_holds = false;  // a hook took the shim's session: an after-fork hook is owed
 };
 
 pthread_mutex_t g_state_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -227,8 +228,10 @@ int ReadSupervisorOrder(int fd, smolvm_fork_order* o) {
   if (strcmp(line, "RELEASE") == 0) return -ECANCELED;
   if (strncmp(line, "ERR ", 4) == 0) return ErrFromLine(line);
   memset(o, 0, sizeof *o);
-  static_assert(sizeof o->name == 64 && sizeof o->share == 8 && sizeof o->token == 256, "widths below");
-  if (sscanf(line, "FORK %d %63s %7s %255s", &o->index, o->name, o->share, o->token) != 4 || o->index < 0)
+  static_assert(sizeof o->name == 64 && sizeof o->share == 8 && sizeof o->token == 256,
+                "widths below");
+  if (sscanf(line, "FORK %d %63s %7s %255s", &o->index, o->name, o->share, o->token) != 4 ||
+      o->index < 0)
     return -EPROTO;
   if (strcmp(o->token, "-") == 0) o->token[0] = '\0';
   return 0;
@@ -355,7 +358,8 @@ SMOLVM_EXPORT int smolvm_fork_prepare(const struct smolvm_fork_order* order) {
   pthread_mutex_unlock(&g_state_mu);
 
   // With the daemon as controller, wait_order already holds the session.
-  if (st.controller == Controller::kSupervisor && st.have_hooks && st.hooks.prepare_fork != nullptr) {
+  if (st.controller == Controller::kSupervisor && st.have_hooks &&
+      st.hooks.prepare_fork != nullptr) {
     int p = st.hooks.prepare_fork(st.hooks.ctx, st.order.index, st.order.share, st.order.token);
     if (p != 0) {
       r = p < 0 ? p : -EIO;
@@ -400,7 +404,8 @@ SMOLVM_EXPORT int smolvm_fork_parent(const struct smolvm_fork_order* order, pid_
   GoldenState st = g_golden;
   pthread_mutex_unlock(&g_state_mu);
   if (r < 0) return r;
-  if (st.hook_holds && st.hooks.parent_after_fork != nullptr) st.hooks.parent_after_fork(st.hooks.ctx, pid > 0);
+  if (st.hook_holds && st.hooks.parent_after_fork != nullptr)
+    st.hooks.parent_after_fork(st.hooks.ctx, pid > 0);
   if (st.controller == Controller::kSupervisor) {
     if (pid > 0 && st.cwd[0] != '\0') (void)!chdir(st.cwd);
     r = SendLine(st.fd, "FORKED %d %d", st.order.index, pid != 0 ? (int)pid : -EIO);
@@ -426,7 +431,8 @@ SMOLVM_EXPORT int smolvm_fork_parent(const struct smolvm_fork_order* order, pid_
 SMOLVM_EXPORT int smolvmForkpoint(void) {
   if (InPython()) {
     fprintf(stderr,
-            "smolvm: smolvmForkpoint() called from Python: a fork from C skips CPython's after-fork work; "
+            "smolvm: smolvmForkpoint() called from Python: a fork from C skips CPython's "
+            "after-fork work; "
             "fork through os.fork(): use smolvm.forkpoint() (the smolvm package)\n");
     fflush(stderr);
     return -EPERM;

@@ -4,6 +4,7 @@
 // supervisor fork (namespaces, cgroups) is tested in machines:
 // src/machine/machine_python_test.cc.
 #include <errno.h>
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -14,8 +15,6 @@
 #include <cstdio>
 #include <string>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "smolvm/guest.h"
 
@@ -133,7 +132,8 @@ TEST_F(GuestStepsTest, CForkpointIsTheStepsLoop) {
   EXPECT_EQ(r, -ECANCELED);
   EXPECT_EQ(g_log.parents, 2);
   int st;
-  while (waitpid(-1, &st, 0) > 0 || errno == EINTR) EXPECT_EQ(st, 0) << "a clone saw the wrong index";
+  while (waitpid(-1, &st, 0) > 0 || errno == EINTR)
+    EXPECT_EQ(st, 0) << "a clone saw the wrong index";
 }
 
 // A supervisor as controller, scripted: FORK, then the child's CLONE
@@ -143,7 +143,7 @@ TEST_F(GuestStepsTest, SupervisorControllerReportsTheFork) {
   ASSERT_NE(mkdtemp(dir), nullptr);
   std::string path = std::string(dir) + "/fp.sock";
   int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_un addr{};
+  struct sockaddr_un addr {};
   addr.sun_family = AF_UNIX;
   strcpy(addr.sun_path, path.c_str());
   ASSERT_EQ(bind(ls, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
