@@ -327,7 +327,10 @@ SMOLVM_EXPORT int smolvm_fork_wait(struct smolvm_fork_order* order) {
   } else {
     r = hooks.wait_order(hooks.ctx, &o.index, o.token, sizeof o.token);
     o.token[sizeof o.token - 1] = '\0';
-    if (r == 0 && o.index < 0) r = -EPROTO;
+    if (r == 0 && o.index < 0) {  // not an order: give the session back
+      if (hooks.parent_after_fork != nullptr) hooks.parent_after_fork(hooks.ctx, 0);
+      r = -EPROTO;
+    }
     hook_holds = r == 0;
   }
 
