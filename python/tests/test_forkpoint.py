@@ -143,6 +143,33 @@ class GoldenTest(unittest.TestCase):
             self.assertEqual(controller.lines[2], "FORKED 1 %s\n" % child[0])
 
 
+    def test_refusal_names_the_reason(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "fp.sock")
+            ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            ls.bind(path)
+            ls.listen(1)
+
+            def refuse():
+                c, _ = ls.accept()
+                c.recv(64)
+                c.sendall(b"ERR 16 another process of this machine waits at the forkpoint\n")
+                c.close()
+
+            t = threading.Thread(target=refuse)
+            t.start()
+            os.environ["SMOLVM_FORKPOINT_SOCKET"] = path
+            try:
+                with self.assertRaisesRegex(smolvm.ForkError, "already waits at the forkpoint") as cm, \
+                        self.assertWarns(RuntimeWarning):
+                    smolvm.forkpoint()
+            finally:
+                del os.environ["SMOLVM_FORKPOINT_SOCKET"]
+                t.join(10)
+                ls.close()
+            self.assertEqual(cm.exception.errno, __import__("errno").EBUSY)
+
+
 class CloneTest(unittest.TestCase):
     def test_clone_gets_environ_cuda_seeds_and_threads(self):
         rc, out, err = run("""
