@@ -1,20 +1,24 @@
 /* smolvm guest library (libsmolvm-guest.so): what a program running inside a
  * smolvm machine (or under the CUDA shim) calls to become forkable.
  *
- * Plain C ABI, usable from C, C++ and Python (ctypes):
+ * Plain C ABI, usable from C, C++ and Python (ctypes). C and C++ programs
+ * call smolvmForkpoint(); a runtime that must perform the fork itself (Python:
+ * os.fork() runs CPython's after-fork work) drives the same fork as steps,
+ * smolvm_fork_wait / _prepare / _child / _parent below. Python programs use
+ * the `smolvm` package (python/smolvm), which does that:
  *
- *   import ctypes
- *   g = ctypes.CDLL("libsmolvm-guest.so")
- *   idx = g.smolvmForkpoint()   # golden blocks here; each clone returns 0, 1, 2, ...
+ *   import smolvm
+ *   idx = smolvm.forkpoint()   # golden blocks here; each clone gets 0, 1, 2, ...
  *
  * Thread safety: every function may be called from any thread; concurrent
  * smolvmForkpoint() calls are serialized (one waits while another is at the
- * forkpoint).
+ * forkpoint). The steps are driven by one thread at a time.
  */
 #ifndef SMOLVM_GUEST_H_
 #define SMOLVM_GUEST_H_
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -31,10 +35,71 @@ extern "C" {
  *               controller), or the real libcudart/libcuda is loaded;
  *   -EPERM      the controller refused (e.g. a clone asking to be a golden);
  *   -EBUSY      another process of this machine already waits at the forkpoint;
+ *   -EPERM      also: called from a Python process (a C fork skips CPython's
+ *               after-fork work; the message on stderr says to use
+ *               smolvm.forkpoint(), which forks through os.fork());
  *   -EIO/-ECONNRESET/...  the controller went away.
  * Before forking it flushes stdio and calls the CUDA hooks (see below), so no
- * lock of the shim is held half-way in the child. */
+ * lock of the shim is held half-way in the child. It is the loop of the steps
+ * below with fork(2) as the fork. */
 int smolvmForkpoint(void);
+
+/* ---- The fork as steps ------------------------------------------------------
+ *
+ * The same fork as smolvmForkpoint(), for a runtime that performs fork(2)
+ * itself. The golden's loop:
+ *
+ *   struct smolvm_fork_order o;
+ *   for (;;) {
+ *     int r = smolvm_fork_wait(&o);         // blocks until an order (or release)
+ *     if (r < 0) return r;                  // -ECANCELED: released; else an error
+ *     r = smolvm_fork_prepare(&o);          // the last call before fork(2)
+ *     if (r < 0) { smolvm_fork_parent(&o, r); continue; }   // reports the failure
+ *     pid_t pid = fork();                   // Python: os.fork()
+ *     if (pid == 0) return smolvm_fork_child(&o);  // the clone's index, in the clone
+ *     smolvm_fork_parent(&o, pid > 0 ? pid : -errno);
+ *   }
+ *
+ * Between smolvm_fork_wait's order and smolvm_fork_parent/_child the CUDA shim
+ * (when loaded) holds its session: nothing in the process may make a CUDA
+ * call until the fork is done. Steps out of this order return -EINVAL. */
+struct smolvm_fork_order {
+  int index;        /* clone index: 0, 1, 2, ... in the order forked */
+  char name[64];    /* the clone machine's name ("" outside machines) */
+  char share[8];    /* "on", "off", "auto" ("" when the daemon decides) */
+  char token[256];  /* the controller's opaque token ("" when none) */
+};
+
+/* sizeof(struct smolvm_fork_order) as this library was built: lets a binding
+ * (ctypes) check its copy of the layout. */
+size_t smolvm_fork_order_size(void);
+
+/* Blocks until the controller orders a fork (returns 0 with *order filled) or
+ * releases the golden (-ECANCELED); other errors as smolvmForkpoint(). The
+ * first call connects to the controller; the connection stays open across
+ * orders and closes when it returns a negative value. */
+int smolvm_fork_wait(struct smolvm_fork_order* order);
+
+/* Right before fork(2): calls the CUDA shim's prepare hook and flushes stdio.
+ * 0, or a negative errno: this fork is off (pass it to smolvm_fork_parent). */
+int smolvm_fork_prepare(const struct smolvm_fork_order* order);
+
+/* In the child, first thing after fork(2). Inside a machine the child becomes
+ * the clone machine (its namespaces, cgroup and pid 1 are made by further
+ * forks done here in C: the process that returns is a fork of the caller's
+ * single thread) and returns the clone index in the clone's program, with
+ * SMOLVM_FORK_INDEX, SMOLVM_FORK_NAME and HOSTNAME set and
+ * SMOLVM_FORKPOINT_SOCKET unset in the C environment (a runtime with its own
+ * copy of the environment must refresh it), stdout/stderr on the clone's log,
+ * and the CUDA session re-attached as the clone. Any failure ends the process
+ * (_exit 70: the CUDA session could not re-attach; 71-78: a machine step). */
+int smolvm_fork_child(const struct smolvm_fork_order* order);
+
+/* In the golden after fork(2): `pid` is the child's pid, or a negative errno
+ * when fork(2) or smolvm_fork_prepare failed. Releases what prepare took,
+ * reports the fork to the controller and reaps the short-lived child. 0, or a
+ * negative errno (the connection is then closed: the golden left). */
+int smolvm_fork_parent(const struct smolvm_fork_order* order, pid_t pid);
 
 /* Marks device memory [device_ptr, device_ptr + bytes) as frozen: shareable
  * read-only between a golden and its clones (`--share on`). Returns 0 or a
@@ -44,8 +109,10 @@ int smolvmMarkFrozen(const void* device_ptr, size_t bytes);
 
 /* ---- Seam for the CUDA shim (libcudart.so.13 shim calls this at load) ----
  *
- * The shim registers callbacks once; the guest library calls them around the
- * fork. All callbacks run in the calling thread of smolvmForkpoint(). Fields
+ * The shim registers callbacks once (or exports smolvm_shim_cuda_hooks(),
+ * found also when the shim was loaded RTLD_LOCAL); the guest library calls
+ * them around the fork, from the steps (smolvmForkpoint() included), in the
+ * thread that drives them. Fields
  * may be NULL. `size` must be sizeof(struct smolvm_cuda_hooks) as compiled by
  * the caller (lets the struct grow). */
 struct smolvm_cuda_hooks {
@@ -68,14 +135,22 @@ struct smolvm_cuda_hooks {
   int (*child_after_fork)(void* ctx, int clone_index, const char* token);
   /* Implements smolvmMarkFrozen. */
   int (*mark_frozen)(void* ctx, const void* device_ptr, size_t bytes);
-  /* Controller outside machines: when SMOLVM_FORKPOINT_SOCKET is unset the
-   * library calls this instead (the daemon forks through the shim's session).
-   * It behaves like smolvmForkpoint(). NULL: -ENOTSUP. */
+  /* Controller outside machines, a whole loop: when SMOLVM_FORKPOINT_SOCKET is
+   * unset and wait_order is NULL, smolvmForkpoint() calls this instead. It
+   * behaves like smolvmForkpoint(). NULL: -ENOTSUP. */
   int (*forkpoint)(void* ctx);
+  /* Controller outside machines, as a step (preferred over `forkpoint`): when
+   * SMOLVM_FORKPOINT_SOCKET is unset, smolvm_fork_wait() calls this. Blocks
+   * for the daemon's order; on 0 it filled *index and token (NUL-terminated,
+   * at most token_cap bytes) and holds the session until parent_after_fork or
+   * child_after_fork (prepare_fork is not called in this mode). Negative
+   * errno: -ECANCELED when released. */
+  int (*wait_order)(void* ctx, int* index, char* token, size_t token_cap);
 };
 
 /* Registers (or with NULL, removes) the hooks. Returns 0, or -EINVAL when
- * hooks->size is smaller than the fields this library needs. */
+ * hooks->size does not cover the fields up to `forkpoint`; fields past
+ * hooks->size (a shim built against an older header) are taken as NULL. */
 int smolvm_guest_set_cuda_hooks(const struct smolvm_cuda_hooks* hooks);
 
 #ifdef __cplusplus

@@ -9,6 +9,7 @@
 //        forkpoint.sock                   the guest library's controller socket
 //        cuda.sock                        --cuda: an empty file, the mount point of ../cuda.sock
 //        lib/                             mount point for the shim directory
+//        python/                          mount point for <shim dir>/python (PYTHONPATH)
 //   .../<name>/root                       mount point of the guest root (setup only)
 //   .../<name>/guest/                     0700, owned by the guest's root uid:
 //        tmp, workspace                   the guest's writable /tmp and /workspace

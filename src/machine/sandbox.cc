@@ -87,6 +87,7 @@ Result<HostFds> OpenHostFds(const SandboxConfig& cfg) {
   ASSIGN_OR_RETURN(f.run, need(OpenPath(cfg.paths.run), cfg.paths.run));
   std::string shim = cfg.spec.cuda ? cfg.shim_dir : cfg.shim_dir + "/libsmolvm-guest.so";
   f.shim = OpenPath(shim);  // optional: a build without the guest library still runs machines
+  f.python = OpenPath(cfg.shim_dir + "/python");  // optional too
   if (cfg.spec.cuda) {
     ASSIGN_OR_RETURN(f.cuda_sock, need(OpenPath(cfg.paths.cuda_sock), cfg.paths.cuda_sock));
   }
@@ -202,7 +203,8 @@ std::vector<char*> CStrings(std::vector<std::string>& v) {
 
 std::vector<std::string> GuestEnvironment(const SandboxConfig& cfg, const std::vector<std::string>& extra) {
   std::vector<std::string> env = {std::string("PATH=") + kPath, "HOME=/workspace", "HOSTNAME=" + cfg.name,
-                                  "SMOLVM_MACHINE=" + cfg.name, "LD_LIBRARY_PATH=/run/smolvm/lib"};
+                                  "SMOLVM_MACHINE=" + cfg.name, "LD_LIBRARY_PATH=/run/smolvm/lib",
+                                  "PYTHONPATH=/run/smolvm/python"};
   if (cfg.forkable) env.push_back(std::string("SMOLVM_FORKPOINT_SOCKET=") + SMOLVM_FP_GUEST_PATH);
   if (cfg.spec.cuda) env.push_back("SMOLVM_CUDA_SOCKET=/run/smolvm/cuda.sock");
   auto put = [&](const std::string& kv) {

@@ -24,6 +24,7 @@ struct HostFds {
   };
   UniqueFd root /* the machine directory, holding root/ */, tmp, workspace, run, shim, image, upper, work;
   UniqueFd cuda_sock;  // --cuda: the machine's CUDA endpoint
+  UniqueFd python;     // <shim dir>/python: the smolvm Python package (optional)
   std::vector<SystemDir> system;
   std::vector<UniqueFd> volumes;
 };

@@ -155,6 +155,7 @@ Status BuildRootfs(const SandboxConfig& cfg, const HostFds& fds) {
     RETURN_IF_ERROR(Bind(fds.shim.get(), dst, true));
   }
   if (fds.cuda_sock.valid()) RETURN_IF_ERROR(Bind(fds.cuda_sock.get(), "run/smolvm/cuda.sock", true));
+  if (fds.python.valid()) RETURN_IF_ERROR(Bind(fds.python.get(), "run/smolvm/python", true));
   for (size_t i = 0; i < cfg.spec.volumes.size(); ++i) {
     const Volume& v = cfg.spec.volumes[i];
     std::string dst = v.guest.substr(1);

@@ -251,6 +251,7 @@ Status Supervisor::Start() {
   RETURN_IF_ERROR(MkDirOwned(paths_.root, 0711, -1));
   RETURN_IF_ERROR(MkDirOwned(paths_.run, 0711, -1));
   RETURN_IF_ERROR(MkDirOwned(paths_.lib, 0755, -1));
+  RETURN_IF_ERROR(MkDirOwned(paths_.run + "/python", 0755, -1));  // mount point of <shim dir>/python
   RETURN_IF_ERROR(MkDirOwned(paths_.guest, 0700, rec_.uid_base));
   RETURN_IF_ERROR(MkDirOwned(paths_.tmp, 01777, rec_.uid_base));
   RETURN_IF_ERROR(MkDirOwned(paths_.workspace, 0755, rec_.uid_base));

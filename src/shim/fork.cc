@@ -1,11 +1,14 @@
-// The shim's side of a GPU fork (DESIGN §5): the golden's forkpoint loop
-// with the daemon as controller, smolvmMarkFrozen, and the child's move to a
-// clone session. Reached through libsmolvm-guest.so's hooks.
+// The shim's side of a GPU fork (DESIGN §5): the golden's wait for the
+// daemon's order (the daemon as controller) or the supervisor's (a machine),
+// smolvmMarkFrozen, and the child's move to a clone session. Reached through
+// libsmolvm-guest.so's hooks, which call them from the fork steps
+// (smolvm/guest.h) in whatever process forks: C's fork(2) or Python's os.fork().
 #include <errno.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "shim/parallel_copy.h"
@@ -25,39 +28,28 @@ Status Runtime::BecomeClone(const std::string& token) {
   return Status::Ok();
 }
 
-int Runtime::Forkpoint() {
-  std::unique_lock lock(session_.mu());
-  if (Begin() != cudaSuccess) return -ENOTSUP;
+int Runtime::WaitForkOrder(int* index, char* token, size_t token_cap) {
+  session_.mu().lock();
+  auto fail = [&](int err) {
+    session_.mu().unlock();
+    return err;
+  };
+  if (Begin() != cudaSuccess) return fail(-ENOTSUP);
   // Work queued before the forkpoint runs before the golden is described.
-  if (!session_.Flush().ok()) return -ECONNRESET;
-  while (true) {
-    proto::ForkpointWaitReply order;
-    Status st = session_.Call(proto::ForkpointWaitRequest{}, &order);
-    if (!st.ok()) {
-      std::fprintf(stderr, "smolvm cudart: forkpoint: %s\n", st.ToString().c_str());
-      return -ECONNRESET;
-    }
-    if (order.clone_index < 0) return -ECANCELED;
-    std::fflush(nullptr);
-    pid_t pid = ::fork();
-    if (pid < 0) {
-      // The daemon gives up on this clone after its attach timeout.
-      std::fprintf(stderr, "smolvm cudart: forkpoint: fork failed: %s\n", strerror(errno));
-      continue;
-    }
-    if (pid == 0) {
-      Status become = BecomeClone(order.token);
-      if (!become.ok()) {
-        std::fprintf(stderr, "smolvm cudart: clone %d could not attach to its GPU session: %s\n",
-                     order.clone_index, become.ToString().c_str());
-        std::fflush(stderr);
-        ::_exit(70);
-      }
-      ::setenv("SMOLVM_FORK_INDEX", std::to_string(order.clone_index).c_str(), 1);
-      return order.clone_index;
-    }
-    // The golden waits for its next order.
+  if (!session_.Flush().ok()) return fail(-ECONNRESET);
+  proto::ForkpointWaitReply order;
+  Status st = session_.Call(proto::ForkpointWaitRequest{}, &order);
+  if (!st.ok()) {
+    std::fprintf(stderr, "smolvm cudart: forkpoint: %s\n", st.ToString().c_str());
+    return fail(-ECONNRESET);
   }
+  if (order.clone_index < 0) return fail(-ECANCELED);
+  if (order.token.empty() || order.token.size() >= token_cap) return fail(-EPROTO);
+  std::memcpy(token, order.token.c_str(), order.token.size() + 1);
+  *index = order.clone_index;
+  machine_fork_token_ = order.token;
+  std::fflush(nullptr);
+  return 0;  // still holding the session: nothing may run between here and fork(2)
 }
 
 int Runtime::PrepareMachineFork() {

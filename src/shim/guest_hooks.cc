@@ -10,7 +10,9 @@
 namespace smolvm::shim {
 namespace {
 
-int HookForkpoint(void*) { return Runtime::Get().Forkpoint(); }
+int HookWaitOrder(void*, int* index, char* token, size_t cap) {
+  return Runtime::Get().WaitForkOrder(index, token, cap);
+}
 int HookMarkFrozen(void*, const void* ptr, size_t bytes) { return Runtime::Get().MarkFrozen(ptr, bytes); }
 // The supervisor's FORK line carries no token ("-"): the daemon hands it to
 // the golden's session directly, so it never leaves daemon and guest.
@@ -21,7 +23,7 @@ int HookChildAfterFork(void*, int, const char* token) { return Runtime::Get().Af
 const smolvm_cuda_hooks kHooks = {
     sizeof(smolvm_cuda_hooks), nullptr,
     HookPrepareFork, HookParentAfterFork, HookChildAfterFork,
-    HookMarkFrozen, HookForkpoint,
+    HookMarkFrozen, /*forkpoint=*/nullptr, HookWaitOrder,
 };
 
 // When libsmolvm-guest.so is already loaded, hand it our hooks; when it loads

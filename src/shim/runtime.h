@@ -119,11 +119,12 @@ class Runtime {
   bool DeviceRangeKnown(uint64_t p, uint64_t bytes) const { return device_mem_.Contains(p, bytes); }
 
   // --- fork (fork.cc) -------------------------------------------------------
-  // The golden's forkpoint with the daemon as controller: waits for orders;
-  // for each fork order forks the process. Returns the clone index in each
-  // child, a negative errno in the golden when released or when the session
-  // broke (-ECANCELED, -ECONNRESET).
-  int Forkpoint();
+  // The golden's wait for a fork order with the daemon as controller (the
+  // guest library's wait_order hook): 0 with the clone index and token, the
+  // session lock held until AfterMachineForkIn{Parent,Child}; a negative
+  // errno with it released (-ECANCELED released, -ECONNRESET session broke,
+  // -EPROTO token longer than token_cap).
+  int WaitForkOrder(int* index, char* token, size_t token_cap);
   // Marks device memory frozen (smolvmMarkFrozen): 0 or -EINVAL / -EIO.
   int MarkFrozen(const void* ptr, size_t bytes);
   // The guest library's hooks when a machine's supervisor is the controller

@@ -1,4 +1,5 @@
-// libsmolvm-guest: smolvmForkpoint() and the CUDA hook seam (smolvm/guest.h).
+// libsmolvm-guest: smolvmForkpoint(), the fork as steps, and the CUDA hook
+// seam (smolvm/guest.h).
 //
 // Written in C-style C++ with no smolvm library and no C++ runtime use, so
 // the .so needs only libc (libstdc++/libgcc are linked statically anyway) and
@@ -11,12 +12,15 @@
 //                          --fork()--> C2: pid 1 of the clone, runs the init loop
 //                                      --fork()--> C3: returns the clone index
 //   C1 exits at once; the golden reaps it. C2's parent becomes the golden's init.
+// The first fork is the caller's (fork(2) in smolvmForkpoint, os.fork() in
+// Python); C1 runs smolvm_fork_child, which makes C2 and C3 with fork(2). C1
+// has one thread, so C3 is a copy of a single-threaded process whose runtime
+// has already done its after-fork work.
 #include "smolvm/guest.h"
 
 #include <dlfcn.h>
-#include <stdarg.h>
 #include <errno.h>
-#include <fcntl.h>
+#include <limits.h>
 #include <net/if.h>
 #include <pthread.h>
 #include <sched.h>
@@ -28,34 +32,62 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "machine/forkpoint_wire.h"
 #include "machine/init_loop.h"
+#include "shim/guest/guest_io.h"
 
 #define SMOLVM_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace {
+
+using smolvm_guest::Connect;
+using smolvm_guest::ErrFromLine;
+using smolvm_guest::Expect;
+using smolvm_guest::ReadLine;
+using smolvm_guest::SendLine;
+
+// The fields a registered hook struct must cover; later ones are optional.
+constexpr size_t kHooksMinSize =
+    offsetof(smolvm_cuda_hooks, forkpoint) + sizeof(smolvm_cuda_hooks::forkpoint);
 
 pthread_mutex_t g_forkpoint_mu = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t g_hooks_mu = PTHREAD_MUTEX_INITIALIZER;
 smolvm_cuda_hooks g_hooks;
 bool g_have_hooks = false;
 
+// Copies what the caller provided; fields past `size` stay NULL.
+void TakeHooks(const smolvm_cuda_hooks* h) {
+  memset(&g_hooks, 0, sizeof g_hooks);
+  memcpy(&g_hooks, h, h->size < sizeof g_hooks ? h->size : sizeof g_hooks);
+  g_hooks.size = sizeof g_hooks;
+  g_have_hooks = true;
+}
+
+// The cudart shim's exported hooks, also when it was loaded RTLD_LOCAL (as
+// Python's ctypes and extension modules load libraries), where RTLD_DEFAULT
+// does not see it.
+void* ShimHooksSymbol() {
+  void* sym = dlsym(RTLD_DEFAULT, "smolvm_shim_cuda_hooks");
+  if (sym != nullptr) return sym;
+  void* h = dlopen("libcudart.so.13", RTLD_NOW | RTLD_NOLOAD);
+  if (h == nullptr) return nullptr;
+  sym = dlsym(h, "smolvm_shim_cuda_hooks");
+  dlclose(h);  // NOLOAD took a reference of a library that stays loaded
+  return sym;
+}
+
 bool GetHooks(smolvm_cuda_hooks* out) {
   pthread_mutex_lock(&g_hooks_mu);
   if (!g_have_hooks) {
-    // The cudart shim registers itself when it loads after us; when it loaded
-    // first, it exports its hooks for us to pick up here.
+    // The cudart shim registers itself when it loads after us (and sees us);
+    // otherwise it exports its hooks for us to pick up here.
     using ShimHooks = const smolvm_cuda_hooks* (*)(void);
-    auto shim = reinterpret_cast<ShimHooks>(dlsym(RTLD_DEFAULT, "smolvm_shim_cuda_hooks"));
+    auto shim = reinterpret_cast<ShimHooks>(ShimHooksSymbol());
     const smolvm_cuda_hooks* h = shim != nullptr ? shim() : nullptr;
-    if (h != nullptr && h->size >= sizeof(smolvm_cuda_hooks)) {
-      g_hooks = *h;
-      g_have_hooks = true;
-    }
+    if (h != nullptr && h->size >= kHooksMinSize) TakeHooks(h);
   }
   bool have = g_have_hooks;
   if (have) *out = g_hooks;
@@ -77,109 +109,11 @@ bool RealCudaLoaded() {
   return false;
 }
 
-int WriteAll(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return -errno;
-    }
-    p += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
-int SendLine(int fd, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-int SendLine(int fd, const char* fmt, ...) {
-  char line[SMOLVM_FP_MAX_LINE];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(line, sizeof line - 1, fmt, ap);
-  va_end(ap);
-  if (n < 0 || n >= (int)sizeof line - 1) return -EINVAL;
-  line[n++] = '\n';
-  return WriteAll(fd, line, (size_t)n);
-}
-
-// Reads one line (without '\n') byte by byte so nothing past it is consumed;
-// a descriptor riding with the line lands in *fd_out (else -1 there).
-int ReadLine(int fd, char* buf, size_t cap, int* fd_out) {
-  if (fd_out != nullptr) *fd_out = -1;
-  size_t n = 0;
-  for (;;) {
-    char c;
-    struct iovec iov = {&c, 1};
-    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-    struct msghdr msg;
-    memset(&msg, 0, sizeof msg);
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    ssize_t r = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return -errno;
-    }
-    if (r == 0) return -ECONNRESET;
-    for (struct cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm)) {
-      if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
-        int got;
-        memcpy(&got, CMSG_DATA(cm), sizeof got);
-        if (fd_out != nullptr && *fd_out < 0) {
-          *fd_out = got;
-        } else {
-          close(got);
-        }
-      }
-    }
-    if (c == '\n') break;
-    if (n + 1 >= cap) return -EMSGSIZE;
-    buf[n++] = c;
-  }
-  buf[n] = '\0';
-  return 0;
-}
-
-int Connect(const char* path) {
-  struct sockaddr_un addr;
-  memset(&addr, 0, sizeof addr);
-  addr.sun_family = AF_UNIX;
-  if (strlen(path) >= sizeof addr.sun_path) return -ENAMETOOLONG;
-  strcpy(addr.sun_path, path);
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -errno;
-  int r;
-  do {
-    r = connect(fd, (struct sockaddr*)&addr, sizeof addr);
-  } while (r < 0 && errno == EINTR);
-  if (r < 0) {
-    int e = errno;
-    close(fd);
-    return -e;
-  }
-  return fd;
-}
-
-// "ERR <errno> <text>" -> -errno (EIO when unparsable).
-int ErrFromLine(const char* line) {
-  int e = 0;
-  if (sscanf(line, "ERR %d", &e) == 1 && e > 0 && e < 4096) return -e;
-  return -EIO;
-}
-
-// Expects exactly `want` (or an ERR line). Returns 0 or a negative errno.
-int Expect(int fd, const char* want, int* fd_out) {
-  char line[SMOLVM_FP_MAX_LINE];
-  int r = ReadLine(fd, line, sizeof line, fd_out);
-  if (r < 0) return r;
-  if (strcmp(line, want) == 0) return 0;
-  if (fd_out != nullptr && *fd_out >= 0) {
-    close(*fd_out);
-    *fd_out = -1;
-  }
-  return ErrFromLine(line);
+// A CPython interpreter runs in this process: its fork must be os.fork().
+bool InPython() {
+  using IsInit = int (*)(void);
+  auto is_init = reinterpret_cast<IsInit>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
+  return is_init != nullptr && is_init() != 0;
 }
 
 int LoopbackUp() {
@@ -204,23 +138,53 @@ void CloseFdsExcept(int keep) {
   syscall(SYS_close_range, (unsigned)keep + 1, ~0u, 0u);
 }
 
+// The golden's side of one fork, kept between the steps. Changed under
+// g_state_mu; no step holds the mutex while it blocks or calls a hook.
+enum class Phase { kIdle, kWaiting, kAtForkpoint, kOrdered, kPrepared };
+enum class Controller { kSupervisor, kShim };
+
+struct GoldenState {
+  Phase phase = Phase::kIdle;
+  Controller controller = Controller::kSupervisor;
+  int fd = -1;                         // the supervisor connection
+  char path[SMOLVM_FP_MAX_LINE] = {};  // its socket, where C1 connects
+  char cwd[PATH_MAX] = {};             // the working directory at the first wait ("" unknown)
+  smolvm_fork_order order = {};
+  bool have_hooks = false;  // hooks: their snapshot for this fork
+  smolvm_cuda_hooks hooks = {};
+  bool hook_holds = false;  // a hook took the shim's session: an after-fork hook is owed
+};
+
+pthread_mutex_t g_state_mu = PTHREAD_MUTEX_INITIALIZER;
+GoldenState g_golden;
+
+// Leaves the forkpoint (closes the controller connection). Under g_state_mu.
+void LeaveLocked() {
+  if (g_golden.fd >= 0) close(g_golden.fd);
+  g_golden = GoldenState();
+}
+
 // Runs in C1, the golden's fresh child. Returns the clone index in C3 (the
 // clone's program); every other process of the chain ends in _exit.
-int ContinueAsClone(const char* path, int index, const char* name, const char* token) {
-  int c = Connect(path);
+int ContinueAsClone(const GoldenState& st) {
+  const smolvm_fork_order& o = st.order;
+  int c = Connect(st.path);
   if (c < 0) _exit(71);
-  if (SendLine(c, "CLONE %d", index) < 0 || Expect(c, "MOVED", nullptr) < 0) _exit(72);
+  if (SendLine(c, "CLONE %d", o.index) < 0 || Expect(c, "MOVED", nullptr) < 0) _exit(72);
   if (unshare(CLONE_NEWCGROUP | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET |
               CLONE_NEWPID) < 0) {
     SendLine(c, "ERR %d unshare: %s", errno, strerror(errno));
     _exit(73);
   }
-  if (sethostname(name, strlen(name)) < 0 || LoopbackUp() < 0) {
+  if (sethostname(o.name, strlen(o.name)) < 0 || LoopbackUp() < 0) {
     SendLine(c, "ERR %d hostname/loopback: %s", errno, strerror(errno));
     _exit(74);
   }
   int log_fd = -1;
   if (SendLine(c, "UNSHARED") < 0 || Expect(c, "READY", &log_fd) < 0 || log_fd < 0) _exit(75);
+  // The working directory by its path again: /tmp and /workspace are the
+  // clone's own mounts now, not the golden's.
+  if (st.cwd[0] != '\0' && chdir(st.cwd) < 0) (void)!chdir("/");
   pid_t init = fork();
   if (init != 0) _exit(init > 0 ? 0 : 76);  // C1 is done
 
@@ -243,84 +207,248 @@ int ContinueAsClone(const char* path, int index, const char* name, const char* t
   dup2(log_fd, STDERR_FILENO);
   close(log_fd);
   char idx[16];
-  snprintf(idx, sizeof idx, "%d", index);
+  snprintf(idx, sizeof idx, "%d", o.index);
   setenv("SMOLVM_FORK_INDEX", idx, 1);
-  setenv("SMOLVM_FORK_NAME", name, 1);
-  setenv("HOSTNAME", name, 1);
+  setenv("SMOLVM_FORK_NAME", o.name, 1);
+  setenv("HOSTNAME", o.name, 1);
   unsetenv("SMOLVM_FORKPOINT_SOCKET");  // a clone is never a golden
-  smolvm_cuda_hooks hooks;
-  if (GetHooks(&hooks) && hooks.child_after_fork != nullptr &&
-      hooks.child_after_fork(hooks.ctx, index, token) != 0) {
-    fprintf(stderr, "smolvm: clone %d could not re-attach its CUDA session\n", index);
+  if (st.have_hooks && st.hooks.child_after_fork != nullptr &&
+      st.hooks.child_after_fork(st.hooks.ctx, o.index, o.token) != 0) {
+    fprintf(stderr, "smolvm: clone %d could not re-attach its CUDA session\n", o.index);
     _exit(70);
   }
-  return index;
+  return o.index;
 }
 
-int ForkpointWithSupervisor(const char* path) {
-  int fd = Connect(path);
-  if (fd < 0) return fd;
-  int r = SendLine(fd, "HELLO");
-  while (r == 0) {
-    char line[SMOLVM_FP_MAX_LINE];
-    r = ReadLine(fd, line, sizeof line, nullptr);
-    if (r < 0) break;
-    if (strcmp(line, "RELEASE") == 0) {
-      r = -ECANCELED;
-      break;
+// Reads the supervisor's next order into *o: 0, -ECANCELED (released), or an error.
+int ReadSupervisorOrder(int fd, smolvm_fork_order* o) {
+  char line[SMOLVM_FP_MAX_LINE];
+  int r = ReadLine(fd, line, sizeof line, nullptr);
+  if (r < 0) return r;
+  if (strcmp(line, "RELEASE") == 0) return -ECANCELED;
+  if (strncmp(line, "ERR ", 4) == 0) return ErrFromLine(line);
+  memset(o, 0, sizeof *o);
+  static_assert(sizeof o->name == 64 && sizeof o->share == 8 && sizeof o->token == 256,
+                "widths below");
+  if (sscanf(line, "FORK %d %63s %7s %255s", &o->index, o->name, o->share, o->token) != 4 ||
+      o->index < 0)
+    return -EPROTO;
+  if (strcmp(o->token, "-") == 0) o->token[0] = '\0';
+  return 0;
+}
+
+// Checks that `o` is the order in progress and the phase is `want`. Under g_state_mu.
+int CheckStepLocked(const smolvm_fork_order* o, Phase want) {
+  if (o == nullptr || g_golden.phase != want || o->index != g_golden.order.index) return -EINVAL;
+  return 0;
+}
+
+int ForkpointSteps() {
+  for (;;) {
+    smolvm_fork_order o;
+    int r = smolvm_fork_wait(&o);
+    if (r < 0) return r;
+    r = smolvm_fork_prepare(&o);
+    if (r < 0) {
+      r = smolvm_fork_parent(&o, r);
+      if (r < 0) return r;
+      continue;
     }
-    if (strncmp(line, "ERR ", 4) == 0) {
-      r = ErrFromLine(line);
-      break;
-    }
-    int index;
-    char name[64], share[8], token[256];
-    if (sscanf(line, "FORK %d %63s %7s %255s", &index, name, share, token) != 4 || index < 0) {
-      r = -EPROTO;
-      break;
-    }
-    const char* tok = strcmp(token, "-") == 0 ? "" : token;
-    smolvm_cuda_hooks hooks;
-    bool have = GetHooks(&hooks);
-    if (have && hooks.prepare_fork != nullptr) {
-      int p = hooks.prepare_fork(hooks.ctx, index, share, tok);
-      if (p != 0) {
-        r = SendLine(fd, "FORKED %d %d", index, p < 0 ? p : -EIO);
-        continue;
-      }
-    }
-    fflush(nullptr);
-    pid_t child = fork();
-    if (child == 0) {
-      close(fd);
-      return ContinueAsClone(path, index, name, tok);
-    }
-    int err = errno;
-    if (have && hooks.parent_after_fork != nullptr) hooks.parent_after_fork(hooks.ctx, child > 0);
-    r = SendLine(fd, "FORKED %d %d", index, child > 0 ? (int)child : -err);
-    if (child > 0) {
-      int st;
-      while (waitpid(child, &st, 0) < 0 && errno == EINTR) {
-      }
-    }
+    pid_t pid = fork();
+    if (pid == 0) return smolvm_fork_child(&o);
+    r = smolvm_fork_parent(&o, pid > 0 ? pid : -errno);
+    if (r < 0) return r;
   }
-  close(fd);
-  return r;
 }
 
 }  // namespace
 
+SMOLVM_EXPORT size_t smolvm_fork_order_size(void) { return sizeof(smolvm_fork_order); }
+
+SMOLVM_EXPORT int smolvm_fork_wait(struct smolvm_fork_order* order) {
+  if (order == nullptr) return -EINVAL;
+  pthread_mutex_lock(&g_state_mu);
+  if (g_golden.phase == Phase::kWaiting) {
+    pthread_mutex_unlock(&g_state_mu);
+    return -EBUSY;
+  }
+  if (g_golden.phase != Phase::kIdle && g_golden.phase != Phase::kAtForkpoint) {
+    pthread_mutex_unlock(&g_state_mu);
+    return -EINVAL;
+  }
+  if (g_golden.phase == Phase::kIdle) {
+    const char* path = getenv("SMOLVM_FORKPOINT_SOCKET");
+    smolvm_cuda_hooks hooks;
+    bool have = GetHooks(&hooks);
+    int r = 0;
+    if (path == nullptr || path[0] == '\0') {
+      if (have && hooks.wait_order != nullptr) {
+        g_golden.controller = Controller::kShim;
+      } else {
+        r = -ENOTSUP;
+      }
+    } else if (!have && RealCudaLoaded()) {
+      r = -ENOTSUP;
+    } else if (strlen(path) >= sizeof g_golden.path) {
+      r = -ENAMETOOLONG;
+    } else {
+      g_golden.controller = Controller::kSupervisor;
+      strcpy(g_golden.path, path);
+      // A fork may replace the golden's /tmp and /workspace mounts (its
+      // writable layer is frozen for the clones): both sides re-enter it.
+      if (getcwd(g_golden.cwd, sizeof g_golden.cwd) == nullptr) g_golden.cwd[0] = '\0';
+      r = Connect(path);
+      if (r >= 0) {
+        g_golden.fd = r;
+        r = SendLine(g_golden.fd, "HELLO");
+      }
+    }
+    if (r < 0) {
+      LeaveLocked();
+      pthread_mutex_unlock(&g_state_mu);
+      return r;
+    }
+  }
+  g_golden.phase = Phase::kWaiting;
+  Controller controller = g_golden.controller;
+  int fd = g_golden.fd;
+  pthread_mutex_unlock(&g_state_mu);
+
+  smolvm_fork_order o;
+  memset(&o, 0, sizeof o);
+  smolvm_cuda_hooks hooks;
+  bool have = GetHooks(&hooks);
+  bool hook_holds = false;
+  int r;
+  if (controller == Controller::kSupervisor) {
+    r = ReadSupervisorOrder(fd, &o);
+  } else if (!have || hooks.wait_order == nullptr) {
+    r = -ENOTSUP;
+  } else {
+    r = hooks.wait_order(hooks.ctx, &o.index, o.token, sizeof o.token);
+    o.token[sizeof o.token - 1] = '\0';
+    if (r == 0 && o.index < 0) {  // not an order: give the session back
+      if (hooks.parent_after_fork != nullptr) hooks.parent_after_fork(hooks.ctx, 0);
+      r = -EPROTO;
+    }
+    hook_holds = r == 0;
+  }
+
+  pthread_mutex_lock(&g_state_mu);
+  if (r < 0) {
+    LeaveLocked();
+  } else {
+    g_golden.phase = Phase::kOrdered;
+    g_golden.order = o;
+    g_golden.have_hooks = have;
+    g_golden.hooks = hooks;
+    g_golden.hook_holds = hook_holds;
+    *order = o;
+  }
+  pthread_mutex_unlock(&g_state_mu);
+  return r;
+}
+
+SMOLVM_EXPORT int smolvm_fork_prepare(const struct smolvm_fork_order* order) {
+  pthread_mutex_lock(&g_state_mu);
+  int r = CheckStepLocked(order, Phase::kOrdered);
+  if (r < 0) {
+    pthread_mutex_unlock(&g_state_mu);
+    return r;
+  }
+  g_golden.phase = Phase::kPrepared;
+  GoldenState st = g_golden;
+  pthread_mutex_unlock(&g_state_mu);
+
+  // With the daemon as controller, wait_order already holds the session.
+  if (st.controller == Controller::kSupervisor && st.have_hooks &&
+      st.hooks.prepare_fork != nullptr) {
+    int p = st.hooks.prepare_fork(st.hooks.ctx, st.order.index, st.order.share, st.order.token);
+    if (p != 0) {
+      r = p < 0 ? p : -EIO;
+    } else {
+      pthread_mutex_lock(&g_state_mu);
+      g_golden.hook_holds = true;
+      pthread_mutex_unlock(&g_state_mu);
+    }
+  }
+  fflush(nullptr);
+  return r;
+}
+
+SMOLVM_EXPORT int smolvm_fork_child(const struct smolvm_fork_order* order) {
+  // The only thread of the child: nobody else holds g_state_mu.
+  pthread_mutex_lock(&g_state_mu);
+  int r = CheckStepLocked(order, Phase::kPrepared);
+  GoldenState st = g_golden;
+  if (r == 0) {
+    if (g_golden.fd >= 0) close(g_golden.fd);  // the golden's connection
+    g_golden = GoldenState();
+  }
+  pthread_mutex_unlock(&g_state_mu);
+  if (r < 0) return r;
+  if (st.controller == Controller::kSupervisor) return ContinueAsClone(st);
+
+  char idx[16];
+  snprintf(idx, sizeof idx, "%d", st.order.index);
+  setenv("SMOLVM_FORK_INDEX", idx, 1);
+  if (st.have_hooks && st.hooks.child_after_fork != nullptr &&
+      st.hooks.child_after_fork(st.hooks.ctx, st.order.index, st.order.token) != 0) {
+    fprintf(stderr, "smolvm: clone %d could not re-attach its CUDA session\n", st.order.index);
+    fflush(stderr);
+    _exit(70);
+  }
+  return st.order.index;
+}
+
+SMOLVM_EXPORT int smolvm_fork_parent(const struct smolvm_fork_order* order, pid_t pid) {
+  pthread_mutex_lock(&g_state_mu);
+  int r = CheckStepLocked(order, Phase::kPrepared);
+  GoldenState st = g_golden;
+  pthread_mutex_unlock(&g_state_mu);
+  if (r < 0) return r;
+  if (st.hook_holds && st.hooks.parent_after_fork != nullptr)
+    st.hooks.parent_after_fork(st.hooks.ctx, pid > 0);
+  if (st.controller == Controller::kSupervisor) {
+    if (pid > 0 && st.cwd[0] != '\0') (void)!chdir(st.cwd);
+    r = SendLine(st.fd, "FORKED %d %d", st.order.index, pid != 0 ? (int)pid : -EIO);
+    if (pid > 0) {
+      int status;
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+    }
+  }
+  // A failed fork with the daemon as controller: it gives up on that clone
+  // after its attach timeout.
+  pthread_mutex_lock(&g_state_mu);
+  if (r < 0) {
+    LeaveLocked();
+  } else {
+    g_golden.phase = Phase::kAtForkpoint;
+    g_golden.hook_holds = false;
+  }
+  pthread_mutex_unlock(&g_state_mu);
+  return r;
+}
+
 SMOLVM_EXPORT int smolvmForkpoint(void) {
+  if (InPython()) {
+    fprintf(stderr,
+            "smolvm: smolvmForkpoint() called from Python: a fork from C skips CPython's "
+            "after-fork work; "
+            "fork through os.fork(): use smolvm.forkpoint() (the smolvm package)\n");
+    fflush(stderr);
+    return -EPERM;
+  }
   const char* path = getenv("SMOLVM_FORKPOINT_SOCKET");
   smolvm_cuda_hooks hooks;
   bool have = GetHooks(&hooks);
-  if (path == nullptr || path[0] == '\0') {
+  if ((path == nullptr || path[0] == '\0') && !(have && hooks.wait_order != nullptr)) {
     if (have && hooks.forkpoint != nullptr) return hooks.forkpoint(hooks.ctx);
     return -ENOTSUP;
   }
-  if (!have && RealCudaLoaded()) return -ENOTSUP;
   pthread_mutex_lock(&g_forkpoint_mu);
-  int r = ForkpointWithSupervisor(path);
+  int r = ForkpointSteps();
   // In a clone this runs in C3, whose copy of the mutex is held as well.
   pthread_mutex_unlock(&g_forkpoint_mu);
   return r;
@@ -333,14 +461,13 @@ SMOLVM_EXPORT int smolvmMarkFrozen(const void* device_ptr, size_t bytes) {
 }
 
 SMOLVM_EXPORT int smolvm_guest_set_cuda_hooks(const struct smolvm_cuda_hooks* hooks) {
-  if (hooks != nullptr && hooks->size < sizeof(smolvm_cuda_hooks)) return -EINVAL;
+  if (hooks != nullptr && hooks->size < kHooksMinSize) return -EINVAL;
   pthread_mutex_lock(&g_hooks_mu);
   if (hooks == nullptr) {
     memset(&g_hooks, 0, sizeof g_hooks);
     g_have_hooks = false;
   } else {
-    g_hooks = *hooks;
-    g_have_hooks = true;
+    TakeHooks(hooks);
   }
   pthread_mutex_unlock(&g_hooks_mu);
   return 0;

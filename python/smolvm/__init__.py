@@ -1,0 +1,104 @@
+"""smolvm: fork a Python (PyTorch) golden into clones that share its GPU state.
+
+    import smolvm
+    idx = smolvm.forkpoint()     # the golden blocks here
+    if idx is None:              # the golden, released (machine stopped)
+        raise SystemExit(0)
+    # clone number idx from here on
+
+forkpoint() applies the fork rules (docs/torch-fork.md): it refuses a golden
+that broke one (ForkRuleError names it), empties torch's cache of free CUDA
+blocks, forks through os.fork() so CPython's after-fork work runs, and in
+each clone clears torch's bad-fork flag, refreshes os.environ, reseeds
+random/numpy/torch and gives torch its CPU threads back.
+"""
+
+import errno as _errno
+import os as _os
+import sys as _sys
+
+from smolvm import _clone, _guest, _rules
+from smolvm._rules import ForkRuleError
+
+__all__ = ["forkpoint", "mark_frozen", "ForkError", "ForkRuleError"]
+
+
+class ForkError(OSError):
+    """The fork controller refused or went away (errno in .errno)."""
+
+
+_WHY = {
+    _errno.ENOTSUP: "no fork controller: start the machine with 'smolvm machine start --forkable', or run "
+                    "under the smolvm CUDA shim for 'smolvm cuda fork --pid'",
+    _errno.EBUSY: "another process of this machine already waits at the forkpoint",
+    _errno.EPERM: "the fork controller refused (a clone cannot be a golden)",
+}
+
+
+def _error(err, what):
+    return ForkError(err, "smolvm.forkpoint: %s: %s" % (what, _WHY.get(err, _os.strerror(err))))
+
+
+def _empty_torch_cache(torch):
+    cuda = getattr(torch, "cuda", None) if torch is not None else None
+    if cuda is not None and cuda.is_initialized():
+        cuda.synchronize()
+        cuda.empty_cache()  # free cached blocks: clones would copy them
+
+
+def forkpoint(*, seed=None, threads=None):
+    """Waits at the forkpoint. In the golden: returns None once released
+    (machine stopped, 'smolvm cuda release'). In each clone: returns its
+    index (0, 1, 2, ...).
+
+    seed:    clone i seeds random, numpy and torch with seed + i (default:
+             fresh entropy per clone).
+    threads: torch's CPU threads in each clone (default: the clone's CPUs).
+
+    Raises ForkRuleError before waiting when the golden broke a fork rule,
+    ForkError when the controller refuses or goes away.
+    REQUIRES: no other thread of the process makes CUDA calls until it returns."""
+    torch = _sys.modules.get("torch")
+    _rules.check(torch)
+    _empty_torch_cache(torch)
+    lib = _guest.load()
+    order = _guest.Order()
+    while True:
+        r = lib.smolvm_fork_wait(order)
+        if r == -_errno.ECANCELED:
+            return None
+        if r < 0:
+            raise _error(-r, "waiting for a fork order")
+        # From the order to the fork the CUDA shim holds its session: only the
+        # steps run here, and every path ends in smolvm_fork_parent/_child.
+        try:
+            r = lib.smolvm_fork_prepare(order)
+            pid = _os.fork() if r == 0 else r
+        except OSError as e:
+            pid = -(e.errno or _errno.EIO)
+        except BaseException:
+            lib.smolvm_fork_parent(order, -_errno.EINTR)
+            raise
+        if pid == 0:
+            index = lib.smolvm_fork_child(order)  # returns in the clone's program
+            if index < 0:
+                _os._exit(70)
+            _clone.become_clone(index, seed, threads, torch)
+            return index
+        r = lib.smolvm_fork_parent(order, pid)
+        if r < 0:
+            raise _error(-r, "reporting a fork to the controller")
+
+
+def mark_frozen(address, nbytes):
+    """Marks device memory [address, address + nbytes) frozen: shared read-only
+    with the clones under '--share on' (smolvmMarkFrozen). Raises OSError when
+    it is not device memory, or without the smolvm CUDA shim (a --cuda machine).
+    torch users: smolvm.torch.frozen() marks a model's weights."""
+    import ctypes
+
+    r = _guest.load().smolvmMarkFrozen(ctypes.c_void_p(address), nbytes)
+    if r < 0:
+        raise OSError(-r, "smolvmMarkFrozen(0x%x, %d): %s%s" % (
+            address, nbytes, _os.strerror(-r),
+            " (needs the smolvm CUDA shim: a --cuda machine)" if -r == _errno.ENOTSUP else ""))
