@@ -11,6 +11,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,20 @@ struct SandboxConfig {
   bool forkable = false;
   CgroupLayout layout;
   const MachineCgroup* cgroup = nullptr;
+  std::string pack_root;  // host mount point of the machine's pack (spec.image), "" = none
+  std::string workdir = "/workspace";  // where the program starts
+  // Called once pid 1 (host pid) has its own user namespace, before its
+  // program runs: mounts /tmp, /workspace, the cgroupfs view and the CUDA
+  // endpoint (InjectGuestMounts), which stay replaceable.
+  std::function<Status(pid_t)> mount_writable;
+};
+
+// What InjectGuestMounts puts into a machine's mount namespace.
+struct GuestMounts {
+  UniqueFd tmp, workspace;  // detached mounts (DiskLayers), or invalid to leave alone
+  std::string cuda_sock;    // host path of a --cuda machine's endpoint, "" = none
+  bool cgroupfs = false;    // a fresh cgroupfs view at /sys/fs/cgroup
+  bool replace = false;     // unmount (detach) what is there first
 };
 
 // The environment of the machine's program and of `machine exec`.
@@ -48,13 +63,12 @@ Result<pid_t> LaunchSandbox(const SandboxConfig& cfg, UniqueFd* report);
 Result<int> ExecInSandbox(pid_t init_pid, const MachineCgroup& cgroup,
                           const std::vector<std::string>& env, const std::vector<std::string>& cmd);
 
-// For a clone: from the host, enters the mount and cgroup namespaces of
-// process `pid` (C1 in guest.cc, already unshared) and mounts the clone's own
-// /tmp and /workspace (host directories) and fresh cgroupfs views in place of
-// the golden's; with `cuda_sock` (a --cuda clone's endpoint, host path) also
-// its own /run/smolvm/cuda.sock in place of the golden's.
-Status InjectCloneMounts(pid_t pid, const std::string& tmp, const std::string& workspace,
-                         const CgroupLayout& layout, const std::string& cuda_sock = "");
+// From the host (root, host user namespace), enters the mount and cgroup
+// namespaces of process `pid` and mounts m there. Mounts made so are not
+// locked: a clone's can replace its golden's. Used for a new machine (after
+// its user namespace exists), for a clone (replace), and for the golden when
+// its writable layer is frozen at a fork (replace).
+Status InjectGuestMounts(pid_t pid, GuestMounts m, const CgroupLayout& layout);
 
 // Mounts the cgroup filesystem(s) read-only at <root>/sys/fs/cgroup for the
 // caller's cgroup namespace (v2: cgroup2; v1: one mount per hierarchy under

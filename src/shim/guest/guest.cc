@@ -16,6 +16,7 @@
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <net/if.h>
 #include <pthread.h>
@@ -206,7 +207,7 @@ void CloseFdsExcept(int keep) {
 
 // Runs in C1, the golden's fresh child. Returns the clone index in C3 (the
 // clone's program); every other process of the chain ends in _exit.
-int ContinueAsClone(const char* path, int index, const char* name, const char* token) {
+int ContinueAsClone(const char* path, int index, const char* name, const char* token, const char* cwd) {
   int c = Connect(path);
   if (c < 0) _exit(71);
   if (SendLine(c, "CLONE %d", index) < 0 || Expect(c, "MOVED", nullptr) < 0) _exit(72);
@@ -221,6 +222,9 @@ int ContinueAsClone(const char* path, int index, const char* name, const char* t
   }
   int log_fd = -1;
   if (SendLine(c, "UNSHARED") < 0 || Expect(c, "READY", &log_fd) < 0 || log_fd < 0) _exit(75);
+  // The working directory by its path again: /tmp and /workspace are the
+  // clone's own mounts now, not the golden's.
+  if (cwd[0] != '\0' && chdir(cwd) < 0) (void)!chdir("/");
   pid_t init = fork();
   if (init != 0) _exit(init > 0 ? 0 : 76);  // C1 is done
 
@@ -260,6 +264,10 @@ int ContinueAsClone(const char* path, int index, const char* name, const char* t
 int ForkpointWithSupervisor(const char* path) {
   int fd = Connect(path);
   if (fd < 0) return fd;
+  // A fork may replace the golden's /tmp and /workspace mounts (its writable
+  // layer is frozen for the clones): both sides re-enter this path after it.
+  char cwd[PATH_MAX];
+  if (getcwd(cwd, sizeof cwd) == NULL) cwd[0] = '\0';
   int r = SendLine(fd, "HELLO");
   while (r == 0) {
     char line[SMOLVM_FP_MAX_LINE];
@@ -293,8 +301,9 @@ int ForkpointWithSupervisor(const char* path) {
     pid_t child = fork();
     if (child == 0) {
       close(fd);
-      return ContinueAsClone(path, index, name, tok);
+      return ContinueAsClone(path, index, name, tok, cwd);
     }
+    if (cwd[0] != '\0') (void)!chdir(cwd);
     int err = errno;
     if (have && hooks.parent_after_fork != nullptr) hooks.parent_after_fork(hooks.ctx, child > 0);
     r = SendLine(fd, "FORKED %d %d", index, child > 0 ? (int)child : -err);
