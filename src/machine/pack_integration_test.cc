@@ -262,10 +262,10 @@ TEST_F(PackTest, ForkOfAFullWorkspaceCopiesNothing) {
       (std::string(g) == "full" ? full_ms : empty_ms).push_back(ForkMs(r.out));
     }
   }
+  std::printf("fork ms in order, 1 GiB golden: %.1f %.1f %.1f; empty golden: %.1f %.1f %.1f\n", full_ms[0],
+              full_ms[1], full_ms[2], empty_ms[0], empty_ms[1], empty_ms[2]);
   std::sort(full_ms.begin(), full_ms.end());
   std::sort(empty_ms.begin(), empty_ms.end());
-  std::printf("fork ms, 1 GiB golden: %.1f %.1f %.1f; empty golden: %.1f %.1f %.1f\n", full_ms[0], full_ms[1],
-              full_ms[2], empty_ms[0], empty_ms[1], empty_ms[2]);
   EXPECT_LE(full_ms[1], empty_ms[1] + 20) << "median fork time";
   // The clone sees the golden's files but owns none of their bytes.
   CliRun r = Sh("full-0", "ls /workspace/d19 | wc -l; stat -c %s /workspace/d7/f3700; df -k /workspace | tail -1");
@@ -283,7 +283,7 @@ TEST_F(PackTest, ForkOfAFullWorkspaceCopiesNothing) {
   // Until it writes: a copy-up of one file and 32 MiB of its own.
   EXPECT_EQ(Sh("full-0", "echo x >> /workspace/d7/f3700 && dd if=/dev/zero of=/workspace/own bs=1M count=32 2>/dev/null && echo ok").out,
             "ok\n");
-  EXPECT_GE(MemUsage("full-0") - clone_mem, int64_t{32} << 20);
+  EXPECT_GE(MemUsage("full-0") - clone_mem, int64_t{30} << 20);
   EXPECT_EQ(Sh("full", "stat -c %s /workspace/d7/f3700").out, "107374\n") << "the golden's file is untouched";
   ASSERT_EQ(Cli({"machine", "rm", "--name", "full", "--cascade"}).rc, 0);
   ASSERT_EQ(Cli({"machine", "rm", "--name", "empty", "--cascade"}).rc, 0);

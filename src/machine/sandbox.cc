@@ -348,6 +348,10 @@ Status InjectGuestMounts(pid_t pid, GuestMounts m, const CgroupLayout& layout) {
   int err_pipe[2];
   if (::pipe2(err_pipe, O_CLOEXEC) < 0) return ErrnoStatus("pipe", errno);
   UniqueFd err_r(err_pipe[0]), err_w(err_pipe[1]);
+  int keep[2] = {-1, -1};
+  if (m.retired != nullptr && ::socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, keep) < 0)
+    return ErrnoStatus("socketpair", errno);
+  UniqueFd keep_r(keep[0]), keep_w(keep[1]);
   pid_t helper = ::fork();
   if (helper < 0) return ErrnoStatus("fork", errno);
   if (helper == 0) {
@@ -374,6 +378,27 @@ Status InjectGuestMounts(pid_t pid, GuestMounts m, const CgroupLayout& layout) {
     // the clone's own (a clone could otherwise unmount its way to it).
     const char* dsts[2] = {"/tmp", "/workspace"};
     int trees[2] = {m.tmp.get(), m.workspace.get()};
+    if (keep_w.valid() && m.replace) {
+      int old[2], n = 0;
+      for (int i = 0; i < 2; ++i)
+        if (trees[i] >= 0 && (old[n] = ::open(dsts[i], O_PATH | O_CLOEXEC)) >= 0) ++n;
+      alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof old)] = {};
+      char byte = 'K';
+      struct iovec iov = {&byte, 1};
+      struct msghdr msg = {};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      if (n > 0) {
+        msg.msg_control = control;
+        msg.msg_controllen = CMSG_SPACE(sizeof(int) * static_cast<size_t>(n));
+        struct cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int) * static_cast<size_t>(n));
+        std::memcpy(CMSG_DATA(cm), old, sizeof(int) * static_cast<size_t>(n));
+      }
+      (void)::sendmsg(keep_w.get(), &msg, MSG_NOSIGNAL);
+    }
     for (int i = 0; i < 2; ++i) {
       if (trees[i] < 0) continue;
       if (m.replace && ::umount2(dsts[i], MNT_DETACH) < 0) fail(std::string("umount ") + dsts[i], errno);
@@ -400,9 +425,29 @@ Status InjectGuestMounts(pid_t pid, GuestMounts m, const CgroupLayout& layout) {
     ::_exit(0);
   }
   err_w.Reset();
+  keep_w.Reset();
+  std::vector<UniqueFd>* retired = m.retired;
   m = GuestMounts();  // the helper moved the trees; ours close
   int status;
   while (::waitpid(helper, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (keep_r.valid()) {
+    char byte;
+    struct iovec iov = {&byte, 1};
+    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * 2)];
+    struct msghdr msg = {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    if (::recvmsg(keep_r.get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) > 0)
+      for (struct cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm))
+        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+          for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
+            int fd;
+            std::memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
+            retired->emplace_back(fd);
+          }
   }
   char buf[512];
   ssize_t n = ::read(err_r.get(), buf, sizeof buf);

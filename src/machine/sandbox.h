@@ -46,6 +46,10 @@ struct GuestMounts {
   std::string cuda_sock;    // host path of a --cuda machine's endpoint, "" = none
   bool cgroupfs = false;    // a fresh cgroupfs view at /sys/fs/cgroup
   bool replace = false;     // unmount (detach) what is there first
+  // With replace: receives O_PATH descriptors of the replaced /tmp and
+  // /workspace, so their teardown (an overlay's cached dentries) happens
+  // when the caller closes them, not in the machine's next chdir.
+  std::vector<UniqueFd>* retired = nullptr;
 };
 
 // The environment of the machine's program and of `machine exec`.

@@ -204,6 +204,7 @@ class Supervisor {
   UniqueFd host_mnt_;               // the host's mount namespace (ours is private)
   bool pack_held_ = false;          // a pack_users row of ours exists
   std::unique_ptr<DiskLayers> layers_;
+  std::vector<UniqueFd> retired_;   // the golden's replaced /tmp, /workspace (closed when idle)
   UniqueFd cuda_endpoint_;          // holds this machine's endpoint in the daemon
   UniqueFd ctl_listen_, fp_listen_, report_, signals_;
   pid_t init_pid_ = 0;
@@ -489,15 +490,21 @@ Status Supervisor::DoFork(const PendingFork& req, int* index_out, pid_t* init_ou
     RETURN_IF_ERROR(MkDirOwned(cp.dir, 0711, -1));
     // No copy: the golden's writable layer (frozen when it changed) is the
     // clone's read-only lower; the clone writes into a fresh upper.
+    auto t_layers = Clock::now();
     ASSIGN_OR_RETURN(auto refreshed, layers_->FreezeIfDirty());
     if (refreshed) {
       GuestMounts gm;
       gm.tmp = std::move(refreshed->tmp);
       gm.workspace = std::move(refreshed->workspace);
       gm.replace = true;
+      gm.retired = &retired_;
       RETURN_IF_ERROR(InjectGuestMounts(init_pid_, std::move(gm), layout_));
     }
     ASSIGN_OR_RETURN(WritableMounts clone_disk, layers_->ForClone());
+    Log("fork: disk layers ready in " +
+        std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t_layers).count()) +
+        " us (" + (refreshed ? "golden's layer frozen, " : "") + std::to_string(layers_->frozen_layers()) +
+        " frozen)");
     UniqueFd log(::open(cp.log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600));
     if (!log.valid()) return ErrnoStatus("open " + cp.log, errno);
     CgroupLimits limits;
@@ -648,6 +655,9 @@ void Supervisor::ServeForks() {
     req.ctl->dead = true;
     if (s.code() == static_cast<int32_t>(Code::kUnavailable)) golden_->dead = true;
   }
+  // After the replies: dropping the golden's old overlays may take a while
+  // (their cached dentries go with them).
+  if (pending_.empty()) retired_.clear();
 }
 
 void Supervisor::Loop() {
