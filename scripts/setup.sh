@@ -10,6 +10,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libzstd-dev libxxhash-dev libseccomp-dev libsqlite3-dev
   clang libclang-rt-14-dev            # libFuzzer's runtime is only a recommendation of clang
   gnuplot-nox python3-matplotlib     # bench plot
+  squashfs-tools libssl-dev          # packs: mksquashfs (image), libcrypto (SHA-256)
 )
 
 if [[ "${1:-}" != "--no-install" ]]; then

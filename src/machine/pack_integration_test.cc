@@ -254,19 +254,23 @@ TEST_F(PackTest, ForkOfAFullWorkspaceCopiesNothing) {
     ASSERT_TRUE(WaitForLog(g, "golden filled", 60000)) << Logs(g);
   }
   ASSERT_GE(MemUsage("full"), int64_t{1000} << 20);
+  // Alternating, 5 each. This host is shared and small (2 cores under other
+  // builds): the best of 5 is what a fork costs; the medians are printed.
   std::vector<double> full_ms, empty_ms;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 5; ++i) {
     for (const char* g : {"full", "empty"}) {
       CliRun r = Cli({"machine", "fork", "--golden", g, "--name", std::string(g) + "-" + std::to_string(i)});
       ASSERT_EQ(r.rc, 0) << r.err;
       (std::string(g) == "full" ? full_ms : empty_ms).push_back(ForkMs(r.out));
     }
   }
-  std::printf("fork ms in order, 1 GiB golden: %.1f %.1f %.1f; empty golden: %.1f %.1f %.1f\n", full_ms[0],
-              full_ms[1], full_ms[2], empty_ms[0], empty_ms[1], empty_ms[2]);
+  std::string in_order;
+  for (int i = 0; i < 5; ++i) in_order += " " + std::to_string(full_ms[i]) + "/" + std::to_string(empty_ms[i]);
   std::sort(full_ms.begin(), full_ms.end());
   std::sort(empty_ms.begin(), empty_ms.end());
-  EXPECT_LE(full_ms[1], empty_ms[1] + 20) << "median fork time";
+  std::printf("fork ms (1 GiB golden / empty golden), in order:%s; best %.1f / %.1f, median %.1f / %.1f\n",
+              in_order.c_str(), full_ms[0], empty_ms[0], full_ms[2], empty_ms[2]);
+  EXPECT_LE(full_ms[0], empty_ms[0] + 20) << "best-of-5 fork time";
   // The clone sees the golden's files but owns none of their bytes.
   CliRun r = Sh("full-0", "ls /workspace/d19 | wc -l; stat -c %s /workspace/d7/f3700; df -k /workspace | tail -1");
   std::istringstream in(r.out);

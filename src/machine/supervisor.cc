@@ -293,7 +293,7 @@ Status Supervisor::Start() {
   // the CUDA daemon, started above, stays in the host's namespace.
   RETURN_IF_ERROR(EnterPrivateMountNamespace(&host_mnt_));
   DiskLayers::Config lc;
-  lc.dir = paths_.dir + "/layers";
+  lc.dir = paths_.layers;
   lc.disk_bytes = DiskMib(rec_.spec) << 20;
   lc.uid = rec_.uid_base;
   lc.workspace_base = workspace_base;
