@@ -38,11 +38,11 @@ Status FromMachine(const Opts& o, machine::PackCreateOptions* p) {
     if (machine::IsPackFile(rec->spec.image)) {
       ASSIGN_OR_RETURN(auto m, machine::ReadPack(rec->spec.image));
       p->from = machine::PackMountPoint(home, m.image_sha256);
-      if (p->model.empty() && !m.model.empty()) p->exclude.push_back(m.model.substr(1));
     } else {
       p->from = rec->spec.image;
     }
   }
+  if (p->model.empty() && p->from != o.from) p->model_inside = rec->spec.model;
   p->exclude.push_back("workspace");
   p->extra_sources.push_back("/proc/" + std::to_string(rec->init_pid) + "/root/workspace");
   if (p->command.empty()) p->command = rec->spec.cmd;

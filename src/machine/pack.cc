@@ -258,6 +258,8 @@ Result<PackManifest> CreatePack(const PackCreateOptions& o) {
   if (!o.model.empty()) {
     RETURN_IF_ERROR(add(o.model));
     m.model = "/" + Basename(o.model);
+  } else {
+    m.model = o.model_inside;
   }
   for (const auto& x : o.extra_sources) RETURN_IF_ERROR(add(x));
   if (sources.empty()) return InvalidArgument("nothing to pack: --from '" + o.from + "' is empty and there is no --model");

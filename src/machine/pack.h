@@ -58,6 +58,7 @@ struct PackCreateOptions {
   std::string from;   // directory whose contents become the image root ("" = none)
   std::vector<std::string> exclude;  // names at from's top level to leave out
   std::string model;  // optional directory, placed at /<basename>
+  std::string model_inside;  // or: the model's path inside, already in `from`
   std::vector<std::string> extra_sources;  // more entries at the root, each by basename
   std::vector<std::string> command, env;
   std::string workdir = "/workspace";

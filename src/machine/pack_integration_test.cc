@@ -129,6 +129,37 @@ TEST_F(PackTest, FourForksOfAPackedGolden) {
   EXPECT_EQ(PackMounts(), 0);
 }
 
+TEST_F(PackTest, APreparedMachineIsPackedWithItsWorkspace) {
+  std::string pack = MakePack(10);
+  ASSERT_EQ(Cli({"machine", "create", "--name", "prep", "--image", pack, "-e", "STAGE=prepared", "--", "sleep", "1000"}).rc, 0);
+  ASSERT_EQ(Cli({"machine", "start", "--name", "prep"}).rc, 0);
+  ASSERT_EQ(Sh("prep", "mkdir /workspace/cache && echo warm > /workspace/cache/w").rc, 0);
+  std::string out = scratch_ + "/prepared.smolmachine";
+  CliRun r = Cli({"pack", "create", "--machine", "prep", "-o", out});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto m = nlohmann::json::parse(Cli({"pack", "inspect", out}).out);
+  EXPECT_EQ(m["command"], (std::vector<std::string>{"sleep", "1000"}));
+  EXPECT_EQ(m["env"], (std::vector<std::string>{"STAGE=prepared"}));
+  EXPECT_EQ(m["model"], "/model-tiny");
+  ASSERT_EQ(Cli({"machine", "rm", "--force", "--name", "prep"}).rc, 0);
+  // A machine made from it starts with that /workspace (and writes its own).
+  ASSERT_EQ(Cli({"machine", "create", "--name", "again", "--image", out, "--", "sh", "-c",
+                 "cat /workspace/cache/w; echo $STAGE; ls /app/data/d0 | wc -l; echo mine > /workspace/m; ls /workspace"})
+                .rc,
+            0);
+  ASSERT_EQ(Cli({"machine", "start", "--name", "again"}).rc, 0);
+  EXPECT_TRUE(WaitForLog("again", "warm\nprepared\n10\ncache\nm\n")) << Logs("again");
+  // A machine that is not running has no /workspace to pack.
+  r = Cli({"pack", "create", "--machine", "again", "-o", scratch_ + "/no.smolmachine"});
+  EXPECT_EQ(r.rc, 5) << r.err;
+  EXPECT_EQ(Cli({"pack", "create", "--machine", "nope", "-o", scratch_ + "/no.smolmachine"}).rc, 3);
+  ASSERT_EQ(Cli({"machine", "rm", "--name", "again"}).rc, 0);
+  // Volumes may not hide under the machine's own disk.
+  r = Cli({"machine", "create", "--name", "v", "-v", scratch_ + ":/workspace/x", "--", "true"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("bounded disk"), std::string::npos) << r.err;
+}
+
 TEST_F(PackTest, CorruptOrTruncatedPackIsRefusedBeforeAnythingIsMounted) {
   std::string pack = MakePack(10);
   auto size = fs::file_size(pack);
