@@ -56,8 +56,10 @@ struct GuestMounts {
 std::vector<std::string> GuestEnvironment(const SandboxConfig& cfg, const std::vector<std::string>& extra);
 
 // Starts pid 1 of a new machine (in the caller's process tree), lets it set
-// up the root filesystem, and returns once the program was exec'd, or the
-// setup error. *report receives the init's "EXIT <status>" line later.
+// up the root filesystem as the host's root, then take its own user
+// namespace (which locks those mounts: docs/machines.md), calls
+// cfg.mount_writable, and returns once the program was exec'd, or the setup
+// error. *report receives the init's "EXIT <status>" line later.
 // REQUIRES: single-threaded caller, root on the host, cfg.cgroup created.
 Result<pid_t> LaunchSandbox(const SandboxConfig& cfg, UniqueFd* report);
 
