@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "machine/errors.h"
+
 namespace smolvm::machine {
 namespace {
 
@@ -153,9 +155,8 @@ Result<std::optional<WritableMounts>> DiskLayers::FreezeIfDirty() {
   // overlay's included, stops writing. EBUSY: a file is open for writing.
   if (::mount(nullptr, at.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr) < 0) {
     if (errno == EBUSY)
-      return Status(Code::kUnavailable,
-                    "the golden has a file open for writing in /tmp or /workspace; close it before "
-                    "smolvmForkpoint() (its writable layer becomes the clones' read-only base)");
+      return WrongState("the golden has a file open for writing in /tmp or /workspace; close it before "
+                        "smolvmForkpoint() (its writable layer becomes the clones' read-only base)");
     return ErrnoStatus("freezing the golden's writable layer", errno);
   }
   frozen_.push_back(upper_);

@@ -324,5 +324,24 @@ TEST_F(PackTest, ForkOfAFullWorkspaceCopiesNothing) {
   ASSERT_EQ(Cli({"machine", "rm", "--name", "empty", "--cascade"}).rc, 0);
 }
 
+TEST_F(PackTest, AGoldenWritingAFileAtItsForkpointCannotBeFrozen) {
+  // Its writable layer becomes the clones' read-only base: a file still open
+  // for writing there makes the fork fail, by name, and leaves nothing.
+  std::string prog = scratch_ + "/prog";
+  fs::create_directories(prog);
+  std::ofstream(prog + "/open.py") << "import ctypes\nf = open('/workspace/log', 'w')\nf.write('x')\nf.flush()\n"
+                                      "print('holding', flush=True)\nctypes.CDLL('libsmolvm-guest.so').smolvmForkpoint()\n";
+  ASSERT_EQ(Cli({"machine", "create", "--name", "busy", "-v", prog + ":/opt/prog:ro", "--", "python3", "/opt/prog/open.py"}).rc, 0);
+  ASSERT_EQ(Cli({"machine", "start", "--name", "busy", "--forkable"}).rc, 0);
+  ASSERT_TRUE(WaitForLog("busy", "holding"));
+  CliRun r = Cli({"machine", "fork", "--golden", "busy", "--name", "busy-c"});
+  EXPECT_EQ(r.rc, 5) << "wrong state";
+  EXPECT_NE(r.err.find("open for writing in /tmp or /workspace"), std::string::npos) << r.err;
+  EXPECT_TRUE(Find("busy-c").is_null());
+  EXPECT_EQ(Sh("busy", "cat /workspace/log; echo more > /workspace/other && echo writable").out, "xwritable\n")
+      << "the golden's layer stays writable when the freeze is refused";
+  ASSERT_EQ(Cli({"machine", "rm", "--force", "--name", "busy"}).rc, 0);
+}
+
 }  // namespace
 }  // namespace smolvm::machine
