@@ -73,10 +73,11 @@ log "pack: $pack_bytes bytes (model $model_bytes) in $create_s s; verify $verify
 # A machine holding the pack keeps it mounted (verified once), as a host
 # running machines on it would; the bench's goldens then share that mount.
 t0=$(date +%s.%N)
+ERR=
 build/smolvm machine create --name pb-holder --image "$P" -- sleep 100000 >>"$LOG" 2>&1 &&
-  build/smolvm machine start --name pb-holder >>"$LOG" 2>&1 || { log "holder machine failed: $(tail -2 "$LOG")"; exit 1; }
+  build/smolvm machine start --name pb-holder >>"$LOG" 2>&1 || ERR="machine on the pack failed: $(tail -1 "$LOG")"
 mount_s=$(since "$t0")
-log "first mount (verify + loop + mount + machine start): $mount_s s"
+[[ -z $ERR ]] && log "first mount (verify + loop + mount + machine start): $mount_s s" || log "$ERR"
 
 run_arm() {  # host|pack round
   local res=$W/results-$1-$2
@@ -86,6 +87,7 @@ run_arm() {  # host|pack round
   python3 -c "import json,glob; print(json.load(open(glob.glob('$res/*.json')[0]))['golden_load_s'])" 2>>"$LOG" || echo nan
 }
 host=() pack=()
+[[ -n $ERR ]] && ROUNDS=0
 for r in $(seq "$ROUNDS"); do
   h=$(run_arm host "$r"); p=$(run_arm pack "$r")
   log "round $r: golden load host $h s, pack $p s"
@@ -93,14 +95,16 @@ for r in $(seq "$ROUNDS"); do
 done
 unset SMOLVM_BENCH_FORK_IMAGE
 python3 - "$OUT/pack-bench.json" "$MODEL" "$DEVICE" "$pack_bytes" "$model_bytes" "$create_s" "$verify_s" "$mount_s" \
-  "${host[*]:-}" "${pack[*]:-}" <<'PY' | tee -a "$LOG"
+  "${host[*]:-}" "${pack[*]:-}" "$ERR" "$(uname -r)" <<'PY' | tee -a "$LOG"
 import json, statistics, sys
-out, model, device, pack_b, model_b, create_s, verify_s, mount_s, host, pack = sys.argv[1:]
+out, model, device, pack_b, model_b, create_s, verify_s, mount_s, host, pack, err, kernel = sys.argv[1:]
 num = lambda s: [float(x) for x in s.split() if x.replace('.', '', 1).isdigit()]
 h, p = num(host), num(pack)
 j = {"model": model, "device": device, "pack_bytes": int(pack_b), "model_bytes": int(model_b),
      "pack_create_s": float(create_s), "pack_verify_s": float(verify_s), "first_mount_s": float(mount_s),
-     "golden_load_host_s": h, "golden_load_pack_s": p}
+     "golden_load_host_s": h, "golden_load_pack_s": p, "kernel": kernel}
+if err:
+    j["error"] = err
 if h and p:
     j["golden_load_host_median_s"] = statistics.median(h)
     j["golden_load_pack_median_s"] = statistics.median(p)
