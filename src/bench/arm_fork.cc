@@ -29,6 +29,7 @@
 #include "machine/cgroups.h"
 #include "machine/cuda_link.h"
 #include "machine/machines.h"
+#include "machine/pack.h"
 #include "machine/paths.h"
 
 namespace smolvm::bench {
@@ -100,8 +101,19 @@ Status RunForkArm(const ArmContext& c, ArmOutcome* out) {
   spec.cuda = cuda;
   spec.gpu_mem_mib = cuda ? c.o.gpu_mem_mib : 0;
   std::string bin_dir = fs::path(c.learner).parent_path().string();
-  spec.volumes = {{c.model_dir, kGuestModel, true}, {bin_dir, kGuestBin, true}, {c.coord, kGuestCoord, false}};
-  spec.cmd = LearnerArgs(c, std::string(kGuestBin) + "/" + fs::path(c.learner).filename().string(), kGuestModel,
+  spec.volumes = {{bin_dir, kGuestBin, true}, {c.coord, kGuestCoord, false}};
+  // SMOLVM_BENCH_FORK_IMAGE=FILE.smolmachine: the golden runs on that pack and
+  // loads the model baked into it (scripts/device-pack-bench.sh).
+  std::string model = kGuestModel;
+  if (const char* image = std::getenv("SMOLVM_BENCH_FORK_IMAGE"); image != nullptr && image[0] != '\0') {
+    ASSIGN_OR_RETURN(machine::PackManifest pm, machine::ReadPack(image));
+    if (pm.model.empty()) return InvalidArgument(std::string("SMOLVM_BENCH_FORK_IMAGE: ") + image + " has no model");
+    spec.image = image;
+    model = pm.model;
+  } else {
+    spec.volumes.push_back({c.model_dir, kGuestModel, true});
+  }
+  spec.cmd = LearnerArgs(c, std::string(kGuestBin) + "/" + fs::path(c.learner).filename().string(), model,
                          kGuestCoord, "fork");
   spec.cmd.push_back("--fork");
 

@@ -10,5 +10,6 @@ void RegisterDaemonCommands(CLI::App& app, int* exit_code);   // _cuda-daemon, _
 void RegisterCudaCommands(CLI::App& app, int* exit_code);     // cuda status|fork|release
 void RegisterMachineCommands(CLI::App& app, int* exit_code);  // machine ...
 void RegisterBenchCommands(CLI::App& app, int* exit_code);    // bench ...
+void RegisterPackCommands(CLI::App& app, int* exit_code);     // pack create|inspect|verify
 
 }  // namespace smolvm::cli

@@ -8,14 +8,14 @@ namespace smolvm::cli {
 
 void AddMachineCreate(CLI::App& machine, int* exit_code) {
   struct Opts {
-    std::string name, image;
+    std::string name, image, workdir;
     double cpus = 0;
-    int64_t mem = 0, gpu_mem = 0;
+    int64_t mem = 0, gpu_mem = 0, disk = 0;
     bool cuda = false, net = false;
     std::vector<std::string> volumes, env, cmd;
   };
   auto o = std::make_shared<Opts>();
-  CLI::App* c = machine.add_subcommand("create", "define a machine: smolvm machine create --name N [opts] -- CMD...");
+  CLI::App* c = machine.add_subcommand("create", "define a machine: smolvm machine create --name N [opts] -- CMD... (a pack's command when none)");
   c->add_option("--name", o->name, "letters, digits, '-', '_'; at most 40")->required();
   c->add_option("--cpus", o->cpus, "CPU quota in CPUs; also a cpuset of that many cores");
   c->add_option("--mem", o->mem, "memory limit in MiB");
@@ -24,7 +24,9 @@ void AddMachineCreate(CLI::App& machine, int* exit_code) {
   c->add_flag("--net", o->net, "share the host network (default: loopback only)");
   c->add_option("-v,--volume", o->volumes, "HOST:GUEST[:ro] bind mount")->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   c->add_option("-e,--env", o->env, "KEY=VAL in the program's environment")->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  c->add_option("--image", o->image, "directory used as the root (overlay lower) instead of host /usr etc.");
+  c->add_option("--image", o->image, "root: a directory (overlay lower) or a .smolmachine pack, instead of host /usr etc.");
+  c->add_option("--disk", o->disk, "MiB that /tmp and /workspace may hold (tmpfs, counted in --mem; default 4096)");
+  c->add_option("--workdir", o->workdir, "where the program starts (default: the pack's, else /workspace)");
   c->add_option("cmd", o->cmd, "the program and its arguments, after --")->expected(-1);
   c->callback([o, exit_code] {
     machine::MachineSpec spec;
@@ -35,6 +37,8 @@ void AddMachineCreate(CLI::App& machine, int* exit_code) {
     spec.net = o->net;
     spec.env = o->env;
     spec.image = o->image;
+    spec.disk_mib = o->disk;
+    spec.workdir = o->workdir;
     spec.cmd = o->cmd;
     for (const auto& v : o->volumes) {
       auto vol = machine::ParseVolume(v);

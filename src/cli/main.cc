@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   smolvm::cli::RegisterCudaCommands(app, &exit_code);
   smolvm::cli::RegisterMachineCommands(app, &exit_code);
   smolvm::cli::RegisterBenchCommands(app, &exit_code);
+  smolvm::cli::RegisterPackCommands(app, &exit_code);
   CLI11_PARSE(app, argc, argv);
   if (show_version) {
     std::printf("smolvm %s (proto %s)\n", SMOLVM_VERSION,

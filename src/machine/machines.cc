@@ -18,6 +18,8 @@
 
 #include "machine/cgroups.h"
 #include "machine/errors.h"
+#include "machine/pack.h"
+#include "machine/pack_mount.h"
 #include "machine/paths.h"
 #include "machine/process.h"
 #include "machine/sandbox.h"
@@ -174,6 +176,8 @@ Status StopOne(Store& store, const std::string& home, const std::string& name, i
     MachinePaths paths(home, name);
     ::unlink(paths.ctl_sock.c_str());
     ::unlink(paths.forkpoint_sock.c_str());
+    // The supervisor drops its pack when it ends; this catches one that died.
+    RETURN_IF_ERROR(ReleasePack(store, home, name));
   }
   return Save(store, name, [](MachineRecord& r) {
     if (Live(r.state) || r.state == kStateStopping) {
@@ -195,8 +199,26 @@ std::string NameList(const std::vector<MachineRecord>& rs) {
 
 }  // namespace
 
-Status CreateMachine(const std::string& home, const std::string& name, const MachineSpec& spec) {
+// A pack's defaults under what the caller gave: its command when none is
+// given, its env before -e, its workdir unless --workdir. The pack is
+// verified in full here, so a corrupt one is refused before anything exists.
+Status ApplyPack(MachineSpec& spec) {
+  if (spec.image.empty() || spec.image[0] != '/' || !IsPackFile(spec.image)) return Status::Ok();
+  auto m = VerifyPack(spec.image);
+  if (!m.ok()) return Status(Code::kInvalidArgument, "--image: " + m.status().message());
+  if (spec.cmd.empty()) spec.cmd = m->command;
+  std::vector<std::string> env = m->env;
+  env.insert(env.end(), spec.env.begin(), spec.env.end());
+  spec.env = env;
+  if (spec.workdir.empty()) spec.workdir = m->workdir;
+  spec.model = m->model;
+  return Status::Ok();
+}
+
+Status CreateMachine(const std::string& home, const std::string& name, const MachineSpec& given) {
   RETURN_IF_ERROR(ValidateName(name));
+  MachineSpec spec = given;
+  RETURN_IF_ERROR(ApplyPack(spec));
   RETURN_IF_ERROR(ValidateSpec(spec));
   ASSIGN_OR_RETURN(auto store, Store::Open(home));
   RETURN_IF_ERROR(store->Transaction([&]() -> Status {

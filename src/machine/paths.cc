@@ -23,9 +23,8 @@ MachinePaths::MachinePaths(const std::string& home, const std::string& name) {
   cuda_mount = run + "/cuda.sock";
   lib = run + "/lib";
   root = dir + "/root";
+  layers = dir + "/layers";
   guest = dir + "/guest";
-  tmp = guest + "/tmp";
-  workspace = guest + "/workspace";
   upper = guest + "/upper";
   work = guest + "/work";
 }

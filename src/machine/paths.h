@@ -11,9 +11,10 @@
 //        lib/                             mount point for the shim directory
 //        python/                          mount point for <shim dir>/python (PYTHONPATH)
 //   .../<name>/root                       mount point of the guest root (setup only)
+//   .../<name>/layers                     mount point, in the supervisor's private mount
+//                                         namespace only, of the disk layers (disk_layers.h)
 //   .../<name>/guest/                     0700, owned by the guest's root uid:
-//        tmp, workspace                   the guest's writable /tmp and /workspace
-//        upper, work                      overlay upper/work with --image
+//        upper, work                      overlay upper/work with --image DIR
 // Directories on the way are 0711 so the guest's uid can reach guest/ while
 // other host users cannot list anything.
 #pragma once
@@ -27,8 +28,7 @@ std::string SmolvmHome();
 
 struct MachinePaths {
   explicit MachinePaths(const std::string& home, const std::string& name);
-  std::string dir, log, ctl_sock, cuda_sock, run, forkpoint_sock, cuda_mount, lib, root, guest, tmp, workspace, upper,
-      work;
+  std::string dir, log, ctl_sock, cuda_sock, run, forkpoint_sock, cuda_mount, lib, root, layers, guest, upper, work;
 };
 
 // The directory holding libsmolvm-guest.so (and the CUDA shims):

@@ -82,16 +82,13 @@ Result<HostFds> OpenHostFds(const SandboxConfig& cfg) {
     return fd;
   };
   ASSIGN_OR_RETURN(f.root, need(OpenPath(cfg.paths.dir), cfg.paths.dir));
-  ASSIGN_OR_RETURN(f.tmp, need(OpenPath(cfg.paths.tmp), cfg.paths.tmp));
-  ASSIGN_OR_RETURN(f.workspace, need(OpenPath(cfg.paths.workspace), cfg.paths.workspace));
   ASSIGN_OR_RETURN(f.run, need(OpenPath(cfg.paths.run), cfg.paths.run));
   std::string shim = cfg.spec.cuda ? cfg.shim_dir : cfg.shim_dir + "/libsmolvm-guest.so";
   f.shim = OpenPath(shim);  // optional: a build without the guest library still runs machines
   f.python = OpenPath(cfg.shim_dir + "/python");  // optional too
-  if (cfg.spec.cuda) {
-    ASSIGN_OR_RETURN(f.cuda_sock, need(OpenPath(cfg.paths.cuda_sock), cfg.paths.cuda_sock));
-  }
-  if (!cfg.spec.image.empty()) {
+  if (!cfg.pack_root.empty()) {
+    ASSIGN_OR_RETURN(f.image, need(OpenPath(cfg.pack_root), cfg.pack_root));
+  } else if (!cfg.spec.image.empty()) {
     ASSIGN_OR_RETURN(f.image, need(OpenPath(cfg.spec.image), cfg.spec.image));
     ASSIGN_OR_RETURN(f.upper, need(OpenPath(cfg.paths.upper), cfg.paths.upper));
     ASSIGN_OR_RETURN(f.work, need(OpenPath(cfg.paths.work), cfg.paths.work));
@@ -142,6 +139,13 @@ std::vector<char*> CStrings(std::vector<std::string>& v) {
 }
 
 // pid 1 of a new machine. Never returns.
+//
+// It starts in new mount/pid/ipc/uts/net namespaces but the host's user
+// namespace, builds the guest root there as the host's root, and only then
+// takes its own user namespace (and a copy of the mount namespace): the
+// kernel locks every mount of that copy (MNT_LOCKED; MNT_LOCK_READONLY on the
+// read-only ones), so the guest's root can neither unmount them nor make
+// them writable. The supervisor then adds the replaceable mounts.
 [[noreturn]] void RunInit(const SandboxConfig& cfg, int sync, int log_fd) {
   // The supervisor blocks the signals it reads through a signalfd; the
   // machine starts with none blocked.
@@ -150,11 +154,9 @@ std::vector<char*> CStrings(std::vector<std::string>& v) {
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   ::signal(SIGPIPE, SIG_DFL);
   char go;
-  if (::read(sync, &go, 1) != 1) ::_exit(1);  // parent gone before the maps were written
+  if (::read(sync, &go, 1) != 1) ::_exit(1);  // parent gone before the cgroup was joined
   auto fds = OpenHostFds(cfg);
   if (!fds.ok()) Fail(sync, fds.status());
-  if (::setresgid(0, 0, 0) < 0 || ::setresuid(0, 0, 0) < 0) Fail(sync, ErrnoStatus("setresuid", errno));
-  ::setgroups(0, nullptr);
   if (::unshare(CLONE_NEWCGROUP) < 0) Fail(sync, ErrnoStatus("unshare(CLONE_NEWCGROUP)", errno));
   if (::sethostname(cfg.name.c_str(), cfg.name.size()) < 0) Fail(sync, ErrnoStatus("sethostname", errno));
   if (!cfg.spec.net) {
@@ -164,6 +166,11 @@ std::vector<char*> CStrings(std::vector<std::string>& v) {
   Status s = BuildRootfs(cfg, fds.value());
   if (!s.ok()) Fail(sync, s);
   fds = HostFds();  // closes every host path
+  if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0) Fail(sync, ErrnoStatus("unshare(CLONE_NEWUSER|CLONE_NEWNS)", errno));
+  (void)WriteAllFd(sync, "USERNS\n");
+  if (::read(sync, &go, 1) != 1 || go != 'M') ::_exit(1);  // maps written, writable mounts in place
+  if (::setresgid(0, 0, 0) < 0 || ::setresuid(0, 0, 0) < 0) Fail(sync, ErrnoStatus("setresuid", errno));
+  ::setgroups(0, nullptr);
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   ::prctl(PR_SET_NAME, "smolvm-init", 0, 0, 0);
   s = ApplySeccompFilter();
@@ -180,7 +187,7 @@ std::vector<char*> CStrings(std::vector<std::string>& v) {
     ::dup2(log_fd, STDOUT_FILENO);
     ::dup2(log_fd, STDERR_FILENO);
     ::syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC);
-    if (::chdir("/workspace") < 0) (void)!::chdir("/");
+    if (::chdir(cfg.workdir.c_str()) < 0) (void)!::chdir("/");
     ExecProgram(cfg.spec.cmd, env, err_pipe[1]);
   }
   ::close(err_pipe[1]);
@@ -207,6 +214,7 @@ std::vector<std::string> GuestEnvironment(const SandboxConfig& cfg, const std::v
                                   "PYTHONPATH=/run/smolvm/python"};
   if (cfg.forkable) env.push_back(std::string("SMOLVM_FORKPOINT_SOCKET=") + SMOLVM_FP_GUEST_PATH);
   if (cfg.spec.cuda) env.push_back("SMOLVM_CUDA_SOCKET=/run/smolvm/cuda.sock");
+  if (!cfg.spec.model.empty()) env.push_back("SMOLVM_MODEL=" + cfg.spec.model);
   auto put = [&](const std::string& kv) {
     std::string key = kv.substr(0, kv.find('=') + 1);
     for (auto& e : env)
@@ -226,7 +234,7 @@ Result<pid_t> LaunchSandbox(const SandboxConfig& cfg, UniqueFd* report) {
   RETURN_IF_ERROR(SocketPair(&parent_end, &child_end));
   UniqueFd log(::open(cfg.paths.log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600));
   if (!log.valid()) return ErrnoStatus("open " + cfg.paths.log, errno);
-  unsigned long flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD;
+  unsigned long flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD;
   if (!cfg.spec.net) flags |= CLONE_NEWNET;
   pid_t pid = static_cast<pid_t>(::syscall(SYS_clone, flags, nullptr, nullptr, nullptr, 0));
   if (pid < 0) return ErrnoStatus("clone (new namespaces)", errno);
@@ -240,18 +248,24 @@ Result<pid_t> LaunchSandbox(const SandboxConfig& cfg, UniqueFd* report) {
     ::waitpid(pid, nullptr, 0);
     return s;
   };
-  std::string map = "0 " + std::to_string(cfg.uid_base) + " 65536\n";
-  Status s = WriteProcFile(pid, "uid_map", map);
-  if (s.ok()) s = WriteProcFile(pid, "gid_map", map);
-  if (s.ok()) s = cfg.cgroup->AddProcess(pid);
-  if (s.ok()) s = WriteAllFd(parent_end.get(), "G");
-  if (!s.ok()) return kill_child(s);
-  std::string line = ReadLineFd(parent_end.get());
-  if (line != "OK") {
+  auto failed = [&](std::string line) {
     if (line.rfind("ERR ", 0) == 0) line = line.substr(4);
     if (line.empty()) line = "the machine's init died during setup";
     return kill_child(Status(Code::kInternal, "machine '" + cfg.name + "' failed to start: " + line));
-  }
+  };
+  Status s = cfg.cgroup->AddProcess(pid);
+  if (s.ok()) s = WriteAllFd(parent_end.get(), "G");
+  if (!s.ok()) return kill_child(s);
+  std::string line = ReadLineFd(parent_end.get());
+  if (line != "USERNS") return failed(line);
+  std::string map = "0 " + std::to_string(cfg.uid_base) + " 65536\n";
+  s = WriteProcFile(pid, "uid_map", map);
+  if (s.ok()) s = WriteProcFile(pid, "gid_map", map);
+  if (s.ok() && cfg.mount_writable) s = cfg.mount_writable(pid);
+  if (s.ok()) s = WriteAllFd(parent_end.get(), "M");
+  if (!s.ok()) return kill_child(s);
+  line = ReadLineFd(parent_end.get());
+  if (line != "OK") return failed(line);
   *report = std::move(parent_end);
   return pid;
 }
@@ -332,11 +346,14 @@ Result<int> ExecInSandbox(pid_t init_pid, const MachineCgroup& cgroup, const std
   return SmolvmInitExitCode(status);
 }
 
-Status InjectCloneMounts(pid_t pid, const std::string& tmp, const std::string& workspace,
-                         const CgroupLayout& layout, const std::string& cuda_sock) {
+Status InjectGuestMounts(pid_t pid, GuestMounts m, const CgroupLayout& layout) {
   int err_pipe[2];
   if (::pipe2(err_pipe, O_CLOEXEC) < 0) return ErrnoStatus("pipe", errno);
   UniqueFd err_r(err_pipe[0]), err_w(err_pipe[1]);
+  int keep[2] = {-1, -1};
+  if (m.retired != nullptr && ::socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, keep) < 0)
+    return ErrnoStatus("socketpair", errno);
+  UniqueFd keep_r(keep[0]), keep_w(keep[1]);
   pid_t helper = ::fork();
   if (helper < 0) return ErrnoStatus("fork", errno);
   if (helper == 0) {
@@ -346,59 +363,98 @@ Status InjectCloneMounts(pid_t pid, const std::string& tmp, const std::string& w
       (void)!::write(err_w.get(), msg.data(), msg.size());
       ::_exit(1);
     };
-    int trees[2];
-    const std::string* srcs[2] = {&tmp, &workspace};
-    for (int i = 0; i < 2; ++i) {
-      trees[i] = static_cast<int>(::syscall(SYS_open_tree, AT_FDCWD, srcs[i]->c_str(),
-                                            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
-      if (trees[i] < 0) fail("open_tree " + *srcs[i], errno);
-    }
     int cuda_tree = -1;
-    if (!cuda_sock.empty()) {
-      cuda_tree = static_cast<int>(::syscall(SYS_open_tree, AT_FDCWD, cuda_sock.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
-      if (cuda_tree < 0) fail("open_tree " + cuda_sock, errno);
+    if (!m.cuda_sock.empty()) {
+      cuda_tree = static_cast<int>(::syscall(SYS_open_tree, AT_FDCWD, m.cuda_sock.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
+      if (cuda_tree < 0) fail("open_tree " + m.cuda_sock, errno);
     }
+    // The host's root entering a namespace of the machine's user namespace
+    // keeps its own credentials: what it mounts there is not locked, so the
+    // supervisor can replace it in a clone.
     for (auto [ns, type] : {std::pair{"cgroup", CLONE_NEWCGROUP}, std::pair{"mnt", CLONE_NEWNS}}) {
       std::string path = "/proc/" + std::to_string(pid) + "/ns/" + ns;
       int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
       if (fd < 0 || ::setns(fd, type) < 0) fail("entering " + path, errno);
     }
-    // Detach the golden's mounts first so nothing of the golden lies under
-    // the clone's own (a clone could otherwise unmount its way to them).
+    // A replaced mount is detached first so nothing of the golden lies under
+    // the clone's own (a clone could otherwise unmount its way to it).
     const char* dsts[2] = {"/tmp", "/workspace"};
+    int trees[2] = {m.tmp.get(), m.workspace.get()};
+    if (keep_w.valid() && m.replace) {
+      int old[2], n = 0;
+      for (int i = 0; i < 2; ++i)
+        if (trees[i] >= 0 && (old[n] = ::open(dsts[i], O_PATH | O_CLOEXEC)) >= 0) ++n;
+      alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof old)] = {};
+      char byte = 'K';
+      struct iovec iov = {&byte, 1};
+      struct msghdr msg = {};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      if (n > 0) {
+        msg.msg_control = control;
+        msg.msg_controllen = CMSG_SPACE(sizeof(int) * static_cast<size_t>(n));
+        struct cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int) * static_cast<size_t>(n));
+        std::memcpy(CMSG_DATA(cm), old, sizeof(int) * static_cast<size_t>(n));
+      }
+      (void)::sendmsg(keep_w.get(), &msg, MSG_NOSIGNAL);
+    }
     for (int i = 0; i < 2; ++i) {
-      if (::umount2(dsts[i], MNT_DETACH) < 0) fail(std::string("umount ") + dsts[i], errno);
+      if (trees[i] < 0) continue;
+      if (m.replace && ::umount2(dsts[i], MNT_DETACH) < 0) fail(std::string("umount ") + dsts[i], errno);
       if (::syscall(SYS_move_mount, trees[i], "", AT_FDCWD, dsts[i], MOVE_MOUNT_F_EMPTY_PATH) < 0)
         fail(std::string("move_mount ") + dsts[i], errno);
-      struct mount_attr attr = {};
-      attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-      ::syscall(SYS_mount_setattr, AT_FDCWD, dsts[i], AT_RECURSIVE, &attr, sizeof attr);
     }
     if (cuda_tree >= 0) {
-      // The golden's endpoint goes; the clone's own takes its place, so the
-      // clone's sessions belong to the clone machine. Only the empty
-      // placeholder file lies underneath.
+      // A clone's own endpoint takes the golden's place, so the clone's
+      // sessions belong to the clone machine. Only the empty placeholder
+      // file lies underneath.
       const char* dst = "/run/smolvm/cuda.sock";
-      if (::umount2(dst, MNT_DETACH) < 0) fail(std::string("umount ") + dst, errno);
+      if (m.replace && ::umount2(dst, MNT_DETACH) < 0) fail(std::string("umount ") + dst, errno);
       if (::syscall(SYS_move_mount, cuda_tree, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0)
         fail(std::string("move_mount ") + dst, errno);
       struct mount_attr attr = {};
       attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_RDONLY;
       ::syscall(SYS_mount_setattr, AT_FDCWD, dst, 0, &attr, sizeof attr);
     }
-    if (::umount2("/sys/fs/cgroup", MNT_DETACH) < 0) fail("umount /sys/fs/cgroup", errno);
-    Status s = MountCgroupFs("", layout);
-    if (!s.ok()) fail(s.message(), 0);
+    if (m.cgroupfs) {
+      if (m.replace && ::umount2("/sys/fs/cgroup", MNT_DETACH) < 0) fail("umount /sys/fs/cgroup", errno);
+      Status s = MountCgroupFs("", layout);
+      if (!s.ok()) fail(s.message(), 0);
+    }
     ::_exit(0);
   }
   err_w.Reset();
+  keep_w.Reset();
+  std::vector<UniqueFd>* retired = m.retired;
+  m = GuestMounts();  // the helper moved the trees; ours close
   int status;
   while (::waitpid(helper, &status, 0) < 0 && errno == EINTR) {
   }
+  if (keep_r.valid()) {
+    char byte;
+    struct iovec iov = {&byte, 1};
+    alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * 2)];
+    struct msghdr msg = {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    if (::recvmsg(keep_r.get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) > 0)
+      for (struct cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm))
+        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+          for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
+            int fd;
+            std::memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
+            retired->emplace_back(fd);
+          }
+  }
   char buf[512];
   ssize_t n = ::read(err_r.get(), buf, sizeof buf);
-  if (n > 0) return Status(Code::kInternal, "setting up the clone's mounts: " + std::string(buf, static_cast<size_t>(n)));
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return Internal("setting up the clone's mounts failed");
+  if (n > 0) return Status(Code::kInternal, "setting up the machine's mounts: " + std::string(buf, static_cast<size_t>(n)));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return Internal("setting up the machine's mounts failed");
   return Status::Ok();
 }
 

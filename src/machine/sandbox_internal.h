@@ -22,16 +22,17 @@ struct HostFds {
     UniqueFd fd;       // a directory to bind
     std::string link;  // or a symlink to recreate (merged /usr)
   };
-  UniqueFd root /* the machine directory, holding root/ */, tmp, workspace, run, shim, image, upper, work;
-  UniqueFd cuda_sock;  // --cuda: the machine's CUDA endpoint
-  UniqueFd python;     // <shim dir>/python: the smolvm Python package (optional)
+  UniqueFd root /* the machine directory, holding root/ */, run, shim;
+  UniqueFd image;  // --image: the directory, or the pack's mount point
+  UniqueFd upper, work;  // --image DIR: the overlay's upper and work directories
+  UniqueFd python;  // <shim dir>/python: the smolvm Python package (optional)
   std::vector<SystemDir> system;
   std::vector<UniqueFd> volumes;
 };
 
 std::string FdPath(int fd);
-// Builds the guest root and pivots into it. REQUIRES: pid 1 of a fresh user
-// and mount namespace, uid 0 inside.
+// Builds the guest root and pivots into it. REQUIRES: pid 1 of a fresh mount
+// namespace, still the host's root (its user namespace comes after).
 Status BuildRootfs(const SandboxConfig& cfg, const HostFds& fds);
 
 }  // namespace smolvm::machine

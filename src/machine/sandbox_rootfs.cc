@@ -73,8 +73,8 @@ Status Bind(int src_fd, const std::string& dst, bool read_only) {
   return SetAttrs(dst, read_only);
 }
 
-Status SetupDev() {
-  RETURN_IF_ERROR(MkDir("dev"));
+Status SetupDev(bool have_dir) {
+  if (!have_dir) RETURN_IF_ERROR(MkDir("dev"));
   RETURN_IF_ERROR(Mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=1m"));
   for (const char* n : {"null", "zero", "full", "random", "urandom", "tty"}) {
     std::string dst = std::string("dev/") + n;
@@ -111,12 +111,80 @@ Status MountCgroupFs(const std::string& root, const CgroupLayout& layout) {
   return Mount("", base, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
 }
 
+namespace {
+
+// mkdir -p of `rel` below the directory fd `at` (for the pack's skeleton).
+Status MkDirsAt(const std::string& base, const std::string& rel, mode_t mode = 0755) {
+  std::string cur = base;
+  size_t at = 0;
+  while (at < rel.size()) {
+    size_t next = rel.find('/', at);
+    if (next == std::string::npos) next = rel.size();
+    std::string part = rel.substr(at, next - at);
+    at = next + 1;
+    if (part.empty()) continue;
+    cur += "/" + part;
+    RETURN_IF_ERROR(MkDir(cur, mode));
+  }
+  return Status::Ok();
+}
+
+bool UnderDir(const std::string& path, const char* dir) {
+  std::string d = dir;
+  return path == d || path.rfind(d + "/", 0) == 0;
+}
+
+// A pack's root: a read-only overlay of a small skeleton (the mount points
+// this machine needs: /tmp, /workspace, /proc ..., the volumes' paths and the
+// host system directories the pack lacks) over the pack's image.
+Status PackRoot(const SandboxConfig& cfg, const HostFds& fds, const std::string& root) {
+  RETURN_IF_ERROR(Mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m"));
+  std::string skel = root + "/skel";
+  RETURN_IF_ERROR(MkDir(skel));
+  for (const char* d : {"tmp", "workspace", "proc", "sys", "dev", "run"}) RETURN_IF_ERROR(MkDir(skel + "/" + d));
+  for (size_t i = 0; i < kSystemDirs.size(); ++i) {
+    const auto& d = fds.system[i];
+    struct stat st;
+    if (::fstatat(fds.image.get(), kSystemDirs[i], &st, AT_SYMLINK_NOFOLLOW) == 0) continue;  // the pack's own
+    std::string at = skel + "/" + kSystemDirs[i];
+    if (!d.link.empty()) {
+      if (::symlink(d.link.c_str(), at.c_str()) < 0) return ErrnoStatus("symlink " + at, errno);
+    } else if (d.fd.valid()) {
+      RETURN_IF_ERROR(MkDir(at));
+    }
+  }
+  for (size_t i = 0; i < cfg.spec.volumes.size(); ++i) {
+    const Volume& v = cfg.spec.volumes[i];
+    struct stat st;
+    if (::fstat(fds.volumes[i].get(), &st) < 0) return ErrnoStatus("stat " + v.host, errno);
+    std::string rel = v.guest.substr(1);
+    size_t slash = rel.rfind('/');
+    if (slash != std::string::npos) RETURN_IF_ERROR(MkDirsAt(skel, rel.substr(0, slash)));
+    if (S_ISDIR(st.st_mode)) {
+      RETURN_IF_ERROR(MkDir(skel + "/" + rel));
+    } else {
+      RETURN_IF_ERROR(Touch(skel + "/" + rel));
+    }
+  }
+  if (!UnderDir(cfg.workdir, "/workspace") && !UnderDir(cfg.workdir, "/tmp") && cfg.workdir != "/")
+    RETURN_IF_ERROR(MkDirsAt(skel, cfg.workdir.substr(1)));
+  // No upperdir: the overlay is read-only.
+  std::string opts = "lowerdir=" + skel + ":" + FdPath(fds.image.get());
+  return Mount("overlay", root, "overlay", MS_NOSUID | MS_NODEV | MS_RDONLY, opts);
+}
+
+}  // namespace
+
 Status BuildRootfs(const SandboxConfig& cfg, const HostFds& fds) {
   RETURN_IF_ERROR(Mount("", "/", nullptr, MS_REC | MS_PRIVATE));
   // Looked up by name below the machine directory so the walk enters the
   // mount placed on it (a /proc/self/fd jump would land under it).
   std::string root = FdPath(fds.root.get()) + "/root";
-  if (!cfg.spec.image.empty()) {
+  const bool pack = !cfg.pack_root.empty();
+  const bool image_dir = !pack && !cfg.spec.image.empty();
+  if (pack) {
+    RETURN_IF_ERROR(PackRoot(cfg, fds, root));
+  } else if (image_dir) {
     std::string opts = "lowerdir=" + FdPath(fds.image.get()) + ",upperdir=" + FdPath(fds.upper.get()) +
                        ",workdir=" + FdPath(fds.work.get());
     Status s = Mount("overlay", root, "overlay", MS_NOSUID | MS_NODEV, opts);
@@ -127,26 +195,30 @@ Status BuildRootfs(const SandboxConfig& cfg, const HostFds& fds) {
   }
   // From here on every path is relative to the new root.
   if (::chdir(root.c_str()) < 0) return ErrnoStatus("chdir to the new root", errno);
-  if (cfg.spec.image.empty()) {
+  if (!image_dir) {
     for (size_t i = 0; i < kSystemDirs.size(); ++i) {
       const auto& d = fds.system[i];
       if (d.link.empty() && !d.fd.valid()) continue;
       std::string name = kSystemDirs[i];
-      if (!d.link.empty()) {
+      if (pack) {
+        struct stat st;
+        if (::fstatat(fds.image.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) continue;
+        if (!d.link.empty()) continue;  // the skeleton has the link
+      } else if (!d.link.empty()) {
         if (::symlink(d.link.c_str(), name.c_str()) < 0) return ErrnoStatus("symlink " + name, errno);
         continue;
       }
-      RETURN_IF_ERROR(MkDir(name));
+      if (!pack) RETURN_IF_ERROR(MkDir(name));
       RETURN_IF_ERROR(Bind(d.fd.get(), name, /*read_only=*/true));
     }
   }
-  for (const char* d : {"tmp", "workspace", "proc", "sys", "run"}) RETURN_IF_ERROR(MkDir(d));
-  RETURN_IF_ERROR(Bind(fds.tmp.get(), "tmp", false));
-  RETURN_IF_ERROR(Bind(fds.workspace.get(), "workspace", false));
+  // /tmp, /workspace, /sys/fs/cgroup and the CUDA endpoint are mounted later,
+  // by the supervisor (InjectGuestMounts), so they stay replaceable for clones.
+  if (!pack)
+    for (const char* d : {"tmp", "workspace", "proc", "sys", "run"}) RETURN_IF_ERROR(MkDir(d));
   RETURN_IF_ERROR(Mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC));
   RETURN_IF_ERROR(Mount("sysfs", "sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY));
-  RETURN_IF_ERROR(MountCgroupFs(".", cfg.layout));
-  RETURN_IF_ERROR(SetupDev());
+  RETURN_IF_ERROR(SetupDev(pack));
   RETURN_IF_ERROR(Mount("tmpfs", "run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m"));
   RETURN_IF_ERROR(MkDir("run/smolvm"));
   RETURN_IF_ERROR(Bind(fds.run.get(), "run/smolvm", true));
@@ -154,25 +226,26 @@ Status BuildRootfs(const SandboxConfig& cfg, const HostFds& fds) {
     std::string dst = cfg.spec.cuda ? "run/smolvm/lib" : "run/smolvm/lib/libsmolvm-guest.so";
     RETURN_IF_ERROR(Bind(fds.shim.get(), dst, true));
   }
-  if (fds.cuda_sock.valid()) RETURN_IF_ERROR(Bind(fds.cuda_sock.get(), "run/smolvm/cuda.sock", true));
   if (fds.python.valid()) RETURN_IF_ERROR(Bind(fds.python.get(), "run/smolvm/python", true));
   for (size_t i = 0; i < cfg.spec.volumes.size(); ++i) {
     const Volume& v = cfg.spec.volumes[i];
     std::string dst = v.guest.substr(1);
     struct stat st;
     if (::fstat(fds.volumes[i].get(), &st) < 0) return ErrnoStatus("stat " + v.host, errno);
-    size_t slash = dst.rfind('/');
-    Status made = slash == std::string::npos ? Status::Ok() : MkDirs(dst.substr(0, slash));
-    if (made.ok()) made = S_ISDIR(st.st_mode) ? MkDir(dst) : Touch(dst);
-    if (!made.ok())
-      return InvalidArgument("volume " + v.host + ":" + v.guest + ": cannot create " + v.guest +
-                             " in the guest (" + made.message() + "); mount it under /workspace, /tmp or a new top-level path");
+    if (!pack) {
+      size_t slash = dst.rfind('/');
+      Status made = slash == std::string::npos ? Status::Ok() : MkDirs(dst.substr(0, slash));
+      if (made.ok()) made = S_ISDIR(st.st_mode) ? MkDir(dst) : Touch(dst);
+      if (!made.ok())
+        return InvalidArgument("volume " + v.host + ":" + v.guest + ": cannot create " + v.guest +
+                               " in the guest (" + made.message() + "); mount it under /workspace, /tmp or a new top-level path");
+    }
     RETURN_IF_ERROR(Bind(fds.volumes[i].get(), dst, v.read_only));
   }
   if (::syscall(SYS_pivot_root, ".", ".") < 0) return ErrnoStatus("pivot_root", errno);
   if (::umount2(".", MNT_DETACH) < 0) return ErrnoStatus("detaching the host root", errno);
   if (::chdir("/") < 0) return ErrnoStatus("chdir /", errno);
-  if (cfg.spec.image.empty())
+  if (!image_dir)
     RETURN_IF_ERROR(Mount("", "/", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV));
   return Status::Ok();
 }

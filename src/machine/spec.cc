@@ -36,6 +36,10 @@ Status CheckGuestPath(const std::string& guest) {
   for (const char* d : {"/proc", "/sys", "/dev", "/run/smolvm"})
     if (UnderPath(guest, d))
       return InvalidArgument("volume guest path '" + guest + "' is reserved (" + d + ")");
+  for (const char* d : {"/tmp", "/workspace"})
+    if (UnderPath(guest, d))
+      return InvalidArgument("volume guest path '" + guest + "' is under " + d +
+                             ", which is the machine's own bounded disk (mount the volume at a new top-level path)");
   return Status::Ok();
 }
 
@@ -100,10 +104,13 @@ Status ValidateSpec(const MachineSpec& spec) {
   if (spec.gpu_mem_mib > 0 && !spec.cuda) return InvalidArgument("--gpu-mem needs --cuda");
   if (spec.cmd.empty()) return InvalidArgument("no command given: add '-- CMD [ARGS...]'");
   for (const auto& e : spec.env) RETURN_IF_ERROR(ValidateEnv(e));
+  if (spec.disk_mib < 0 || (spec.disk_mib > 0 && spec.disk_mib < 1))
+    return InvalidArgument("--disk must be a positive number of MiB");
+  if (!spec.workdir.empty() && spec.workdir[0] != '/') return InvalidArgument("--workdir '" + spec.workdir + "' must be absolute");
   if (!spec.image.empty()) {
     struct stat st;
-    if (spec.image[0] != '/' || ::stat(spec.image.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-      return InvalidArgument("--image '" + spec.image + "' must be an absolute path to a directory");
+    if (spec.image[0] != '/' || ::stat(spec.image.c_str(), &st) != 0 || !(S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)))
+      return InvalidArgument("--image '" + spec.image + "' must be an absolute path to a directory or a .smolmachine pack");
   }
   return Status::Ok();
 }
@@ -118,6 +125,9 @@ std::string SpecToJson(const MachineSpec& s) {
   j["env"] = s.env;
   j["image"] = s.image;
   j["cmd"] = s.cmd;
+  j["disk_mib"] = s.disk_mib;
+  j["workdir"] = s.workdir;
+  j["model"] = s.model;
   j["volumes"] = nlohmann::json::array();
   for (const auto& v : s.volumes)
     j["volumes"].push_back({{"host", v.host}, {"guest", v.guest}, {"ro", v.read_only}});
@@ -136,6 +146,9 @@ Result<MachineSpec> SpecFromJson(const std::string& text) {
   s.env = j.value("env", std::vector<std::string>{});
   s.image = j.value("image", std::string());
   s.cmd = j.value("cmd", std::vector<std::string>{});
+  s.disk_mib = j.value("disk_mib", int64_t{0});
+  s.workdir = j.value("workdir", std::string());
+  s.model = j.value("model", std::string());
   if (j.contains("volumes") && j["volumes"].is_array())
     for (const auto& v : j["volumes"])
       s.volumes.push_back({v.value("host", std::string()), v.value("guest", std::string()),

@@ -12,7 +12,7 @@ namespace smolvm::machine {
 
 struct Volume {
   std::string host;   // absolute, exists
-  std::string guest;  // absolute, not "/" and not under /proc, /sys, /dev, /run/smolvm
+  std::string guest;  // absolute, not "/", not under /proc, /sys, /dev, /run/smolvm, /tmp, /workspace
   bool read_only = false;
 };
 
@@ -24,9 +24,19 @@ struct MachineSpec {
   bool net = false;         // share the host's network instead of loopback only
   std::vector<Volume> volumes;
   std::vector<std::string> env;  // KEY=VAL
-  std::string image;             // "" = read-only host system directories
+  std::string image;             // "" = read-only host system directories; a directory
+                                 // (overlay lower); or a .smolmachine pack file
   std::vector<std::string> cmd;
+  int64_t disk_mib = 0;          // what /tmp + /workspace may hold; 0 = kDefaultDiskMib
+  std::string workdir;           // where the program starts; "" = /workspace
+  std::string model;             // a pack's model directory inside ("" = none)
 };
+
+// --disk when none is given: a bound, not a reservation (tmpfs takes memory
+// only as it is written, charged to the machine's memory cgroup).
+inline constexpr int64_t kDefaultDiskMib = 4096;
+inline int64_t DiskMib(const MachineSpec& s) { return s.disk_mib > 0 ? s.disk_mib : kDefaultDiskMib; }
+inline std::string Workdir(const MachineSpec& s) { return s.workdir.empty() ? "/workspace" : s.workdir; }
 
 // Names: letters, digits, '-', '_', 1..40 characters.
 Status ValidateName(const std::string& name);

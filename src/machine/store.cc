@@ -33,6 +33,9 @@ CREATE TABLE IF NOT EXISTS machines(
   created_at INTEGER NOT NULL DEFAULT 0,
   started_at INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS machines_golden ON machines(golden);
+CREATE TABLE IF NOT EXISTS pack_users(
+  machine TEXT PRIMARY KEY,
+  digest TEXT NOT NULL);
 )";
 
 constexpr const char* kColumns =
@@ -215,6 +218,39 @@ Status Store::Delete(const std::string& name) {
   st.Bind(1, name);
   if (sqlite3_step(st.get()) != SQLITE_DONE) return Err("delete");
   return Status::Ok();
+}
+
+Status Store::AddPackUser(const std::string& machine, const std::string& digest) {
+  Stmt st(db_, "INSERT OR REPLACE INTO pack_users(machine, digest) VALUES(?, ?)");
+  if (!st.ok()) return Err("prepare");
+  st.Bind(1, machine);
+  st.Bind(2, digest);
+  if (sqlite3_step(st.get()) != SQLITE_DONE) return Err("insert pack user");
+  return Status::Ok();
+}
+
+Status Store::DropPackUser(const std::string& machine) {
+  Stmt st(db_, "DELETE FROM pack_users WHERE machine = ?");
+  if (!st.ok()) return Err("prepare");
+  st.Bind(1, machine);
+  if (sqlite3_step(st.get()) != SQLITE_DONE) return Err("delete pack user");
+  return Status::Ok();
+}
+
+Result<std::string> Store::PackOf(const std::string& machine) {
+  Stmt st(db_, "SELECT digest FROM pack_users WHERE machine = ?");
+  if (!st.ok()) return Err("prepare");
+  st.Bind(1, machine);
+  if (sqlite3_step(st.get()) == SQLITE_ROW) return Text(st.get(), 0);
+  return std::string();
+}
+
+Result<int64_t> Store::PackUsers(const std::string& digest) {
+  Stmt st(db_, "SELECT COUNT(*) FROM pack_users WHERE digest = ?");
+  if (!st.ok()) return Err("prepare");
+  st.Bind(1, digest);
+  if (sqlite3_step(st.get()) != SQLITE_ROW) return Err("count pack users");
+  return sqlite3_column_int64(st.get(), 0);
 }
 
 Result<int64_t> Store::AllocateUidBase() {

@@ -73,6 +73,12 @@ class Store {
   // Replaces every column of the row with r.name.
   Status Put(const MachineRecord& r);
   Status Delete(const std::string& name);
+  // Packs in use (pack_mount.h): one row per machine running on a pack; the
+  // rows of a digest are its mount's reference count.
+  Status AddPackUser(const std::string& machine, const std::string& digest);
+  Status DropPackUser(const std::string& machine);
+  Result<std::string> PackOf(const std::string& machine);  // "" when none
+  Result<int64_t> PackUsers(const std::string& digest);
   // A uid base no other machine's user namespace uses.
   Result<int64_t> AllocateUidBase();
 

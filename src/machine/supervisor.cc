@@ -22,12 +22,15 @@
 
 #include "machine/cgroups.h"
 #include "machine/cuda_link.h"
+#include "machine/disk_layers.h"
 #include "machine/errors.h"
 #include "machine/forkpoint_wire.h"
 #include "machine/init_loop.h"
+#include "machine/pack_mount.h"
 #include "machine/process.h"
 #include "machine/sandbox.h"
 #include "machine/store.h"
+#include "machine/supervisor_conn.h"
 #include "transport/unix_channel.h"
 
 extern char** environ;
@@ -43,132 +46,6 @@ constexpr auto kCudaForkTimeout = std::chrono::seconds(60);
 constexpr size_t kMaxGuestConns = 32;
 
 int64_t NowSeconds() { return static_cast<int64_t>(::time(nullptr)); }
-
-struct Conn {
-  enum Kind { kGuestNew, kGolden, kClone, kCtl } kind;
-  UniqueFd fd;
-  std::string buf;
-  std::string clone;  // kClone: the clone machine's name
-  UniqueFd cuda;      // kClone of a --cuda golden: holds the clone's CUDA endpoint
-  pid_t peer = 0;     // SO_PEERCRED at accept (host pid)
-  bool dead = false;
-};
-
-// Appends what is readable now (or waits until deadline) to c.buf.
-// *sender gets the SCM_CREDENTIALS pid of the bytes, when present.
-Status Fill(Conn& c, std::optional<Clock::time_point> deadline, pid_t* sender = nullptr) {
-  if (deadline) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now()).count();
-    struct pollfd p = {c.fd.get(), POLLIN, 0};
-    int r;
-    do {
-      r = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(left, 0)));
-    } while (r < 0 && errno == EINTR);
-    if (r == 0) return Timeout("no answer from the guest in time");
-  }
-  char data[SMOLVM_FP_MAX_LINE];
-  struct iovec iov = {data, sizeof data};
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof(int) * 4)];
-  struct msghdr msg = {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  ssize_t r;
-  do {
-    r = ::recvmsg(c.fd.get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-  } while (r < 0 && errno == EINTR);
-  for (struct cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm)) {
-    if (cm->cmsg_level != SOL_SOCKET) continue;
-    if (cm->cmsg_type == SCM_CREDENTIALS && sender != nullptr) {
-      struct ucred uc;
-      std::memcpy(&uc, CMSG_DATA(cm), sizeof uc);
-      *sender = uc.pid;
-    } else if (cm->cmsg_type == SCM_RIGHTS) {  // guests send no descriptors
-      size_t n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t i = 0; i < n; ++i) {
-        int fd;
-        std::memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
-        ::close(fd);
-      }
-    }
-  }
-  if (r < 0) {
-    if (errno == EAGAIN) return Status::Ok();
-    return ErrnoStatus("recvmsg", errno);
-  }
-  if (r == 0) return Unavailable("connection closed");
-  c.buf.append(data, static_cast<size_t>(r));
-  if (c.buf.size() > 4 * SMOLVM_FP_MAX_LINE) return Malformed("line too long");
-  return Status::Ok();
-}
-
-std::optional<std::string> PopLine(Conn& c) {
-  size_t nl = c.buf.find('\n');
-  if (nl == std::string::npos) return std::nullopt;
-  std::string line = c.buf.substr(0, nl);
-  c.buf.erase(0, nl + 1);
-  return line;
-}
-
-Result<std::string> ReadLine(Conn& c, Clock::time_point deadline, pid_t* sender = nullptr) {
-  for (;;) {
-    if (auto l = PopLine(c)) return *l;
-    RETURN_IF_ERROR(Fill(c, deadline, sender));
-  }
-}
-
-Status SendLine(int fd, const std::string& line, int pass_fd = -1) {
-  std::string s = line + "\n";
-  struct iovec iov = {s.data(), s.size()};
-  struct msghdr msg = {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-  if (pass_fd >= 0) {
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    struct cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
-  }
-  ssize_t w;
-  do {
-    w = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
-  } while (w < 0 && errno == EINTR);
-  if (w != static_cast<ssize_t>(s.size())) return Unavailable("peer closed the connection");
-  return Status::Ok();
-}
-
-std::string ErrLine(const Status& s) {
-  std::string m = s.message();
-  for (char& ch : m)
-    if (ch == '\n') ch = ' ';
-  return "ERR " + std::to_string(s.code()) + " " + m;
-}
-
-pid_t PeerPid(int fd) {
-  struct ucred uc = {};
-  socklen_t len = sizeof uc;
-  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0) return 0;
-  return uc.pid;
-}
-
-// cp -a: keeps owners, modes, links and sparse files as the golden had them.
-Status CopyTree(const std::string& from, const std::string& to) {
-  const char* argv[] = {"cp", "-a", "--reflink=auto", "--", from.c_str(), to.c_str(), nullptr};
-  pid_t pid;
-  int rc = ::posix_spawn(&pid, "/bin/cp", nullptr, nullptr, const_cast<char**>(argv), environ);
-  if (rc != 0) return ErrnoStatus("spawn /bin/cp", rc);
-  int status;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    return Internal("copying " + from + " to " + to + " failed");
-  return Status::Ok();
-}
 
 Status MkDirOwned(const std::string& path, mode_t mode, int64_t uid) {
   if (::mkdir(path.c_str(), mode) < 0 && errno != EEXIST) return ErrnoStatus("mkdir " + path, errno);
@@ -203,6 +80,7 @@ class Supervisor {
   void CloneEnded(Conn& c);
   Status Update(const std::string& name, const std::function<Status(MachineRecord&)>& fn);
   void Log(const std::string& msg);
+  void ReleaseHostResources();
 
   std::string home_, name_;
   int64_t run_id_;
@@ -212,6 +90,10 @@ class Supervisor {
   CgroupLayout layout_;
   std::optional<MachineCgroup> cgroup_;
   std::optional<CudaDaemon> cuda_;  // --cuda: the host's daemon
+  UniqueFd host_mnt_;               // the host's mount namespace (ours is private)
+  bool pack_held_ = false;          // a pack_users row of ours exists
+  std::unique_ptr<DiskLayers> layers_;
+  std::vector<UniqueFd> retired_;   // the golden's replaced /tmp, /workspace (closed when idle)
   UniqueFd cuda_endpoint_;          // holds this machine's endpoint in the daemon
   UniqueFd ctl_listen_, fp_listen_, report_, signals_;
   pid_t init_pid_ = 0;
@@ -222,6 +104,22 @@ class Supervisor {
   int next_index_ = 0;
   bool stopping_ = false;
 };
+
+// Back in the host's mount namespace, drops this machine's use of its pack
+// (unmounting it when the last user is gone).
+void Supervisor::ReleaseHostResources() {
+  layers_.reset();
+  if (host_mnt_.valid()) {
+    Status s = SetnsMount(host_mnt_.get());
+    if (!s.ok()) Log(s.message());
+    host_mnt_.Reset();
+  }
+  if (pack_held_) {
+    Status s = ReleasePack(*store_, home_, name_);
+    if (!s.ok()) Log("releasing the pack: " + s.message());
+    pack_held_ = false;
+  }
+}
 
 void Supervisor::Log(const std::string& msg) { std::fprintf(stderr, "smolvm supervisor[%s]: %s\n", name_.c_str(), msg.c_str()); }
 
@@ -253,9 +151,8 @@ Status Supervisor::Start() {
   RETURN_IF_ERROR(MkDirOwned(paths_.lib, 0755, -1));
   RETURN_IF_ERROR(MkDirOwned(paths_.run + "/python", 0755, -1));  // mount point of <shim dir>/python
   RETURN_IF_ERROR(MkDirOwned(paths_.guest, 0700, rec_.uid_base));
-  RETURN_IF_ERROR(MkDirOwned(paths_.tmp, 01777, rec_.uid_base));
-  RETURN_IF_ERROR(MkDirOwned(paths_.workspace, 0755, rec_.uid_base));
-  if (!rec_.spec.image.empty()) {
+  const bool pack = !rec_.spec.image.empty() && IsPackFile(rec_.spec.image);
+  if (!rec_.spec.image.empty() && !pack) {
     RETURN_IF_ERROR(MkDirOwned(paths_.upper, 0755, rec_.uid_base));
     RETURN_IF_ERROR(MkDirOwned(paths_.work, 0700, rec_.uid_base));
   }
@@ -273,6 +170,24 @@ Status Supervisor::Start() {
     ASSIGN_OR_RETURN(cuda_endpoint_, AttachCudaMachine(*cuda_, name_, paths_.cuda_sock, cgroup_->dirs(),
                                                        rec_.spec.gpu_mem_mib << 20));
   }
+  std::string pack_root, workspace_base;
+  if (pack) {
+    // Verified and mounted on the host once, shared by every machine on it.
+    ASSIGN_OR_RETURN(MountedPack mp, AcquirePack(*store_, home_, name_, rec_.spec.image));
+    pack_held_ = true;
+    pack_root = mp.mount_point;
+    struct stat st;
+    if (::lstat((pack_root + "/workspace").c_str(), &st) == 0 && S_ISDIR(st.st_mode)) workspace_base = pack_root + "/workspace";
+  }
+  // From here on this process's mounts are its own (the writable layers);
+  // the CUDA daemon, started above, stays in the host's namespace.
+  RETURN_IF_ERROR(EnterPrivateMountNamespace(&host_mnt_));
+  DiskLayers::Config lc;
+  lc.dir = paths_.layers;
+  lc.disk_bytes = DiskMib(rec_.spec) << 20;
+  lc.uid = rec_.uid_base;
+  lc.workspace_base = workspace_base;
+  ASSIGN_OR_RETURN(layers_, DiskLayers::Create(lc));
   ASSIGN_OR_RETURN(ctl_listen_, ListenUnix(paths_.ctl_sock, 0600));
   if (rec_.forkable) {
     ASSIGN_OR_RETURN(fp_listen_, ListenUnix(paths_.forkpoint_sock, 0666));
@@ -287,6 +202,17 @@ Status Supervisor::Start() {
   cfg.forkable = rec_.forkable;
   cfg.layout = layout_;
   cfg.cgroup = &*cgroup_;
+  cfg.pack_root = pack_root;
+  cfg.workdir = Workdir(rec_.spec);
+  cfg.mount_writable = [&](pid_t pid) -> Status {
+    ASSIGN_OR_RETURN(WritableMounts w, layers_->Golden());
+    GuestMounts gm;
+    gm.tmp = std::move(w.tmp);
+    gm.workspace = std::move(w.workspace);
+    gm.cgroupfs = true;
+    if (rec_.spec.cuda) gm.cuda_sock = paths_.cuda_sock;
+    return InjectGuestMounts(pid, std::move(gm), layout_);
+  };
   ASSIGN_OR_RETURN(init_pid_, LaunchSandbox(cfg, &report_));
   return Update(name_, [&](MachineRecord& r) {
     r.state = kStateRunning;
@@ -331,6 +257,7 @@ int Supervisor::Run(int ready_fd) {
       return Status::Ok();
     });
     if (cgroup_) (void)cgroup_->Destroy();
+    ReleaseHostResources();
     ::unlink(paths_.ctl_sock.c_str());
     ::unlink(paths_.forkpoint_sock.c_str());
     ::unlink(paths_.cuda_sock.c_str());
@@ -451,9 +378,23 @@ Status Supervisor::DoFork(const PendingFork& req, int* index_out, pid_t* init_ou
   };
   Status s = [&]() -> Status {
     RETURN_IF_ERROR(MkDirOwned(cp.dir, 0711, -1));
-    RETURN_IF_ERROR(MkDirOwned(cp.guest, 0700, rec_.uid_base));
-    RETURN_IF_ERROR(CopyTree(paths_.tmp, cp.tmp));
-    RETURN_IF_ERROR(CopyTree(paths_.workspace, cp.workspace));
+    // No copy: the golden's writable layer (frozen when it changed) is the
+    // clone's read-only lower; the clone writes into a fresh upper.
+    auto t_layers = Clock::now();
+    ASSIGN_OR_RETURN(auto refreshed, layers_->FreezeIfDirty());
+    if (refreshed) {
+      GuestMounts gm;
+      gm.tmp = std::move(refreshed->tmp);
+      gm.workspace = std::move(refreshed->workspace);
+      gm.replace = true;
+      gm.retired = &retired_;
+      RETURN_IF_ERROR(InjectGuestMounts(init_pid_, std::move(gm), layout_));
+    }
+    ASSIGN_OR_RETURN(WritableMounts clone_disk, layers_->ForClone());
+    Log("fork: disk layers ready in " +
+        std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t_layers).count()) +
+        " us (" + (refreshed ? "golden's layer frozen, " : "") + std::to_string(layers_->frozen_layers()) +
+        " frozen)");
     UniqueFd log(::open(cp.log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600));
     if (!log.valid()) return ErrnoStatus("open " + cp.log, errno);
     CgroupLimits limits;
@@ -533,7 +474,13 @@ Status Supervisor::DoFork(const PendingFork& req, int* index_out, pid_t* init_ou
     RETURN_IF_ERROR(SendLine(c1->fd.get(), "MOVED"));
     ASSIGN_OR_RETURN(std::string line, ReadLine(*c1, deadline));
     if (line != "UNSHARED") return Internal("clone setup failed: " + line);
-    RETURN_IF_ERROR(InjectCloneMounts(c1->peer, cp.tmp, cp.workspace, layout_, cuda_ ? cp.cuda_sock : ""));
+    GuestMounts gm;
+    gm.tmp = std::move(clone_disk.tmp);
+    gm.workspace = std::move(clone_disk.workspace);
+    gm.cgroupfs = true;
+    gm.replace = true;
+    if (cuda_) gm.cuda_sock = cp.cuda_sock;
+    RETURN_IF_ERROR(InjectGuestMounts(c1->peer, std::move(gm), layout_));
     RETURN_IF_ERROR(SendLine(c1->fd.get(), "READY", log.get()));
     pid_t init = 0;
     ASSIGN_OR_RETURN(line, ReadLine(*c1, deadline, &init));
@@ -598,6 +545,9 @@ void Supervisor::ServeForks() {
     req.ctl->dead = true;
     if (s.code() == static_cast<int32_t>(Code::kUnavailable)) golden_->dead = true;
   }
+  // After the replies: dropping the golden's old overlays may take a while
+  // (their cached dentries go with them).
+  if (pending_.empty()) retired_.clear();
 }
 
 void Supervisor::Loop() {
@@ -727,6 +677,7 @@ void Supervisor::Finish(int status) {
   cuda_endpoint_.Reset();
   Status destroyed = cgroup_->Destroy();
   if (!destroyed.ok()) Log(destroyed.message());
+  ReleaseHostResources();
   ::unlink(paths_.ctl_sock.c_str());
   ::unlink(paths_.forkpoint_sock.c_str());
   ::unlink(paths_.cuda_sock.c_str());

@@ -1,0 +1,142 @@
+#include "machine/pack_mount.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/loop.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "base/unique_fd.h"
+
+namespace smolvm::machine {
+namespace {
+
+bool IsMounted(const std::string& mp) {
+  struct stat a, b;
+  if (::stat(mp.c_str(), &a) != 0 || ::stat((mp + "/..").c_str(), &b) != 0) return false;
+  return a.st_dev != b.st_dev;
+}
+
+// Holds $SMOLVM_HOME/packs/.lock for its lifetime.
+class PackLock {
+ public:
+  static Result<PackLock> Take(const std::string& home) {
+    std::error_code ec;
+    std::filesystem::create_directories(home + "/packs", ec);
+    if (ec) return Status(Code::kIo, "mkdir " + home + "/packs: " + ec.message());
+    PackLock l;
+    l.fd_.Reset(::open((home + "/packs/.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+    if (!l.fd_.valid()) return ErrnoStatus("open " + home + "/packs/.lock", errno);
+    while (::flock(l.fd_.get(), LOCK_EX) < 0)
+      if (errno != EINTR) return ErrnoStatus("flock packs/.lock", errno);
+    return l;
+  }
+
+ private:
+  UniqueFd fd_;
+};
+
+// Attaches a read-only, autoclear loop device over [offset, offset+size) of
+// file_fd and mounts it at mp. The loop device lives exactly as long as the
+// mount (or until this returns, on failure).
+Status MountImage(int file_fd, const PackManifest& m, const std::string& mp) {
+  UniqueFd ctl(::open("/dev/loop-control", O_RDWR | O_CLOEXEC));
+  if (!ctl.valid()) return ErrnoStatus("open /dev/loop-control (is the loop module loaded?)", errno);
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    int n = ::ioctl(ctl.get(), LOOP_CTL_GET_FREE);
+    if (n < 0) return ErrnoStatus("LOOP_CTL_GET_FREE", errno);
+    std::string dev = "/dev/loop" + std::to_string(n);
+    UniqueFd loop(::open(dev.c_str(), O_RDWR | O_CLOEXEC));
+    if (!loop.valid() && errno == ENOENT) {
+      // A /dev without devtmpfs (some containers) lacks nodes past loop7.
+      if (::mknod(dev.c_str(), S_IFBLK | 0600, makedev(7, static_cast<unsigned>(n))) < 0 && errno != EEXIST)
+        return ErrnoStatus("mknod " + dev, errno);
+      loop.Reset(::open(dev.c_str(), O_RDWR | O_CLOEXEC));
+    }
+    if (!loop.valid()) return ErrnoStatus("open " + dev, errno);
+    struct loop_config cfg;
+    std::memset(&cfg, 0, sizeof cfg);
+    cfg.fd = static_cast<uint32_t>(file_fd);
+    cfg.info.lo_offset = m.image_offset;
+    cfg.info.lo_sizelimit = m.image_size;
+    cfg.info.lo_flags = LO_FLAGS_READ_ONLY | LO_FLAGS_AUTOCLEAR;
+    if (::ioctl(loop.get(), LOOP_CONFIGURE, &cfg) < 0) {
+      if (errno == EBUSY) continue;  // taken between GET_FREE and CONFIGURE
+      return ErrnoStatus("LOOP_CONFIGURE " + dev, errno);
+    }
+    if (::mount(dev.c_str(), mp.c_str(), "squashfs", MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) < 0) {
+      int e = errno;
+      return ErrnoStatus("mount the pack's squashfs image (" + dev + ") on " + mp +
+                             (e == ENODEV ? " (this kernel lacks squashfs)" : ""),
+                         e);
+    }
+    return Status::Ok();  // closing `loop` leaves the mount holding the device
+  }
+  return Unavailable("no free loop device (16 attempts)");
+}
+
+}  // namespace
+
+std::string PackMountPoint(const std::string& home, const std::string& digest) {
+  return home + "/packs/" + digest.substr(0, 32);
+}
+
+Result<MountedPack> AcquirePack(Store& store, const std::string& home, const std::string& machine,
+                                const std::string& file) {
+  ASSIGN_OR_RETURN(PackLock lock, PackLock::Take(home));
+  UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return InvalidArgument("cannot open pack '" + file + "': " + std::strerror(errno));
+  ASSIGN_OR_RETURN(PackManifest m, ReadPack(file));
+  MountedPack out;
+  out.mount_point = PackMountPoint(home, m.image_sha256);
+  out.manifest = m;
+  if (!IsMounted(out.mount_point)) {
+    // Verified through fd, which the loop device then reads.
+    ASSIGN_OR_RETURN(out.manifest, VerifyPack(file, fd.get()));
+    if (::mkdir(out.mount_point.c_str(), 0755) < 0 && errno != EEXIST)
+      return ErrnoStatus("mkdir " + out.mount_point, errno);
+    Status s = MountImage(fd.get(), out.manifest, out.mount_point);
+    if (!s.ok()) {
+      ::rmdir(out.mount_point.c_str());
+      return s;
+    }
+  }
+  Status s = store.Transaction([&] { return store.AddPackUser(machine, m.image_sha256); });
+  if (!s.ok()) {
+    auto users = store.PackUsers(m.image_sha256);
+    if (users.ok() && *users == 0 && ::umount2(out.mount_point.c_str(), 0) == 0) ::rmdir(out.mount_point.c_str());
+    return s;
+  }
+  return out;
+}
+
+Status ReleasePack(Store& store, const std::string& home, const std::string& machine) {
+  ASSIGN_OR_RETURN(PackLock lock, PackLock::Take(home));
+  std::string digest;
+  int64_t left = 0;
+  RETURN_IF_ERROR(store.Transaction([&]() -> Status {
+    ASSIGN_OR_RETURN(digest, store.PackOf(machine));
+    if (digest.empty()) return Status::Ok();
+    RETURN_IF_ERROR(store.DropPackUser(machine));
+    ASSIGN_OR_RETURN(left, store.PackUsers(digest));
+    return Status::Ok();
+  }));
+  if (digest.empty() || left > 0) return Status::Ok();
+  std::string mp = PackMountPoint(home, digest);
+  if (IsMounted(mp) && ::umount2(mp.c_str(), 0) < 0) {
+    // Still busy (a process that outlived its machine): detach it; the loop
+    // device goes when the last reference does.
+    if (errno != EBUSY || ::umount2(mp.c_str(), MNT_DETACH) < 0) return ErrnoStatus("umount " + mp, errno);
+  }
+  ::rmdir(mp.c_str());
+  return Status::Ok();
+}
+
+}  // namespace smolvm::machine

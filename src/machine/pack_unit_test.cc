@@ -1,0 +1,148 @@
+// The pack format: manifest round trip, what older and newer readers accept,
+// and digests, on packs made with mksquashfs (no root needed).
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include <gtest/gtest.h>
+
+#include "machine/pack.h"
+
+namespace smolvm::machine {
+namespace {
+
+namespace fs = std::filesystem;
+
+class PackFormatTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/smolvm-pack-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    fs::create_directories(dir_ + "/tree/app");
+    std::ofstream(dir_ + "/tree/app/hello.txt") << "hello";
+    PackCreateOptions o;
+    o.from = dir_ + "/tree";
+    o.out = dir_ + "/t.smolmachine";
+    o.command = {"cat", "/app/hello.txt"};
+    o.env = {"A=1"};
+    o.created_by = "smolvm test";
+    auto m = CreatePack(o);
+    if (!m.ok() && m.status().code() == static_cast<int32_t>(Code::kNotFound))
+      GTEST_SKIP() << m.status().message();
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    pack_ = o.out;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Rewrites the manifest (and the header's digest of it) as `edit` says.
+  void EditManifest(const std::function<void(nlohmann::json&)>& edit) {
+    auto m = ReadPack(pack_);
+    ASSERT_TRUE(m.ok());
+    auto j = nlohmann::json::parse(ManifestToJson(*m));
+    edit(j);
+    std::string text = j.dump();
+    std::string bytes;
+    {
+      std::ifstream in(pack_, std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    ASSERT_LE(text.size(), kPackManifestMax);
+    std::fill(bytes.begin() + kPackHeaderSize, bytes.begin() + kPackImageOffset, '\0');
+    std::copy(text.begin(), text.end(), bytes.begin() + kPackHeaderSize);
+    for (int i = 0; i < 4; ++i) bytes[12 + i] = static_cast<char>(text.size() >> (8 * i));
+    // The header's digest of the manifest, through the library's own hash.
+    std::string mf = dir_ + "/manifest";
+    std::ofstream(mf, std::ios::binary) << text;
+    int fd = ::open(mf.c_str(), O_RDONLY);
+    auto hex = Sha256Range(fd, 0, text.size());
+    ::close(fd);
+    ASSERT_TRUE(hex.ok());
+    for (int i = 0; i < 32; ++i) bytes[16 + i] = static_cast<char>(std::stoi(hex->substr(2 * i, 2), nullptr, 16));
+    std::ofstream(pack_, std::ios::binary | std::ios::trunc) << bytes;
+  }
+
+  std::string dir_, pack_;
+};
+
+TEST_F(PackFormatTest, ManifestRoundTripsAndTheImageVerifies) {
+  auto m = VerifyPack(pack_);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->format_version, kPackFormatVersion);
+  EXPECT_EQ(m->image_offset, kPackImageOffset);
+  EXPECT_EQ(m->image_offset % kPackAlign, 0u);
+  EXPECT_EQ(m->image_offset + m->image_size, fs::file_size(pack_));
+  EXPECT_EQ(m->command, (std::vector<std::string>{"cat", "/app/hello.txt"}));
+  EXPECT_EQ(m->env, std::vector<std::string>{"A=1"});
+  EXPECT_EQ(m->workdir, "/workspace");
+  EXPECT_EQ(m->created_by, "smolvm test");
+  EXPECT_TRUE(m->model.empty());
+  auto again = ManifestFromJson(ManifestToJson(*m));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(ManifestToJson(*again), ManifestToJson(*m));
+}
+
+TEST_F(PackFormatTest, UnknownKeysAreIgnoredSoLaterWritersStayReadable) {
+  EditManifest([](nlohmann::json& j) {
+    j["verity"] = {{"root", "abc"}};
+    j["image"]["compression"] = "lz4";
+  });
+  auto m = VerifyPack(pack_);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->command[0], "cat");
+}
+
+TEST_F(PackFormatTest, ANewerMajorFormatIsRefusedByName) {
+  EditManifest([](nlohmann::json& j) { j["format_version"] = kPackFormatVersion + 1; });
+  auto m = ReadPack(pack_);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("newer than this smolvm reads"), std::string::npos) << m.status().message();
+}
+
+TEST_F(PackFormatTest, AManifestEditedWithoutItsDigestIsCorrupt) {
+  std::fstream f(pack_, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(kPackHeaderSize + 5);
+  f.put('#');
+  f.close();
+  auto m = ReadPack(pack_);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), static_cast<int32_t>(Code::kMalformed));
+  EXPECT_NE(m.status().message().find("digest"), std::string::npos) << m.status().message();
+}
+
+TEST_F(PackFormatTest, AFlippedImageByteFailsVerifyButNotInspect) {
+  std::fstream f(pack_, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(kPackImageOffset + 100));
+  char c = 0;
+  f.read(&c, 1);
+  f.seekp(static_cast<std::streamoff>(kPackImageOffset + 100));
+  f.put(static_cast<char>(c ^ 0x40));
+  f.close();
+  EXPECT_TRUE(ReadPack(pack_).ok());
+  auto m = VerifyPack(pack_);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("is corrupt"), std::string::npos) << m.status().message();
+}
+
+TEST_F(PackFormatTest, BadInputsNameTheProblem) {
+  PackCreateOptions o;
+  o.from = dir_ + "/missing";
+  o.out = dir_ + "/y.smolmachine";
+  auto m = CreatePack(o);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("is not a directory"), std::string::npos);
+  o.from = dir_ + "/tree";
+  o.model = dir_ + "/tree/app";  // lands at /app, which --from has
+  m = CreatePack(o);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("already has"), std::string::npos) << m.status().message();
+  EXPECT_FALSE(fs::exists(o.out));
+  for (const auto& e : fs::directory_iterator(dir_))
+    EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << "temporary left: " << e.path();
+}
+
+}  // namespace
+}  // namespace smolvm::machine

@@ -1,0 +1,118 @@
+#include "machine/supervisor_conn.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "machine/forkpoint_wire.h"
+
+namespace smolvm::machine {
+namespace {
+using Clock = SupervisorClock;
+}  // namespace
+
+
+Status Fill(Conn& c, std::optional<Clock::time_point> deadline, pid_t* sender) {
+  if (deadline) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now()).count();
+    struct pollfd p = {c.fd.get(), POLLIN, 0};
+    int r;
+    do {
+      r = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(left, 0)));
+    } while (r < 0 && errno == EINTR);
+    if (r == 0) return Timeout("no answer from the guest in time");
+  }
+  char data[SMOLVM_FP_MAX_LINE];
+  struct iovec iov = {data, sizeof data};
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof(int) * 4)];
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t r;
+  do {
+    r = ::recvmsg(c.fd.get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  } while (r < 0 && errno == EINTR);
+  for (struct cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm)) {
+    if (cm->cmsg_level != SOL_SOCKET) continue;
+    if (cm->cmsg_type == SCM_CREDENTIALS && sender != nullptr) {
+      struct ucred uc;
+      std::memcpy(&uc, CMSG_DATA(cm), sizeof uc);
+      *sender = uc.pid;
+    } else if (cm->cmsg_type == SCM_RIGHTS) {  // guests send no descriptors
+      size_t n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < n; ++i) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
+        ::close(fd);
+      }
+    }
+  }
+  if (r < 0) {
+    if (errno == EAGAIN) return Status::Ok();
+    return ErrnoStatus("recvmsg", errno);
+  }
+  if (r == 0) return Unavailable("connection closed");
+  c.buf.append(data, static_cast<size_t>(r));
+  if (c.buf.size() > 4 * SMOLVM_FP_MAX_LINE) return Malformed("line too long");
+  return Status::Ok();
+}
+
+std::optional<std::string> PopLine(Conn& c) {
+  size_t nl = c.buf.find('\n');
+  if (nl == std::string::npos) return std::nullopt;
+  std::string line = c.buf.substr(0, nl);
+  c.buf.erase(0, nl + 1);
+  return line;
+}
+
+Result<std::string> ReadLine(Conn& c, Clock::time_point deadline, pid_t* sender) {
+  for (;;) {
+    if (auto l = PopLine(c)) return *l;
+    RETURN_IF_ERROR(Fill(c, deadline, sender));
+  }
+}
+
+Status SendLine(int fd, const std::string& line, int pass_fd) {
+  std::string s = line + "\n";
+  struct iovec iov = {s.data(), s.size()};
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  if (pass_fd >= 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    struct cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
+  }
+  ssize_t w;
+  do {
+    w = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+  } while (w < 0 && errno == EINTR);
+  if (w != static_cast<ssize_t>(s.size())) return Unavailable("peer closed the connection");
+  return Status::Ok();
+}
+
+std::string ErrLine(const Status& s) {
+  std::string m = s.message();
+  for (char& ch : m)
+    if (ch == '\n') ch = ' ';
+  return "ERR " + std::to_string(s.code()) + " " + m;
+}
+
+pid_t PeerPid(int fd) {
+  struct ucred uc = {};
+  socklen_t len = sizeof uc;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0) return 0;
+  return uc.pid;
+}
+
+}  // namespace smolvm::machine
