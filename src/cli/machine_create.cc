@@ -1,3 +1,5 @@
+#include <unistd.h>
+
 #include <memory>
 
 #include "cli/machine_commands.h"
@@ -35,6 +37,10 @@ void AddMachineCreate(CLI::App& machine, int* exit_code) {
     spec.net = o->net;
     spec.env = o->env;
     spec.image = o->image;
+    if (!o->image.empty() && o->image[0] == '/' && ::access(o->image.c_str(), F_OK) != 0) {
+      *exit_code = ReportMachineError(InvalidArgument("--image '" + o->image + "' does not exist"));
+      return;
+    }
     spec.cmd = o->cmd;
     for (const auto& v : o->volumes) {
       auto vol = machine::ParseVolume(v);
