@@ -150,7 +150,8 @@ TEST_F(BenchE2eTest, BadInputIsOneLineAndNonZero) {
   CliRun r = Cli({"bench", "run", "--arm", "fork", "--n", "0"});
   EXPECT_EQ(r.rc, 2);
   EXPECT_EQ(r.err, "smolvm bench: --n must be between 1 and 512\n");
-  r = Cli({"bench", "run", "--arm", "native", "--n", "1", "--device", "cpu", "--model", "qwen9", "--results", results_});
+  r = Cli({"bench", "run", "--arm", "native", "--n", "1", "--cpus", "1", "--device", "cpu", "--model", "qwen9",
+           "--results", results_});
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("neither a model directory nor a preset"), std::string::npos) << r.err;
   r = Cli({"bench", "summarize", home_ + "/nothing-here"});

@@ -105,7 +105,7 @@ TEST(HeadlineTableTest, SpansFromHandAddedTDoneAreMarked) {
   l.t_done = 1.8e9;
   r.learners.push_back(l);
   std::string t = HeadlineTable({r});
-  EXPECT_NE(t.find("| 100 †"), std::string::npos) << t;
+  EXPECT_NE(t.find(" 100 † |"), std::string::npos) << t;
   EXPECT_NE(t.find("not from a committed record; re-measure pending"), std::string::npos) << t;
   r.schema = kResultSchema;
   t = HeadlineTable({r});

@@ -76,6 +76,33 @@ class CliTest : public ::testing::Test {
     return r;
   }
   Outcome Smolvm(const std::vector<std::string>& args) { return Exec(SMOLVM_CLI, args); }
+
+  // `smolvm cuda daemon` started by hand, as the README does, with
+  // SMOLVM_CUDA_SOCKET set to it; -1 when it did not come up.
+  pid_t StartDaemon() {
+    std::string sock = dir_ + "/d.sock";
+    pid_t daemon = Spawn(SMOLVM_CLI, {"cuda", "daemon", sock, "--backend", "fake", "--pool", "0"}, "daemon");
+    for (int i = 0; i < 500; ++i) {
+      if (fs::exists(sock + ".admin")) {
+        setenv("SMOLVM_CUDA_SOCKET", sock.c_str(), 1);
+        return daemon;
+      }
+      usleep(20000);
+    }
+    StopDaemon(daemon);
+    return -1;
+  }
+  // Reaps the daemon: true when it had exited within 6 s (else it is killed).
+  bool StopDaemon(pid_t daemon) {
+    int st = 0;
+    for (int i = 0; i < 300; ++i) {
+      if (waitpid(daemon, &st, WNOHANG) == daemon) return true;
+      usleep(20000);
+    }
+    kill(daemon, SIGKILL);
+    waitpid(daemon, &st, 0);
+    return false;
+  }
   Outcome Learner(const std::vector<std::string>& args) { return Exec(SMOLVM_LEARNER, args); }
 
   std::string dir_;
@@ -111,39 +138,23 @@ TEST_F(CliTest, EveryCommandLineErrorExitsTwo) {
 }
 
 TEST_F(CliTest, ForkOfAProcessThatDoesNotExistFailsAtOnce) {
-  setenv("SMOLVM_CUDA_SOCKET", (dir_ + "/no.sock").c_str(), 1);
-  Outcome r = Smolvm({"cuda", "fork", "--pid", "999999"});
+  pid_t daemon = StartDaemon();
+  ASSERT_GT(daemon, 0) << Slurp(dir_ + "/daemon.err");
+  Outcome r = Smolvm({"cuda", "fork", "--pid", "999999"});  // --wait defaults to 10 s
   EXPECT_EQ(r.rc, 3) << r.err;
-  EXPECT_NE(r.err.find("no process 999999"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no CUDA session of pid 999999, and no such process"), std::string::npos) << r.err;
   EXPECT_LT(r.seconds, 5);
+  EXPECT_EQ(Smolvm({"cuda", "shutdown"}).rc, 0);
+  StopDaemon(daemon);
 }
 
 TEST_F(CliTest, ShutdownStopsADaemonStartedByHand) {
-  std::string sock = dir_ + "/d.sock";
-  // As the README starts it.
-  pid_t daemon = Spawn(SMOLVM_CLI, {"cuda", "daemon", sock, "--backend", "fake", "--pool", "0"}, "daemon");
-  ASSERT_GT(daemon, 0);
-  bool up = false;
-  for (int i = 0; i < 500 && !up; ++i) {
-    up = fs::exists(sock + ".admin");
-    if (!up) usleep(20000);
-  }
-  ASSERT_TRUE(up) << Slurp(dir_ + "/daemon.err");
-  setenv("SMOLVM_CUDA_SOCKET", sock.c_str(), 1);
+  pid_t daemon = StartDaemon();
+  ASSERT_GT(daemon, 0) << Slurp(dir_ + "/daemon.err");
   Outcome r = Smolvm({"cuda", "shutdown", "--grace", "5"});
   EXPECT_EQ(r.rc, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("stopped the CUDA daemon on " + sock), std::string::npos) << r.out;
-  int st = 0;
-  pid_t got = 0;
-  for (int i = 0; i < 300 && got == 0; ++i) {
-    got = waitpid(daemon, &st, WNOHANG);
-    if (got == 0) usleep(20000);
-  }
-  if (got == 0) {
-    kill(daemon, SIGKILL);
-    waitpid(daemon, &st, 0);
-  }
-  EXPECT_EQ(got, daemon) << "the daemon still runs after cuda shutdown";
+  EXPECT_NE(r.out.find("stopped the CUDA daemon on " + dir_ + "/d.sock"), std::string::npos) << r.out;
+  EXPECT_TRUE(StopDaemon(daemon)) << "the daemon still ran after cuda shutdown";
 }
 
 TEST_F(CliTest, HelpNamesWhatUsersRun) {
