@@ -12,12 +12,12 @@
 #   scripts/device-bench.sh headline PART      (PART: native | fork-low | fork-high)
 #     re-measures the README headline's cells, 1 rep each, by a build that
 #     writes t_done and learner_errors itself (result schema 2), into
-#     bench/results-next; one device call per PART, each under 9 minutes:
+#     bench/next/results (logs in bench/next/logs); one device call per PART, each under 9 minutes:
 #       native     native N=1,4,8,16 (20 steps), N=24 (10 steps)   ~4.5 min
 #       fork-low   fork share on N=1,4,8,16 (20 steps), N=24 (10)  ~4.5 min
 #       fork-high  fork share on N=32,48,64 (10 steps)             ~8 min
 #     Back here, per part: tar xzf <files_at>/results.tgz; then
-#     mv bench/results-next/*.json bench/results/ && scripts/gen-tables.sh
+#     mv bench/next/results/*.json bench/results/ && scripts/gen-tables.sh
 #     (schema-2 runs of a cell supersede its schema-1 runs in every table).
 #
 # Everything new comes back in $OUT/results.tgz (results + logs) with
@@ -30,9 +30,9 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/device-bench-out}
 PLAN=main RESULTS=bench/results LOGDIR=bench/logs
 if [[ ${1:-} == headline ]]; then
-  PLAN=headline PART=${2:-} RESULTS=bench/results-next LOGDIR=bench/logs-next BUDGET=100000
+  PLAN=headline PART=${2:-} RESULTS=bench/next/results LOGDIR=bench/next/logs BUDGET=100000
   case $PART in native | fork-low | fork-high) ;; *) echo "usage: $0 headline native|fork-low|fork-high" >&2; exit 2 ;; esac
-  rm -rf "$RESULTS" "$LOGDIR"
+  rm -rf bench/next
 else
   BUDGET=${1:-330}
 fi

@@ -143,6 +143,9 @@ void AddSweep(CLI::App* bench_app, const char* name, const char* help, bench::Sw
 void RegisterBenchCommands(CLI::App& app, int* exit_code) {
   CLI::App* b = app.add_subcommand("bench", "native vs fork learner benchmark: run, summarize, census, sweeps, plot");
   b->require_subcommand(1);
+  b->footer("Exit codes: 0 ok, 1 learners exited before finishing (the result is written) or the host failed "
+            "(tables --check: a table is stale), 2 invalid argument (every command-line error too), 3 no such "
+            "results directory, 7 needs root, 130 interrupted. See docs/bench.md.");
 
   auto ro = std::make_shared<bench::RunOptions>();
   CLI::App* run = b->add_subcommand("run", "run one arm N learners wide, write one result JSON per rep");
