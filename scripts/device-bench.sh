@@ -28,9 +28,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 [[ -e build ]] || ln -s .carry/build build
 OUT=${OUT:-$PWD/device-bench-out}
-PLAN=main RESULTS=bench/results LOGDIR=bench/logs
+PLAN=main RESULTS=bench/results LOGDIR=bench/logs TIMEOUT=240
 if [[ ${1:-} == headline ]]; then
-  PLAN=headline PART=${2:-} RESULTS=bench/next/results LOGDIR=bench/next/logs BUDGET=100000
+  PLAN=headline PART=${2:-} RESULTS=bench/next/results LOGDIR=bench/next/logs BUDGET=100000 TIMEOUT=300
   case $PART in native | fork-low | fork-high) ;; *) echo "usage: $0 headline native|fork-low|fork-high" >&2; exit 2 ;; esac
   rm -rf bench/next
 else
@@ -39,7 +39,7 @@ fi
 export SMOLVM_HOME=${SMOLVM_HOME:-/tmp/smolvm-bench-home}
 mkdir -p "$OUT" "$RESULTS"
 start=$(date +%s)
-common=(--model qwen2.5-7b --load-in-4bit --method dpo --device cuda --cpus 4 --results "$RESULTS" --timeout 240)
+common=(--model qwen2.5-7b --load-in-4bit --method dpo --device cuda --cpus 4 --results "$RESULTS" --timeout "$TIMEOUT")
 failed=0
 sweep() {  # matrix|highn flags...
   local kind=$1
