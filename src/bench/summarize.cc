@@ -79,7 +79,7 @@ struct Tables {
 Tables BuildTables(const std::vector<CellSummary>& cells, const std::vector<RatioRow>& ratios) {
   Tables t;
   t.cell_header = {"arm",  "share", "model",     "N",        "cpus",      "batch×seq", "steps", "reps",
-                   "wall_s", "agg_tok_s", "span_tok_s", "tok_s/learner", "peak_gpu_mib", "golden_load_s", "fork_s",
+                   "wall_s", "agg_tok_s", "span_tok_s", "tok_s/learner", "peak_mib", "golden_load_s", "fork_s",
                    "done", "nan"};
   for (const auto& c : cells) {
     std::string done = std::to_string(c.min_done) + "/" + std::to_string(c.expected);
@@ -94,7 +94,7 @@ Tables BuildTables(const std::vector<CellSummary>& cells, const std::vector<Rati
                        std::to_string(c.nan_learners)});
   }
   t.ratio_header = {"fork share", "model",      "N",         "cpus",          "batch×seq", "steps",
-                    "wall",       "agg_tok_s",  "span_tok_s", "tok_s/learner", "peak_gpu",  "note"};
+                    "wall",       "agg_tok_s",  "span_tok_s", "tok_s/learner", "peak_mib",  "note"};
   for (const auto& r : ratios)
     t.ratios.push_back({r.fork.share_mode, ModelText(r.fork), std::to_string(r.fork.n), CpusText(r.fork.cpus),
                         std::to_string(r.fork.batch) + "×" + std::to_string(r.fork.maxseq),
@@ -204,7 +204,8 @@ std::string FormatSummaryMarkdown(const std::vector<CellSummary>& cells, const s
                     "expected. `nan`: learners whose loss was not finite. `agg_tok_s`: the seed's sum of the "
                     "learners' own tok/s; `span_tok_s`: all tokens ÷ the time from the first learner's training "
                     "start to the last one's finish (not inflated when learners start one after another; `-` where a "
-                    "learner has no `t_done`). † marks a span from schema-1 files, whose `t_done` was added after the "
+                    "learner has no `t_done`). `peak_mib`: the whole GPU's peak on cuda, the learners' summed PSS "
+                    "on cpu. † marks a span from schema-1 files, whose `t_done` was added after the "
                     "run from learner logs that are not committed: not from a committed record; re-measure "
                     "pending.\n\n";
   out += RenderTable(t.cell_header, t.cells, true, 3);
