@@ -169,7 +169,8 @@ std::string HeadlineTable(const std::vector<RunResult>& runs) {
       nat_peak = "-";
     }
     if (nat && frk && !nat->incomplete && !frk->incomplete) {
-      tok_ratio = Fixed(Ratio(frk->span_tok_s.median, nat->span_tok_s.median), 2);
+      tok_ratio = Fixed(Ratio(frk->span_tok_s.median, nat->span_tok_s.median), 2) +
+                  (HandTDone(runs, nat->key) || HandTDone(runs, frk->key) ? " †" : "");
       gpu_ratio = Fixed(Ratio(frk->peak_gpu_mib.median, nat->peak_gpu_mib.median), 2);
     }
     std::string fork_tok = frk ? (frk->incomplete ? "incomplete: " + std::to_string(frk->min_done) + " of " +
