@@ -57,14 +57,16 @@ Config HeadlineConfig(const std::vector<RunResult>& runs) {
   return best;
 }
 
-// Per N, the headline cell of an arm: the most steps, then the most reps.
+// Per N, the headline cell of an arm: one whose t_done its build wrote, then
+// the most steps, then the most reps.
 std::map<int, const CellSummary*> PickCells(const std::vector<CellSummary>& cells, const Config& config,
                                             const std::string& arm, const std::string& share) {
   std::map<int, const CellSummary*> out;
   for (const auto& c : cells) {
     if (ConfigOf(c.key) != config || c.key.arm != arm || c.key.share_mode != share) continue;
     const CellSummary*& have = out[c.key.n];
-    if (!have || c.key.steps > have->key.steps || (c.key.steps == have->key.steps && c.reps > have->reps)) have = &c;
+    auto rank = [](const CellSummary* x) { return std::make_tuple(!x->hand_t_done, x->key.steps, x->reps); };
+    if (!have || rank(&c) > rank(have)) have = &c;
   }
   return out;
 }

@@ -110,6 +110,18 @@ TEST(HeadlineTableTest, SpansFromHandAddedTDoneAreMarked) {
   r.schema = kResultSchema;
   t = HeadlineTable({r});
   EXPECT_EQ(t.find("†"), std::string::npos) << t;
+
+  // A re-measured cell (schema 2, fewer steps) is the headline's over a
+  // longer hand-marked one, and supersedes the hand-marked runs of its own cell.
+  RunResult old = r, remeasured = r;
+  old.schema = 1;
+  old.steps = 20;
+  remeasured.steps = 10;
+  t = HeadlineTable({old, remeasured});
+  EXPECT_NE(t.find("10×1"), std::string::npos) << t;
+  EXPECT_EQ(t.find("†"), std::string::npos) << t;
+  old.steps = 10;
+  EXPECT_EQ(SupersedeHandTDone({old, remeasured}).size(), 1u);
 }
 
 }  // namespace
