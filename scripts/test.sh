@@ -15,8 +15,8 @@ rc=${PIPESTATUS[0]}
 total=$(grep -oE 'tests failed out of [0-9]+' "$log" | grep -oE '[0-9]+$' | tail -1)
 failed=$(grep -oE '[0-9]+ tests failed' "$log" | grep -oE '^[0-9]+' | tail -1)
 skipped=$(grep -cE '\(Skipped\)|\*\*\*Not Run' "$log")
+scripts/skip-reasons.sh build/Testing/Temporary/LastTest.log "$log"
 rm -f "$log"
-scripts/skip-reasons.sh build/Testing/Temporary/LastTest.log
 total=${total:-0}; failed=${failed:-0}
 echo "$((total - failed - skipped)) passed, ${failed} failed, ${skipped} skipped"
 exit "$rc"
