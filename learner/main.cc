@@ -1,6 +1,7 @@
 // smolvm-learner: make-model | train. See docs/learner.md.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
 
 #include "learner/make_model.h"
 #include "learner/train.h"
@@ -14,7 +15,7 @@ int main(int argc, char** argv) {
   uint64_t mm_seed = 0;
   auto* mm = app.add_subcommand("make-model", "write a seeded synthetic Qwen2 model in Hugging Face format");
   mm->add_option("--preset", preset, "tiny|qwen2.5-0.5b|qwen2.5-1.5b|qwen2.5-7b")->required();
-  mm->add_option("--seed", mm_seed, "weight seed");
+  mm->add_option("--seed", mm_seed, "weight seed")->capture_default_str();
   mm->add_option("--out", out, "output directory")->required();
 
   TrainOptions o;
@@ -22,21 +23,21 @@ int main(int argc, char** argv) {
   auto* tr = app.add_subcommand("train", "train LoRA adapters with DPO or SFT");
   tr->add_option("--model", o.model, "model directory (config.json + safetensors)")->envname("MODEL");
   tr->add_flag("--load-in-4bit", o.load_in_4bit, "quantize the projections to NF4 (block 64) at load");
-  tr->add_option("--method", method, "dpo|sft")->check(CLI::IsMember({"dpo", "sft"}));
-  tr->add_option("--steps", o.steps, "training steps")->envname("STEPS")->check(CLI::PositiveNumber);
-  tr->add_option("--batch", o.batch, "preference pairs (dpo) or rows (sft) per step")->envname("BATCH")->check(CLI::PositiveNumber);
-  tr->add_option("--maxseq", o.maxseq, "tokens per row")->envname("MAXSEQ")->check(CLI::PositiveNumber);
-  tr->add_option("--lid", o.lid, "learner id (seeds the data; names the event file)")->envname("LEARNER_ID");
+  tr->add_option("--method", method, "dpo|sft")->check(CLI::IsMember({"dpo", "sft"}))->capture_default_str();
+  tr->add_option("--steps", o.steps, "training steps")->envname("STEPS")->check(CLI::PositiveNumber)->capture_default_str();
+  tr->add_option("--batch", o.batch, "preference pairs (dpo) or rows (sft) per step")->envname("BATCH")->check(CLI::PositiveNumber)->capture_default_str();
+  tr->add_option("--maxseq", o.maxseq, "tokens per row")->envname("MAXSEQ")->check(CLI::PositiveNumber)->capture_default_str();
+  tr->add_option("--lid", o.lid, "learner id (seeds the data->capture_default_str(); names the event file)")->envname("LEARNER_ID");
   tr->add_option("--coord", o.coord, "directory for learner_<lid>.jsonl")->envname("COORD");
   tr->add_option("--arm", o.arm, "bench arm name echoed in events")->envname("ARM");
   tr->add_option("--device", o.device, "cuda|cpu (default: cuda when a GPU is present)")
       ->check(CLI::IsMember({"cuda", "cpu"}));
-  tr->add_option("--seed", o.seed, "seed of LoRA init and data");
-  tr->add_option("--lr", o.lr, "AdamW learning rate")->check(CLI::PositiveNumber);
-  tr->add_option("--weight-decay", o.weight_decay, "AdamW weight decay")->check(CLI::NonNegativeNumber);
-  tr->add_option("--lora-r", o.lora_r, "LoRA rank")->check(CLI::PositiveNumber);
-  tr->add_option("--lora-alpha", o.lora_alpha, "LoRA alpha (scale = alpha / r)")->check(CLI::PositiveNumber);
-  tr->add_option("--beta", o.beta, "DPO beta")->envname("DPO_BETA")->check(CLI::PositiveNumber);
+  tr->add_option("--seed", o.seed, "seed of LoRA init and data")->capture_default_str();
+  tr->add_option("--lr", o.lr, "AdamW learning rate")->check(CLI::PositiveNumber)->capture_default_str();
+  tr->add_option("--weight-decay", o.weight_decay, "AdamW weight decay")->check(CLI::NonNegativeNumber)->capture_default_str();
+  tr->add_option("--lora-r", o.lora_r, "LoRA rank")->check(CLI::PositiveNumber)->capture_default_str();
+  tr->add_option("--lora-alpha", o.lora_alpha, "LoRA alpha (scale = alpha / r)")->check(CLI::PositiveNumber)->capture_default_str();
+  tr->add_option("--beta", o.beta, "DPO beta")->envname("DPO_BETA")->check(CLI::PositiveNumber)->capture_default_str();
   tr->add_flag("--fork", o.fork, "warm up, mark base weights frozen, wait at smolvmForkpoint()");
   bool no_prefix = false;
   tr->add_flag("--no-prefix-sharing", no_prefix, "DPO: run chosen and rejected as separate rows (2x the tokens)");
@@ -56,7 +57,14 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "smolvm-learner: %s\n", s.ToString().c_str());
       return 1;
     }
+    std::printf("wrote the %s preset (seed %llu) to %s\n", preset.c_str(), static_cast<unsigned long long>(mm_seed),
+                out.c_str());
     return 0;
+  }
+  if (!o.model.empty() && !std::filesystem::is_directory(o.model)) {
+    std::fprintf(stderr, "smolvm-learner: --model %s: no such directory (make one: smolvm-learner make-model)\n",
+                 o.model.c_str());
+    return 2;
   }
   o.method = method == "sft" ? Method::kSft : Method::kDpo;
   o.prefix_sharing = !no_prefix;

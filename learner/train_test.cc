@@ -281,7 +281,7 @@ TEST(LearnerCliTest, BadInputsFailWithOneLine) {
   expect_fail(RunLearner("train --model " + TinyModel() + " --device tpu"), "--device");
   expect_fail(RunLearner("train --model " + TinyModel() + " --device cpu --bogus"), "bogus");
   expect_fail(RunLearner("train --model " + TinyModel() + " --device cpu --maxseq 8"), "maxseq");
-  expect_fail(RunLearner("train --model " + bad + "/nothing --device cpu"), "config.json");
+  expect_fail(RunLearner("train --model " + bad + "/nothing --device cpu"), "/nothing: no such directory");
   expect_fail(RunLearner("make-model --preset huge --out " + bad + "/x"), "preset");
 
   // Copy the tiny model, then break it three ways.

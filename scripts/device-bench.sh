@@ -1,28 +1,45 @@
 #!/usr/bin/env bash
-# The H200 bench (issue 7 must-show 2), resumable across device sessions:
-# qwen2.5-7b preset, 4-bit, DPO, 2x256, 20 steps, 4 CPUs per learner —
-#   native N=4,8,16 and fork share on N=4,8,16: 3 reps; fork share off N=4:
-#   3 reps; native N=1, fork share on N=1,32: 1 rep; then `bench highn` at
-#   10 steps (share on).
-# Result files go to bench/results (committed here, so the next session sees
-# what is done and skips it); everything new comes back in $OUT/results.tgz
-# (bench/results + bench/logs) with $OUT/bench.log. No new run starts after
-# BUDGET seconds, so a device call (at most 600 s) ends with its last run.
-# A sweep that fails (e.g. the fork arm before `machine create --cuda` starts
-# the daemon) is reported and the next one still runs.
+# The H200 bench, resumable across device sessions. Two plans:
 #
-# Here: scripts/device-pack.sh; on the device, carrying .carry/build:
 #   scripts/device-bench.sh [BUDGET_S=330]
-# Back here: tar xzf <files_at>/results.tgz; smolvm bench summarize bench/results --markdown bench/RESULTS.md
+#     issue 7's cells: qwen2.5-7b preset, 4-bit, DPO, 2x256, 20 steps, 4 CPUs
+#     per learner — native N=4,8,16 and fork share on N=4,8,16: 3 reps; fork
+#     share off N=4: 3 reps; native N=1, fork share on N=1,32: 1 rep; then
+#     `bench highn` at 10 steps (share on). Result files go to bench/results
+#     (so the next session skips what is done). No new run starts after
+#     BUDGET seconds.
+#
+#   scripts/device-bench.sh headline PART      (PART: native | fork-low | fork-high)
+#     re-measures the README headline's cells, 1 rep each, by a build that
+#     writes t_done and learner_errors itself (result schema 2), into
+#     bench/next/results (logs in bench/next/logs); one device call per PART, each under 9 minutes:
+#       native     native N=1,4,8,16 (20 steps), N=24 (10 steps)   ~4.5 min
+#       fork-low   fork share on N=1,4,8,16 (20 steps), N=24 (10)  ~4.5 min
+#       fork-high  fork share on N=32,48,64 (10 steps)             ~8 min
+#     Back here, per part: tar xzf <files_at>/results.tgz; then
+#     mv bench/next/results/*.json bench/results/ && scripts/gen-tables.sh
+#     (schema-2 runs of a cell supersede its schema-1 runs in every table).
+#
+# Everything new comes back in $OUT/results.tgz (results + logs) with
+# $OUT/bench.log. A sweep that fails is reported and the next one still runs.
+#
+# Here: scripts/device-pack.sh; on the device, carrying .carry/build.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [[ -e build ]] || ln -s .carry/build build
 OUT=${OUT:-$PWD/device-bench-out}
-BUDGET=${1:-330}
+PLAN=main RESULTS=bench/results LOGDIR=bench/logs TIMEOUT=240
+if [[ ${1:-} == headline ]]; then
+  PLAN=headline PART=${2:-} RESULTS=bench/next/results LOGDIR=bench/next/logs BUDGET=100000 TIMEOUT=300
+  case $PART in native | fork-low | fork-high) ;; *) echo "usage: $0 headline native|fork-low|fork-high" >&2; exit 2 ;; esac
+  rm -rf bench/next
+else
+  BUDGET=${1:-330}
+fi
 export SMOLVM_HOME=${SMOLVM_HOME:-/tmp/smolvm-bench-home}
-mkdir -p "$OUT" bench/results
+mkdir -p "$OUT" "$RESULTS"
 start=$(date +%s)
-common=(--model qwen2.5-7b --load-in-4bit --method dpo --device cuda --cpus 4 --results bench/results --timeout 240)
+common=(--model qwen2.5-7b --load-in-4bit --method dpo --device cuda --cpus 4 --results "$RESULTS" --timeout "$TIMEOUT")
 failed=0
 sweep() {  # matrix|highn flags...
   local kind=$1
@@ -35,15 +52,30 @@ sweep() {  # matrix|highn flags...
     echo "!! bench $kind $* failed: $(tail -1 "$OUT/bench.log")" | tee -a "$OUT/bench.log"
   }
 }
-ratio=(--shapes 2x256 --steps 20 --reps 3)
-single=(--shapes 2x256 --steps 20 --reps 1)
-sweep matrix --arms native --ns 4,8,16 "${ratio[@]}"
-sweep matrix --arms fork --share on --ns 4,8,16 "${ratio[@]}"
-sweep matrix --arms fork --share off --ns 4 "${ratio[@]}"
-sweep matrix --arms native --ns 1 "${single[@]}"
-sweep matrix --arms fork --share on --ns 1,32 "${single[@]}"
-sweep highn --share on --batch 2 --maxseq 256 --steps 10
-build/smolvm bench summarize bench/results | tee "$OUT/summary.txt"
-build/smolvm bench census bench/results | tail -1 | tee -a "$OUT/summary.txt"
-tar czf "$OUT/results.tgz" bench/results bench/logs 2>/dev/null
+if [[ $PLAN == headline ]]; then
+  one20=(--shapes 2x256 --steps 20 --reps 1)
+  one10=(--shapes 2x256 --steps 10 --reps 1)
+  case $PART in
+    native)
+      sweep matrix --arms native --ns 1,4,8,16 "${one20[@]}"
+      sweep matrix --arms native --ns 24 "${one10[@]}" ;;
+    fork-low)
+      sweep matrix --arms fork --share on --ns 1,4,8,16 "${one20[@]}"
+      sweep matrix --arms fork --share on --ns 24 "${one10[@]}" ;;
+    fork-high)
+      sweep matrix --arms fork --share on --ns 32,48,64 "${one10[@]}" ;;
+  esac
+else
+  ratio=(--shapes 2x256 --steps 20 --reps 3)
+  single=(--shapes 2x256 --steps 20 --reps 1)
+  sweep matrix --arms native --ns 4,8,16 "${ratio[@]}"
+  sweep matrix --arms fork --share on --ns 4,8,16 "${ratio[@]}"
+  sweep matrix --arms fork --share off --ns 4 "${ratio[@]}"
+  sweep matrix --arms native --ns 1 "${single[@]}"
+  sweep matrix --arms fork --share on --ns 1,32 "${single[@]}"
+  sweep highn --share on --batch 2 --maxseq 256 --steps 10
+fi
+build/smolvm bench summarize "$RESULTS" | tee "$OUT/summary.txt"
+build/smolvm bench census "$RESULTS" | tail -1 | tee -a "$OUT/summary.txt"
+tar czf "$OUT/results.tgz" "$RESULTS" "$LOGDIR" 2>/dev/null
 exit $failed

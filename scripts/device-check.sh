@@ -362,6 +362,9 @@ phase_bench() {
     notes+=" shim MISSING"
   fi
   record bench "$status" "$(cat "$LOGS"/bench/*.jsonl 2>/dev/null | wc -l) JSON lines (bench.jsonl)${notes}"
+  # One record per run for bench/records (docs/bench.md, "Records").
+  python3 "$ROOT/scripts/device-record.py" micro-bench --out "$OUT" --command "scripts/device-check.sh --phase bench" \
+    "$LOGS"/bench/native.jsonl "$LOGS"/bench/shim.jsonl >&2 || notes+=" (no record written)"
   # One short line per result in the log, for the summary reader.
   grep -h '' "$LOGS"/bench/*.jsonl 2>/dev/null | sed 's/^/  /' >&2
 }

@@ -147,6 +147,11 @@ phase_clones() {
   grep -E "fork ahead|preload:|prepare|clone build|fork: clone|illegal" "$OUT/fork-daemon.log" | tail -80 >"$OUT/fork-timing.txt"
   stop_daemon
   log "clones: daemon stopped; memory.used $(smi_used) MiB (start $mem0 MiB)"
+  # One record of this run for bench/records (docs/bench.md, "Records").
+  python3 scripts/device-record.py warm-fork --out "$OUT" \
+    --command "scripts/device-fork.sh --phase clones $FROZEN $PRIVATE $COUNT" \
+    --summary "{\"frozen_mib\": $FROZEN, \"private_mib\": $PRIVATE}" \
+    "$OUT"/fork-on.jsonl "$OUT"/fork-off.jsonl "$OUT"/fork-auto.jsonl | tee -a "$SUM"
   # Few files come back from the device: the details in one archive.
   (cd "$OUT" && tar czf clones.tgz fork-on.jsonl fork-off.jsonl fork-auto.jsonl status-*.json apps-*.csv 2>/dev/null &&
     rm -f fork-on.jsonl fork-off.jsonl fork-auto.jsonl status-*.json apps-*.csv)

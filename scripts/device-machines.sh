@@ -248,5 +248,10 @@ json.dump({"preset": "$PRESET", "load_in_4bit": $LOAD4 == 1, "steps": $STEPS, "c
            "gpu_mem_start_mib": ${mem0:-None}, "gpu_mem_end_mib": ${mem1:-None}, "fails": $FAILS},
           open(sys.argv[1], "w"), indent=1)
 EOF
+# One record of this run for bench/records (docs/bench.md, "Records").
+python3 scripts/device-record.py machine-fork --out "$OUT" \
+  --command "scripts/device-machines.sh $PRESET $STEPS $COUNT (LOAD4=$LOAD4)" \
+  --summary "{\"fork_ms_median\": ${RESULT[fork_ms_median]:-null}, \"clones\": ${RESULT[clones_done]:-0}, \"preset\": \"$PRESET\"}" \
+  "$OUT/machines-summary-$TAG.json" | tee -a "$SUM"
 log "done: $FAILS failed check(s); summary in $SUM"
 exit $((FAILS > 0))

@@ -3,7 +3,8 @@
 # benchmark at a small size and summarize it.
 #   GPU (nvidia-smi sees one): qwen2.5-0.5b preset, N=4, 20 steps, 2x256.
 #   no GPU: the CPU path — tiny preset, N=2, 20 steps, 2x64.
-# Results: build/quickstart/results (one JSON per run), logs beside them.
+# Results: build/quickstart/results (one JSON per run), logs in
+# build/quickstart/logs; both replaced by the next quickstart.
 # Needs root (learners run in cgroups, the fork arm in machines); uses sudo
 # otherwise.
 # Usage: scripts/quickstart.sh [--no-setup]   (--no-setup: use the build/ that
@@ -26,7 +27,7 @@ else
   args=(--device cpu --model tiny --n 2 --steps 20 --batch 2 --maxseq 64 --cpus 1 --share on)
 fi
 results=build/quickstart/results
-rm -rf "$results"
+rm -rf build/quickstart  # this run's results and logs only
 for arm in native fork; do
   echo "quickstart: bench run --arm $arm"
   $sudo build/smolvm bench run --arm "$arm" "${args[@]}" --results "$results"
@@ -34,3 +35,4 @@ done
 echo "quickstart: summary"
 build/smolvm bench summarize "$results"
 build/smolvm bench census "$results" | tail -1
+echo "quickstart: results in $results (one JSON per run), logs in build/quickstart/logs"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds if needed and runs every test (unit, integration; GPU tests skip
-# with a reason where there is no GPU). Ends with "N passed, M failed".
+# with a reason where there is no GPU: each skipped test's reason is printed
+# after the run). Ends with "N passed, M failed, K skipped".
 # Usage: scripts/test.sh [ctest args...]   e.g. scripts/test.sh -L unit
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +15,7 @@ rc=${PIPESTATUS[0]}
 total=$(grep -oE 'tests failed out of [0-9]+' "$log" | grep -oE '[0-9]+$' | tail -1)
 failed=$(grep -oE '[0-9]+ tests failed' "$log" | grep -oE '^[0-9]+' | tail -1)
 skipped=$(grep -cE '\(Skipped\)|\*\*\*Not Run' "$log")
+scripts/skip-reasons.sh build/Testing/Temporary/LastTest.log "$log"
 rm -f "$log"
 total=${total:-0}; failed=${failed:-0}
 echo "$((total - failed - skipped)) passed, ${failed} failed, ${skipped} skipped"

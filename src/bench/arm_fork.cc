@@ -25,6 +25,7 @@
 #include "bench/child.h"
 #include "bench/control_check.h"
 #include "bench/interrupt.h"
+#include "bench/learner_failures.h"
 #include "daemon/daemon.h"
 #include "machine/cgroups.h"
 #include "machine/cuda_link.h"
@@ -145,8 +146,10 @@ Status RunForkArm(const ArmContext& c, ArmOutcome* out) {
     ASSIGN_OR_RETURN(machine::MachineRecord g, Find(c.home, golden));
     if (g.state == machine::kStateRunning && g.detail == "at forkpoint") break;
     if (g.state != machine::kStateRunning && g.state != machine::kStateStarting)
-      return Internal("golden '" + golden + "' " + g.state + " before its forkpoint: " + LastLine(gp.log) + " (log: " +
-                      gp.log + ")");
+      // The machine's log goes when the run ends; run.cc copies it first to
+      // the run's own logs, which is where this points.
+      return Internal("golden '" + golden + "' " + g.state + " before its forkpoint: " + LearnerErrorLine(gp.log) + " (log: " +
+                      c.logs + "/" + golden + ".log)");
     double now = NowUnix();
     if (now >= deadline) {
       out->timed_out = true;

@@ -1,6 +1,9 @@
 #include "bench/options.h"
 
 #include <cmath>
+#include <cstdio>
+
+#include "machine/paths.h"
 
 namespace smolvm::bench {
 
@@ -23,8 +26,21 @@ Status ValidateRunOptions(const RunOptions& o) {
   if (!o.device.empty() && o.device != "cuda" && o.device != "cpu")
     return InvalidArgument("--device must be cuda or cpu");
   if (o.gpu_mem_mib < 0) return InvalidArgument("--gpu-mem must be 0 (no cap) or positive MiB");
-  if (o.results.empty()) return InvalidArgument("--results needs a directory");
   return Status::Ok();
 }
+
+std::string NumberText(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+Status CheckCpusOnHost(double cpus, size_t host_cpus) {
+  if (cpus == 0 || (cpus >= 0.01 && cpus <= static_cast<double>(host_cpus))) return Status::Ok();
+  return InvalidArgument("--cpus " + NumberText(cpus) + " does not fit this host: use 0 (no limit) or a number from 0.01 to " +
+                         std::to_string(host_cpus) + " (its usable CPUs)");
+}
+
+std::string DefaultResultsDir() { return machine::SmolvmHome() + "/bench/results"; }
 
 }  // namespace smolvm::bench

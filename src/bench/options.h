@@ -20,13 +20,23 @@ struct RunOptions {
   bool load_in_4bit = false;
   std::string method = "dpo";
   std::string device;        // "cuda" | "cpu"; "" = cuda when NVML sees a GPU
-  std::string results = "bench/results";
+  std::string results;       // "" = DefaultResultsDir()
   int64_t gpu_mem_mib = 0;   // fork arm on cuda: per-machine cap (machine create --gpu-mem); 0 = none
   int first_rep = 1;         // rep numbers written are first_rep .. first_rep + reps - 1
 };
 
 // Checks ranges and names; the message names the flag and the fix.
 Status ValidateRunOptions(const RunOptions& o);
+
+// --cpus against the host: 0 (no limit) or 0.01 .. host_cpus.
+Status CheckCpusOnHost(double cpus, size_t host_cpus);
+
+// Where results go unless --results says: $SMOLVM_HOME/bench/results (outside
+// the repository; the committed H200 set is bench/results, named explicitly).
+std::string DefaultResultsDir();
+
+// "%g" of v: 4 prints as 4, 0.5 as 0.5.
+std::string NumberText(double v);
 
 // Presets `smolvm-learner make-model` knows.
 bool IsPreset(const std::string& model);

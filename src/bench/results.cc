@@ -242,6 +242,10 @@ Result<RunResult> ParseRunResult(const std::string& text) {
   r.started_at = Str(j, "started_at");
   r.timed_out = Bool(j, "timed_out");
   r.note = Str(j, "note");
+  if (auto it = j.find("learner_errors"); it != j.end() && it->is_array())
+    for (const auto& e : *it)
+      if (e.is_object()) r.learner_errors.push_back({Str(e, "lid"), Str(e, "line"), Str(e, "log")});
+  r.command = Str(j, "command");
   return r;
 }
 
@@ -275,6 +279,9 @@ std::string FormatRunResult(const RunResult& r) {
   j["timed_out"] = r.timed_out;
   j["note"] = r.note;
   j["started_at"] = r.started_at;
+  j["command"] = r.command;
+  j["learner_errors"] = ordered::array();
+  for (const auto& e : r.learner_errors) j["learner_errors"].push_back({{"lid", e.lid}, {"line", e.line}, {"log", e.log}});
   j["learners"] = ordered::array();
   for (const auto& l : r.learners) j["learners"].push_back(LearnerJson(l));
   j["clones"] = ordered::array();
@@ -331,11 +338,12 @@ Result<std::vector<RunResult>> LoadRunResults(const std::string& dir) {
   return out;
 }
 
-std::string ResultFileName(const RunResult& r) {
+std::string ResultFileName(const RunResult& r, int serial) {
   char cpus[32];
   std::snprintf(cpus, sizeof cpus, "%g", r.cpus_per_learner);
-  return r.arm + "_n" + std::to_string(r.n) + "_s" + std::to_string(r.steps) + "_c" + cpus + "_" + r.started_at +
-         "_r" + std::to_string(r.rep) + ".json";
+  std::string stamp = serial > 1 ? r.started_at + "." + std::to_string(serial) : r.started_at;
+  return r.arm + "_n" + std::to_string(r.n) + "_s" + std::to_string(r.steps) + "_c" + cpus + "_" + stamp + "_r" +
+         std::to_string(r.rep) + ".json";
 }
 
 Status WriteResultFile(const std::string& path, const RunResult& r) {

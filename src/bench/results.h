@@ -22,7 +22,10 @@
 
 namespace smolvm::bench {
 
-inline constexpr int kResultSchema = 1;
+// 2: written by a build whose learners' t_done comes from their own done
+// event (schema 1 files may carry t_done added afterwards), with
+// learner_errors and command.
+inline constexpr int kResultSchema = 2;
 
 struct LearnerResult {
   std::string lid;  // a number in our files; the seed's may be a string
@@ -43,6 +46,12 @@ struct CloneFork {
   // imported ahead (NaN / -1 when the daemon's line does not say).
   double build_ms = std::numeric_limits<double>::quiet_NaN();
   int64_t preloaded = -1;
+};
+
+// A learner that exited before its done event: the last `smolvm-learner:`
+// line of its log (else its last line), and where the log is.
+struct LearnerError {
+  std::string lid, line, log;
 };
 
 struct ProcessPeak {
@@ -80,6 +89,8 @@ struct RunResult {
   std::string started_at;            // local time, YYYYmmdd-HHMMSS
   bool timed_out = false;
   std::string note;                  // why learners are missing, in words ("" when none)
+  std::vector<LearnerError> learner_errors;  // learners that exited before finishing
+  std::string command;               // the smolvm command line that wrote the file
 };
 
 // Python-json tokens NaN/Infinity/-Infinity outside strings become the
@@ -105,8 +116,9 @@ Result<std::vector<LoadedResult>> LoadResultDir(const std::string& dir);
 // The same, the results only.
 Result<std::vector<RunResult>> LoadRunResults(const std::string& dir);
 
-// <arm>_n<N>_s<S>_c<K>_<stamp>_r<rep>.json
-std::string ResultFileName(const RunResult& r);
+// <arm>_n<N>_s<S>_c<K>_<stamp>_r<rep>.json; serial > 1 (a second run of the
+// same name in the same second) gives <stamp>.<serial>.
+std::string ResultFileName(const RunResult& r, int serial = 1);
 // Writes atomically (temporary file, then rename).
 Status WriteResultFile(const std::string& path, const RunResult& r);
 

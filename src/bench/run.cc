@@ -1,7 +1,9 @@
 #include "bench/run.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -13,10 +15,12 @@
 #include "bench/environment.h"
 #include "bench/interrupt.h"
 #include "bench/table.h"
+#include "bench/learner_failures.h"
 #include "bench/model_cache.h"
 #include "bench/summarize.h"
 #include "machine/machines.h"
 #include "machine/paths.h"
+#include "machine/spec.h"
 
 namespace smolvm::bench {
 namespace {
@@ -47,7 +51,7 @@ RunResult BuildResult(const RunOptions& o, const ArmOutcome& a, const MemorySamp
   r.load_in_4bit = o.load_in_4bit;
   r.method = o.method;
   r.device = o.device;
-  r.share_mode = o.share;
+  r.share_mode = o.arm == "native" ? "-" : o.share;
   if (const char* e = std::getenv("SMOLVM_CUDA_FORK_SHARE_WEIGHTS")) r.share_weights_env = e;
   r.shared_ranges = a.shared_ranges;
   r.control_check = o.arm == "native" ? "n/a (native)" : a.control_check;
@@ -76,15 +80,41 @@ RunResult BuildResult(const RunOptions& o, const ArmOutcome& a, const MemorySamp
   r.timed_out = a.timed_out;
   r.note = a.note;
   if (r.learners_done < r.learners_expected && r.note.empty()) r.note = "learners missing; see the logs";
+  r.command = OwnCommandLine();
   return r;
 }
 
 std::string SummaryLine(const RunResult& r) {
   auto secs = [](double v) { return std::isfinite(v) ? Fixed(v, 2) + "s" : std::string("-"); };
+  // On the CPU path the peak is the learners' resident memory (PSS), not GPU memory.
+  std::string peak = r.device == "cpu" ? " peak_pss=" : " peak_gpu=";
   return "wall=" + secs(r.wall_s) + " done=" + std::to_string(r.learners_done) + "/" +
-         std::to_string(r.learners_expected) + " agg_tok_s=" + Fixed(r.agg_tok_s, 1) +
-         " peak_gpu=" + Fixed(r.peak_gpu_mib, 0) + "MiB golden_load=" + secs(r.golden_load_s) +
+         std::to_string(r.learners_expected) + " agg_tok_s=" + Fixed(r.agg_tok_s, 1) + peak +
+         Fixed(r.peak_gpu_mib, 0) + "MiB golden_load=" + secs(r.golden_load_s) +
          " span_tok_s=" + Fixed(SpanTokS(r), 1);
+}
+
+// A run's name (its result file without .json) and its own fresh log
+// directory: a second run of the same name in the same second (or a
+// leftover directory) gets the next serial, never another run's events.
+Status ClaimRunName(const RunOptions& o, const RunResult& named, std::string* stem, std::string* logs) {
+  const fs::path log_root = fs::absolute(o.results).parent_path() / "logs";
+  std::error_code ec;
+  fs::create_directories(log_root, ec);
+  if (ec) return ErrnoStatus("cannot create " + log_root.string(), ec.value());
+  for (int serial = 1; serial < 1000; ++serial) {
+    std::string file = ResultFileName(named, serial);
+    std::string candidate = file.substr(0, file.size() - 5);
+    if (fs::exists(fs::path(o.results) / file, ec)) continue;
+    std::string dir = (log_root / candidate).string();
+    if (::mkdir(dir.c_str(), 0755) == 0) {
+      *stem = candidate;
+      *logs = dir;
+      return Status::Ok();
+    }
+    if (errno != EEXIST) return ErrnoStatus("cannot create " + dir, errno);
+  }
+  return Status(Code::kAlreadyExists, "no free run name for " + ResultFileName(named) + " under " + log_root.string());
 }
 
 // One run: everything it starts goes through the ledger, which is emptied
@@ -111,22 +141,22 @@ Status RunOnce(const RunOptions& o, const std::string& home, const std::string& 
   named.cpus_per_learner = o.cpus;
   named.started_at = stamp;
   named.rep = rep;
-  std::string file = ResultFileName(named);
-  std::string stem = file.substr(0, file.size() - 5);
+  std::string stem, logs;
+  RETURN_IF_ERROR(ClaimRunName(o, named, &stem, &logs));
+  std::string file = stem + ".json";
   ArmContext c;
   c.o = o;
   c.effective_share = EffectiveShare(o);
   c.home = home;
   c.model_dir = model_dir;
   c.learner = fs::absolute(LearnerBinary()).string();
-  c.logs = (fs::absolute(o.results).parent_path() / "logs" / stem).string();
+  c.logs = logs;
   c.coord = c.logs + "/coord";
   // Short and unique per run: machine names are at most 40 characters.
   c.id = "bench-" + stamp.substr(4) + "-" + std::to_string(::getpid() % 100000);
   c.ledger = &ledger;
   std::error_code ec;
-  fs::create_directories(c.coord, ec);
-  if (ec) return ErrnoStatus("cannot create " + c.coord, ec.value());
+  if (::mkdir(c.coord.c_str(), 0755) != 0) return ErrnoStatus("cannot create " + c.coord, errno);
   EnvManifest env = CollectEnv(machine::ShimDir());
   MemorySampler sampler(o.device == "cuda" ? MemorySampler::Nvml() : MemorySampler::ResidentMemory());
   c.sampler = &sampler;
@@ -147,18 +177,23 @@ Status RunOnce(const RunOptions& o, const std::string& home, const std::string& 
   if (!cleaned.ok()) return cleaned.status();
 
   RunResult r = BuildResult(o, a, sampler, env, stamp, rep);
+  if (!a.timed_out) r.learner_errors = FindLearnerErrors(o, c, a);
+  if (!r.learner_errors.empty()) r.note += "; first error: learner " + r.learner_errors[0].lid + ": " + r.learner_errors[0].line;
   fs::create_directories(o.results, ec);
   RETURN_IF_ERROR(WriteResultFile((fs::path(o.results) / file).string(), r));
   if (r.control_check.rfind("!!", 0) == 0) std::printf("%s\n", r.control_check.c_str());
   std::printf("%s\n", SummaryLine(r).c_str());
+  std::printf("result: %s\n", (fs::path(o.results) / file).string().c_str());
   std::fflush(stdout);
+  Status failed = LearnersFailed(r);
   written->push_back(std::move(r));
-  return Status::Ok();
+  return failed;
 }
 
 }  // namespace
 
 Status ResolveDefaults(RunOptions* o) {
+  if (o->results.empty()) o->results = DefaultResultsDir();
   if (o->device.empty()) {
     o->device = GpuPresent() ? "cuda" : "cpu";
     if (o->device == "cpu") Progress("no GPU found (NVML): running the CPU path (--device cpu)");
@@ -175,6 +210,7 @@ std::string EffectiveShare(const RunOptions& o) {
 
 Status RunBench(const RunOptions& given, std::vector<RunResult>* written) {
   RETURN_IF_ERROR(ValidateRunOptions(given));
+  RETURN_IF_ERROR(CheckCpusOnHost(given.cpus, machine::UsableCpus().size()));
   RunOptions o = given;
   RETURN_IF_ERROR(ResolveDefaults(&o));
   if (::geteuid() != 0)

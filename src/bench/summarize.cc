@@ -79,7 +79,7 @@ struct Tables {
 Tables BuildTables(const std::vector<CellSummary>& cells, const std::vector<RatioRow>& ratios) {
   Tables t;
   t.cell_header = {"arm",  "share", "model",     "N",        "cpus",      "batch×seq", "steps", "reps",
-                   "wall_s", "agg_tok_s", "span_tok_s", "tok_s/learner", "peak_gpu_mib", "golden_load_s", "fork_s",
+                   "wall_s", "agg_tok_s", "span_tok_s", "tok_s/learner", "peak_mib", "golden_load_s", "fork_s",
                    "done", "nan"};
   for (const auto& c : cells) {
     std::string done = std::to_string(c.min_done) + "/" + std::to_string(c.expected);
@@ -88,13 +88,13 @@ Tables BuildTables(const std::vector<CellSummary>& cells, const std::vector<Rati
     t.cells.push_back({c.key.arm, c.key.share_mode, ModelText(c.key), std::to_string(c.key.n), CpusText(c.key.cpus),
                        std::to_string(c.key.batch) + "×" + std::to_string(c.key.maxseq), std::to_string(c.key.steps),
                        std::to_string(c.reps), SpreadText(c.wall_s, c.reps, 1), SpreadText(c.agg_tok_s, c.reps, 0),
-                       SpreadText(c.span_tok_s, c.reps, 0),
+                       SpreadText(c.span_tok_s, c.reps, 0) + (c.hand_t_done ? " †" : ""),
                        SpreadText(c.learner_tok_s, c.reps, 0), SpreadText(c.peak_gpu_mib, c.reps, 0),
                        SpreadText(c.golden_load_s, c.reps, 2), SpreadText(c.fork_s, c.reps, 3), done,
                        std::to_string(c.nan_learners)});
   }
   t.ratio_header = {"fork share", "model",      "N",         "cpus",          "batch×seq", "steps",
-                    "wall",       "agg_tok_s",  "span_tok_s", "tok_s/learner", "peak_gpu",  "note"};
+                    "wall",       "agg_tok_s",  "span_tok_s", "tok_s/learner", "peak_mib",  "note"};
   for (const auto& r : ratios)
     t.ratios.push_back({r.fork.share_mode, ModelText(r.fork), std::to_string(r.fork.n), CpusText(r.fork.cpus),
                         std::to_string(r.fork.batch) + "×" + std::to_string(r.fork.maxseq),
@@ -153,6 +153,7 @@ std::vector<CellSummary> Summarize(const std::vector<RunResult>& runs) {
       c.expected = std::max(c.expected, r->learners_expected);
       c.incomplete |= Incomplete(*r);
       c.nan_learners += NanLearners(*r);
+      c.hand_t_done |= r->schema < 2 && std::isfinite(SpanTokS(*r));
       if (r->control_check.rfind("!!", 0) == 0) checks.insert(r->control_check.substr(3, r->control_check.find(':') - 3));
     }
     c.wall_s = SpreadOf(wall);
@@ -202,8 +203,11 @@ std::string FormatSummaryMarkdown(const std::vector<CellSummary>& cells, const s
                     "Medians over reps, (min–max) when reps > 1. `INCOMPLETE`: a rep finished fewer learners than "
                     "expected. `nan`: learners whose loss was not finite. `agg_tok_s`: the seed's sum of the "
                     "learners' own tok/s; `span_tok_s`: all tokens ÷ the time from the first learner's training "
-                    "start to the last one's finish (not inflated when learners start one after another; `-` for "
-                    "runs recorded before learners' `t_done` was).\n\n";
+                    "start to the last one's finish (not inflated when learners start one after another; `-` where a "
+                    "learner has no `t_done`). `peak_mib`: the whole GPU's peak on cuda, the learners' summed PSS "
+                    "on cpu. † marks a span from schema-1 files, whose `t_done` was added after the "
+                    "run from learner logs that are not committed: not from a committed record; re-measure "
+                    "pending.\n\n";
   out += RenderTable(t.cell_header, t.cells, true, 3);
   out += "\n### Fork ÷ native\n\n";
   out += t.ratios.empty() ? "No fork cell has a matching native cell.\n" : RenderTable(t.ratio_header, t.ratios, true, 2);

@@ -42,6 +42,7 @@ struct CellSummary {
   int min_done = 0, expected = 0;  // over the reps
   bool incomplete = false;         // some rep finished fewer learners than expected
   int nan_learners = 0;            // over all reps
+  bool hand_t_done = false;        // a rep's span comes from t_done its build did not write (schema < 2)
   std::vector<std::string> checks; // distinct control-check verdicts that are not ok/n-a
 };
 

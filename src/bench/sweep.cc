@@ -4,7 +4,9 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "bench/learner_failures.h"
 #include "bench/run.h"
+#include "machine/spec.h"
 #include "bench/summarize.h"
 
 namespace smolvm::bench {
@@ -82,6 +84,7 @@ Status RunSweep(const SweepPlan& plan, const RunOptions& given) {
   base.arm = "native";  // validated per cell below; a placeholder for the shared checks
   base.n = 1;
   RETURN_IF_ERROR(ValidateRunOptions(base));
+  RETURN_IF_ERROR(CheckCpusOnHost(base.cpus, machine::UsableCpus().size()));
   RETURN_IF_ERROR(ResolveDefaults(&base));
   std::vector<RunResult> have;
   if (std::filesystem::exists(base.results)) {
@@ -116,7 +119,10 @@ Status RunSweep(const SweepPlan& plan, const RunOptions& given) {
       std::vector<RunResult> written;
       Status s = RunBench(run, &written);
       for (auto& r : written) have.push_back(std::move(r));
-      if (!s.ok()) return s;
+      // Learners that failed are a result (e.g. native out of GPU memory at
+      // high N): recorded INCOMPLETE, and the sweep goes on.
+      if (s.code() == kLearnersFailed) std::printf("sweep: %s\n", s.message().c_str());
+      else if (!s.ok()) return s;
     }
     if (plan.stop_native_when_full && o.arm == "native") {
       CellKey want = KeyOfOptions(o);

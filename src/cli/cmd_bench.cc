@@ -1,4 +1,4 @@
-// `smolvm bench run|summarize|census|matrix|highn|plot` (docs/bench.md): thin
+// `smolvm bench run|summarize|census|matrix|highn|plot|tables` (docs/bench.md): thin
 // glue over src/bench.
 #include <cstdio>
 #include <fstream>
@@ -7,24 +7,32 @@
 
 #include "bench/census.h"
 #include "bench/interrupt.h"
+#include "bench/learner_failures.h"
 #include "bench/plot.h"
 #include "bench/run.h"
 #include "bench/summarize.h"
 #include "bench/sweep.h"
+#include "bench/tables.h"
 #include "cli/commands.h"
 #include "machine/errors.h"
 
 namespace smolvm::cli {
 namespace {
 
-constexpr const char* kDefaultResults = "bench/results";
+constexpr const char* kResultsHelp = "results directory (default: $SMOLVM_HOME/bench/results; the committed H200 set is bench/results)";
 
+// Exit codes (docs/bench.md): 0 ok, 1 learners exited before finishing (the
+// result is written) or the host failed, 2 invalid argument, 3 not found,
+// 7 needs root, 130 interrupted.
 int ReportBenchError(const Status& s) {
   if (s.ok()) return 0;
   std::fprintf(stderr, "smolvm bench: %s\n", s.message().c_str());
   if (s.code() == bench::kInterrupted) return 130;
+  if (s.code() == bench::kLearnersFailed) return 1;
   return machine::ExitCodeFor(s);
 }
+
+std::string ResultsDir(const std::string& given) { return given.empty() ? bench::DefaultResultsDir() : given; }
 
 // The flags `run`, `matrix` and `highn` share.
 void AddRunFlags(CLI::App* c, bench::RunOptions* o) {
@@ -41,7 +49,8 @@ void AddRunFlags(CLI::App* c, bench::RunOptions* o) {
   c->add_flag("--load-in-4bit", o->load_in_4bit, "NF4-quantize the base weights at load");
   c->add_option("--method", o->method, "dpo | sft")->capture_default_str();
   c->add_option("--device", o->device, "cuda | cpu (default: cuda when a GPU is present)");
-  c->add_option("--results", o->results, "directory for the result JSON files")->capture_default_str();
+  c->add_option("--results", o->results,
+                "directory for the result JSON files, logs beside it in ../logs (default: $SMOLVM_HOME/bench/results)");
   c->add_option("--gpu-mem", o->gpu_mem_mib, "fork arm on cuda: device memory cap per machine, MiB (0 = none)");
 }
 
@@ -82,6 +91,21 @@ int Plot(const std::string& dir, const std::string& out) {
   return 0;
 }
 
+int Tables(const std::string& root, bool check) {
+  std::vector<std::string> stale;
+  Status s = bench::UpdateTables(root, check, &stale);
+  if (!s.ok()) return ReportBenchError(s);
+  for (const auto& f : stale) std::printf("%s %s\n", check ? "stale:" : "wrote", f.c_str());
+  if (check && !stale.empty()) {
+    std::fprintf(stderr,
+                 "smolvm bench tables: the tables above do not match the committed records; run "
+                 "scripts/gen-tables.sh and commit the result\n");
+    return 1;
+  }
+  if (stale.empty()) std::printf("tables are current\n");
+  return 0;
+}
+
 void AddSweep(CLI::App* bench_app, const char* name, const char* help, bench::SweepPlan (*plan)(), int* exit_code) {
   auto o = std::make_shared<bench::RunOptions>();
   struct Overrides {
@@ -119,6 +143,9 @@ void AddSweep(CLI::App* bench_app, const char* name, const char* help, bench::Sw
 void RegisterBenchCommands(CLI::App& app, int* exit_code) {
   CLI::App* b = app.add_subcommand("bench", "native vs fork learner benchmark: run, summarize, census, sweeps, plot");
   b->require_subcommand(1);
+  b->footer("Exit codes: 0 ok, 1 learners exited before finishing (the result is written) or the host failed "
+            "(tables --check: a table is stale), 2 invalid argument (every command-line error too), 3 no such "
+            "results directory, 7 needs root, 130 interrupted. See docs/bench.md.");
 
   auto ro = std::make_shared<bench::RunOptions>();
   CLI::App* run = b->add_subcommand("run", "run one arm N learners wide, write one result JSON per rep");
@@ -130,29 +157,39 @@ void RegisterBenchCommands(CLI::App& app, int* exit_code) {
     *exit_code = ReportBenchError(bench::RunBench(*ro, &written));
   });
 
-  auto dir = std::make_shared<std::string>(kDefaultResults);
+  auto dir = std::make_shared<std::string>();
   auto md = std::make_shared<std::string>();
   CLI::App* sum = b->add_subcommand("summarize", "per-cell medians and spreads, INCOMPLETE cells, fork ÷ native ratios");
-  sum->add_option("dir", *dir, "results directory")->capture_default_str();
+  sum->add_option("dir", *dir, kResultsHelp);
   sum->add_option("--markdown", *md, "also write the tables as markdown to FILE");
-  sum->callback([dir, md, exit_code] { *exit_code = Summarize(*dir, *md); });
+  sum->callback([dir, md, exit_code] { *exit_code = Summarize(ResultsDir(*dir), *md); });
 
-  auto cdir = std::make_shared<std::string>(kDefaultResults);
+  auto cdir = std::make_shared<std::string>();
   CLI::App* census = b->add_subcommand("census", "nan learners per run, then 'total nan learners: <k>'");
-  census->add_option("dir", *cdir, "results directory")->capture_default_str();
-  census->callback([cdir, exit_code] { *exit_code = Census(*cdir); });
+  census->add_option("dir", *cdir, kResultsHelp);
+  census->callback([cdir, exit_code] { *exit_code = Census(ResultsDir(*cdir)); });
 
   AddSweep(b, "matrix", "N in {1,2,4,8,16} x both arms x batch*seq in {2x256, 8x512}; resumes", bench::MatrixPlan,
            exit_code);
   AddSweep(b, "highn", "N in {16,24,32,48,64} x both arms, native until it no longer fits; resumes",
            bench::HighnPlan, exit_code);
 
-  auto pdir = std::make_shared<std::string>(kDefaultResults);
+  auto pdir = std::make_shared<std::string>();
   auto png = std::make_shared<std::string>();
-  CLI::App* plot = b->add_subcommand("plot", "agg tok/s vs N and peak memory vs N, both arms (gnuplot)");
-  plot->add_option("dir", *pdir, "results directory")->capture_default_str();
+  CLI::App* plot = b->add_subcommand(
+      "plot", "span tok/s (agg tok/s for results without t_done) vs N and peak memory vs N, both arms (gnuplot)");
+  plot->add_option("dir", *pdir, kResultsHelp);
   plot->add_option("--out", *png, "PNG file to write")->required();
-  plot->callback([pdir, png, exit_code] { *exit_code = Plot(*pdir, *png); });
+  plot->callback([pdir, png, exit_code] { *exit_code = Plot(ResultsDir(*pdir), *png); });
+
+  auto root = std::make_shared<std::string>(".");
+  auto check = std::make_shared<bool>(false);
+  CLI::App* tables = b->add_subcommand(
+      "tables", "regenerate the tables of README.md, docs/PERF.md and bench/RESULTS.md from bench/results and "
+                "bench/records; --check: exit 1 when one is stale");
+  tables->add_option("--root", *root, "repository root")->capture_default_str();
+  tables->add_flag("--check", *check, "write nothing; exit 1 when a table differs from what the records give");
+  tables->callback([root, check, exit_code] { *exit_code = Tables(*root, *check); });
 }
 
 }  // namespace smolvm::cli

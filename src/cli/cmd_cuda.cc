@@ -1,11 +1,20 @@
-// `smolvm cuda status`: the daemon's view of its sessions (admin socket).
+// `smolvm cuda daemon|status|fork|release|shutdown`: the host CUDA daemon and
+// its admin socket.
+//
+// Exit codes: 0 ok, 1 the daemon or host failed, 2 invalid argument (also
+// every command-line error), 3 no such daemon, process or session, 6 timed out.
+#include <signal.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "machine/cuda_link.h"
+#include "machine/errors.h"
 #include "machine/paths.h"
+#include "machine/process.h"
 #include "proto/frame.h"
 #include "transport/read_reply.h"
 #include "transport/unix_channel.h"
@@ -23,21 +32,8 @@ std::string DaemonSocket(const std::string& flag) {
   return d.ok() ? d->socket : "";
 }
 
-int Shutdown(int grace_s) {
-  std::string home = machine::SmolvmHome();
-  auto d = machine::FindCudaDaemon(home);
-  if (!d.ok()) {
-    std::printf("no CUDA daemon runs for %s\n", home.c_str());
-    return 0;
-  }
-  smolvm::Status st = machine::StopCudaDaemon(home, grace_s * 1000);
-  if (!st.ok()) {
-    std::fprintf(stderr, "smolvm cuda shutdown: %s\n", st.ToString().c_str());
-    return 1;
-  }
-  std::printf("stopped the CUDA daemon (pid %d)\n", d->pid);
-  return 0;
-}
+constexpr const char* kNoSocket =
+    "no daemon socket (use --socket, set SMOLVM_CUDA_SOCKET, or start a --cuda machine)";
 
 // Sends one admin request and decodes its reply.
 template <typename Req, typename Rep>
@@ -50,11 +46,60 @@ Status AdminCall(const std::string& socket, const Req& req, Rep* rep) {
   return ReadReplyFrame(ch, rep);
 }
 
+// Stops the daemon on `socket` (one started by hand): asks it for its pid,
+// then SIGTERM, SIGKILL after grace_s.
+Status StopDaemonAt(const std::string& socket, int grace_s, pid_t* pid) {
+  proto::AdminStatusReply rep;
+  Status st = AdminCall(socket, proto::AdminStatusRequest{}, &rep);
+  if (!st.ok()) return NotFound("no CUDA daemon answers at " + socket + ".admin: " + st.message());
+  auto j = nlohmann::json::parse(rep.json, nullptr, false);
+  *pid = j.is_discarded() ? 0 : j.value("daemon_pid", 0);
+  if (*pid <= 0) return Internal("the daemon at " + socket + " did not say its pid");
+  ASSIGN_OR_RETURN(UniqueFd pidfd, machine::OpenPidfd(*pid, machine::ProcessStartTime(*pid)));
+  RETURN_IF_ERROR(machine::SignalPidfd(pidfd.get(), SIGTERM));
+  if (machine::WaitPidfd(pidfd.get(), grace_s * 1000)) return Status::Ok();
+  (void)machine::SignalPidfd(pidfd.get(), SIGKILL);
+  if (!machine::WaitPidfd(pidfd.get(), 5000)) return Timeout("the CUDA daemon (pid " + std::to_string(*pid) + ") did not stop");
+  return Status::Ok();
+}
+
+// --socket or $SMOLVM_CUDA_SOCKET names a daemon (started by hand or not);
+// else the one --cuda machines started under $SMOLVM_HOME.
+int Shutdown(const std::string& socket_flag, int grace_s) {
+  std::string socket = socket_flag;
+  if (socket.empty())
+    if (const char* env = std::getenv("SMOLVM_CUDA_SOCKET"); env && env[0]) socket = env;
+  if (!socket.empty()) {
+    pid_t pid = 0;
+    smolvm::Status st = StopDaemonAt(socket, grace_s, &pid);
+    if (!st.ok()) {
+      std::fprintf(stderr, "smolvm cuda shutdown: %s\n", st.message().c_str());
+      return machine::ExitCodeFor(st);
+    }
+    std::printf("stopped the CUDA daemon on %s (pid %d)\n", socket.c_str(), pid);
+    return 0;
+  }
+  std::string home = machine::SmolvmHome();
+  auto d = machine::FindCudaDaemon(home);
+  if (!d.ok()) {
+    std::printf("no CUDA daemon runs for %s (a daemon started by hand: pass --socket or set SMOLVM_CUDA_SOCKET)\n",
+                home.c_str());
+    return 0;
+  }
+  smolvm::Status st = machine::StopCudaDaemon(home, grace_s * 1000);
+  if (!st.ok()) {
+    std::fprintf(stderr, "smolvm cuda shutdown: %s\n", st.ToString().c_str());
+    return machine::ExitCodeFor(st);
+  }
+  std::printf("stopped the CUDA daemon (pid %d)\n", d->pid);
+  return 0;
+}
+
 int Status(const std::string& socket_flag, bool json) {
   std::string socket = DaemonSocket(socket_flag);
   if (socket.empty()) {
-    std::fprintf(stderr, "smolvm cuda status: no daemon socket (use --socket, set SMOLVM_CUDA_SOCKET, or start a --cuda machine)\n");
-    return 2;
+    std::fprintf(stderr, "smolvm cuda status: %s\n", kNoSocket);
+    return 3;
   }
   proto::AdminStatusReply rep;
   smolvm::Status st = AdminCall(socket, proto::AdminStatusRequest{}, &rep);
@@ -93,6 +138,17 @@ int Status(const std::string& socket_flag, bool json) {
   return 0;
 }
 
+// True when the daemon lists a session of `pid` (false when it cannot say).
+bool HasSessionOfPid(const std::string& socket, uint32_t pid) {
+  proto::AdminStatusReply rep;
+  if (!AdminCall(socket, proto::AdminStatusRequest{}, &rep).ok()) return false;
+  auto j = nlohmann::json::parse(rep.json, nullptr, false);
+  if (j.is_discarded() || !j.contains("sessions")) return false;
+  for (const auto& s : j["sessions"])
+    if (s.value("pid", 0u) == pid) return true;
+  return false;
+}
+
 struct ForkArgs {
   std::string socket;
   uint32_t pid = 0;
@@ -115,12 +171,17 @@ std::string DefaultShare(const std::string& flag) {
 int Fork(const ForkArgs& a) {
   std::string socket = DaemonSocket(a.socket);
   if (socket.empty()) {
-    std::fprintf(stderr, "smolvm cuda fork: no daemon socket (use --socket, set SMOLVM_CUDA_SOCKET, or start a --cuda machine)\n");
-    return 2;
+    std::fprintf(stderr, "smolvm cuda fork: %s\n", kNoSocket);
+    return 3;
   }
-  if (!a.pid && !a.session) {
-    std::fprintf(stderr, "smolvm cuda fork: name the golden with --pid PID or --session ID\n");
-    return 2;
+  // The daemon waits --wait seconds for a golden that has not connected yet;
+  // a pid that is neither a process here nor a session fails now.
+  if (a.pid && ::kill(static_cast<pid_t>(a.pid), 0) != 0 && errno == ESRCH && !HasSessionOfPid(socket, a.pid)) {
+    std::fprintf(stderr,
+                 "smolvm cuda fork: no CUDA session of pid %u, and no such process on this host (see 'smolvm cuda "
+                 "status')\n",
+                 a.pid);
+    return 3;
   }
   proto::AdminForkRequest req;
   req.session = a.session;
@@ -132,7 +193,7 @@ int Fork(const ForkArgs& a) {
   smolvm::Status st = AdminCall(socket, req, &rep);
   if (!st.ok()) {
     std::fprintf(stderr, "smolvm cuda fork: %s\n", st.ToString().c_str());
-    return 1;
+    return machine::ExitCodeFor(st);
   }
   auto lines = nlohmann::json::parse(rep.json, nullptr, false);
   if (lines.is_discarded() || !lines.is_array()) {
@@ -154,14 +215,14 @@ int Fork(const ForkArgs& a) {
 int Release(const std::string& socket_flag, uint32_t pid, uint64_t session) {
   std::string socket = DaemonSocket(socket_flag);
   if (socket.empty()) {
-    std::fprintf(stderr, "smolvm cuda release: no daemon socket (use --socket, set SMOLVM_CUDA_SOCKET, or start a --cuda machine)\n");
-    return 2;
+    std::fprintf(stderr, "smolvm cuda release: %s\n", kNoSocket);
+    return 3;
   }
   proto::AdminReleaseReply rep;
   smolvm::Status st = AdminCall(socket, proto::AdminReleaseRequest{session, pid}, &rep);
   if (!st.ok()) {
     std::fprintf(stderr, "smolvm cuda release: %s\n", st.ToString().c_str());
-    return 1;
+    return machine::ExitCodeFor(st);
   }
   return 0;
 }
@@ -169,8 +230,11 @@ int Release(const std::string& socket_flag, uint32_t pid, uint64_t session) {
 }  // namespace
 
 void RegisterCudaCommands(CLI::App& app, int* exit_code) {
-  auto* cuda = app.add_subcommand("cuda", "talk to the host CUDA daemon");
+  auto* cuda = app.add_subcommand("cuda", "run and talk to the host CUDA daemon");
   cuda->require_subcommand(1);
+  cuda->footer("Exit codes: 0 ok, 1 the daemon or host failed, 2 invalid argument, 3 no such daemon, process or "
+               "session, 6 timed out.");
+  AddCudaDaemonCommand(*cuda, "daemon", "run the host CUDA daemon on SOCKET (one per GPU host)", exit_code);
   auto* status = cuda->add_subcommand("status", "sessions, roles and memory as the daemon sees them");
   auto socket = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
@@ -184,28 +248,44 @@ void RegisterCudaCommands(CLI::App& app, int* exit_code) {
   auto* by_pid = fork->add_option("--pid", fa->pid, "the golden's process id");
   auto* by_session = fork->add_option("--session", fa->session, "the golden's session id");
   by_pid->excludes(by_session);
-  fork->add_option("--count", fa->count, "clones to make")->capture_default_str();
+  auto* count = fork->add_option("--count", fa->count, "clones to make")->capture_default_str();
+  fork->add_option("--wait", fa->wait_s, "seconds to wait for the forkpoint")->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str();
   fork->add_option("--share", fa->share, "on: share memory marked frozen; off: copy everything; auto: heuristic")
       ->check(CLI::IsMember({"on", "off", "auto"}));
-  fork->add_option("--wait", fa->wait_s, "seconds to wait for the forkpoint")->capture_default_str();
   fork->add_option("--socket", fa->socket, "daemon socket (default: $SMOLVM_CUDA_SOCKET)");
   fork->add_flag("--json", fa->json, "one JSON object per clone");
   fork->callback([fa, exit_code] { *exit_code = Fork(*fa); });
+  // One of --pid / --session is needed (CLI11 has no "one of" rule).
+  fork->parse_complete_callback([by_pid, by_session, count, fa] {
+    if (by_pid->count() == 0 && by_session->count() == 0)
+      throw CLI::ValidationError("name the golden with --pid PID or --session ID");
+    if (count->count() > 0 && fa->count < 1) throw CLI::ValidationError("--count must be at least 1");
+  });
 
   auto* release = cuda->add_subcommand("release", "let a golden's smolvmForkpoint() return");
   auto rpid = std::make_shared<uint32_t>(0);
   auto rsession = std::make_shared<uint64_t>(0);
   auto rsocket = std::make_shared<std::string>();
-  release->add_option("--pid", *rpid, "the golden's process id");
-  release->add_option("--session", *rsession, "the golden's session id");
+  auto* rel_pid = release->add_option("--pid", *rpid, "the golden's process id");
+  auto* rel_session = release->add_option("--session", *rsession, "the golden's session id");
+  rel_pid->excludes(rel_session);
+  release->parse_complete_callback([rel_pid, rel_session] {
+    if (rel_pid->count() == 0 && rel_session->count() == 0)
+      throw CLI::ValidationError("name the golden with --pid PID or --session ID");
+  });
   release->add_option("--socket", *rsocket, "daemon socket (default: $SMOLVM_CUDA_SOCKET)");
   release->callback([rpid, rsession, rsocket, exit_code] { *exit_code = Release(*rsocket, *rpid, *rsession); });
 
   auto* shutdown = cuda->add_subcommand(
-      "shutdown", "stop the daemon that --cuda machines started under $SMOLVM_HOME (its sessions end)");
+      "shutdown",
+      "stop the daemon on --socket / $SMOLVM_CUDA_SOCKET, else the one --cuda machines started under $SMOLVM_HOME "
+      "(its sessions end)");
   auto grace = std::make_shared<int>(10);
-  shutdown->add_option("--grace", *grace, "seconds before SIGKILL")->capture_default_str();
-  shutdown->callback([grace, exit_code] { *exit_code = Shutdown(*grace); });
+  auto ssocket = std::make_shared<std::string>();
+  shutdown->add_option("--grace", *grace, "seconds before SIGKILL")->check(CLI::Range(0, 3600))->capture_default_str();
+  shutdown->add_option("--socket", *ssocket, "daemon socket (default: $SMOLVM_CUDA_SOCKET)");
+  shutdown->callback([grace, ssocket, exit_code] { *exit_code = Shutdown(*ssocket, *grace); });
 }
 
 }  // namespace smolvm::cli

@@ -1,6 +1,9 @@
-// `smolvm _cuda-daemon` and `smolvm _cuda-worker`: internal commands that
-// start the host daemon and (started by the daemon only) its workers.
+// `smolvm cuda daemon` (also `_cuda-daemon`, the name the machine layer uses)
+// and `smolvm _cuda-worker` (started by the daemon only): the host daemon and
+// its workers.
 #include <cstdlib>
+#include <memory>
+#include <string>
 
 #include "cli/commands.h"
 #include "daemon/daemon.h"
@@ -9,8 +12,10 @@
 
 namespace smolvm::cli {
 
-void RegisterDaemonCommands(CLI::App& app, int* exit_code) {
-  auto* d = app.add_subcommand("_cuda-daemon", "run the host CUDA daemon on SOCKET (internal)");
+// `smolvm cuda daemon` (public) and `smolvm _cuda-daemon` (the name the
+// machine layer starts it by, hidden from --help) are one command.
+void AddCudaDaemonCommand(CLI::App& parent, const std::string& name, const std::string& help, int* exit_code) {
+  auto* d = parent.add_subcommand(name, help);
   auto dopt = std::make_shared<DaemonOptions>();
   dopt->arena_base = kArenaBase;
   dopt->arena_bytes = kArenaDefaultBytes;
@@ -31,6 +36,12 @@ void RegisterDaemonCommands(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   d->add_flag("--quiet", dopt->quiet, "log nothing");
   d->callback([dopt, exit_code] { *exit_code = DaemonMain(*dopt); });
+  if (name[0] == '_') d->group("");  // hidden from --help
+}
+
+void RegisterDaemonCommands(CLI::App& app, int* exit_code) {
+  AddCudaDaemonCommand(app, "_cuda-daemon", "the host CUDA daemon as the machine layer starts it ('cuda daemon')",
+                       exit_code);
 
   auto* w = app.add_subcommand("_cuda-worker", "a daemon's worker (started by the daemon only)");
   w->group("");  // hidden from --help

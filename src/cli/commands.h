@@ -3,11 +3,14 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string>
 
 namespace smolvm::cli {
 
 void RegisterDaemonCommands(CLI::App& app, int* exit_code);   // _cuda-daemon, _cuda-worker
-void RegisterCudaCommands(CLI::App& app, int* exit_code);     // cuda status|fork|release
+void RegisterCudaCommands(CLI::App& app, int* exit_code);     // cuda daemon|status|fork|release|shutdown
+// The daemon command under `parent` as `name` (cmd_daemon.cc).
+void AddCudaDaemonCommand(CLI::App& parent, const std::string& name, const std::string& help, int* exit_code);
 void RegisterMachineCommands(CLI::App& app, int* exit_code);  // machine ...
 void RegisterBenchCommands(CLI::App& app, int* exit_code);    // bench ...
 void RegisterPackCommands(CLI::App& app, int* exit_code);     // pack create|inspect|verify

@@ -1,3 +1,5 @@
+#include <unistd.h>
+
 #include <memory>
 
 #include "cli/machine_commands.h"
@@ -37,6 +39,10 @@ void AddMachineCreate(CLI::App& machine, int* exit_code) {
     spec.net = o->net;
     spec.env = o->env;
     spec.image = o->image;
+    if (!o->image.empty() && o->image[0] == '/' && ::access(o->image.c_str(), F_OK) != 0) {
+      *exit_code = ReportMachineError(InvalidArgument("--image '" + o->image + "' does not exist"));
+      return;
+    }
     spec.disk_mib = o->disk;
     spec.workdir = o->workdir;
     spec.cmd = o->cmd;

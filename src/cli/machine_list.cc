@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -32,8 +33,14 @@ void AddMachineList(CLI::App& machine, int* exit_code) {
       std::printf("%s\n", out.dump(2).c_str());
       return;
     }
-    std::printf("%-24s %-9s %-16s %5s %5s %7s %8s  %s\n", "NAME", "STATE", "GOLDEN", "INDEX", "CPUS", "MEM", "PID",
-                "DETAIL");
+    // Columns as wide as their longest name (machine names go up to 40).
+    int name_w = 24, golden_w = 16;
+    for (const auto& r : *all) {
+      name_w = std::max(name_w, static_cast<int>(r.name.size()));
+      golden_w = std::max(golden_w, static_cast<int>(r.golden.size()));
+    }
+    std::printf("%-*s %-9s %-*s %5s %5s %7s %8s  %s\n", name_w, "NAME", "STATE", golden_w, "GOLDEN", "INDEX", "CPUS",
+                "MEM", "PID", "DETAIL");
     for (const auto& r : *all) {
       std::string idx = r.fork_index >= 0 ? std::to_string(r.fork_index) : "-";
       std::string cpus = r.spec.cpus > 0 ? CLI::detail::to_string(r.spec.cpus) : "-";
@@ -41,7 +48,7 @@ void AddMachineList(CLI::App& machine, int* exit_code) {
       std::string pid = r.init_pid > 0 ? std::to_string(r.init_pid) : "-";
       std::string detail = r.detail;
       if (r.exit_code >= 0 && detail.empty()) detail = "exit " + std::to_string(r.exit_code);
-      std::printf("%-24s %-9s %-16s %5s %5s %7s %8s  %s\n", r.name.c_str(), r.state.c_str(),
+      std::printf("%-*s %-9s %-*s %5s %5s %7s %8s  %s\n", name_w, r.name.c_str(), r.state.c_str(), golden_w,
                   r.golden.empty() ? "-" : r.golden.c_str(), idx.c_str(), cpus.c_str(), mem.c_str(), pid.c_str(),
                   detail.c_str());
     }

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 namespace smolvm::machine {
@@ -95,9 +96,12 @@ std::vector<int> UsableCpus() {
 Status ValidateSpec(const MachineSpec& spec) {
   size_t ncpu = UsableCpus().size();
   if (!std::isfinite(spec.cpus) || spec.cpus < 0 || spec.cpus > static_cast<double>(ncpu) ||
-      (spec.cpus > 0 && spec.cpus < 0.01))
-    return InvalidArgument("--cpus " + std::to_string(spec.cpus) + " is out of range: use a number from 0.01 to " +
+      (spec.cpus > 0 && spec.cpus < 0.01)) {
+    char cpus[32];
+    std::snprintf(cpus, sizeof cpus, "%g", spec.cpus);
+    return InvalidArgument(std::string("--cpus ") + cpus + " is out of range: use 0 (no limit) or a number from 0.01 to " +
                            std::to_string(ncpu) + " (this host's usable CPUs)");
+  }
   if (spec.mem_mib < 0 || (spec.mem_mib > 0 && spec.mem_mib < 8))
     return InvalidArgument("--mem " + std::to_string(spec.mem_mib) + " MiB is too small: use at least 8");
   if (spec.gpu_mem_mib < 0) return InvalidArgument("--gpu-mem must be positive");

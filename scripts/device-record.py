@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Writes one device run's record: $OUT/records/<kind>_<UTC stamp>.json.
+
+A record is what `smolvm bench tables` reads from bench/records/ to generate
+docs/PERF.md's device tables (docs/bench.md, "Records"): kind, date (UTC),
+card (nvidia-smi), build (sha256 of build/smolvm), command, a summary of
+named figures, and the raw samples it was computed from. Only the measuring
+scripts call this; records are never edited by hand.
+
+Usage: device-record.py KIND --out DIR --command CMD [--summary JSON] SAMPLES...
+  KIND micro-bench: SAMPLES are micro_bench JSON lines (native and shim)
+  KIND warm-fork:   SAMPLES are `cuda fork --json` lines, one file per share mode
+  other kinds:      the summary comes from --summary; SAMPLES are kept as given
+"""
+import argparse, datetime, hashlib, json, os, statistics, subprocess, sys
+
+
+def lines(path):
+    """JSON lines, or one JSON document (as a list of one)."""
+    try:
+        doc = json.load(open(path))
+        return doc if isinstance(doc, list) else [doc]
+    except ValueError:
+        pass
+    out = []
+    for line in open(path, errors="replace"):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+    return out
+
+
+def card():
+    try:
+        q = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=20).stdout.strip().splitlines()
+        return q[0].replace(", ", " / ") if q else "no GPU"
+    except (OSError, subprocess.SubprocessError):
+        return "no GPU"
+
+
+def build_id(root):
+    path = os.path.join(root, "build", "smolvm")
+    try:
+        return hashlib.sha256(open(path, "rb").read()).hexdigest()
+    except OSError:
+        return "unknown"
+
+
+def micro_summary(samples):
+    s = {}
+    for rows in samples.values():
+        for r in rows:
+            lab = r.get("label", "?")
+            if r.get("bench") == "sync_roundtrip":
+                s[f"sync_us_{lab}"] = r["median_us"]
+            elif r.get("bench") == "launch_rate":
+                s[f"launch_complete_per_s_{lab}"] = r["complete_per_s"]
+            elif r.get("bench") == "copy":
+                s[f"{r['dir']}_{r['host_mem']}_gbps_{lab}"] = r["median_gbps"]
+    return dict(sorted(s.items()))
+
+
+def fork_summary(samples):
+    s = {}
+    for name, rows in samples.items():
+        if not rows:
+            continue
+        share = rows[0].get("share") or name.replace("fork-", "").replace(".jsonl", "")
+        ms = [r["ms"] for r in rows if "ms" in r]
+        build = [r["build_ms"] for r in rows if "build_ms" in r]
+        s[f"{share}_clones"] = len(rows)
+        if ms:
+            s[f"{share}_ms_median"] = statistics.median(ms)
+            s[f"{share}_all_by_ms"] = max(ms)
+        if build:
+            s[f"{share}_build_ms_median"] = statistics.median(build)
+    return s
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("kind")
+    p.add_argument("--out", required=True)
+    p.add_argument("--command", required=True)
+    p.add_argument("--summary", default="{}")
+    p.add_argument("samples", nargs="*")
+    a = p.parse_intermixed_args()
+    samples = {os.path.basename(f): lines(f) for f in a.samples if os.path.exists(f)}
+    summary = {"micro-bench": micro_summary, "warm-fork": fork_summary}.get(a.kind, lambda _: {})(samples)
+    summary.update(json.loads(a.summary))
+    now = datetime.datetime.now(datetime.timezone.utc)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    rec = {"kind": a.kind, "date": now.strftime("%Y-%m-%dT%H:%M:%SZ"), "card": card(), "build": build_id(root),
+           "command": a.command, "summary": summary, "samples": samples}
+    os.makedirs(os.path.join(a.out, "records"), exist_ok=True)
+    path = os.path.join(a.out, "records", f"{a.kind}_{now.strftime('%Y%m%d-%H%M%S')}.json")
+    with open(path, "w") as f:
+        json.dump(rec, f, indent=1)
+        f.write("\n")
+    print(f"record: {path}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
