@@ -101,6 +101,8 @@ void Daemon::Log(const char* fmt, ...) const {
 Status Daemon::Listen() {
   ASSIGN_OR_RETURN(listen_, ListenUnix(options_.socket_path, 0660));
   ASSIGN_OR_RETURN(admin_listen_, ListenUnix(admin_path_, 0600));
+  // Accepted only when poll says so; never wait in accept for a peer gone meanwhile.
+  (void)::fcntl(listen_.get(), F_SETFL, ::fcntl(listen_.get(), F_GETFL) | O_NONBLOCK);
   // A fresh private directory of ours, never one found at a known path.
   ASSIGN_OR_RETURN(module_dir_, CreateModuleCacheDir(options_.socket_path + ".modules"));
   sigset_t mask;
