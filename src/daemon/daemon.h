@@ -278,6 +278,11 @@ class Daemon {
   std::deque<PendingGuest> waiting_;
   std::map<uint64_t, Pending> pending_;
   uint64_t next_pending_ = 1;
+  struct RefusalLog {
+    std::chrono::steady_clock::time_point last;
+    uint64_t count = 0;
+  };
+  std::map<uint64_t, RefusalLog> refusals_logged_;  // by endpoint: cap refusals, rate-limited
   std::map<uint64_t, std::unique_ptr<UnixChannel>> admin_clients_;
   uint64_t next_admin_client_ = 1;
   std::map<uint64_t, ForkJob> forks_;          // by job id

@@ -72,7 +72,15 @@ void Daemon::AcceptGuest(int listen_fd, uint64_t endpoint) {
                             ", --max-conns)");
   }
   if (!p.refusal.ok()) {
-    Log("guest host pid %u on %s refused: %s", p.host_pid, SocketName(endpoint).c_str(), p.refusal.message().c_str());
+    // One line a second per socket at most: a guest that reconnects in a loop
+    // must not fill the log.
+    auto& seen = refusals_logged_[endpoint];
+    ++seen.count;
+    if (now - seen.last >= std::chrono::seconds(1)) {
+      Log("guest host pid %u on %s refused: %s (%llu refused since the last such line)", p.host_pid,
+          SocketName(endpoint).c_str(), p.refusal.message().c_str(), static_cast<unsigned long long>(seen.count));
+      seen = {now, 0};
+    }
     // Answered once its Hello says which sequence to echo; the refusals
     // waiting for that are bounded too, past which the answer goes at once.
     if (refusing >= static_cast<size_t>(options_.max_conns)) {
