@@ -477,6 +477,18 @@ TEST(HostileGuests, GpuMemCountsTheContext) {
   }
   EXPECT_EQ(charged["context_mib"], 32.0) << charged.dump();
   EXPECT_EQ(charged["chunks_mib"], 30.0) << charged.dump();
+  // `cuda status` prints the parts too.
+  std::string cmd = std::string(SMOLVM_BINARY) + " cuda status --socket " + d.socket();
+  std::string printed;
+  if (FILE* p = ::popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) printed.append(buf, n);
+    ::pclose(p);
+  }
+  EXPECT_NE(printed.find("session " + std::to_string(c.hello().session_id) +
+                         ": 62.0 MiB of its machine's --gpu-mem (context 32.0, chunks 30.0)"),
+            std::string::npos)
+      << printed;
   // A machine whose --gpu-mem cannot hold one context gets no session.
   RawClient t;
   Status st = t.Connect(tiny.socket);
