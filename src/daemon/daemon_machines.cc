@@ -99,6 +99,7 @@ void Daemon::DetachEndpointsOf(uint64_t client) {
   for (auto it = endpoints_.begin(); it != endpoints_.end();) {
     if (it->second.admin_client == client) {
       Log("machine '%s': guest endpoint removed", it->second.machine.c_str());
+      refusals_logged_.erase(it->first);
       it = endpoints_.erase(it);
     } else {
       ++it;
