@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <vector>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -36,32 +38,51 @@ inline size_t Count(const std::string& hay, const std::string& needle) {
   return n;
 }
 
+// How to start a DaemonProcess: its flags, and what to do on its socket's
+// path before it starts (e.g. plant files beside it).
+struct DaemonArgs {
+  std::string backend = "fake";
+  int pool = 1;
+  int spares = -1;  // < 0: the daemon's default (its pool)
+  std::vector<std::string> extra = {};  // more flags
+  std::function<void(const std::string& socket)> before_start = nullptr;
+};
+
 // A daemon process with the fake backend, stopped (SIGTERM, then reaped) on
 // destruction.
 class DaemonProcess {
  public:
   // spares < 0: the daemon's default (its pool).
-  explicit DaemonProcess(std::string backend = "fake", int pool = 1, int spares = -1) {
+  explicit DaemonProcess(std::string backend = "fake", int pool = 1, int spares = -1)
+      : DaemonProcess(DaemonArgs{std::move(backend), pool, spares, {}, nullptr}) {}
+  explicit DaemonProcess(const DaemonArgs& a) {
     char tmpl[] = "/tmp/smolvm-test-XXXXXX";
     dir_ = ::mkdtemp(tmpl);
     socket_ = dir_ + "/cuda.sock";
     log_ = dir_ + "/daemon.log";
-    std::string pool_s = std::to_string(pool), spares_s = std::to_string(spares);
+    if (a.before_start) a.before_start(socket_);
+    std::vector<std::string> args = {"smolvm", "_cuda-daemon", socket_, "--backend", a.backend, "--pool",
+                                     std::to_string(a.pool)};
+    if (a.spares >= 0) args.insert(args.end(), {"--spares", std::to_string(a.spares)});
+    args.insert(args.end(), a.extra.begin(), a.extra.end());
+    std::vector<char*> argv;
+    for (auto& s : args) argv.push_back(s.data());
+    argv.push_back(nullptr);
     pid_ = ::fork();
     if (pid_ == 0) {
       FILE* f = std::freopen(log_.c_str(), "w", stderr);
       (void)f;
-      if (spares < 0)
-        ::execl(SMOLVM_BINARY, "smolvm", "_cuda-daemon", socket_.c_str(), "--backend", backend.c_str(), "--pool",
-                pool_s.c_str(), nullptr);
-      else
-        ::execl(SMOLVM_BINARY, "smolvm", "_cuda-daemon", socket_.c_str(), "--backend", backend.c_str(), "--pool",
-                pool_s.c_str(), "--spares", spares_s.c_str(), nullptr);
+      ::execv(SMOLVM_BINARY, argv.data());
       ::_exit(127);
     }
-    // Wait until it answers on its socket.
-    for (int i = 0; i < 500 && !std::filesystem::exists(socket_ + ".admin"); ++i)
+    // Wait until it answers on its socket (or died).
+    for (int i = 0; i < 500 && !std::filesystem::exists(socket_ + ".admin"); ++i) {
+      if (::waitpid(pid_, &exit_status_, WNOHANG) == pid_) {
+        pid_ = -1;
+        break;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   }
   ~DaemonProcess() {
     Stop();

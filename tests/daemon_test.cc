@@ -275,7 +275,7 @@ std::string FillParams(uint64_t p, uint32_t value, uint64_t n) {
   return params;
 }
 
-TEST_F(DaemonTest, ModulesAreCachedDaemonWideAndKernelsRun) {
+TEST_F(DaemonTest, ModulesAreCachedPerTenantAndKernelsRun) {
   RawClient c;
   ASSERT_TRUE(c.Connect(daemon.socket()).ok());
   LoadFill(c, 1, 1, /*expect_cached=*/false);
@@ -289,10 +289,12 @@ TEST_F(DaemonTest, ModulesAreCachedDaemonWideAndKernelsRun) {
   std::vector<uint32_t> v(1000);
   std::memcpy(v.data(), back.data.data(), 4000);
   for (uint32_t i = 0; i < 1000; ++i) ASSERT_EQ(v[i], 1000 + i);
-  // A second session finds the image in the daemon's cache by hash alone.
+  // The session finds its own image by hash alone; another session (another
+  // tenant) does not learn that it is cached.
+  LoadFill(c, 2, 2, /*expect_cached=*/true);
   RawClient d;
   ASSERT_TRUE(d.Connect(daemon.socket()).ok());
-  LoadFill(d, 7, 9, /*expect_cached=*/true);
+  LoadFill(d, 7, 9, /*expect_cached=*/false);
   // A wrong image under a hash is refused (no cache poisoning).
   ModuleLoadReply lr;
   std::string other = "evil";
@@ -305,7 +307,7 @@ TEST_F(DaemonTest, KernelFaultIsStickyForItsSessionOnly) {
   ASSERT_TRUE(bad.Connect(daemon.socket()).ok());
   ASSERT_TRUE(good.Connect(daemon.socket()).ok());
   LoadFill(bad, 1, 1, false);
-  LoadFill(good, 1, 1, true);
+  LoadFill(good, 1, 1, false);
   bad.Queue(LaunchKernelRequest{.function = 1, .grid_x = 1, .grid_y = 1, .grid_z = 1, .block_x = 32,
                                 .block_y = 1, .block_z = 1, .shared_bytes = 0, .stream = 0,
                                 .params = FillParams(0x700000000000ull, 1, 10)});

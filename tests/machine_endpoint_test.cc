@@ -136,28 +136,30 @@ TEST_F(MachineEndpointTest, BadAttachRequestsAreRefused) {
 }
 
 TEST_F(MachineEndpointTest, GpuMemIsOneBudgetPerMachine) {
+  // Each worker's context (32 MiB on the fake) is charged with its chunks.
   Machine a, b;
-  ASSERT_TRUE(Attach(&a, "ma", 64).ok());
-  ASSERT_TRUE(Attach(&b, "mb", 64).ok());
+  ASSERT_TRUE(Attach(&a, "ma", 128).ok());
+  ASSERT_TRUE(Attach(&b, "mb", 128).ok());
   RawClient a1, a2, b1;
   ASSERT_TRUE(a1.Connect(a.socket).ok());
   ASSERT_TRUE(a2.Connect(a.socket).ok());
   ASSERT_TRUE(b1.Connect(b.socket).ok());
   MemAllocReply x, y, z;
   ASSERT_TRUE(a1.Call(MemAllocRequest{.bytes = 40 << 20}, &x).ok());
-  // 40 + 40 MiB over the machine's two sessions passes 64: refused as CUDA does.
+  // 2 x 32 MiB of contexts + 40 + 40 MiB over the machine's two sessions
+  // passes 128: refused as CUDA does.
   CallResult over = a2.Call(MemAllocRequest{.bytes = 40 << 20}, &y);
   EXPECT_TRUE(over.transport.ok());
   EXPECT_EQ(over.head.result, CUDA_ERROR_OUT_OF_MEMORY) << over.head.message;
-  EXPECT_NE(over.head.message.find("--gpu-mem 64"), std::string::npos) << over.head.message;
-  // What is left still fits; the other machine has its own 64 MiB.
+  EXPECT_NE(over.head.message.find("--gpu-mem 128"), std::string::npos) << over.head.message;
+  // What is left still fits; the other machine has its own 128 MiB.
   EXPECT_TRUE(a2.Call(MemAllocRequest{.bytes = 16 << 20}, &y).ok());
-  EXPECT_TRUE(b1.Call(MemAllocRequest{.bytes = 60 << 20}, &z).ok());
+  EXPECT_TRUE(b1.Call(MemAllocRequest{.bytes = 90 << 20}, &z).ok());
   MemGetInfoReply info;
   ASSERT_TRUE(a2.Call(MemGetInfoRequest{}, &info).ok());
-  EXPECT_EQ(info.total_bytes, 64ull << 20);
+  EXPECT_EQ(info.total_bytes, 128ull << 20);
   EXPECT_EQ(info.free_bytes, 8ull << 20);
-  // Freeing gives it back; a killed worker's memory comes back too.
+  // Freeing gives it back; a killed worker's memory and context come back too.
   MemFreeReply f;
   ASSERT_TRUE(a1.Call(MemFreeRequest{x.dptr}, &f).ok());
   ASSERT_TRUE(a1.Call(MemAllocRequest{.bytes = 48 << 20}, &x).ok());
@@ -169,17 +171,17 @@ TEST_F(MachineEndpointTest, GpuMemIsOneBudgetPerMachine) {
     auto status = StatusOf(daemon);
     for (const auto& m : status["machines"])
       if (m["machine"] == "ma") used = m["gpu_used_mib"];
-    if (used == 16.0) break;
+    if (used == 48.0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  EXPECT_EQ(used, 16.0);
+  EXPECT_EQ(used, 48.0);
   EXPECT_TRUE(a2.Call(MemAllocRequest{.bytes = 40 << 20}, &y).ok());
 }
 
 TEST_F(MachineEndpointTest, CloneTokenWorksOnlyThroughTheCloneMachinesSocket) {
   Machine g, c, other;
   ASSERT_TRUE(Attach(&g, "gold", 0).ok());
-  ASSERT_TRUE(Attach(&c, "kid", 32, /*cgroup_dirs=*/1).ok());  // v2: one directory
+  ASSERT_TRUE(Attach(&c, "kid", 64, /*cgroup_dirs=*/1).ok());  // v2: one directory
   ASSERT_TRUE(Attach(&other, "stranger", 0).ok());
   RawClient golden;
   ASSERT_TRUE(golden.Connect(g.socket).ok());
@@ -203,7 +205,7 @@ TEST_F(MachineEndpointTest, CloneTokenWorksOnlyThroughTheCloneMachinesSocket) {
   EXPECT_EQ(thief.Connect(other.socket, kProtoHash, 2, go.token).code(), static_cast<int32_t>(Code::kPermissionDenied));
   EXPECT_EQ(plain.Connect(daemon.socket(), kProtoHash, 2, go.token).code(), static_cast<int32_t>(Code::kPermissionDenied));
   // The clone machine's socket can; the clone starts with the golden's memory,
-  // charged to its own machine.
+  // charged to its own machine with its worker's context (32 MiB on the fake).
   ASSERT_TRUE(clone.Connect(c.socket, kProtoHash, 2, go.token).ok()) << daemon.Log();
   AdminMachineForkReply rep;
   Status forked = ReadAdminReply(sup, &rep);
@@ -213,7 +215,7 @@ TEST_F(MachineEndpointTest, CloneTokenWorksOnlyThroughTheCloneMachinesSocket) {
   EXPECT_EQ(line[0]["shared"], 0);
   MemGetInfoReply info;
   ASSERT_TRUE(clone.Call(MemGetInfoRequest{}, &info).ok());
-  EXPECT_EQ(info.total_bytes, 32ull << 20);
+  EXPECT_EQ(info.total_bytes, 64ull << 20);
   EXPECT_EQ(info.free_bytes, 24ull << 20);
   auto status = StatusOf(daemon);
   for (const auto& s : status["sessions"]) {
@@ -253,7 +255,10 @@ TEST_F(MachineEndpointTest, FailedMachineForkCancelsTheGoldensWait) {
   });
   Status st = AdminRoundTrip(sup, AdminMachineForkRequest{"gold", static_cast<uint32_t>(::getpid()), "kid", "off", 5000}, &rep);
   EXPECT_EQ(st.code(), CUDA_ERROR_OUT_OF_MEMORY);
-  EXPECT_NE(st.message().find("fork needs 16 MiB, 4 MiB free under machine 'kid'"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("fork needs 48 MiB (16 MiB of private copies + 32 MiB of context), 4 MiB free under "
+                              "machine 'kid' --gpu-mem 4"),
+            std::string::npos)
+      << st.message();
   auto [res, go] = order.get();
   ASSERT_TRUE(res.ok()) << res.head.message;
   EXPECT_LT(go.clone_index, 0);

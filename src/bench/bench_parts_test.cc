@@ -7,7 +7,6 @@
 #include "bench/control_check.h"
 #include "bench/learner_events.h"
 #include "bench/options.h"
-#include "bench/sha256.h"
 #include "bench/sweep.h"
 
 namespace smolvm::bench {
@@ -66,12 +65,6 @@ TEST(LearnerEvents, ReadyStepsDoneAndAPartialLine) {
   ASSERT_EQ(p.result.losses.size(), 2u);
   EXPECT_TRUE(std::isnan(p.result.losses[1]));
   EXPECT_FALSE(ParseLearnerEvents(R"({"event":"ready","lid":0,"load_ms":1,"t":1})").ready);  // no newline yet
-}
-
-TEST(Sha256, KnownDigests) {
-  EXPECT_EQ(Sha256Hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-  EXPECT_EQ(Sha256Hex(std::string(1000000, 'a')), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
 TEST(RunOptions, ValidationNamesTheFlag) {

@@ -9,7 +9,7 @@
 
 #include "backend/nvml_host.h"
 #include "bench/child.h"
-#include "bench/sha256.h"
+#include "base/sha256.h"
 #include "proto/proto_hash.h"
 
 namespace smolvm::bench {

@@ -129,6 +129,11 @@ int Status(const std::string& socket_flag, bool json) {
                 s.value("state", "?").c_str(), s.value("shared_chunks", 0ull), s.value("shared_mib", 0.0),
                 s.value("private_chunks", 0ull), s.value("private_mib", 0.0), s.value("context_mib", 0.0),
                 s.value("machine", "").empty() ? "-" : s.value("machine", "").c_str());
+  for (const auto& s : j["sessions"])
+    if (auto c = s.value("gpu_mem_charged", nlohmann::json()); c.is_object())
+      std::printf("session %llu: %.1f MiB of its machine's --gpu-mem (context %.1f, chunks %.1f)\n",
+                  s.value("session", 0ull), c.value("total_mib", 0.0), c.value("context_mib", 0.0),
+                  c.value("chunks_mib", 0.0));
   for (const auto& m : j.value("machines", nlohmann::json::array())) {
     std::printf("machine %s: endpoint attached", m.value("machine", "?").c_str());
     if (m.contains("gpu_mem_mib"))

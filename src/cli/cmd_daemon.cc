@@ -34,8 +34,32 @@ void AddCudaDaemonCommand(CLI::App& parent, const std::string& name, const std::
   d->add_option("--fork-parallel", dopt->fork_build_parallel, "clones rebuilt at once during a fork")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
+  d->add_option("--hello-timeout-ms", dopt->hello_timeout_ms, "a connection must send its whole Hello within this")
+      ->check(CLI::Range(100, 60000))
+      ->capture_default_str();
+  d->add_option("--max-conns-per-machine", dopt->max_conns_per_machine,
+                "connections whose Hello is not in yet, per guest socket (a machine's, or the daemon's own)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  d->add_option("--max-conns", dopt->max_conns, "connections whose Hello is not in yet, over every socket")
+      ->check(CLI::Range(1, 16384))
+      ->capture_default_str();
+  d->add_option("--max-sessions-per-machine", dopt->max_sessions_per_machine,
+                "CUDA sessions per guest socket (a golden and its clones count on the clones' socket)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  d->add_option("--max-workers", dopt->max_workers, "worker processes (one CUDA context each: sessions and pool)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  auto cache_mib = std::make_shared<uint64_t>(dopt->module_cache_bytes >> 20);
+  d->add_option("--module-cache-mib", *cache_mib, "module images kept on disk over every session (LRU eviction)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24))
+      ->capture_default_str();
   d->add_flag("--quiet", dopt->quiet, "log nothing");
-  d->callback([dopt, exit_code] { *exit_code = DaemonMain(*dopt); });
+  d->callback([dopt, cache_mib, exit_code] {
+    dopt->module_cache_bytes = *cache_mib << 20;
+    *exit_code = DaemonMain(*dopt);
+  });
   if (name[0] == '_') d->group("");  // hidden from --help
 }
 
@@ -54,6 +78,7 @@ void RegisterDaemonCommands(CLI::App& app, int* exit_code) {
   w->add_option("--host-base", wopt->host_base)->required();
   w->add_option("--host-bytes", wopt->host_bytes)->required();
   w->add_option("--module-cache", wopt->module_cache_dir)->required();
+  w->add_option("--module-cache-bytes", wopt->module_cache_bytes);
   w->add_option("--memory-limit", wopt->memory_limit_bytes);
   w->callback([wopt, control_fd, exit_code] { *exit_code = WorkerMain(*control_fd, *wopt); });
 }

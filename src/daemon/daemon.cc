@@ -19,10 +19,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include <sys/random.h>
-
 #include "daemon/context_size.h"
 #include "daemon/control.h"
+#include "daemon/module_cache.h"
 #include "proto/dispatch.h"
 #include "proto/frame.h"
 #include "proto/proto_hash.h"
@@ -76,7 +75,6 @@ std::string LibraryPathWithoutShims(const char* ld_library_path) {
 
 Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
   admin_path_ = options_.socket_path + ".admin";
-  module_dir_ = options_.socket_path + ".modules";
 }
 
 Daemon::~Daemon() {
@@ -103,10 +101,10 @@ void Daemon::Log(const char* fmt, ...) const {
 Status Daemon::Listen() {
   ASSIGN_OR_RETURN(listen_, ListenUnix(options_.socket_path, 0660));
   ASSIGN_OR_RETURN(admin_listen_, ListenUnix(admin_path_, 0600));
-  std::error_code ec;
-  std::filesystem::create_directories(module_dir_, ec);
-  if (ec) return Status(Code::kIo, "create " + module_dir_ + ": " + ec.message());
-  ::chmod(module_dir_.c_str(), 0700);
+  // Accepted only when poll says so; never wait in accept for a peer gone meanwhile.
+  (void)::fcntl(listen_.get(), F_SETFL, ::fcntl(listen_.get(), F_GETFL) | O_NONBLOCK);
+  // A fresh private directory of ours, never one found at a known path.
+  ASSIGN_OR_RETURN(module_dir_, CreateModuleCacheDir(options_.socket_path + ".modules"));
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGTERM);
@@ -128,7 +126,8 @@ Status Daemon::SpawnWorker() {
       "--arena-bytes",     Hex(options_.arena_bytes),
       "--host-base",       Hex(options_.host_base),
       "--host-bytes",      Hex(options_.host_bytes),
-      "--module-cache",    module_dir_};
+      "--module-cache",    module_dir_,
+      "--module-cache-bytes", std::to_string(options_.module_cache_bytes)};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -164,71 +163,6 @@ Status Daemon::SpawnWorker() {
   w.control = std::make_unique<UnixChannel>(std::move(mine));
   workers_[pid] = std::move(w);
   return Status::Ok();
-}
-
-void Daemon::AcceptGuest() {
-  int fd = ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-  if (fd < 0) return;
-  ReadHello(UniqueFd(fd), 0);
-}
-
-void Daemon::ReadHello(UniqueFd fd, uint64_t endpoint) {
-  struct ucred peer = {};
-  socklen_t peer_len = sizeof peer;
-  (void)::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &peer, &peer_len);
-  struct timeval tv = {options_.hello_timeout_ms / 1000, (options_.hello_timeout_ms % 1000) * 1000};
-  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  auto ch = std::make_unique<UnixChannel>(std::move(fd));
-  proto::FrameHeader h;
-  std::string payload;
-  std::vector<UniqueFd> fds;
-  Status st = ch->ReadFrame(&h, &payload, &fds);
-  if (!st.ok()) {
-    if (st.code() == static_cast<int32_t>(Code::kMalformed)) ReplyError(*ch, h.seq, Code::kMalformed, st.message());
-    Log("guest dropped before its Hello: %s", st.ToString().c_str());
-    return;
-  }
-  if (h.op != static_cast<uint16_t>(proto::Op::kHello)) {
-    ReplyError(*ch, h.seq, Code::kMalformed, "the first frame must be Hello");
-    return;
-  }
-  proto::HelloRequest hello;
-  proto::Decoder dec(payload);
-  if (!proto::Decode(dec, &hello)) {
-    ReplyError(*ch, h.seq, Code::kMalformed, "Hello does not decode");
-    return;
-  }
-  if (hello.proto_hash != proto::kProtoHash) {
-    std::string msg = "PROTOCOL MISMATCH: client wire hash " + proto::HashHex(hello.proto_hash) +
-                      " != server " + proto::HashHex(proto::kProtoHash);
-    Log("guest pid %u refused: %s", hello.pid, msg.c_str());
-    ReplyError(*ch, h.seq, Code::kProtocolMismatch, msg);
-    return;
-  }
-  if (ch->HasBufferedFrame() || !fds.empty()) {
-    ReplyError(*ch, h.seq, Code::kMalformed, "send nothing before the Hello reply");
-    return;
-  }
-  struct timeval zero = {0, 0};
-  ::setsockopt(ch->fd(), SOL_SOCKET, SO_RCVTIMEO, &zero, sizeof zero);
-  PendingGuest g;
-  g.channel = std::move(ch);
-  g.hello_seq = h.seq;
-  g.role = hello.role;
-  g.guest_pid = hello.pid;
-  g.flags = hello.flags;
-  g.host_pid = peer.pid > 0 ? static_cast<uint32_t>(peer.pid) : 0;
-  g.endpoint = endpoint;
-  if (hello.role == 2) {
-    AttachClone(std::move(g), hello.token);
-    return;
-  }
-  if (hello.role != 0) {
-    ReplyError(*g.channel, h.seq, Code::kInvalidArgument, "a new session says role 0 (or 2 with a clone token)");
-    return;
-  }
-  waiting_.push_back(std::move(g));
-  AssignWorkers();
 }
 
 void Daemon::DrawPooledWorker(WorkerProc& w, uint64_t session) {
@@ -305,7 +239,8 @@ void Daemon::AssignWorkers() {
     if (job.phase == ForkJob::kBuilding)
       for (const auto& c : job.clones) needs += c.worker < 0 ? 1 : 0;
   const size_t want = static_cast<size_t>(std::max(drawn_ < pool ? pool - drawn_ : 0, needs + spares));
-  while (!stopping_ && pooled < want && failures < kMaxStartFailures) {
+  while (!stopping_ && pooled < want && failures < kMaxStartFailures &&
+         workers_.size() < static_cast<size_t>(options_.max_workers)) {
     Status st = SpawnWorker();
     if (!st.ok()) {
       Log("cannot start a worker: %s", st.ToString().c_str());
@@ -330,6 +265,7 @@ void Daemon::OnWorkerControl(WorkerProc& w) {
     proto::WorkerReadyRequest r;
     if (proto::Decode(dec, &r)) {
       w.ready = true;
+      w.context_bytes = r.context_bytes ? r.context_bytes : MeasuredContextBytes(w.pid);
       start_failures_ = 0;
       AssignWorkers();
       PrimeWorkers();
@@ -439,6 +375,14 @@ std::string Daemon::StatusJson() const {
       uint64_t owned = s.private_bytes + (s.role == 1 ? s.shared_bytes : 0);
       context = u->second > owned ? u->second - owned : 0;
     }
+    nlohmann::json charged;  // what this session holds of its machine's --gpu-mem, by part
+    if (auto w = workers_.find(s.worker_pid); w != workers_.end() && w->second.budget && w->second.budget_slot >= 0) {
+      const uint64_t held = w->second.budget->SlotUsed(static_cast<uint32_t>(w->second.budget_slot));
+      const uint64_t ctx = std::min(held, w->second.context_bytes);
+      charged = {{"context_mib", static_cast<double>(ctx) / (1 << 20)},
+                 {"chunks_mib", static_cast<double>(held - ctx) / (1 << 20)},
+                 {"total_mib", static_cast<double>(held) / (1 << 20)}};
+    }
     sessions.push_back({{"session", id},
                         {"pid", s.guest_pid},
                         {"host_pid", s.host_pid},
@@ -452,7 +396,8 @@ std::string Daemon::StatusJson() const {
                         {"private_mib", static_cast<double>(s.private_bytes) / (1 << 20)},
                         {"allocations", s.allocations},
                         {"context_mib", static_cast<double>(context) / (1 << 20)},
-                        {"preloaded_workers", PreloadedWorkers(id)}});
+                        {"preloaded_workers", PreloadedWorkers(id)},
+                        {"gpu_mem_charged", charged}});
   }
   j["sessions"] = sessions;
   j["context_source"] = context_source;  // nvml | estimate | fixed (the fake)
@@ -606,6 +551,14 @@ Daemon::ForkJob* Daemon::QueueFork(uint64_t client, uint32_t seq, uint16_t op, u
   job.t0 = std::chrono::steady_clock::now();
   job.deadline = job.t0 + std::chrono::milliseconds(wait_ms);
   job.clones.resize(count);
+  // Tokens exist before any clone can be attached (clone_tokens.cc).
+  for (auto& c : job.clones) {
+    c.token = NewCloneToken();
+    if (c.token.empty()) {
+      AdminReply(client, seq, op, Internal("getrandom failed: no clone tokens"), "");
+      return nullptr;
+    }
+  }
   ForkJob& queued = forks_[job.id];
   queued = std::move(job);
   return &queued;
@@ -678,6 +631,7 @@ void Daemon::OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m) 
                   static_cast<unsigned long long>(need >> 20), static_cast<unsigned long long>(m.free_bytes >> 20));
     return FailFork(job, Status(static_cast<int32_t>(2) /* CUDA_ERROR_OUT_OF_MEMORY */, msg));
   }
+  if (Status fits = AdmitClones(job); !fits.ok()) return FailFork(job, fits);
   if (m.ahead_generation != 0) {
     // The chunks are those the golden exported when it reached its forkpoint.
     auto a = aheads_.find(job.golden);
@@ -710,70 +664,6 @@ void Daemon::OnCloneBuilt(WorkerProc& w, const proto::CloneBuiltRequest& b) {
       return;
     }
   }
-}
-
-void Daemon::ReleaseClone(ForkJob& job, ForkJob::Clone& c) {
-  auto golden = sessions_.find(job.golden);
-  if (golden == sessions_.end()) return;  // AdvanceForks fails the job
-  auto gw = workers_.find(golden->second.worker_pid);
-  if (gw == workers_.end() || !gw->second.control) return;
-  c.index = next_clone_index_[job.golden]++;
-  unsigned char raw[16];
-  if (::getrandom(raw, sizeof raw, 0) != sizeof raw) return FailFork(job, Internal("getrandom failed"));
-  char hex[33];
-  for (int i = 0; i < 16; ++i) std::snprintf(hex + 2 * i, 3, "%02x", raw[i]);
-  c.token = hex;
-  std::string out;
-  proto::AppendRequest(&out, proto::ForkGoRequest{c.index, c.token}, 0);
-  (void)gw->second.control->Write(out);
-  c.released = true;
-  job.deadline = std::max(job.deadline, std::chrono::steady_clock::now() + std::chrono::seconds(30));
-  // A machine's golden leaves the daemon's forkpoint with its last order and
-  // waits at its supervisor's; its next fork finds it here again.
-  bool all_released = true;
-  for (const auto& other : job.clones) all_released = all_released && other.released;
-  if (job.machine_fork && all_released) golden->second.state = "running";
-}
-
-void Daemon::AttachClone(PendingGuest g, const std::string& token) {
-  for (auto& [golden, job] : forks_) {
-    if (job.phase != ForkJob::kBuilding) continue;
-    for (auto& c : job.clones) {
-      if (c.token != token || c.attached) continue;
-      // A clone attaches only through its own machine's socket.
-      auto e = endpoints_.find(g.endpoint);
-      std::string via = g.endpoint == 0 ? "" : (e == endpoints_.end() ? "?" : e->second.machine);
-      if (via != job.clone_machine) break;
-      auto w = workers_.find(c.worker);
-      auto sock = g.channel->TakeSocket();
-      if (w == workers_.end() || !w->second.control || !sock.ok()) {
-        ReplyError(*g.channel, g.hello_seq, Code::kUnavailable, "the clone's worker is gone");
-        return;
-      }
-      proto::WorkerAdoptRequest adopt{c.session, g.hello_seq, 2, g.guest_pid, g.flags};
-      std::string out;
-      proto::AppendRequest(&out, adopt, 0, 1);
-      int fd = sock->get();
-      if (!w->second.control->Write(out, std::span<const int>(&fd, 1)).ok()) return;
-      c.attached = true;
-      c.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - job.t0).count();
-      Session& s = sessions_[c.session];
-      s.guest_pid = g.guest_pid;
-      s.host_pid = g.host_pid;
-      s.state = "running";
-      const Session& gold = sessions_[job.golden];
-      // ms: the request met the golden at its forkpoint -> this clone's
-      // worker serves its first call (the Hello).
-      Log("fork: clone %d of %u shared=%llu private=%llu shared_mib=%.1f private_mib=%.1f ms=%.1f build_ms=%.1f "
-          "preloaded=%u waited_ms=%.1f",
-          c.index, gold.guest_pid, static_cast<unsigned long long>(c.info.shared_chunks),
-          static_cast<unsigned long long>(c.info.private_chunks), c.info.shared_bytes / 1048576.0,
-          c.info.private_bytes / 1048576.0, c.ms, static_cast<double>(c.info.ms), c.info.preloaded, job.waited_ms);
-      AdvanceForks();
-      return;
-    }
-  }
-  ReplyError(*g.channel, g.hello_seq, Code::kPermissionDenied, "unknown or expired clone token");
 }
 
 void Daemon::AdvanceForks() {
@@ -881,6 +771,8 @@ void Daemon::AdvanceForks() {
         for (auto& c : job.clones)
           lines.push_back({{"clone", c.index},
                            {"golden_pid", golden->second.guest_pid},
+                           {"host_pid", c.host_pid},
+                           {"refused_attaches", job.refused_attaches},
                            {"session", c.session},
                            {"shared", c.info.shared_chunks},
                            {"private", c.info.private_chunks},
@@ -907,10 +799,11 @@ void Daemon::AdvanceForks() {
 }
 
 int Daemon::NextTimeoutMs() const {
-  if (forks_.empty()) return -1;
+  if (forks_.empty() && pending_.empty()) return -1;
   auto now = std::chrono::steady_clock::now();
-  auto soonest = forks_.begin()->second.deadline;
+  auto soonest = now + std::chrono::hours(1);
   for (const auto& [id, job] : forks_) soonest = std::min(soonest, job.deadline);
+  for (const auto& [id, p] : pending_) soonest = std::min(soonest, p.deadline);
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(soonest - now).count();
   return static_cast<int>(std::clamp<long long>(ms + 1, 0, 60000));
 }
@@ -921,7 +814,7 @@ Status Daemon::Run() {
   AssignWorkers();
   while (!stopping_) {
     std::vector<struct pollfd> pfds;
-    enum Kind { kListen, kAdminListen, kSignal, kPidfd, kControl, kAdmin, kEndpoint };
+    enum Kind { kListen, kAdminListen, kSignal, kPidfd, kControl, kAdmin, kEndpoint, kPending };
     std::vector<std::pair<Kind, long>> what;
     auto add = [&](int fd, Kind k, long arg) {
       pfds.push_back({fd, POLLIN, 0});
@@ -936,6 +829,7 @@ Status Daemon::Run() {
     }
     for (auto& [id, c] : admin_clients_) add(c->fd(), kAdmin, static_cast<long>(id));
     for (auto& [id, e] : endpoints_) add(e.listen.get(), kEndpoint, static_cast<long>(id));
+    for (auto& [id, p] : pending_) add(p.fd.get(), kPending, static_cast<long>(id));
     int n = ::poll(pfds.data(), pfds.size(), NextTimeoutMs());
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -947,7 +841,7 @@ Status Daemon::Run() {
       auto [kind, arg] = what[i];
       switch (kind) {
         case kListen:
-          AcceptGuest();
+          AcceptGuest(listen_.get(), 0);
           break;
         case kAdminListen:
           AcceptAdmin();
@@ -979,6 +873,9 @@ Status Daemon::Run() {
         case kEndpoint:
           AcceptMachineGuest(static_cast<uint64_t>(arg));
           break;
+        case kPending:
+          OnPendingReadable(static_cast<uint64_t>(arg));
+          break;
       }
     }
     for (uint64_t id : admin_ready) {
@@ -987,6 +884,7 @@ Status Daemon::Run() {
            c = admin_clients_.find(id))
         ServeAdmin(id);
     }
+    ExpirePending();
     AdvanceForks();
   }
   Shutdown();
@@ -995,6 +893,7 @@ Status Daemon::Run() {
 
 void Daemon::Shutdown() {
   stopping_ = true;
+  pending_.clear();
   for (auto& g : waiting_)
     ReplyError(*g.channel, g.hello_seq, Code::kUnavailable, "the smolvm daemon is shutting down");
   waiting_.clear();

@@ -34,6 +34,18 @@ namespace smolvm {
 // of a 4-bit 7B model peaked at 122.5 GiB).
 inline constexpr int kMaxPoolWorkers = 128;
 
+// Caps on what guests can make the daemon hold (docs/threat-model.md). The
+// defaults fit a golden with kMaxPoolWorkers clones plus a full pool: on one
+// socket 1 + 128 sessions; on the daemon 129 sessions + 128 pooled workers.
+inline constexpr int kDefaultMaxConnsPerMachine = 16;   // Hellos not finished yet, per socket
+inline constexpr int kDefaultMaxConns = 128;            // the same, over every socket
+inline constexpr int kDefaultMaxSessionsPerMachine = kMaxPoolWorkers + 32;
+inline constexpr int kDefaultMaxWorkers = 2 * kMaxPoolWorkers + 64;
+static_assert(kDefaultMaxSessionsPerMachine >= 1 + kMaxPoolWorkers, "a golden and 128 clones fit on one socket");
+static_assert(kDefaultMaxWorkers >= 1 + kMaxPoolWorkers + kMaxPoolWorkers, "and beside them a full pool");
+// Largest Hello payload the daemon reads (its token is 32 hex characters).
+inline constexpr uint32_t kMaxHelloBytes = 1024;
+
 struct DaemonOptions {
   std::string socket_path;
   std::string backend = "cuda";
@@ -47,7 +59,12 @@ struct DaemonOptions {
   uint64_t host_base = 0;
   uint64_t host_bytes = 0;
   std::string self_exe = "/proc/self/exe";
-  int hello_timeout_ms = 2000;    // a guest must finish its Hello within this
+  int hello_timeout_ms = 2000;    // a guest must finish its whole Hello within this
+  int max_conns_per_machine = kDefaultMaxConnsPerMachine;
+  int max_conns = kDefaultMaxConns;
+  int max_sessions_per_machine = kDefaultMaxSessionsPerMachine;
+  int max_workers = kDefaultMaxWorkers;
+  uint64_t module_cache_bytes = 4ull << 30;  // module images kept on disk, over every tenant
   int fork_build_parallel = 1;    // clones rebuilding at once during a fork
   bool quiet = false;
 };
@@ -78,6 +95,9 @@ class Daemon {
     std::string machine;
     std::shared_ptr<MachineBudget> budget;
     int budget_slot = -1;
+    // What its context costs on the device, measured when it became ready;
+    // charged to a machine's --gpu-mem with the worker.
+    uint64_t context_bytes = 0;
   };
   // A golden's chunks, exported when it reached its forkpoint (ForkAhead):
   // what pooled workers preload, and the descriptors a fork in the same
@@ -97,6 +117,16 @@ class Daemon {
     uint32_t role = 0;
     std::string state = "running";
     uint64_t shared_chunks = 0, shared_bytes = 0, private_chunks = 0, private_bytes = 0, allocations = 0;
+  };
+  // A connection whose Hello has not fully arrived (pending_guests.cc): read
+  // by the poll loop as bytes come, never blocking it.
+  struct Pending {
+    UniqueFd fd;                  // non-blocking until handed on
+    uint64_t endpoint = 0;        // 0: the daemon's own socket
+    uint32_t host_pid = 0;        // SO_PEERCRED
+    std::chrono::steady_clock::time_point deadline;  // for the whole Hello
+    std::string buf;              // the Hello so far: grows with bytes received
+    Status refusal;               // over a cap: read its Hello only to say so
   };
   struct PendingGuest {
     std::unique_ptr<UnixChannel> channel;
@@ -142,19 +172,32 @@ class Daemon {
       pid_t worker = -1;
       uint64_t session = 0;
       int32_t index = -1;
-      std::string token;
+      std::string token;  // 32 hex of 128 random bits, set when the job is made; single use
+      uint32_t host_pid = 0;  // SO_PEERCRED of whoever attached
       bool sent = false, built = false, released = false, attached = false;
       proto::CloneBuiltRequest info;
       double ms = 0;
     };
     std::vector<Clone> clones;
+    uint32_t refused_attaches = 0;  // clone Hellos with a wrong token while it ran
   };
 
   Status SpawnWorker();
-  void AcceptGuest();
   void AcceptAdmin();
-  // Reads one guest's Hello; on success queues it for a worker.
-  void ReadHello(UniqueFd fd, uint64_t endpoint);
+  // --- pending connections (pending_guests.cc) ---
+  // Accepts one connection on a guest socket (endpoint 0: the daemon's own)
+  // and starts reading its Hello, or refuses it when a cap is reached.
+  void AcceptGuest(int listen_fd, uint64_t endpoint);
+  // Reads what has arrived of a pending Hello; acts on it once whole.
+  void OnPendingReadable(uint64_t id);
+  // Drops pending connections past their deadline.
+  void ExpirePending();
+  // A whole Hello: queues the guest for a worker or attaches its clone.
+  void OnHello(Pending p, const proto::FrameHeader& h, std::string_view payload);
+  // "machine 'a'", or "the daemon's socket" for endpoint 0.
+  std::string SocketName(uint64_t endpoint) const;
+  // The per-socket and per-daemon caps a new session must fit under.
+  Status AdmitSession(uint64_t endpoint) const;
   void AssignWorkers();
   // A pooled worker starts serving `session` (a guest's or a clone's).
   void DrawPooledWorker(WorkerProc& w, uint64_t session);
@@ -193,6 +236,12 @@ class Daemon {
   WorkerProc* PickPooledWorker(uint64_t golden);
   // How many pooled workers hold `golden`'s chunks, done preloading.
   size_t PreloadedWorkers(uint64_t golden) const;
+  // --- clone tokens (clone_tokens.cc) ---
+  // A fresh 128-bit random token (32 hex), or "" when getrandom fails.
+  static std::string NewCloneToken();
+  // Hands a clone Hello to the clone whose released, unused token it names
+  // (constant-time compare, through the clone machine's socket only); refuses
+  // and logs an empty, unknown or used token.
   void AttachClone(PendingGuest g, const std::string& token);
   void AdminReply(uint64_t client, uint32_t seq, uint16_t op, const Status& st, const std::string& json);
   int NextTimeoutMs() const;
@@ -210,6 +259,12 @@ class Daemon {
   // A machine fork that failed before the golden got its order: cancel the
   // golden's wait so its smolvmForkpoint() reports the failure.
   void CancelGoldenWait(const ForkJob& job);
+  // Refuses a fork whose clones would pass --max-workers or the clone
+  // machine's --max-sessions-per-machine.
+  Status AdmitClones(const ForkJob& job) const;
+  // A ready worker's context on the device: NVML's count for its pid where
+  // the host has NVML, else EstimatedContextBytes (docs/fork.md).
+  uint64_t MeasuredContextBytes(pid_t worker) const;
   // Refuses a clone whose private copies do not fit its machine's budget.
   Status AdmitToMachine(const ForkJob& job, uint64_t private_bytes);
   void Log(const char* fmt, ...) const __attribute__((format(printf, 2, 3)));
@@ -221,6 +276,13 @@ class Daemon {
   std::map<pid_t, WorkerProc> workers_;
   std::map<uint64_t, Session> sessions_;
   std::deque<PendingGuest> waiting_;
+  std::map<uint64_t, Pending> pending_;
+  uint64_t next_pending_ = 1;
+  struct RefusalLog {
+    std::chrono::steady_clock::time_point last;
+    uint64_t count = 0;
+  };
+  std::map<uint64_t, RefusalLog> refusals_logged_;  // by endpoint: cap refusals, rate-limited
   std::map<uint64_t, std::unique_ptr<UnixChannel>> admin_clients_;
   uint64_t next_admin_client_ = 1;
   std::map<uint64_t, ForkJob> forks_;          // by job id

@@ -13,8 +13,13 @@
 #include <cstdio>
 #include <sstream>
 
+#include "daemon/context_size.h"
 #include "daemon/daemon.h"
 #include "proto/frame.h"
+
+#ifdef SMOLVM_HAVE_CUDA_BACKEND
+#include "backend/nvml_host.h"
+#endif
 
 namespace smolvm {
 namespace {
@@ -94,6 +99,7 @@ void Daemon::DetachEndpointsOf(uint64_t client) {
   for (auto it = endpoints_.begin(); it != endpoints_.end();) {
     if (it->second.admin_client == client) {
       Log("machine '%s': guest endpoint removed", it->second.machine.c_str());
+      refusals_logged_.erase(it->first);
       it = endpoints_.erase(it);
     } else {
       ++it;
@@ -104,9 +110,7 @@ void Daemon::DetachEndpointsOf(uint64_t client) {
 void Daemon::AcceptMachineGuest(uint64_t endpoint) {
   auto e = endpoints_.find(endpoint);
   if (e == endpoints_.end()) return;
-  int fd = ::accept4(e->second.listen.get(), nullptr, nullptr, SOCK_CLOEXEC);
-  if (fd < 0) return;
-  ReadHello(UniqueFd(fd), endpoint);
+  AcceptGuest(e->second.listen.get(), endpoint);
 }
 
 Status Daemon::PlaceWorker(WorkerProc& w, const Endpoint& e) {
@@ -115,6 +119,18 @@ Status Daemon::PlaceWorker(WorkerProc& w, const Endpoint& e) {
   if (!e.budget) return Status::Ok();
   int slot = e.budget->TakeSlot();
   if (slot < 0) return Unavailable("machine '" + e.machine + "' has too many CUDA sessions");
+  // The worker's context is the machine's from now on: charged to its slot,
+  // returned with the slot when the worker exits.
+  if (!e.budget->Charge(static_cast<uint32_t>(slot), w.context_bytes)) {
+    e.budget->ReclaimSlot(static_cast<uint32_t>(slot));
+    char msg[256];
+    std::snprintf(msg, sizeof msg,
+                  "machine '%s' has no room for another CUDA context (%llu MiB) under --gpu-mem %llu: %llu MiB in use",
+                  e.machine.c_str(), static_cast<unsigned long long>(w.context_bytes >> 20),
+                  static_cast<unsigned long long>(e.budget->limit() >> 20),
+                  static_cast<unsigned long long>(e.budget->used() >> 20));
+    return Status(static_cast<int32_t>(2) /* CUDA_ERROR_OUT_OF_MEMORY */, msg);
+  }
   w.budget = e.budget;
   w.budget_slot = slot;
   std::string out;
@@ -163,13 +179,53 @@ Status Daemon::AdmitToMachine(const ForkJob& job, uint64_t private_bytes) {
   if (!job.machine_fork) return Status::Ok();
   Endpoint* e = FindEndpoint(job.clone_machine);
   if (!e) return Unavailable("machine '" + job.clone_machine + "' has no CUDA endpoint any more");
-  if (!e->budget || private_bytes <= e->budget->left()) return Status::Ok();
-  char msg[192];
-  std::snprintf(msg, sizeof msg, "fork needs %llu MiB, %llu MiB free under machine '%s' --gpu-mem %llu",
-                static_cast<unsigned long long>(private_bytes >> 20),
+  // The clone's worker brings its context too.
+  uint64_t context = 0;
+  if (WorkerProc* w = PickPooledWorker(job.golden)) context = w->context_bytes;
+  if (context == 0) context = EstimatedContextBytes(options_.backend);
+  const uint64_t need = private_bytes + context;
+  if (!e->budget || need <= e->budget->left()) return Status::Ok();
+  char msg[256];
+  std::snprintf(msg, sizeof msg,
+                "fork needs %llu MiB (%llu MiB of private copies + %llu MiB of context), %llu MiB free under machine "
+                "'%s' --gpu-mem %llu",
+                static_cast<unsigned long long>(need >> 20), static_cast<unsigned long long>(private_bytes >> 20),
+                static_cast<unsigned long long>(context >> 20),
                 static_cast<unsigned long long>(e->budget->left() >> 20), job.clone_machine.c_str(),
                 static_cast<unsigned long long>(e->budget->limit() >> 20));
   return Status(static_cast<int32_t>(2) /* CUDA_ERROR_OUT_OF_MEMORY */, msg);
+}
+
+Status Daemon::AdmitClones(const ForkJob& job) const {
+  size_t committed = sessions_.size() + waiting_.size();
+  for (const auto& [id, other] : forks_)
+    if (other.id != job.id)
+      for (const auto& c : other.clones) committed += c.worker < 0 ? 1 : 0;
+  if (committed + job.count > static_cast<size_t>(options_.max_workers))
+    return Unavailable("fork of " + std::to_string(job.count) + " clones: too many CUDA workers on the smolvm daemon (cap " +
+                       std::to_string(options_.max_workers) + ", --max-workers)");
+  size_t on_machine = 0;
+  for (const auto& [id, s] : sessions_) on_machine += s.machine == job.clone_machine;
+  if (on_machine + job.count > static_cast<size_t>(options_.max_sessions_per_machine)) {
+    std::string where = job.clone_machine.empty() ? "the daemon's socket" : "machine '" + job.clone_machine + "'";
+    return Unavailable("fork of " + std::to_string(job.count) + " clones: too many CUDA sessions on " + where +
+                       " (cap " + std::to_string(options_.max_sessions_per_machine) + ", --max-sessions-per-machine)");
+  }
+  return Status::Ok();
+}
+
+uint64_t Daemon::MeasuredContextBytes(pid_t worker) const {
+#ifdef SMOLVM_HAVE_CUDA_BACKEND
+  if (options_.backend != "fake") {
+    if (auto used = HostProcessMemory(); used.ok()) {
+      auto it = used->find(static_cast<uint32_t>(worker));
+      if (it != used->end() && it->second > 0) return it->second;
+    }
+  }
+#else
+  (void)worker;
+#endif
+  return EstimatedContextBytes(options_.backend);
 }
 
 }  // namespace smolvm

@@ -13,8 +13,11 @@
 // refunds it when the chunk is released; it also keeps its own total in its
 // slot. When a worker dies without refunding (killed, crashed), the daemon
 // reclaims that slot's bytes (ReclaimSlot), so the machine's budget never
-// leaks. Charges count chunks this session created (its private memory);
-// chunks imported from a golden are the golden's.
+// leaks. Charges count the worker's CUDA context (charged by the daemon into
+// the worker's slot when it places the worker on the machine, from the
+// context size measured when the worker became ready) and the chunks its
+// session created (its private memory); chunks imported from a golden are
+// the golden's.
 //
 // Processes: the daemon creates and reclaims; workers charge and refund. A
 // slot is written only by its worker while that worker lives.
@@ -49,6 +52,8 @@ class MachineBudget {
   uint64_t limit() const { return page_->limit_bytes; }
   uint64_t used() const { return page_->used_bytes.load(std::memory_order_relaxed); }
   uint64_t left() const;
+  // What one slot's worker holds (its context, charged by the daemon, and its chunks).
+  uint64_t SlotUsed(uint32_t slot) const { return slot < kSlots ? page_->slot_bytes[slot] : 0; }
 
   // Worker side, on its own slot: false (nothing charged) when the machine
   // would go over its limit.

@@ -1,10 +1,29 @@
-// ModuleCache: module images shared by every session of a daemon, stored as
-// files named by the image's XXH3-128 content hash. Workers of one daemon
-// share the directory; a guest sends the hash first and the bytes only on a
-// miss. An image is stored only after its hash is verified, so a guest cannot
-// plant a different image under another program's hash.
+// ModuleCache: module images kept by the daemon so a session (and, above
+// all, a clone rebuilding its golden's modules) loads an image by its hash
+// without the guest sending the bytes again.
+//
+// Trust (docs/threat-model.md):
+//   * The directory is made fresh by the daemon (CreateModuleCacheDir:
+//     mkdtemp, 0700, owner checked); a directory found at a known path is
+//     never adopted, so nobody can plant images in it ahead.
+//   * Objects are files named by the SHA-256 (libcrypto) of their content;
+//     every Get re-hashes what it read and refuses a mismatch, so a changed
+//     file is never loaded.
+//   * A lookup goes through the tenant's own index (wire hash -> SHA-256),
+//     which only images this session stored, or its golden stored before the
+//     fork (Remember, from the clone manifest), are in. So a hit or a miss
+//     tells a session nothing about what other tenants loaded; the bytes on
+//     disk are still shared by content (deduplicated inside the daemon).
+//   * The directory's total size is bounded (--module-cache-mib): a Put
+//     evicts the least recently used objects past the bound.
+//
+// The wire hash is the 16-byte XXH3-128 of the image (proto ModuleLoad).
+// Processes: the daemon creates and removes the directory; each worker owns
+// one ModuleCache (its session's index) on its one thread.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -15,17 +34,35 @@ namespace smolvm {
 // The 16-byte XXH3-128 of `image`, as sent on the wire.
 std::string ModuleHash(std::string_view image);
 
+// Makes a new private directory "<prefix>.XXXXXX" (0700, ours) and returns
+// its path. Never reuses an existing directory.
+Result<std::string> CreateModuleCacheDir(const std::string& prefix);
+
 class ModuleCache {
  public:
-  explicit ModuleCache(std::string dir) : dir_(std::move(dir)) {}
-  // The image stored under `hash`, or kNotFound.
-  Result<std::string> Get(std::string_view hash) const;
-  // Stores `image` under `hash` after checking that it is its hash.
-  Status Put(std::string_view hash, std::string_view image) const;
+  // max_bytes 0: no bound.
+  ModuleCache(std::string dir, uint64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {}
+
+  // The image this tenant knows under `hash`, read back and checked against
+  // its SHA-256. kNotFound when this tenant never stored it, it was evicted,
+  // or what is on disk is not what was stored.
+  Result<std::string> Get(std::string_view hash);
+  // Checks that `hash` is the image's, stores the image by its SHA-256 and
+  // adds it to this tenant's index.
+  Status Put(std::string_view hash, std::string_view image);
+  // The SHA-256 (32 bytes) this tenant's index has for `hash`, or "".
+  std::string Sha256Of(std::string_view hash) const;
+  // Adds an entry a golden's index had (clone side of a fork).
+  Status Remember(std::string_view hash, std::string_view sha256);
 
  private:
-  std::string PathOf(std::string_view hash) const;
+  std::string PathOf(std::string_view sha256) const;
+  // Removes least recently used objects until the directory fits max_bytes_.
+  void Evict() const;
+
   std::string dir_;
+  uint64_t max_bytes_;
+  std::map<std::string, std::string, std::less<>> index_;  // wire hash -> SHA-256
 };
 
 }  // namespace smolvm

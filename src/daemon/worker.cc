@@ -80,7 +80,9 @@ constexpr uint64_t kMaxInlineDtoH = 64ull << 20;
 }  // namespace
 
 Worker::Worker(std::unique_ptr<GpuBackend> backend, WorkerOptions options)
-    : backend_(std::move(backend)), options_(std::move(options)) {}
+    : backend_(std::move(backend)),
+      options_(std::move(options)),
+      module_cache_(options_.module_cache_dir, options_.module_cache_bytes) {}
 
 Worker::~Worker() { ReleaseAll(); }
 
@@ -538,16 +540,15 @@ Status Worker::Handle(const proto::EventElapsedTimeRequest& q, proto::EventElaps
 
 Status Worker::Handle(const proto::ModuleLoadRequest& q, proto::ModuleLoadReply*, Ctx*) {
   if (q.module == 0 || modules_.count(q.module)) return Cu(CUDA_ERROR_INVALID_VALUE, "module id in use");
-  ModuleCache cache(options_.module_cache_dir);
   std::string cached;
   std::string_view image = q.image;
   if (image.empty()) {
-    auto got = cache.Get(q.hash);
+    auto got = module_cache_.Get(q.hash);
     if (!got.ok()) return got.status();  // kNotFound: the guest resends with the bytes
     cached = std::move(got).value();
     image = cached;
   } else {
-    RETURN_IF_ERROR(cache.Put(q.hash, image));
+    RETURN_IF_ERROR(module_cache_.Put(q.hash, image));
   }
   ASSIGN_OR_RETURN(uint64_t h, backend_->ModuleLoad(image));
   modules_[q.module] = ModuleInfo{h, std::string(q.hash)};
@@ -778,7 +779,8 @@ Status Worker::PrepareFork(const proto::ForkPrepareRequest& req) {
     for (auto& c : j["layout"]["chunks"]) c[2] = 0;
   }
   j["modules"] = nlohmann::json::array();
-  for (const auto& [id, mod] : modules_) j["modules"].push_back({id, HexOf(mod.hash)});
+  for (const auto& [id, mod] : modules_)
+    j["modules"].push_back({id, HexOf(mod.hash), HexOf(module_cache_.Sha256Of(mod.hash))});
   j["functions"] = nlohmann::json::array();
   for (const auto& [id, f] : functions_) j["functions"].push_back({id, f.module, f.name});
   j["streams"] = nlohmann::json::array();
@@ -831,11 +833,12 @@ Result<proto::CloneBuiltRequest> Worker::BuildClone(const proto::CloneBuildReque
     }
     RETURN_IF_ERROR(memory_->ImportLayout(j.at("layout"), fds, std::move(ahead)));
     layout_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    ModuleCache cache(options_.module_cache_dir);
     for (const auto& m : j.at("modules")) {
       uint64_t id = m.at(0);
       std::string hash = BytesOfHex(m.at(1).get<std::string>());
-      ASSIGN_OR_RETURN(std::string image, cache.Get(hash));
+      // The golden's index entry: the clone is the same tenant.
+      RETURN_IF_ERROR(module_cache_.Remember(hash, BytesOfHex(m.at(2).get<std::string>())));
+      ASSIGN_OR_RETURN(std::string image, module_cache_.Get(hash));
       ASSIGN_OR_RETURN(uint64_t h, backend_->ModuleLoad(image));
       modules_[id] = ModuleInfo{h, hash};
     }

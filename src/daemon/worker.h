@@ -16,6 +16,7 @@
 #include "backend/gpu_backend.h"
 #include "daemon/chunk_preload.h"
 #include "daemon/device_memory.h"
+#include "daemon/module_cache.h"
 #include "proto/dispatch.h"
 #include "transport/channel.h"
 #include "transport/unix_channel.h"
@@ -29,6 +30,7 @@ struct WorkerOptions {
   uint64_t host_base = 0;
   uint64_t host_bytes = 0;
   std::string module_cache_dir;  // daemon-wide module images, by content hash
+  uint64_t module_cache_bytes = 0;  // its bound (0: none)
   uint64_t memory_limit_bytes = 0;
 };
 
@@ -187,6 +189,7 @@ class Worker {
   std::map<uint64_t, StreamInfo> streams_;  // by guest id
   std::map<uint64_t, EventInfo> events_;
   std::map<uint64_t, ModuleInfo> modules_;
+  ModuleCache module_cache_;  // this session's tenant index over the daemon's images
   std::map<uint64_t, FunctionInfo> functions_;
   std::unique_ptr<BlasBackend> blas_;   // null until the first cuBLAS op
   Status blas_status_;                  // why it could not be created, once tried

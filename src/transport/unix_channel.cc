@@ -78,6 +78,9 @@ Status UnixChannel::Fill() {
   } while (r < 0 && errno == EINTR);
   int err = errno;
   buf_.resize(old + (r > 0 ? static_cast<size_t>(r) : 0));
+  if (r > 0) received_ += static_cast<uint64_t>(r);
+  // Every descriptor that arrived is owned (and so closed) from here on,
+  // whatever happens next.
   for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
     size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -85,16 +88,30 @@ Status UnixChannel::Fill() {
     for (size_t i = 0; i < n; ++i) {
       int fd;
       std::memcpy(&fd, data + i * sizeof(int), sizeof(int));
-      fds_.emplace_back(fd);
+      fds_.push_back({UniqueFd(fd), received_});
     }
   }
   if (r < 0) {
     if (err == ECONNRESET) return Unavailable("peer closed the connection");
+    if (err == EAGAIN || err == EWOULDBLOCK) return Status(Code::kTimeout, "nothing to read yet");
     return ErrnoStatus("recvmsg", err);
   }
   if (r == 0) return Unavailable("peer closed the connection");
-  if (msg.msg_flags & MSG_CTRUNC) return Malformed("descriptors truncated in transit");
+  if (msg.msg_flags & MSG_CTRUNC) {
+    fds_.clear();
+    return Malformed("descriptors truncated in transit");
+  }
+  // A frame carries at most kMaxFdsPerFrame; one read holds at most one
+  // batch, plus the one of a frame whose header is still incomplete.
+  if (fds_.size() > 2 * proto::kMaxFdsPerFrame) {
+    fds_.clear();
+    return Malformed("more descriptors sent than frames announce");
+  }
   return Status::Ok();
+}
+
+void UnixChannel::DropUnclaimedFds() {
+  while (!fds_.empty() && fds_.front().batch_end <= consumed_) fds_.pop_front();
 }
 
 bool UnixChannel::HasBufferedFrame() const {
@@ -119,22 +136,27 @@ Status UnixChannel::ReadFrame(proto::FrameHeader* header, std::string* payload,
   payload->assign(buf_.data() + start_, have);
   start_ += have;
   if (have < need) {
-    // Large payload: read the rest straight into place.
-    payload->resize(need);
+    // Large payload: read the rest straight into place, the buffer growing
+    // with what arrives (a peer that declares 80 MiB and sends 1 byte costs
+    // 1 MiB, not 80).
     size_t at = have;
     while (at < need) {
-      ssize_t r = ::read(sock_.get(), payload->data() + at, need - at);
+      if (payload->size() == at) payload->resize(std::min(need, std::max<size_t>(at * 2, at + (1u << 20))));
+      ssize_t r = ::read(sock_.get(), payload->data() + at, payload->size() - at);
       if (r < 0 && errno == EINTR) continue;
       if (r < 0) return ErrnoStatus("read", errno);
       if (r == 0) return Unavailable("peer closed the connection mid-frame");
       at += static_cast<size_t>(r);
+      received_ += static_cast<uint64_t>(r);
     }
   }
   fds->clear();
   for (uint32_t i = 0; i < h.num_fds; ++i) {
-    fds->push_back(std::move(fds_.front()));
+    fds->push_back(std::move(fds_.front().fd));
     fds_.pop_front();
   }
+  consumed_ += proto::kFrameHeaderBytes + need;
+  DropUnclaimedFds();
   *header = h;
   return Status::Ok();
 }

@@ -1,6 +1,12 @@
 // UnixChannel: a Channel over a connected AF_UNIX SOCK_STREAM socket, with
 // SCM_RIGHTS for descriptors. Reads are buffered so that a batch of queued
 // frames costs one system call on the receiving side.
+//
+// Hostile peers: descriptors that no frame header announces are closed as
+// soon as the frame they came with is read (they never pile up); a
+// descriptor batch cut short in transit (MSG_CTRUNC) or more descriptors than
+// frames may carry end the connection (kMalformed); a large payload's buffer
+// grows with the bytes that actually arrive, never with the declared length.
 #pragma once
 
 #include <deque>
@@ -28,10 +34,22 @@ class UnixChannel final : public Channel {
   // Reads at least one more byte into the buffer (and any descriptors).
   Status Fill();
 
+  // Closes the descriptors no frame can claim any more: those that arrived
+  // with bytes wholly before the next unread frame (a frame's descriptors
+  // ride with its first byte, so a batch that came with bytes [b, e) belongs
+  // to a frame starting in [b, e)).
+  void DropUnclaimedFds();
+
+  struct ArrivedFd {
+    UniqueFd fd;
+    uint64_t batch_end;  // stream offset just past the bytes it arrived with
+  };
   UniqueFd sock_;
   std::string buf_;
-  size_t start_ = 0;  // first unconsumed byte of buf_
-  std::deque<UniqueFd> fds_;
+  size_t start_ = 0;        // first unconsumed byte of buf_
+  uint64_t consumed_ = 0;   // stream offset of the next unread frame
+  uint64_t received_ = 0;   // stream offset just past the last byte received
+  std::deque<ArrivedFd> fds_;
 };
 
 // Busy-waits up to `spin_us` microseconds for `fd` to become readable,

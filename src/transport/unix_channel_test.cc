@@ -1,6 +1,8 @@
 #include "transport/unix_channel.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -98,6 +100,78 @@ TEST(UnixChannel, PeerCloseIsUnavailable) {
   std::string payload;
   std::vector<UniqueFd> fds;
   EXPECT_EQ(cb.ReadFrame(&h, &payload, &fds).code(), static_cast<int32_t>(Code::kUnavailable));
+}
+
+
+int OpenFdCount() {
+  int n = 0;
+  for (int fd = 0; fd < 65536; ++fd) n += ::fcntl(fd, F_GETFD) >= 0;
+  return n;
+}
+
+// Descriptors a frame header does not announce are closed once that frame is
+// read; announced ones still arrive, in order, with their frames.
+TEST(UnixChannel, UnannouncedDescriptorsAreClosedAtOnce) {
+  UniqueFd a, b;
+  ASSERT_TRUE(SocketPair(&a, &b).ok());
+  UnixChannel ca(std::move(a)), cb(std::move(b));
+  UniqueFd memfd(::memfd_create("unannounced", MFD_CLOEXEC));
+  std::vector<int> many(proto::kMaxFdsPerFrame, memfd.get());
+  const int before = OpenFdCount();
+  for (uint32_t i = 0; i < 60; ++i) {
+    std::string out;
+    proto::AppendRequest(&out, proto::PingRequest{}, i, 0);
+    ASSERT_TRUE(ca.Write(out, many).ok());
+    proto::FrameHeader h;
+    std::string payload;
+    std::vector<UniqueFd> fds;
+    ASSERT_TRUE(cb.ReadFrame(&h, &payload, &fds).ok());
+    EXPECT_EQ(h.seq, i);
+    EXPECT_TRUE(fds.empty());
+    EXPECT_LE(OpenFdCount(), before + 1) << "after frame " << i;
+  }
+  // One frame announcing 2 of 3 descriptors, then one announcing 1.
+  std::string first, second;
+  proto::AppendRequest(&first, proto::PingRequest{}, 100, 2);
+  proto::AppendRequest(&second, proto::PingRequest{}, 101, 1);
+  int three[3] = {memfd.get(), memfd.get(), memfd.get()};
+  ASSERT_TRUE(ca.Write(first, std::span<const int>(three, 3)).ok());
+  ASSERT_TRUE(ca.Write(second, std::span<const int>(three, 1)).ok());
+  for (size_t want : {2u, 1u}) {
+    proto::FrameHeader h;
+    std::string payload;
+    std::vector<UniqueFd> fds;
+    ASSERT_TRUE(cb.ReadFrame(&h, &payload, &fds).ok());
+    EXPECT_EQ(fds.size(), want);
+  }
+  EXPECT_LE(OpenFdCount(), before + 1);
+}
+
+// A peer that declares a large payload and sends little of it costs what it
+// sent, not what it declared.
+TEST(UnixChannel, PayloadBufferGrowsWithBytesReceived) {
+  UniqueFd a, b;
+  ASSERT_TRUE(SocketPair(&a, &b).ok());
+  UnixChannel cb(std::move(b));
+  std::string out(proto::kFrameHeaderBytes, '\0');
+  proto::EncodeHeader({.payload_bytes = 64u << 20, .op = 3, .flags = 0, .seq = 1},
+                      reinterpret_cast<uint8_t*>(out.data()));
+  out += std::string(300 << 10, 'x');  // more than one read chunk, far less than declared
+  std::thread peer([&] {
+    for (size_t at = 0; at < out.size();) {
+      ssize_t w = ::write(a.get(), out.data() + at, out.size() - at);
+      if (w <= 0) break;
+      at += static_cast<size_t>(w);
+    }
+    a.Reset();  // then hangs up
+  });
+  proto::FrameHeader h;
+  std::string payload;
+  std::vector<UniqueFd> fds;
+  Status st = cb.ReadFrame(&h, &payload, &fds);
+  peer.join();
+  EXPECT_EQ(st.code(), static_cast<int32_t>(Code::kUnavailable));
+  EXPECT_LE(payload.capacity(), 4u << 20) << "sized from the declared 64 MiB";
 }
 
 }  // namespace

@@ -1,0 +1,126 @@
+// Clone tokens: how a forked child proves it is the child the golden made.
+//
+// Each clone of a fork job gets a token of 128 random bits (getrandom) when
+// the job is made, before anything can attach; the golden learns it with its
+// order (ForkGo) once the clone is built. A clone Hello is accepted only for a
+// clone already released to the golden, not attached yet, through the clone
+// machine's own socket, with the token compared in constant time; the token
+// is then spent. An empty, unknown, spent or misplaced token is refused and
+// logged, and counted in the fork's admin reply.
+#include <errno.h>
+#include <openssl/crypto.h>
+#include <sys/random.h>
+
+#include <cstdio>
+
+#include "daemon/daemon.h"
+#include "proto/frame.h"
+
+namespace smolvm {
+namespace {
+
+constexpr size_t kTokenHexBytes = 32;
+
+void ReplyHelloError(UnixChannel& ch, uint32_t seq, Code code, const std::string& message) {
+  std::string out;
+  proto::AppendErrorReply(&out, static_cast<uint16_t>(proto::Op::kHello), seq, static_cast<int32_t>(code), 0, message);
+  (void)ch.Write(out);
+}
+
+bool SameToken(const std::string& a, const std::string& b) {
+  return a.size() == kTokenHexBytes && b.size() == kTokenHexBytes && CRYPTO_memcmp(a.data(), b.data(), kTokenHexBytes) == 0;
+}
+
+}  // namespace
+
+std::string Daemon::NewCloneToken() {
+  unsigned char raw[16];
+  size_t got = 0;
+  while (got < sizeof raw) {
+    ssize_t n = ::getrandom(raw + got, sizeof raw - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return "";
+    got += static_cast<size_t>(n);
+  }
+  char hex[kTokenHexBytes + 1];
+  for (int i = 0; i < 16; ++i) std::snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+  return std::string(hex, kTokenHexBytes);
+}
+
+void Daemon::ReleaseClone(ForkJob& job, ForkJob::Clone& c) {
+  auto golden = sessions_.find(job.golden);
+  if (golden == sessions_.end()) return;  // AdvanceForks fails the job
+  auto gw = workers_.find(golden->second.worker_pid);
+  if (gw == workers_.end() || !gw->second.control) return;
+  if (c.token.size() != kTokenHexBytes) return FailFork(job, Internal("the clone has no token"));
+  c.index = next_clone_index_[job.golden]++;
+  std::string out;
+  proto::AppendRequest(&out, proto::ForkGoRequest{c.index, c.token}, 0);
+  (void)gw->second.control->Write(out);
+  c.released = true;
+  job.deadline = std::max(job.deadline, std::chrono::steady_clock::now() + std::chrono::seconds(30));
+  // A machine's golden leaves the daemon's forkpoint with its last order and
+  // waits at its supervisor's; its next fork finds it here again.
+  bool all_released = true;
+  for (const auto& other : job.clones) all_released = all_released && other.released;
+  if (job.machine_fork && all_released) golden->second.state = "running";
+}
+
+void Daemon::AttachClone(PendingGuest g, const std::string& token) {
+  auto e = endpoints_.find(g.endpoint);
+  const std::string via = g.endpoint == 0 ? "" : (e == endpoints_.end() ? "?" : e->second.machine);
+  ForkJob* found_job = nullptr;
+  ForkJob::Clone* found = nullptr;
+  // Every live token is compared, the same way, whatever matches.
+  for (auto& [id, job] : forks_) {
+    if (job.phase != ForkJob::kBuilding) continue;
+    for (auto& c : job.clones) {
+      bool match = SameToken(c.token, token);
+      if (match && c.released && !c.attached && !found) {
+        found_job = &job;
+        found = &c;
+      }
+    }
+  }
+  if (!found || via != found_job->clone_machine) {
+    const char* why = token.empty() ? "an empty clone token" : found ? "a clone token of another machine"
+                                                                     : "an unknown or spent clone token";
+    Log("clone Hello from guest pid %u (host pid %u) on %s refused: %s", g.guest_pid, g.host_pid,
+        SocketName(g.endpoint).c_str(), why);
+    for (auto& [id, job] : forks_) ++job.refused_attaches;
+    ReplyHelloError(*g.channel, g.hello_seq, Code::kPermissionDenied, "unknown or expired clone token");
+    return;
+  }
+  ForkJob& job = *found_job;
+  ForkJob::Clone& c = *found;
+  auto w = workers_.find(c.worker);
+  auto sock = g.channel->TakeSocket();
+  if (w == workers_.end() || !w->second.control || !sock.ok()) {
+    ReplyHelloError(*g.channel, g.hello_seq, Code::kUnavailable, "the clone's worker is gone");
+    return;
+  }
+  proto::WorkerAdoptRequest adopt{c.session, g.hello_seq, 2, g.guest_pid, g.flags};
+  std::string out;
+  proto::AppendRequest(&out, adopt, 0, 1);
+  int fd = sock->get();
+  if (!w->second.control->Write(out, std::span<const int>(&fd, 1)).ok()) return;
+  c.attached = true;
+  c.token.clear();  // spent: no Hello can match it again
+  c.host_pid = g.host_pid;
+  c.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - job.t0).count();
+  Session& s = sessions_[c.session];
+  s.guest_pid = g.guest_pid;
+  s.host_pid = g.host_pid;
+  s.state = "running";
+  const Session& gold = sessions_[job.golden];
+  // ms: the request met the golden at its forkpoint -> this clone's
+  // worker serves its first call (the Hello).
+  Log("fork: clone %d of %u shared=%llu private=%llu shared_mib=%.1f private_mib=%.1f ms=%.1f build_ms=%.1f "
+      "preloaded=%u waited_ms=%.1f",
+      c.index, gold.guest_pid, static_cast<unsigned long long>(c.info.shared_chunks),
+      static_cast<unsigned long long>(c.info.private_chunks), c.info.shared_bytes / 1048576.0,
+      c.info.private_bytes / 1048576.0, c.ms, static_cast<double>(c.info.ms), c.info.preloaded, job.waited_ms);
+  AdvanceForks();
+}
+
+}  // namespace smolvm

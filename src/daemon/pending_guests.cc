@@ -1,0 +1,250 @@
+// Connections on the guest sockets before their Hello is whole. The poll loop
+// reads each as bytes arrive (non-blocking), so a guest that drips or stays
+// silent costs others nothing but a slot under the caps:
+//
+//   * a deadline for the whole Hello (--hello-timeout-ms), not per read;
+//   * the Hello's buffer grows with bytes received, and a Hello that declares
+//     more than kMaxHelloBytes is refused before any of it is read;
+//   * at most --max-conns-per-machine pending connections per socket and
+//     --max-conns over every socket; one past a cap is answered with the
+//     cap's name (its Hello is read, briefly, only to echo its sequence);
+//   * descriptors sent with a Hello are closed and the guest refused.
+//
+// The daemon reads exactly the Hello's bytes: whatever the guest sent after it
+// stays in the socket for its worker.
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "daemon/daemon.h"
+#include "proto/frame.h"
+#include "proto/proto_hash.h"
+
+namespace smolvm {
+namespace {
+
+// How long a connection past a cap may take to send the Hello we answer.
+constexpr int kRefusalGraceMs = 500;
+
+void ReplyHelloError(int fd, uint32_t seq, const Status& st) {
+  std::string out;
+  proto::AppendErrorReply(&out, static_cast<uint16_t>(proto::Op::kHello), seq, st.code(), 0, st.message());
+  // Best effort, never blocking: a guest that does not read loses its answer.
+  (void)::send(fd, out.data(), out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+}  // namespace
+
+std::string Daemon::SocketName(uint64_t endpoint) const {
+  if (endpoint == 0) return "the daemon's socket";
+  auto e = endpoints_.find(endpoint);
+  return e == endpoints_.end() ? "a removed machine endpoint" : "machine '" + e->second.machine + "'";
+}
+
+void Daemon::AcceptGuest(int listen_fd, uint64_t endpoint) {
+  int raw = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (raw < 0) return;
+  Pending p;
+  p.fd.Reset(raw);
+  p.endpoint = endpoint;
+  struct ucred peer = {};
+  socklen_t peer_len = sizeof peer;
+  if (::getsockopt(raw, SOL_SOCKET, SO_PEERCRED, &peer, &peer_len) == 0 && peer.pid > 0)
+    p.host_pid = static_cast<uint32_t>(peer.pid);
+  size_t on_socket = 0, total = 0, refusing = 0;
+  for (const auto& [id, q] : pending_) {
+    if (!q.refusal.ok()) {
+      ++refusing;
+      continue;
+    }
+    ++total;
+    on_socket += q.endpoint == endpoint;
+  }
+  auto now = std::chrono::steady_clock::now();
+  if (on_socket >= static_cast<size_t>(options_.max_conns_per_machine)) {
+    p.refusal = Unavailable("too many connections on " + SocketName(endpoint) + " (cap " +
+                            std::to_string(options_.max_conns_per_machine) + ", --max-conns-per-machine)");
+  } else if (total >= static_cast<size_t>(options_.max_conns)) {
+    p.refusal = Unavailable("too many connections on the smolvm daemon (cap " + std::to_string(options_.max_conns) +
+                            ", --max-conns)");
+  }
+  if (!p.refusal.ok()) {
+    // One line a second per socket at most: a guest that reconnects in a loop
+    // must not fill the log.
+    auto& seen = refusals_logged_[endpoint];
+    ++seen.count;
+    if (now - seen.last >= std::chrono::seconds(1)) {
+      Log("guest host pid %u on %s refused: %s (%llu refused since the last such line)", p.host_pid,
+          SocketName(endpoint).c_str(), p.refusal.message().c_str(), static_cast<unsigned long long>(seen.count));
+      seen = {now, 0};
+    }
+    // Answered once its Hello says which sequence to echo; the refusals
+    // waiting for that are bounded too, past which the answer goes at once.
+    if (refusing >= static_cast<size_t>(options_.max_conns)) {
+      ReplyHelloError(raw, 0, p.refusal);
+      return;
+    }
+    p.deadline = now + std::chrono::milliseconds(std::min(kRefusalGraceMs, options_.hello_timeout_ms));
+  } else {
+    p.deadline = now + std::chrono::milliseconds(options_.hello_timeout_ms);
+  }
+  pending_[next_pending_++] = std::move(p);
+}
+
+void Daemon::OnPendingReadable(uint64_t id) {
+  auto it = pending_.find(id);
+  if (it == pending_.end()) return;
+  Pending& p = it->second;
+  // Exactly what is still missing of the Hello: its header, then its payload.
+  size_t want = proto::kFrameHeaderBytes;
+  proto::FrameHeader h;
+  if (p.buf.size() >= proto::kFrameHeaderBytes) {
+    h = proto::DecodeHeader(reinterpret_cast<const uint8_t*>(p.buf.data()));
+    want += h.payload_bytes;
+  }
+  char chunk[kMaxHelloBytes];
+  struct iovec iov = {chunk, std::min(sizeof chunk, want - p.buf.size())};
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int) * 253)];
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t r = ::recvmsg(p.fd.get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  int err = errno;
+  bool sent_fds = false;
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); r >= 0 && c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < n; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      ::close(fd);
+      sent_fds = true;
+    }
+  }
+  if (r < 0 && (err == EAGAIN || err == EWOULDBLOCK || err == EINTR)) return;
+  if (r <= 0) {
+    Log("guest host pid %u dropped before its Hello (%zu bytes of it arrived)", p.host_pid, p.buf.size());
+    pending_.erase(it);
+    return;
+  }
+  p.buf.append(chunk, static_cast<size_t>(r));
+  if (sent_fds || (msg.msg_flags & MSG_CTRUNC)) {
+    Log("guest host pid %u refused: descriptors sent with its Hello", p.host_pid);
+    ReplyHelloError(p.fd.get(), 0, Malformed("send no descriptors before the Hello reply"));
+    pending_.erase(it);
+    return;
+  }
+  if (p.buf.size() < proto::kFrameHeaderBytes) return;
+  h = proto::DecodeHeader(reinterpret_cast<const uint8_t*>(p.buf.data()));
+  if (h.op != static_cast<uint16_t>(proto::Op::kHello) || h.payload_bytes > kMaxHelloBytes || h.num_fds != 0) {
+    Status why = h.op != static_cast<uint16_t>(proto::Op::kHello)
+                     ? Malformed("the first frame must be Hello")
+                     : h.num_fds != 0 ? Malformed("send no descriptors before the Hello reply")
+                                      : Malformed("a Hello of " + std::to_string(h.payload_bytes) +
+                                                  " bytes exceeds the limit of " + std::to_string(kMaxHelloBytes));
+    Log("guest host pid %u refused: %s", p.host_pid, why.message().c_str());
+    ReplyHelloError(p.fd.get(), h.seq, p.refusal.ok() ? why : p.refusal);
+    pending_.erase(it);
+    return;
+  }
+  if (p.buf.size() < proto::kFrameHeaderBytes + h.payload_bytes) return;
+  Pending whole = std::move(p);
+  pending_.erase(it);
+  if (!whole.refusal.ok()) {
+    ReplyHelloError(whole.fd.get(), h.seq, whole.refusal);
+    return;
+  }
+  std::string payload = whole.buf.substr(proto::kFrameHeaderBytes);
+  OnHello(std::move(whole), h, payload);
+}
+
+void Daemon::ExpirePending() {
+  auto now = std::chrono::steady_clock::now();
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    Pending& p = it->second;
+    if (now < p.deadline) {
+      ++it;
+      continue;
+    }
+    if (p.refusal.ok()) {
+      Log("guest host pid %u on %s dropped: no whole Hello within %d ms (%zu bytes arrived)", p.host_pid,
+          SocketName(p.endpoint).c_str(), options_.hello_timeout_ms, p.buf.size());
+      ReplyHelloError(p.fd.get(), 0, Timeout("no whole Hello within " + std::to_string(options_.hello_timeout_ms) + " ms"));
+    } else {
+      ReplyHelloError(p.fd.get(), 0, p.refusal);
+    }
+    it = pending_.erase(it);
+  }
+}
+
+Status Daemon::AdmitSession(uint64_t endpoint) const {
+  std::string machine;
+  if (endpoint) {
+    auto e = endpoints_.find(endpoint);
+    if (e == endpoints_.end()) return Unavailable("the machine's CUDA endpoint was removed");
+    machine = e->second.machine;
+  }
+  size_t on_socket = 0;
+  for (const auto& [id, s] : sessions_) on_socket += s.machine == machine;
+  for (const auto& g : waiting_) on_socket += g.endpoint == endpoint;
+  if (on_socket >= static_cast<size_t>(options_.max_sessions_per_machine))
+    return Unavailable("too many CUDA sessions on " + SocketName(endpoint) + " (cap " +
+                       std::to_string(options_.max_sessions_per_machine) + ", --max-sessions-per-machine)");
+  // Every session holds a worker of its own.
+  size_t committed = sessions_.size() + waiting_.size();
+  for (const auto& [id, job] : forks_)
+    for (const auto& c : job.clones) committed += c.worker < 0 ? 1 : 0;
+  if (committed >= static_cast<size_t>(options_.max_workers))
+    return Unavailable("too many CUDA workers on the smolvm daemon (cap " + std::to_string(options_.max_workers) +
+                       ", --max-workers)");
+  return Status::Ok();
+}
+
+void Daemon::OnHello(Pending p, const proto::FrameHeader& h, std::string_view payload) {
+  proto::HelloRequest hello;
+  proto::Decoder dec(payload);
+  if (!proto::Decode(dec, &hello)) {
+    ReplyHelloError(p.fd.get(), h.seq, Malformed("Hello does not decode"));
+    return;
+  }
+  if (hello.proto_hash != proto::kProtoHash) {
+    std::string msg = "PROTOCOL MISMATCH: client wire hash " + proto::HashHex(hello.proto_hash) + " != server " +
+                      proto::HashHex(proto::kProtoHash);
+    Log("guest pid %u refused: %s", hello.pid, msg.c_str());
+    ReplyHelloError(p.fd.get(), h.seq, Status(Code::kProtocolMismatch, msg));
+    return;
+  }
+  if (hello.role != 0 && hello.role != 2) {
+    ReplyHelloError(p.fd.get(), h.seq,
+                    InvalidArgument("a new session says role 0 (or 2 with a clone token)"));
+    return;
+  }
+  if (hello.role == 0) {
+    if (Status admit = AdmitSession(p.endpoint); !admit.ok()) {
+      Log("guest pid %u (host pid %u) refused: %s", hello.pid, p.host_pid, admit.message().c_str());
+      ReplyHelloError(p.fd.get(), h.seq, admit);
+      return;
+    }
+  }
+  // The worker reads the socket with blocking calls: hand it over so.
+  int fl = ::fcntl(p.fd.get(), F_GETFL);
+  if (fl < 0 || ::fcntl(p.fd.get(), F_SETFL, fl & ~O_NONBLOCK) < 0) return;
+  PendingGuest g;
+  g.channel = std::make_unique<UnixChannel>(std::move(p.fd));
+  g.hello_seq = h.seq;
+  g.role = hello.role;
+  g.guest_pid = hello.pid;
+  g.flags = hello.flags;
+  g.host_pid = p.host_pid;
+  g.endpoint = p.endpoint;
+  if (hello.role == 2) return AttachClone(std::move(g), hello.token);
+  waiting_.push_back(std::move(g));
+  AssignWorkers();
+}
+
+}  // namespace smolvm
