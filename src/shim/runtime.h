@@ -108,8 +108,19 @@ class Runtime {
   cudaError_t DriverGetVersion(int* version);
   cudaError_t GetLastError();
   cudaError_t PeekAtLastError();
-  // Records `err` as this thread's last error when it is not success.
+  // Records `err` as this thread's last error when it is not success
+  // (never inside a DriverCallScope).
   cudaError_t Record(cudaError_t err);
+
+  // While one lives on a thread, the runtime methods a driver entry point
+  // calls leave the thread's last error alone: driver calls do not set it.
+  class DriverCallScope {
+   public:
+    DriverCallScope();
+    ~DriverCallScope();
+    DriverCallScope(const DriverCallScope&) = delete;
+    DriverCallScope& operator=(const DriverCallScope&) = delete;
+  };
 
   // --- for the library shims (lib_api.cc); REQUIRE session().mu() held ------
   // Connects; the cudaError_t a runtime call would fail with, or success.
@@ -137,6 +148,8 @@ class Runtime {
   int AfterMachineForkInChild(const char* token);
 
  private:
+  friend class Driver;  // the driver API on this session (driver.h)
+
   // Kernel and global-variable records live as long as the process; a
   // cudaKernel_t is a KernelRecord*.
   struct ModuleRecord {

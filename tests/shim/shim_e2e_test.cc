@@ -133,6 +133,20 @@ TEST_F(ShimE2eTest, KernelFaultIsDeferredAndSticky) {
   EXPECT_EQ(Count(q.Err(), "cudaGraphCreate is not supported"), 1u) << q.Report();
 }
 
+// The driver API (libcuda.so.1) and the runtime in one process, one session:
+// order across the libraries, modules by content, cuLaunchKernel, VMM onto
+// the arena, cuGetProcAddress; unimplemented entry points named once.
+TEST_F(ShimE2eTest, DriverApiSharesTheRuntimesSessionAndOrder) {
+  Program p(daemon, "prog_driver");
+  pid_t pid = p.pid();
+  EXPECT_EQ(p.Wait(), 0) << p.Report() << "\ndaemon log:\n" << daemon.Log();
+  EXPECT_NE(p.Out().find("PASS driver"), std::string::npos) << p.Report();
+  EXPECT_EQ(Count(p.Err(), "smolvm cuda: cuGraphCreate is not supported"), 1u) << p.Report();
+  EXPECT_EQ(Count(p.Err(), "smolvm cuda: cuGetExportTable is not supported"), 1u) << p.Report();
+  // One session for both libraries: the daemon saw exactly one guest.
+  EXPECT_EQ(Count(daemon.Log(), "guest pid " + std::to_string(pid) + " served by"), 1u) << daemon.Log();
+}
+
 TEST_F(ShimE2eTest, HandshakeMismatchFailsEveryCallWithInitializationError) {
   std::string hash = ReadFile(std::string(SHIM_DIR) + "/proto-hash");
   ASSERT_EQ(hash.size(), 17u);
