@@ -67,6 +67,10 @@ class Runtime {
   cudaError_t StreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags, bool per_thread);
   cudaError_t StreamGetFlags(cudaStream_t stream, unsigned* flags);
   cudaError_t StreamGetPriority(cudaStream_t stream, int* priority);
+  // Answered in the guest (no round trip): a session never captures, so
+  // every known stream is cudaStreamCaptureStatusNone; `id` is the wire id.
+  cudaError_t StreamCaptureStatus(cudaStream_t stream, bool per_thread, cudaStreamCaptureStatus* status,
+                                  unsigned long long* id);
   cudaError_t EventCreate(cudaEvent_t* event, unsigned flags);
   cudaError_t EventDestroy(cudaEvent_t event);
   cudaError_t EventRecord(cudaEvent_t event, cudaStream_t stream, unsigned flags, bool per_thread);

@@ -47,6 +47,14 @@ void OrderAcrossLibraries(cudaStream_t s) {
   CHECK_CUDA(cudaMalloc(&d, n * sizeof(unsigned)));
   Rng rng(1);
   unsigned base = rng.Next(), poke = rng.Next(), fill = rng.Next();
+  // What torch's allocator asks before each allocation: answered in the guest.
+  cudaStreamCaptureStatus capture;
+  CHECK_CUDA(cudaStreamIsCapturing(s, &capture));
+  CHECK(capture == cudaStreamCaptureStatusNone);
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  CHECK_CUDA(cudaThreadExchangeStreamCaptureMode(&mode));
+  CHECK(mode == cudaStreamCaptureModeGlobal);
+  CHECK_CUDA(cudaThreadExchangeStreamCaptureMode(&mode));
   // runtime kernel -> driver write value -> runtime copy, on one stream.
   smolvm_test_fill_u32<<<8, 128, 0, s>>>(d, base, n);
   CHECK_CU(cuStreamWriteValue32(reinterpret_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(d + 77), poke, 0));
