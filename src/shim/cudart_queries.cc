@@ -1,8 +1,13 @@
 // Exports of libcudart.so.13 that torch calls on its hot path or at start-up
 // and that the guest answers alone: capture state (a session never captures:
 // stream capture and graphs are stubs, docs/torch.md), stream ids and
-// devices, device flags, the PCI bus id.
+// devices, device flags, the PCI bus id; and cudaLaunchKernelEx without
+// attributes.
 #include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <cstdio>
+#include <utility>
 
 #include "shim/driver.h"
 #include "shim/runtime.h"
@@ -90,4 +95,27 @@ SMOLVM_EXPORT cudaError_t cudaDeviceGetPCIBusId(char* bus_id, int len, int devic
   CUresult r = smolvm::shim::Driver::cuDeviceGetPCIBusId(bus_id, len, device);
   if (r == CUDA_SUCCESS) return cudaSuccess;
   return rt().Record(r == CUDA_ERROR_INVALID_DEVICE ? cudaErrorInvalidDevice : static_cast<cudaError_t>(r));
+}
+
+// cudaLaunchKernelEx without launch attributes is a plain launch; clusters,
+// cooperative launches, priorities and programmatic serialization are not
+// remoted and say so once.
+static cudaError_t LaunchEx(const cudaLaunchConfig_t* config, const void* func, void** args, bool per_thread) {
+  if (config == nullptr) return rt().Record(cudaErrorInvalidValue);
+  if (config->numAttrs != 0) {
+    static std::atomic<bool> reported{false};
+    if (!reported.exchange(true))
+      std::fprintf(stderr,
+                   "smolvm cudart: cudaLaunchKernelEx with launch attributes is not supported by the remoting shim "
+                   "(returns cudaErrorNotSupported)\n");
+    return rt().Record(cudaErrorNotSupported);
+  }
+  return rt().LaunchKernel(func, false, config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
+                           config->stream, per_thread);
+}
+SMOLVM_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func, void** args) {
+  return LaunchEx(config, func, args, false);
+}
+SMOLVM_EXPORT cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config, const void* func, void** args) {
+  return LaunchEx(config, func, args, true);
 }

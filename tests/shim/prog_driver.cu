@@ -58,10 +58,16 @@ void OrderAcrossLibraries(cudaStream_t s) {
   // runtime kernel -> driver write value -> runtime copy, on one stream.
   smolvm_test_fill_u32<<<8, 128, 0, s>>>(d, base, n);
   CHECK_CU(cuStreamWriteValue32(reinterpret_cast<CUstream>(s), reinterpret_cast<CUdeviceptr>(d + 77), poke, 0));
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(1);
+  config.blockDim = dim3(1);
+  config.stream = s;
+  unsigned poke_ex = poke ^ 0x5a5a5a5au;
+  CHECK_CUDA(cudaLaunchKernelEx(&config, smolvm_test_write_u32, d + 78, poke_ex));
   std::vector<unsigned> h(n);
   CHECK_CUDA(cudaMemcpyAsync(h.data(), d, n * sizeof(unsigned), cudaMemcpyDeviceToHost, s));
   CHECK_CUDA(cudaStreamSynchronize(s));
-  for (size_t i = 0; i < n; ++i) CHECK(h[i] == (i == 77 ? poke : base + (unsigned)i));
+  for (size_t i = 0; i < n; ++i) CHECK(h[i] == (i == 77 ? poke : i == 78 ? poke_ex : base + (unsigned)i));
   // runtime memset -> driver memsetD32 on part -> runtime memset on a smaller part.
   CHECK_CUDA(cudaMemsetAsync(d, 0x11, n * sizeof(unsigned), s));
   CHECK_CU(cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(d), fill, n / 2, reinterpret_cast<CUstream>(s)));
