@@ -104,6 +104,12 @@ for p in sorted(libs):
 PY
 
 # --- the daemon and the shim environment -------------------------------------
+# The worker runs the cuBLAS of the torch install under test (docs/shim.md).
+VENV=$(dirname "$(dirname "$PY")")
+LT=$(find "$VENV" -name 'libcublasLt.so.13' 2>/dev/null | head -1)
+BL=$(find "$VENV" -name 'libcublas.so.13' 2>/dev/null | head -1)
+if [[ -n $LT && -n $BL ]]; then export SMOLVM_LIBCUBLASLT=$LT SMOLVM_LIBCUBLAS=$BL; fi
+log "worker cuBLAS: ${SMOLVM_LIBCUBLAS:-default search} / ${SMOLVM_LIBCUBLASLT:-default search}"
 setsid "$B/smolvm" _cuda-daemon "$SOCK" --backend "${BACKEND:-cuda}" --pool 1 2>"$OUT/torch-daemon.log" &
 DAEMON=$!
 for _ in $(seq 200); do [[ -S $SOCK.admin ]] && break; sleep 0.05; done
