@@ -81,7 +81,7 @@ void OrderAcrossLibraries(cudaStream_t s) {
   CHECK_CUDA(cudaFree(d));
 }
 
-void ModulesAndLaunches() {
+void ModulesAndLaunches(bool through_shim) {
   CUmodule m1, m2;
   CHECK_CU(cuModuleLoadData(&m1, kDriverKernelsPtx));
   CHECK_CU(cuModuleLoadData(&m2, kDriverKernelsPtx));  // the same content: the daemon's cache has it
@@ -112,10 +112,35 @@ void ModulesAndLaunches() {
                    CU_LAUNCH_PARAM_END};
   CHECK_CU(cuLaunchKernel(write, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, extra));
   EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuLaunchKernel(fill, 0, 1, 1, 64, 1, 1, 0, nullptr, args, nullptr));
+  // cuLaunchKernelEx without attributes.
+  CUlaunchConfig config = {};
+  config.gridDimX = config.gridDimY = config.gridDimZ = 1;
+  config.blockDimX = config.blockDimY = config.blockDimZ = 1;
+  CUdeviceptr at20 = d + 4 * 20;
+  unsigned ex_value = single ^ 0xffu;
+  void* ex_args[] = {&at20, &ex_value};
+  CHECK_CU(cuLaunchKernelEx(&config, write, ex_args, nullptr));
   std::vector<unsigned> h(n);
   CHECK_CU(cuMemcpyDtoH(h.data(), d, n * 4));
-  for (unsigned i = 0; i < n; ++i) CHECK(h[i] == (i == 10 ? single : value + i));
+  for (unsigned i = 0; i < n; ++i) CHECK(h[i] == (i == 10 ? single : i == 20 ? ex_value : value + i));
+  // Pointer attributes of an interior pointer.
+  CUdeviceptr start = 0;
+  size_t range = 0;
+  unsigned type = 0;
+  CHECK_CU(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, d + 100));
+  CHECK_CU(cuPointerGetAttribute(&range, CU_POINTER_ATTRIBUTE_RANGE_SIZE, d + 100));
+  CHECK_CU(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d + 100));
+  CHECK(start == d && range >= n * 4 && type == CU_MEMORYTYPE_DEVICE);
   CHECK_CU(cuMemFree(d));
+  if (through_shim) {  // the fake backend's module global, found in any module
+    CUdeviceptr g = 0;
+    size_t g_bytes = 0;
+    CHECK_CU(cuModuleGetGlobal(&g, &g_bytes, m1, "smolvm_test_global"));
+    CHECK(g != 0 && g_bytes == 4096);
+    CHECK_CU(cuMemsetD32(g, value, g_bytes / 4));
+    CHECK_CU(cuMemcpyDtoH(h.data(), g, 8));
+    CHECK(h[0] == value && h[1] == value);
+  }
   CHECK_CU(cuModuleUnload(m1));
   CHECK_CU(cuModuleUnload(m2));
 }
@@ -267,7 +292,7 @@ int main() {
   CHECK_CUDA(cudaStreamCreate(&s));
   OrderAcrossLibraries(s);
   CHECK_CUDA(cudaStreamDestroy(s));
-  ModulesAndLaunches();
+  ModulesAndLaunches(through_shim);
   VirtualMemory(through_shim);
   ProcAddresses(through_shim);
   CHECK_CU(cuCtxSynchronize());
