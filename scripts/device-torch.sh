@@ -7,6 +7,9 @@
 #   autocast a bf16-autocast MLP step with AdamW, 3 steps, losses as hex
 #   expand   PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, growth and shrink, memory_stats
 #   maps     which CUDA runtime / driver libraries the process has mapped
+#   driver   tests/shim/bin/prog_driver (no torch): the driver API, VMM on the
+#            real backend, cuGetProcAddress, mixed with runtime calls; natively
+#            with the venv's libcudart
 # Every run has its own timeout (a hang costs one probe, never the call) and
 # PYTHONUNBUFFERED=1. Whole script <= 6 minutes.
 #
@@ -24,7 +27,7 @@ PY=${PY:-/opt/torch/.venv/bin/python3}
 BUILD=${BUILD:-build}
 [[ -x $BUILD/smolvm ]] || BUILD=.carry/build
 PROBE_TIMEOUT=${PROBE_TIMEOUT:-45}
-PROBES=${PROBES:-import matmul autocast expand maps}
+PROBES=${PROBES:-driver import matmul autocast expand maps}
 BUDGET_S=330
 mkdir -p "$OUT"
 B=$(cd "$BUILD" && pwd)
@@ -106,12 +109,16 @@ PY
 # --- the daemon and the shim environment -------------------------------------
 # The worker runs the cuBLAS of the torch install under test (docs/shim.md).
 VENV=$(dirname "$(dirname "$PY")")
-LT=$(find "$VENV" -name 'libcublasLt.so.13' 2>/dev/null | head -1)
-BL=$(find "$VENV" -name 'libcublas.so.13' 2>/dev/null | head -1)
+NVLIBS=$(find "$VENV"/lib*/python3*/site-packages/nvidia \( -name 'libcublasLt.so.13' -o -name 'libcublas.so.13' \
+  -o -name 'libcudart.so.13' \) 2>/dev/null)
+LT=$(grep -m1 'libcublasLt.so.13$' <<<"$NVLIBS")
+BL=$(grep -m1 'libcublas.so.13$' <<<"$NVLIBS")
+CUDART_DIR=$(dirname "$(grep -m1 'libcudart.so.13$' <<<"$NVLIBS")")
 if [[ -n $LT && -n $BL ]]; then export SMOLVM_LIBCUBLASLT=$LT SMOLVM_LIBCUBLAS=$BL; fi
 log "worker cuBLAS: ${SMOLVM_LIBCUBLAS:-default search} / ${SMOLVM_LIBCUBLASLT:-default search}"
 setsid "$B/smolvm" _cuda-daemon "$SOCK" --backend "${BACKEND:-cuda}" --pool 1 2>"$OUT/torch-daemon.log" &
 DAEMON=$!
+trap 'kill -TERM "$DAEMON" 2>/dev/null; rm -rf "$W"' EXIT
 for _ in $(seq 200); do [[ -S $SOCK.admin ]] && break; sleep 0.05; done
 ENVLINES=$("$B/smolvm" cuda env --socket "$SOCK") || { log "smolvm cuda env failed"; kill -TERM "$DAEMON"; exit 1; }
 log "shim env: $(echo "$ENVLINES" | tr '\n' ' ')"
@@ -120,17 +127,22 @@ log "memory.used at start: ${mem0:-?} MiB"
 
 # run NAME MODE: MODE native|shim
 run() {
-  local name=$1 mode=$2 extra=()
+  local name=$1 mode=$2 extra=() cmd=()
+  cmd=("$PY" "$W/$name.py")
   [[ $name == expand ]] && extra=(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)
+  if [[ $name == driver ]]; then
+    cmd=("$B/tests/shim/bin/prog_driver")
+    [[ $mode == native ]] && extra=(LD_LIBRARY_PATH=$CUDART_DIR)
+  fi
   local out=$W/$name.$mode.out t=$SECONDS rc
   if [[ $mode == shim ]]; then
-    (eval "$ENVLINES"; env PYTHONUNBUFFERED=1 "${extra[@]}" timeout -k 5 "$PROBE_TIMEOUT" "$PY" "$W/$name.py") >"$out" 2>&1
+    (eval "$ENVLINES"; env PYTHONUNBUFFERED=1 "${extra[@]}" timeout -k 5 "$PROBE_TIMEOUT" "${cmd[@]}") >"$out" 2>&1
   else
-    env PYTHONUNBUFFERED=1 "${extra[@]}" timeout -k 5 "$PROBE_TIMEOUT" "$PY" "$W/$name.py" >"$out" 2>&1
+    env PYTHONUNBUFFERED=1 "${extra[@]}" timeout -k 5 "$PROBE_TIMEOUT" "${cmd[@]}" >"$out" 2>&1
   fi
   rc=$?
   { echo "===== $name $mode rc=$rc $((SECONDS - t))s"; cat "$out"; } >>"$RUNS"
-  log "$name $mode rc=$rc $((SECONDS - t))s $(grep -E '^(RESULT|TIME|STATS|MAPPED)' "$out" | tr '\n' ';' | cut -c1-400)"
+  log "$name $mode rc=$rc $((SECONDS - t))s $(grep -E '^(RESULT|TIME|STATS|MAPPED|PASS)' "$out" | tr '\n' ';' | cut -c1-400)"
   [[ $rc == 0 ]] || log "  last lines: $(tail -n 3 "$out" | tr '\n' ' ' | cut -c1-400)"
   if [[ $mode == shim ]]; then
     grep -oE 'smolvm [a-zA-Z]+: [A-Za-z0-9_]+( with [^(]*)? is not supported' "$out" | sort -u | sed "s/^/$name: /" >>"$NS"
@@ -140,7 +152,7 @@ for p in $PROBES; do
   if (( SECONDS - T0 > BUDGET_S )); then log "budget spent: skipping $p and later probes"; break; fi
   run "$p" native
   run "$p" shim
-  a=$(grep -E '^RESULT' "$W/$p.native.out" 2>/dev/null); b=$(grep -E '^RESULT' "$W/$p.shim.out" 2>/dev/null)
+  a=$(grep -E '^(RESULT|PASS)' "$W/$p.native.out" 2>/dev/null); b=$(grep -E '^(RESULT|PASS)' "$W/$p.shim.out" 2>/dev/null)
   if [[ -n $a && $a == "$b" ]]; then log "$p: native and shim RESULT lines identical"
   else log "$p: RESULT lines DIFFER or missing"; fi
 done
