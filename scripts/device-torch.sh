@@ -15,7 +15,7 @@
 #
 # Usage: OUT=DIR scripts/device-torch.sh
 # Env: PY (default /opt/torch/.venv/bin/python3), BUILD (default build, else
-# .carry/build), PROBE_TIMEOUT (seconds, default 45), PROBES (default all),
+# .carry/build), PROBE_TIMEOUT (seconds, default 40), PROBES (default all),
 # BACKEND (default cuda; fake for a dry run of the script itself).
 # Writes to $OUT: torch.txt (summary: rc, seconds, result lines, native vs
 # shim), torch-runs.log (every run's stdout+stderr), torch-daemon.log,
@@ -26,9 +26,9 @@ OUT=${OUT:-$PWD/device-torch-out}
 PY=${PY:-/opt/torch/.venv/bin/python3}
 BUILD=${BUILD:-build}
 [[ -x $BUILD/smolvm ]] || BUILD=.carry/build
-PROBE_TIMEOUT=${PROBE_TIMEOUT:-45}
+PROBE_TIMEOUT=${PROBE_TIMEOUT:-40}
 PROBES=${PROBES:-driver import matmul autocast expand maps}
-BUDGET_S=330
+BUDGET_S=270
 mkdir -p "$OUT"
 B=$(cd "$BUILD" && pwd)
 W=$(mktemp -d /tmp/device-torch.XXXXXX)
