@@ -4,8 +4,11 @@
 #include <cuda.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "daemon/layout.h"
 #include "daemon_client.h"
@@ -119,6 +122,38 @@ TEST_F(VmmWireTest, UnmapFreeAndAccessRefuseWhatCudaRefuses) {
   EXPECT_EQ(Map(a, 0x200), CUDA_ERROR_INVALID_VALUE);  // gone with its last mapping
   // The range went back to the arena: a new reservation may reuse it.
   EXPECT_NE(Reserve(4 * kGran), 0u);
+}
+
+// Not in the fork manifest yet: a fork of a session holding mappings is
+// refused with the reason; the golden waits on at its forkpoint.
+TEST_F(VmmWireTest, ForkOfASessionHoldingMappingsIsRefused) {
+  RawClient golden;
+  const uint32_t pid = 4100001;
+  ASSERT_TRUE(golden.Connect(daemon.socket(), proto::kProtoHash, 0, "", pid).ok());
+  proto::VmmReserveReply res;
+  ASSERT_TRUE(golden.Call(proto::VmmReserveRequest{2 * kGran, 0}, &res).ok());
+  proto::VmmCreateReply cr;
+  ASSERT_TRUE(golden.Call(proto::VmmCreateRequest{0x300, kGran}, &cr).ok());
+  proto::VmmMapReply mr;
+  ASSERT_TRUE(golden.Call(proto::VmmMapRequest{res.addr, 0x300}, &mr).ok());
+  proto::ForkpointWaitReply order{7, ""};
+  std::thread wait([&] { (void)golden.Call(proto::ForkpointWaitRequest{}, &order); });
+  std::string cmd = std::string(SMOLVM_BINARY) + " cuda fork --pid " + std::to_string(pid) +
+                    " --share off --wait 5 --socket " + daemon.socket() + " 2>&1";
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[512];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  int rc = ::pclose(p);
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(out.find("cuMemMap mappings (expandable segments) is not supported yet"), std::string::npos) << out;
+  // The golden stays at its forkpoint until released.
+  std::string release = std::string(SMOLVM_BINARY) + " cuda release --pid " + std::to_string(pid) + " --socket " +
+                        daemon.socket();
+  EXPECT_EQ(std::system(release.c_str()), 0);
+  wait.join();
+  EXPECT_LT(order.clone_index, 0);
 }
 
 }  // namespace
