@@ -11,6 +11,7 @@
 
 #include "shim/driver.h"
 #include "shim/runtime.h"
+#include "shim/stub_report.h"
 
 using smolvm::shim::Runtime;
 
@@ -104,10 +105,8 @@ static cudaError_t LaunchEx(const cudaLaunchConfig_t* config, const void* func, 
   if (config == nullptr) return rt().Record(cudaErrorInvalidValue);
   if (config->numAttrs != 0) {
     static std::atomic<bool> reported{false};
-    if (!reported.exchange(true))
-      std::fprintf(stderr,
-                   "smolvm cudart: cudaLaunchKernelEx with launch attributes is not supported by the remoting shim "
-                   "(returns cudaErrorNotSupported)\n");
+    smolvm::shim::ReportNotSupportedOnce(&reported, "cudart", "cudaLaunchKernelEx with launch attributes",
+                                         "cudaErrorNotSupported");
     return rt().Record(cudaErrorNotSupported);
   }
   return rt().LaunchKernel(func, false, config->gridDim, config->blockDim, args, config->dynamicSmemBytes,

@@ -14,6 +14,7 @@
 #include "shim/driver.h"
 #include "shim/module_image.h"
 #include "shim/runtime.h"
+#include "shim/stub_report.h"
 
 namespace smolvm::shim {
 namespace {
@@ -391,10 +392,7 @@ static CUresult LaunchEx(const CUlaunchConfig* c, CUfunction f, void** params, v
   if (c->numAttrs != 0) {
     // Clusters, cooperative launches, priorities, programmatic serialization: not remoted.
     static std::atomic<bool> reported{false};
-    if (!reported.exchange(true))
-      std::fprintf(stderr,
-                   "smolvm cuda: cuLaunchKernelEx with launch attributes is not supported by the remoting shim "
-                   "(returns CUDA_ERROR_NOT_SUPPORTED)\n");
+    ReportNotSupportedOnce(&reported, "cuda", "cuLaunchKernelEx with launch attributes", "CUDA_ERROR_NOT_SUPPORTED");
     return CUDA_ERROR_NOT_SUPPORTED;
   }
   return Launch(f, dim3(c->gridDimX, c->gridDimY, c->gridDimZ), dim3(c->blockDimX, c->blockDimY, c->blockDimZ),

@@ -21,6 +21,7 @@
 
 #include "shim/driver.h"
 #include "shim/runtime.h"
+#include "shim/stub_report.h"
 
 namespace smolvm::shim {
 namespace {
@@ -47,11 +48,7 @@ struct VmmGuest {
 VmmGuest vmm;
 
 CUresult NotSupported(std::atomic<bool>* reported, const char* what) {
-  if (!reported->exchange(true)) {
-    std::fprintf(stderr, "smolvm cuda: %s is not supported by the remoting shim (returns CUDA_ERROR_NOT_SUPPORTED)\n",
-                 what);
-    std::fflush(stderr);
-  }
+  ReportNotSupportedOnce(reported, "cuda", what, "CUDA_ERROR_NOT_SUPPORTED");
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 
