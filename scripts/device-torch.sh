@@ -6,7 +6,8 @@
 #   matmul   fp32 1024x1024 x@x, the sum
 #   autocast a bf16-autocast MLP step with AdamW, 3 steps, losses as hex
 #   expand   PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, growth and shrink, memory_stats
-#   maps     which CUDA runtime / driver libraries the process has mapped
+#   maps     which CUDA runtime / driver libraries the process has mapped, with
+#            torchvision imported
 #   driver   tests/shim/bin/prog_driver (no torch): the driver API, VMM on the
 #            real backend, cuGetProcAddress, mixed with runtime calls; natively
 #            with the venv's libcudart
@@ -96,6 +97,11 @@ print("STATS after_empty_cache_reserved_mib", torch.cuda.memory_stats().get("res
 PY
 cat >"$W/maps.py" <<'PY'
 import torch
+try:
+    import torchvision  # a bundled runtime under another soname would show up below
+    print("RESULT torchvision", torchvision.__version__)
+except Exception as e:
+    print("NOTE no torchvision:", type(e).__name__)
 torch.zeros(1, device="cuda")
 libs = set()
 for line in open("/proc/self/maps"):
