@@ -77,7 +77,9 @@ Worker::VmmState& Worker::Vmm() {
   return *vmm_;
 }
 
-bool Worker::VmmInUse() const { return vmm_ && (!vmm_->mappings.empty() || !vmm_->handles.empty()); }
+bool Worker::VmmInUse() const {
+  return vmm_ && (!vmm_->mappings.empty() || !vmm_->handles.empty());
+}
 
 Status Worker::Handle(const proto::VmmGranularityRequest&, proto::VmmGranularityReply* r, Ctx*) {
   r->granularity = backend_->Granularity();
@@ -95,8 +97,10 @@ Status Worker::Handle(const proto::VmmFreeRequest& q, proto::VmmFreeReply*, Ctx*
   VmmState& v = Vmm();
   auto it = v.reserved.find(q.addr);
   if (it == v.reserved.end() || it->second != q.bytes)
-    return Cu(CUDA_ERROR_INVALID_VALUE, "cuMemAddressFree: not a reservation (address and size must match)");
-  if (v.AnyMappingIn(q.addr, q.bytes)) return Cu(CUDA_ERROR_INVALID_VALUE, "cuMemAddressFree: range still mapped");
+    return Cu(CUDA_ERROR_INVALID_VALUE,
+              "cuMemAddressFree: not a reservation (address and size must match)");
+  if (v.AnyMappingIn(q.addr, q.bytes))
+    return Cu(CUDA_ERROR_INVALID_VALUE, "cuMemAddressFree: range still mapped");
   v.reserved.erase(it);
   memory_->ReleaseVa(q.addr, q.bytes);
   return Status::Ok();
@@ -105,12 +109,14 @@ Status Worker::Handle(const proto::VmmFreeRequest& q, proto::VmmFreeReply*, Ctx*
 Status Worker::Handle(const proto::VmmCreateRequest& q, proto::VmmCreateReply*, Ctx*) {
   VmmState& v = Vmm();
   uint64_t gran = backend_->Granularity();
-  if (q.bytes == 0 || q.bytes % gran) return Cu(CUDA_ERROR_INVALID_VALUE, "cuMemCreate: size not a granularity multiple");
+  if (q.bytes == 0 || q.bytes % gran)
+    return Cu(CUDA_ERROR_INVALID_VALUE, "cuMemCreate: size not a granularity multiple");
   if (v.handles.count(q.handle)) return Status(Code::kAlreadyExists, "handle id in use");
   uint64_t held = v.handle_bytes + (memory_ ? memory_->chunk_bytes() : 0);
   if (options_.memory_limit_bytes && held + q.bytes > options_.memory_limit_bytes)
-    return Cu(CUDA_ERROR_OUT_OF_MEMORY,
-              "session memory limit of " + std::to_string(options_.memory_limit_bytes >> 20) + " MiB reached");
+    return Cu(CUDA_ERROR_OUT_OF_MEMORY, "session memory limit of " +
+                                            std::to_string(options_.memory_limit_bytes >> 20) +
+                                            " MiB reached");
   ASSIGN_OR_RETURN(uint64_t chunk, backend_->ChunkCreate(q.bytes));
   v.handles[q.handle] = VmmState::Handle{chunk, q.bytes, 0, false};
   v.handle_bytes += q.bytes;
@@ -120,7 +126,8 @@ Status Worker::Handle(const proto::VmmCreateRequest& q, proto::VmmCreateReply*, 
 Status Worker::Handle(const proto::VmmReleaseRequest& q, proto::VmmReleaseReply*, Ctx*) {
   VmmState& v = Vmm();
   auto it = v.handles.find(q.handle);
-  if (it == v.handles.end() || it->second.released) return Cu(CUDA_ERROR_INVALID_VALUE, "cuMemRelease: unknown handle");
+  if (it == v.handles.end() || it->second.released)
+    return Cu(CUDA_ERROR_INVALID_VALUE, "cuMemRelease: unknown handle");
   it->second.released = true;
   v.DropHandleIfDone(q.handle);
   return Status::Ok();
@@ -129,12 +136,15 @@ Status Worker::Handle(const proto::VmmReleaseRequest& q, proto::VmmReleaseReply*
 Status Worker::Handle(const proto::VmmMapRequest& q, proto::VmmMapReply*, Ctx*) {
   VmmState& v = Vmm();
   auto h = v.handles.find(q.handle);
-  if (h == v.handles.end() || h->second.released) return Cu(CUDA_ERROR_INVALID_VALUE, "cuMemMap: unknown handle");
+  if (h == v.handles.end() || h->second.released)
+    return Cu(CUDA_ERROR_INVALID_VALUE, "cuMemMap: unknown handle");
   uint64_t bytes = h->second.bytes;
   if (v.ReservationOf(q.addr, bytes) == v.reserved.end())
     return Cu(CUDA_ERROR_INVALID_VALUE, "cuMemMap: range outside every reservation");
-  if (q.addr % backend_->Granularity()) return Cu(CUDA_ERROR_INVALID_VALUE, "cuMemMap: address not aligned");
-  if (v.AnyMappingIn(q.addr, bytes)) return Cu(CUDA_ERROR_INVALID_VALUE, "cuMemMap: range already mapped");
+  if (q.addr % backend_->Granularity())
+    return Cu(CUDA_ERROR_INVALID_VALUE, "cuMemMap: address not aligned");
+  if (v.AnyMappingIn(q.addr, bytes))
+    return Cu(CUDA_ERROR_INVALID_VALUE, "cuMemMap: range already mapped");
   RETURN_IF_ERROR(backend_->ChunkMap(q.addr, h->second.chunk, bytes, true));
   v.mappings[q.addr] = VmmState::Mapping{bytes, q.handle};
   ++h->second.mappings;
@@ -149,11 +159,13 @@ Status Worker::Handle(const proto::VmmUnmapRequest& q, proto::VmmUnmapReply*, Ct
   auto first = v.mappings.lower_bound(q.addr);
   if (first != v.mappings.begin()) {
     auto prev = std::prev(first);
-    if (prev->first + prev->second.bytes > q.addr) return Cu(CUDA_ERROR_INVALID_VALUE, "cuMemUnmap: splits a mapping");
+    if (prev->first + prev->second.bytes > q.addr)
+      return Cu(CUDA_ERROR_INVALID_VALUE, "cuMemUnmap: splits a mapping");
   }
   auto last = first;
   for (; last != v.mappings.end() && last->first < end; ++last)
-    if (last->first + last->second.bytes > end) return Cu(CUDA_ERROR_INVALID_VALUE, "cuMemUnmap: splits a mapping");
+    if (last->first + last->second.bytes > end)
+      return Cu(CUDA_ERROR_INVALID_VALUE, "cuMemUnmap: splits a mapping");
   if (first == last) return Cu(CUDA_ERROR_INVALID_VALUE, "cuMemUnmap: nothing mapped there");
   RETURN_IF_ERROR(backend_->CtxSynchronize());
   Status result;
@@ -172,12 +184,15 @@ Status Worker::Handle(const proto::VmmUnmapRequest& q, proto::VmmUnmapReply*, Ct
 Status Worker::Handle(const proto::VmmSetAccessRequest& q, proto::VmmSetAccessReply*, Ctx*) {
   VmmState& v = Vmm();
   if (q.access != CU_MEM_ACCESS_FLAGS_PROT_READ && q.access != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
-    return Cu(CUDA_ERROR_NOT_SUPPORTED, "cuMemSetAccess: only read or read-write access is supported");
+    return Cu(CUDA_ERROR_NOT_SUPPORTED,
+              "cuMemSetAccess: only read or read-write access is supported");
   // The range must be covered by back-to-back mappings.
   uint64_t at = q.addr, end = q.addr + q.bytes;
-  if (q.bytes == 0 || end < q.addr) return Cu(CUDA_ERROR_INVALID_VALUE, "cuMemSetAccess: empty range");
+  if (q.bytes == 0 || end < q.addr)
+    return Cu(CUDA_ERROR_INVALID_VALUE, "cuMemSetAccess: empty range");
   auto it = v.mappings.upper_bound(at);
-  if (it == v.mappings.begin()) return Cu(CUDA_ERROR_INVALID_VALUE, "cuMemSetAccess: range not mapped");
+  if (it == v.mappings.begin())
+    return Cu(CUDA_ERROR_INVALID_VALUE, "cuMemSetAccess: range not mapped");
   --it;
   while (at < end) {
     if (it == v.mappings.end() || it->first > at || it->first + it->second.bytes <= at)

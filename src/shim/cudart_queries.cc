@@ -25,17 +25,20 @@ unsigned device_flags = 0;
 
 #define SMOLVM_EXPORT extern "C" __attribute__((visibility("default")))
 
-SMOLVM_EXPORT cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
+SMOLVM_EXPORT cudaError_t cudaStreamIsCapturing(cudaStream_t stream,
+                                                cudaStreamCaptureStatus* status) {
   if (status == nullptr) return rt().Record(cudaErrorInvalidValue);
   return rt().StreamCaptureStatus(stream, false, status, nullptr);
 }
-SMOLVM_EXPORT cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream, cudaStreamCaptureStatus* status) {
+SMOLVM_EXPORT cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream,
+                                                     cudaStreamCaptureStatus* status) {
   if (status == nullptr) return rt().Record(cudaErrorInvalidValue);
   return rt().StreamCaptureStatus(stream, true, status, nullptr);
 }
 
-static cudaError_t CaptureInfo(cudaStream_t stream, bool per_thread, cudaStreamCaptureStatus* status,
-                               unsigned long long* id, cudaGraph_t* graph, const cudaGraphNode_t** deps,
+static cudaError_t CaptureInfo(cudaStream_t stream, bool per_thread,
+                               cudaStreamCaptureStatus* status, unsigned long long* id,
+                               cudaGraph_t* graph, const cudaGraphNode_t** deps,
                                const cudaGraphEdgeData** edges, size_t* num_deps) {
   if (status == nullptr) return rt().Record(cudaErrorInvalidValue);
   cudaError_t e = rt().StreamCaptureStatus(stream, per_thread, status, nullptr);
@@ -44,21 +47,26 @@ static cudaError_t CaptureInfo(cudaStream_t stream, bool per_thread, cudaStreamC
   (void)id, (void)graph, (void)deps, (void)edges, (void)num_deps;
   return cudaSuccess;
 }
-SMOLVM_EXPORT cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, cudaStreamCaptureStatus* status,
+SMOLVM_EXPORT cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream,
+                                                   cudaStreamCaptureStatus* status,
                                                    unsigned long long* id, cudaGraph_t* graph,
-                                                   const cudaGraphNode_t** deps, const cudaGraphEdgeData** edges,
+                                                   const cudaGraphNode_t** deps,
+                                                   const cudaGraphEdgeData** edges,
                                                    size_t* num_deps) {
   return CaptureInfo(stream, false, status, id, graph, deps, edges, num_deps);
 }
-SMOLVM_EXPORT cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream, cudaStreamCaptureStatus* status,
+SMOLVM_EXPORT cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream,
+                                                        cudaStreamCaptureStatus* status,
                                                         unsigned long long* id, cudaGraph_t* graph,
                                                         const cudaGraphNode_t** deps,
-                                                        const cudaGraphEdgeData** edges, size_t* num_deps) {
+                                                        const cudaGraphEdgeData** edges,
+                                                        size_t* num_deps) {
   return CaptureInfo(stream, true, status, id, graph, deps, edges, num_deps);
 }
 
 SMOLVM_EXPORT cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
-  if (mode == nullptr || *mode > cudaStreamCaptureModeRelaxed) return rt().Record(cudaErrorInvalidValue);
+  if (mode == nullptr || *mode > cudaStreamCaptureModeRelaxed)
+    return rt().Record(cudaErrorInvalidValue);
   std::swap(*mode, tl_capture_mode);
   return cudaSuccess;
 }
@@ -95,26 +103,30 @@ SMOLVM_EXPORT cudaError_t cudaGetDeviceFlags(unsigned int* flags) {
 SMOLVM_EXPORT cudaError_t cudaDeviceGetPCIBusId(char* bus_id, int len, int device) {
   CUresult r = smolvm::shim::Driver::cuDeviceGetPCIBusId(bus_id, len, device);
   if (r == CUDA_SUCCESS) return cudaSuccess;
-  return rt().Record(r == CUDA_ERROR_INVALID_DEVICE ? cudaErrorInvalidDevice : static_cast<cudaError_t>(r));
+  return rt().Record(r == CUDA_ERROR_INVALID_DEVICE ? cudaErrorInvalidDevice
+                                                    : static_cast<cudaError_t>(r));
 }
 
 // cudaLaunchKernelEx without launch attributes is a plain launch; clusters,
 // cooperative launches, priorities and programmatic serialization are not
 // remoted and say so once.
-static cudaError_t LaunchEx(const cudaLaunchConfig_t* config, const void* func, void** args, bool per_thread) {
+static cudaError_t LaunchEx(const cudaLaunchConfig_t* config, const void* func, void** args,
+                            bool per_thread) {
   if (config == nullptr) return rt().Record(cudaErrorInvalidValue);
   if (config->numAttrs != 0) {
     static std::atomic<bool> reported{false};
-    smolvm::shim::ReportNotSupportedOnce(&reported, "cudart", "cudaLaunchKernelEx with launch attributes",
-                                         "cudaErrorNotSupported");
+    smolvm::shim::ReportNotSupportedOnce(
+        &reported, "cudart", "cudaLaunchKernelEx with launch attributes", "cudaErrorNotSupported");
     return rt().Record(cudaErrorNotSupported);
   }
-  return rt().LaunchKernel(func, false, config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
-                           config->stream, per_thread);
+  return rt().LaunchKernel(func, false, config->gridDim, config->blockDim, args,
+                           config->dynamicSmemBytes, config->stream, per_thread);
 }
-SMOLVM_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func, void** args) {
+SMOLVM_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func,
+                                              void** args) {
   return LaunchEx(config, func, args, false);
 }
-SMOLVM_EXPORT cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config, const void* func, void** args) {
+SMOLVM_EXPORT cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config,
+                                                   const void* func, void** args) {
   return LaunchEx(config, func, args, true);
 }

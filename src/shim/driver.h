@@ -47,19 +47,19 @@ class Driver {
  private:
   // A memset of `count` elements of `elem_bytes` (1 or 4) on a stream;
   // cuStreamWriteValue32 is one 4-byte element.
-  static CUresult MemsetElems(CUdeviceptr dst, uint32_t value, uint32_t elem_bytes, size_t count, CUstream stream,
-                              bool per_thread);
+  static CUresult MemsetElems(CUdeviceptr dst, uint32_t value, uint32_t elem_bytes, size_t count,
+                              CUstream stream, bool per_thread);
 };
 
 // Inside a Driver member (runtime.h included): starts a call under the
 // session lock, naming the runtime `r`; returns the sticky or session failure
 // if any. SMOLVM_DRIVER_END(r, cudaError_t) ends it through Runtime::Finish,
 // which records no last error inside the DriverCallScope held here.
-#define SMOLVM_DRIVER_BEGIN(r)                                              \
-  ::smolvm::shim::Runtime::DriverCallScope driver_scope;                    \
-  ::smolvm::shim::Runtime& r = ::smolvm::shim::Runtime::Get();              \
-  std::lock_guard driver_lock(r.session_.mu());                             \
-  if (cudaError_t begin_error = r.Begin(); begin_error != cudaSuccess)     \
+#define SMOLVM_DRIVER_BEGIN(r)                                         \
+  ::smolvm::shim::Runtime::DriverCallScope driver_scope;               \
+  ::smolvm::shim::Runtime& r = ::smolvm::shim::Runtime::Get();         \
+  std::lock_guard driver_lock(r.session_.mu());                        \
+  if (cudaError_t begin_error = r.Begin(); begin_error != cudaSuccess) \
   return ::smolvm::shim::ToCuResult(begin_error)
 #define SMOLVM_DRIVER_END(r, e) ::smolvm::shim::ToCuResult(r.Finish(e))
 

@@ -48,7 +48,8 @@ const Proc kProcs[] = {
 void* Self() {
   static void* self = [] {
     Dl_info info{};
-    if (dladdr(reinterpret_cast<void*>(&Self), &info) == 0 || info.dli_fname == nullptr) return (void*)nullptr;
+    if (dladdr(reinterpret_cast<void*>(&Self), &info) == 0 || info.dli_fname == nullptr)
+      return (void*)nullptr;
     return dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
   }();
   return self;
@@ -56,7 +57,8 @@ void* Self() {
 
 }  // namespace
 
-SMOLVM_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
+SMOLVM_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version,
+                                           cuuint64_t flags,
                                            CUdriverProcAddressQueryResult* status) {
   if (symbol == nullptr || pfn == nullptr || flags > CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)
     return CUDA_ERROR_INVALID_VALUE;
@@ -65,12 +67,15 @@ SMOLVM_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int v
     if (status != nullptr) *status = s;
   };
   std::string_view name = symbol;
-  auto [lo, hi] = std::equal_range(std::begin(kProcs), std::end(kProcs), Proc{symbol, 0, nullptr, nullptr},
-                                   [](const Proc& a, const Proc& b) { return std::strcmp(a.name, b.name) < 0; });
+  auto [lo, hi] = std::equal_range(
+      std::begin(kProcs), std::end(kProcs), Proc{symbol, 0, nullptr, nullptr},
+      [](const Proc& a, const Proc& b) { return std::strcmp(a.name, b.name) < 0; });
   const char* sym = nullptr;
   if (lo != hi) {
     for (const Proc* p = lo; p != hi; ++p)
-      if (p->version <= version) sym = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && *p->ptsym ? p->ptsym : p->sym;
+      if (p->version <= version)
+        sym = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && *p->ptsym ? p->ptsym
+                                                                                   : p->sym;
     if (sym == nullptr) {
       set_status(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
       return CUDA_ERROR_NOT_FOUND;
@@ -90,7 +95,8 @@ SMOLVM_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int v
 }
 
 #undef cuGetProcAddress
-SMOLVM_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags) {
+SMOLVM_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int version,
+                                        cuuint64_t flags) {
   return cuGetProcAddress_v2(symbol, pfn, version, flags, nullptr);
 }
 
@@ -120,7 +126,8 @@ SMOLVM_EXPORT CUresult cuGetErrorName(CUresult error, const char** str) {
   return *str != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-extern "C" const char* cudaGetErrorString(int error);  // the cudart shim's (same values, same texts)
+extern "C" const char* cudaGetErrorString(
+    int error);  // the cudart shim's (same values, same texts)
 
 SMOLVM_EXPORT CUresult cuGetErrorString(CUresult error, const char** str) {
   if (str == nullptr) return CUDA_ERROR_INVALID_VALUE;

@@ -59,7 +59,6 @@ CUresult ToCuResult(int e) {
   }
 }
 
-
 // --- initialization and devices -------------------------------------------
 
 CUresult Driver::cuInit(unsigned int flags) {
@@ -97,8 +96,8 @@ CUresult Driver::cuDeviceGetName(char* name, int len, CUdevice dev) {
   SMOLVM_DRIVER_BEGIN(r);
   if (dev != 0) return ToCuResult(r.Finish(cudaErrorInvalidDevice));
   if (cudaError_t e = r.EnsureDeviceInfo(); e != cudaSuccess) return ToCuResult(r.Finish(e));
-  std::snprintf(name, static_cast<size_t>(len), "%.*s", static_cast<int>(r.device_info_.name.size()),
-                r.device_info_.name.data());
+  std::snprintf(name, static_cast<size_t>(len), "%.*s",
+                static_cast<int>(r.device_info_.name.size()), r.device_info_.name.data());
   return ToCuResult(r.Finish(cudaSuccess));
 }
 
@@ -108,7 +107,8 @@ CUresult Driver::cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
   if (dev != 0) return ToCuResult(r.Finish(cudaErrorInvalidDevice));
   if (cudaError_t e = r.EnsureDeviceInfo(); e != cudaSuccess) return ToCuResult(r.Finish(e));
   std::memset(uuid->bytes, 0, sizeof uuid->bytes);
-  std::memcpy(uuid->bytes, r.device_uuid_.data(), std::min(sizeof uuid->bytes, r.device_uuid_.size()));
+  std::memcpy(uuid->bytes, r.device_uuid_.data(),
+              std::min(sizeof uuid->bytes, r.device_uuid_.size()));
   return ToCuResult(r.Finish(cudaSuccess));
 }
 
@@ -130,9 +130,15 @@ CUresult Driver::cuDeviceGetAttribute(int* value, CUdevice_attribute attrib, CUd
 CUresult Driver::cuDeviceGetPCIBusId(char* bus_id, int len, CUdevice dev) {
   if (bus_id == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
   int domain = 0, bus = 0, device = 0;
-  if (CUresult e = cuDeviceGetAttribute(&domain, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, dev); e != CUDA_SUCCESS) return e;
-  if (CUresult e = cuDeviceGetAttribute(&bus, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, dev); e != CUDA_SUCCESS) return e;
-  if (CUresult e = cuDeviceGetAttribute(&device, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, dev); e != CUDA_SUCCESS) return e;
+  if (CUresult e = cuDeviceGetAttribute(&domain, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, dev);
+      e != CUDA_SUCCESS)
+    return e;
+  if (CUresult e = cuDeviceGetAttribute(&bus, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, dev);
+      e != CUDA_SUCCESS)
+    return e;
+  if (CUresult e = cuDeviceGetAttribute(&device, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, dev);
+      e != CUDA_SUCCESS)
+    return e;
   std::snprintf(bus_id, static_cast<size_t>(len), "%08X:%02X:%02X.0", domain, bus, device);
   return CUDA_SUCCESS;
 }
@@ -263,7 +269,8 @@ CUresult Driver::cuModuleLoadData(CUmodule* module, const void* image) {
   return ToCuResult(r.Finish(cudaSuccess));
 }
 
-CUresult Driver::cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int, CUjit_option*, void**) {
+CUresult Driver::cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int,
+                                    CUjit_option*, void**) {
   // JIT options tune the worker's compile of PTX; its defaults serve.
   return cuModuleLoadData(module, image);
 }
@@ -291,13 +298,15 @@ CUresult Driver::cuModuleGetFunction(CUfunction* fn, CUmodule module, const char
     return ToCuResult(r.Finish(e == cudaErrorInvalidDeviceFunction ? cudaErrorSymbolNotFound : e));
   Runtime::KernelRecord* rec = k.get();
   r.kernel_handles_[rec] = rec;
-  r.kernels_[rec] = std::move(k);  // keyed by itself: a CUfunction works as a cudaKernel_t and a host function
+  r.kernels_[rec] =
+      std::move(k);  // keyed by itself: a CUfunction works as a cudaKernel_t and a host function
   functions_by_name[key] = rec;
   *fn = reinterpret_cast<CUfunction>(rec);
   return ToCuResult(r.Finish(cudaSuccess));
 }
 
-CUresult Driver::cuModuleGetGlobal_v2(CUdeviceptr* dptr, size_t* bytes, CUmodule module, const char* name) {
+CUresult Driver::cuModuleGetGlobal_v2(CUdeviceptr* dptr, size_t* bytes, CUmodule module,
+                                      const char* name) {
   if (module == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
   SMOLVM_DRIVER_BEGIN(r);
   auto* m = reinterpret_cast<Runtime::ModuleRecord*>(module);
@@ -332,13 +341,14 @@ CUresult Driver::cuFuncSetAttribute(CUfunction fn, CUfunction_attribute attrib, 
 }
 
 CUresult Driver::cuFuncSetCacheConfig(CUfunction fn, CUfunc_cache) {
-  return fn != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;  // a hint, as cudaFuncSetCacheConfig
+  return fn != nullptr ? CUDA_SUCCESS
+                       : CUDA_ERROR_INVALID_HANDLE;  // a hint, as cudaFuncSetCacheConfig
 }
 
 // --- launches ----------------------------------------------------------------
 
-static CUresult Launch(CUfunction f, dim3 grid, dim3 block, unsigned smem, CUstream stream, void** params,
-                       void** extra, bool per_thread) {
+static CUresult Launch(CUfunction f, dim3 grid, dim3 block, unsigned smem, CUstream stream,
+                       void** params, void** extra, bool per_thread) {
   Runtime::DriverCallScope scope;
   std::vector<void*> args;
   if (params != nullptr && extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -375,35 +385,41 @@ CUresult Driver::PackedArgs(CUfunction f, void** extra, std::vector<void*>* args
   return CUDA_SUCCESS;
 }
 
-CUresult Driver::cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-                                unsigned int by, unsigned int bz, unsigned int smem, CUstream stream, void** params,
-                                void** extra) {
+CUresult Driver::cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                unsigned int bx, unsigned int by, unsigned int bz,
+                                unsigned int smem, CUstream stream, void** params, void** extra) {
   return Launch(f, dim3(gx, gy, gz), dim3(bx, by, bz), smem, stream, params, extra, false);
 }
 
-CUresult Driver::cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                                     unsigned int bx, unsigned int by, unsigned int bz, unsigned int smem,
-                                     CUstream stream, void** params, void** extra) {
+CUresult Driver::cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
+                                     unsigned int gz, unsigned int bx, unsigned int by,
+                                     unsigned int bz, unsigned int smem, CUstream stream,
+                                     void** params, void** extra) {
   return Launch(f, dim3(gx, gy, gz), dim3(bx, by, bz), smem, stream, params, extra, true);
 }
 
-static CUresult LaunchEx(const CUlaunchConfig* c, CUfunction f, void** params, void** extra, bool per_thread) {
+static CUresult LaunchEx(const CUlaunchConfig* c, CUfunction f, void** params, void** extra,
+                         bool per_thread) {
   if (c == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (c->numAttrs != 0) {
     // Clusters, cooperative launches, priorities, programmatic serialization: not remoted.
     static std::atomic<bool> reported{false};
-    ReportNotSupportedOnce(&reported, "cuda", "cuLaunchKernelEx with launch attributes", "CUDA_ERROR_NOT_SUPPORTED");
+    ReportNotSupportedOnce(&reported, "cuda", "cuLaunchKernelEx with launch attributes",
+                           "CUDA_ERROR_NOT_SUPPORTED");
     return CUDA_ERROR_NOT_SUPPORTED;
   }
-  return Launch(f, dim3(c->gridDimX, c->gridDimY, c->gridDimZ), dim3(c->blockDimX, c->blockDimY, c->blockDimZ),
-                c->sharedMemBytes, c->hStream, params, extra, per_thread);
+  return Launch(f, dim3(c->gridDimX, c->gridDimY, c->gridDimZ),
+                dim3(c->blockDimX, c->blockDimY, c->blockDimZ), c->sharedMemBytes, c->hStream,
+                params, extra, per_thread);
 }
 
-CUresult Driver::cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+CUresult Driver::cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params,
+                                  void** extra) {
   return LaunchEx(config, f, params, extra, false);
 }
 
-CUresult Driver::cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+CUresult Driver::cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params,
+                                       void** extra) {
   return LaunchEx(config, f, params, extra, true);
 }
 

@@ -16,8 +16,8 @@ void* Ptr(CUdeviceptr p) { return reinterpret_cast<void*>(p); }
 cudaStream_t S(CUstream s) { return reinterpret_cast<cudaStream_t>(s); }
 cudaEvent_t E(CUevent e) { return reinterpret_cast<cudaEvent_t>(e); }
 
-CUresult Copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, CUstream stream, bool async,
-              bool per_thread) {
+CUresult Copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, CUstream stream,
+              bool async, bool per_thread) {
   Runtime::DriverCallScope scope;
   return ToCuResult(rt().Memcpy(dst, src, bytes, kind, S(stream), async, per_thread));
 }
@@ -92,16 +92,18 @@ CUresult Driver::cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t b
 
 // --- memsets and stream memory writes -------------------------------------------------
 
-CUresult Driver::MemsetElems(CUdeviceptr dst, uint32_t value, uint32_t elem_bytes, size_t count, CUstream stream,
-                             bool per_thread) {
+CUresult Driver::MemsetElems(CUdeviceptr dst, uint32_t value, uint32_t elem_bytes, size_t count,
+                             CUstream stream, bool per_thread) {
   Runtime::DriverCallScope driver_scope;
   Runtime& r = rt();
   std::lock_guard lock(r.session_.mu());
   if (cudaError_t e = r.Begin(); e != cudaSuccess) return ToCuResult(e);
   uint64_t sid;
-  if (cudaError_t e = r.StreamId(S(stream), per_thread, &sid); e != cudaSuccess) return ToCuResult(r.Finish(e));
+  if (cudaError_t e = r.StreamId(S(stream), per_thread, &sid); e != cudaSuccess)
+    return ToCuResult(r.Finish(e));
   if (count == 0) return ToCuResult(r.Finish(cudaSuccess));
-  if (dst % elem_bytes != 0 || count > UINT64_MAX / elem_bytes || !r.device_mem_.Contains(dst, count * elem_bytes))
+  if (dst % elem_bytes != 0 || count > UINT64_MAX / elem_bytes ||
+      !r.device_mem_.Contains(dst, count * elem_bytes))
     return ToCuResult(r.Finish(cudaErrorInvalidValue));
   proto::MemsetRequest req;
   req.dst = dst;
@@ -132,10 +134,12 @@ CUresult Driver::cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned int v, size_t n
 // A 4-byte write ordered after the stream's earlier work: on the wire, a
 // one-element memset on that stream. The flags (memory barrier or not) only
 // relax ordering against other agents, which a session does not have.
-CUresult Driver::cuStreamWriteValue32_v2(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int) {
+CUresult Driver::cuStreamWriteValue32_v2(CUstream s, CUdeviceptr addr, cuuint32_t value,
+                                         unsigned int) {
   return MemsetElems(addr, value, 4, 1, s, false);
 }
-CUresult Driver::cuStreamWriteValue32_v2_ptsz(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int) {
+CUresult Driver::cuStreamWriteValue32_v2_ptsz(CUstream s, CUdeviceptr addr, cuuint32_t value,
+                                              unsigned int) {
   return MemsetElems(addr, value, 4, 1, s, true);
 }
 
@@ -180,7 +184,8 @@ CUresult Driver::cuPointerGetAttribute(void* data, CUpointer_attribute attr, CUd
   }
 }
 
-CUresult Driver::cuPointerGetAttributes(unsigned int n, CUpointer_attribute* attrs, void** data, CUdeviceptr ptr) {
+CUresult Driver::cuPointerGetAttributes(unsigned int n, CUpointer_attribute* attrs, void** data,
+                                        CUdeviceptr ptr) {
   if (n > 0 && (attrs == nullptr || data == nullptr)) return CUDA_ERROR_INVALID_VALUE;
   for (unsigned int i = 0; i < n; ++i)
     if (CUresult e = cuPointerGetAttribute(data[i], attrs[i], ptr); e != CUDA_SUCCESS) return e;
@@ -189,7 +194,9 @@ CUresult Driver::cuPointerGetAttributes(unsigned int n, CUpointer_attribute* att
 
 // --- streams and events ----------------------------------------------------------------------
 
-CUresult Driver::cuStreamCreate(CUstream* s, unsigned int flags) { return cuStreamCreateWithPriority(s, flags, 0); }
+CUresult Driver::cuStreamCreate(CUstream* s, unsigned int flags) {
+  return cuStreamCreateWithPriority(s, flags, 0);
+}
 
 CUresult Driver::cuStreamCreateWithPriority(CUstream* s, unsigned int flags, int priority) {
   Runtime::DriverCallScope scope;

@@ -61,14 +61,16 @@ bool InsideReservation(uint64_t addr, uint64_t bytes) {
 
 // The mappings that make up [addr, addr+bytes) exactly, back to back; false
 // when the range has a hole, or cuts a mapping.
-bool MappingsCovering(uint64_t addr, uint64_t bytes, std::map<uint64_t, VmmMapping>::iterator* first,
+bool MappingsCovering(uint64_t addr, uint64_t bytes,
+                      std::map<uint64_t, VmmMapping>::iterator* first,
                       std::map<uint64_t, VmmMapping>::iterator* last) {
   auto it = vmm.mappings.find(addr);
   if (it == vmm.mappings.end() || bytes == 0) return false;
   *first = it;
   uint64_t at = addr, end = addr + bytes;
   while (at < end) {
-    if (it == vmm.mappings.end() || it->first != at || it->first + it->second.bytes > end) return false;
+    if (it == vmm.mappings.end() || it->first != at || it->first + it->second.bytes > end)
+      return false;
     at += it->second.bytes;
     ++it;
   }
@@ -88,7 +90,6 @@ void MaybeRelease(Runtime& r, uint64_t id) {
 
 }  // namespace
 
-
 CUresult Driver::cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop,
                                                CUmemAllocationGranularity_flags) {
   if (granularity == nullptr || prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -104,8 +105,10 @@ CUresult Driver::cuMemGetAllocationGranularity(size_t* granularity, const CUmemA
   return SMOLVM_DRIVER_END(r, cudaSuccess);
 }
 
-CUresult Driver::cuMemAddressReserve(CUdeviceptr* ptr, size_t bytes, size_t align, CUdeviceptr, unsigned long long flags) {
-  if (ptr == nullptr || bytes == 0 || flags != 0 || (align & (align - 1)) != 0) return CUDA_ERROR_INVALID_VALUE;
+CUresult Driver::cuMemAddressReserve(CUdeviceptr* ptr, size_t bytes, size_t align, CUdeviceptr,
+                                     unsigned long long flags) {
+  if (ptr == nullptr || bytes == 0 || flags != 0 || (align & (align - 1)) != 0)
+    return CUDA_ERROR_INVALID_VALUE;
   // The address hint is a hint (CUDA may place the range elsewhere): the
   // worker picks a free arena range.
   SMOLVM_DRIVER_BEGIN(r);
@@ -123,9 +126,11 @@ CUresult Driver::cuMemAddressReserve(CUdeviceptr* ptr, size_t bytes, size_t alig
 CUresult Driver::cuMemAddressFree(CUdeviceptr ptr, size_t bytes) {
   SMOLVM_DRIVER_BEGIN(r);
   auto it = vmm.reserved.find(ptr);
-  if (it == vmm.reserved.end() || it->second != bytes) return SMOLVM_DRIVER_END(r, cudaErrorInvalidValue);
+  if (it == vmm.reserved.end() || it->second != bytes)
+    return SMOLVM_DRIVER_END(r, cudaErrorInvalidValue);
   auto m = vmm.mappings.lower_bound(ptr);
-  if (m != vmm.mappings.end() && m->first < ptr + bytes) return SMOLVM_DRIVER_END(r, cudaErrorInvalidValue);
+  if (m != vmm.mappings.end() && m->first < ptr + bytes)
+    return SMOLVM_DRIVER_END(r, cudaErrorInvalidValue);
   vmm.reserved.erase(it);
   proto::VmmFreeRequest req;
   req.addr = ptr;
@@ -134,10 +139,12 @@ CUresult Driver::cuMemAddressFree(CUdeviceptr ptr, size_t bytes) {
   return SMOLVM_DRIVER_END(r, cudaSuccess);
 }
 
-CUresult Driver::cuMemCreate(CUmemGenericAllocationHandle* handle, size_t bytes, const CUmemAllocationProp* prop,
-                             unsigned long long flags) {
-  if (handle == nullptr || prop == nullptr || bytes == 0 || flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+CUresult Driver::cuMemCreate(CUmemGenericAllocationHandle* handle, size_t bytes,
+                             const CUmemAllocationProp* prop, unsigned long long flags) {
+  if (handle == nullptr || prop == nullptr || bytes == 0 || flags != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+      prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
     return CUDA_ERROR_INVALID_VALUE;
   if (prop->location.id != 0) return CUDA_ERROR_INVALID_DEVICE;
   SMOLVM_DRIVER_BEGIN(r);
@@ -158,21 +165,24 @@ CUresult Driver::cuMemCreate(CUmemGenericAllocationHandle* handle, size_t bytes,
 CUresult Driver::cuMemRelease(CUmemGenericAllocationHandle handle) {
   SMOLVM_DRIVER_BEGIN(r);
   auto it = vmm.handles.find(handle);
-  if (it == vmm.handles.end() || it->second.refs == 0) return SMOLVM_DRIVER_END(r, cudaErrorInvalidValue);
+  if (it == vmm.handles.end() || it->second.refs == 0)
+    return SMOLVM_DRIVER_END(r, cudaErrorInvalidValue);
   --it->second.refs;
   MaybeRelease(r, handle);
   return SMOLVM_DRIVER_END(r, cudaSuccess);
 }
 
-CUresult Driver::cuMemMap(CUdeviceptr ptr, size_t bytes, size_t offset, CUmemGenericAllocationHandle handle,
-                          unsigned long long flags) {
+CUresult Driver::cuMemMap(CUdeviceptr ptr, size_t bytes, size_t offset,
+                          CUmemGenericAllocationHandle handle, unsigned long long flags) {
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
   SMOLVM_DRIVER_BEGIN(r);
   auto h = vmm.handles.find(handle);
-  if (h == vmm.handles.end() || h->second.refs == 0) return SMOLVM_DRIVER_END(r, cudaErrorInvalidValue);
+  if (h == vmm.handles.end() || h->second.refs == 0)
+    return SMOLVM_DRIVER_END(r, cudaErrorInvalidValue);
   if (offset != 0 || bytes != h->second.bytes) {
     static std::atomic<bool> reported{false};
-    return NotSupported(&reported, "cuMemMap of part of an allocation (offset or size other than the whole)");
+    return NotSupported(&reported,
+                        "cuMemMap of part of an allocation (offset or size other than the whole)");
   }
   if (!InsideReservation(ptr, bytes)) return SMOLVM_DRIVER_END(r, cudaErrorInvalidValue);
   auto next = vmm.mappings.lower_bound(ptr);
@@ -197,7 +207,8 @@ CUresult Driver::cuMemMap(CUdeviceptr ptr, size_t bytes, size_t offset, CUmemGen
 CUresult Driver::cuMemUnmap(CUdeviceptr ptr, size_t bytes) {
   SMOLVM_DRIVER_BEGIN(r);
   std::map<uint64_t, VmmMapping>::iterator first, last;
-  if (!MappingsCovering(ptr, bytes, &first, &last)) return SMOLVM_DRIVER_END(r, cudaErrorInvalidValue);
+  if (!MappingsCovering(ptr, bytes, &first, &last))
+    return SMOLVM_DRIVER_END(r, cudaErrorInvalidValue);
   proto::VmmUnmapRequest req;
   req.addr = ptr;
   req.bytes = bytes;
@@ -213,7 +224,8 @@ CUresult Driver::cuMemUnmap(CUdeviceptr ptr, size_t bytes) {
   return SMOLVM_DRIVER_END(r, cudaSuccess);
 }
 
-CUresult Driver::cuMemSetAccess(CUdeviceptr ptr, size_t bytes, const CUmemAccessDesc* desc, size_t count) {
+CUresult Driver::cuMemSetAccess(CUdeviceptr ptr, size_t bytes, const CUmemAccessDesc* desc,
+                                size_t count) {
   if (desc == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
   unsigned access = 0;
   for (size_t i = 0; i < count; ++i) {
@@ -227,7 +239,8 @@ CUresult Driver::cuMemSetAccess(CUdeviceptr ptr, size_t bytes, const CUmemAccess
   }
   SMOLVM_DRIVER_BEGIN(r);
   std::map<uint64_t, VmmMapping>::iterator first, last;
-  if (!MappingsCovering(ptr, bytes, &first, &last)) return SMOLVM_DRIVER_END(r, cudaErrorInvalidValue);
+  if (!MappingsCovering(ptr, bytes, &first, &last))
+    return SMOLVM_DRIVER_END(r, cudaErrorInvalidValue);
   proto::VmmSetAccessRequest req;
   req.addr = ptr;
   req.bytes = bytes;
@@ -249,7 +262,8 @@ CUresult Driver::cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handl
   return SMOLVM_DRIVER_END(r, cudaSuccess);
 }
 
-CUresult Driver::cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* prop, CUmemGenericAllocationHandle handle) {
+CUresult Driver::cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* prop,
+                                                        CUmemGenericAllocationHandle handle) {
   if (prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
   SMOLVM_DRIVER_BEGIN(r);
   auto it = vmm.handles.find(handle);

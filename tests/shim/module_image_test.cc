@@ -36,7 +36,8 @@ TEST(ModuleImageTest, FatbinIsMeasuredByItsHeader) {
   ASSERT_GT(fatbin.size(), 16u);
   EXPECT_EQ(Measured(fatbin), fatbin.size());
   // Through nvcc's wrapper, as __cudaRegisterFatBinary receives it.
-  FatbinWrapper w{kFatbinWrapperMagic, 1, reinterpret_cast<const unsigned long long*>(fatbin.data()), nullptr};
+  FatbinWrapper w{kFatbinWrapperMagic, 1,
+                  reinterpret_cast<const unsigned long long*>(fatbin.data()), nullptr};
   EXPECT_EQ(ModuleImage(&w).size(), fatbin.size());
 }
 

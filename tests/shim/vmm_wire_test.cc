@@ -62,10 +62,14 @@ TEST_F(VmmWireTest, ReservationsAreAlignedArenaRangesAndBadSizesAreRefused) {
   ASSERT_TRUE(c.Call(proto::MemAllocRequest{3 * kGran}, &m).ok());
   EXPECT_TRUE(m.dptr + 3 * kGran <= a || m.dptr >= a + 8 * kGran);
   proto::VmmReserveReply rep;
-  EXPECT_EQ(c.Call(proto::VmmReserveRequest{kGran + 1, 0}, &rep).head.result, CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(c.Call(proto::VmmReserveRequest{kGran, 3 * kGran}, &rep).head.result, CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(c.Call(proto::VmmReserveRequest{~0ull & ~(kGran - 1), 0}, &rep).head.result, CUDA_ERROR_OUT_OF_MEMORY);
-  EXPECT_EQ(c.Call(proto::VmmReserveRequest{kGran, 1ull << 62}, &rep).head.result, CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(c.Call(proto::VmmReserveRequest{kGran + 1, 0}, &rep).head.result,
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(c.Call(proto::VmmReserveRequest{kGran, 3 * kGran}, &rep).head.result,
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(c.Call(proto::VmmReserveRequest{~0ull & ~(kGran - 1), 0}, &rep).head.result,
+            CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(c.Call(proto::VmmReserveRequest{kGran, 1ull << 62}, &rep).head.result,
+            CUDA_ERROR_OUT_OF_MEMORY);
 }
 
 TEST_F(VmmWireTest, MapsOnlyWholeKnownHandlesInsideReservations) {
@@ -74,9 +78,10 @@ TEST_F(VmmWireTest, MapsOnlyWholeKnownHandlesInsideReservations) {
   ASSERT_EQ(Create(0x100, kGran), 0);
   EXPECT_EQ(Create(0x100, kGran), static_cast<int32_t>(Code::kAlreadyExists));
   ASSERT_EQ(Create(0x101, 2 * kGran), 0);
-  EXPECT_EQ(Map(a, 0x999), CUDA_ERROR_INVALID_VALUE);                    // unknown handle
-  EXPECT_EQ(Map(a + 3 * kGran, 0x101), CUDA_ERROR_INVALID_VALUE);        // runs past the reservation
-  EXPECT_EQ(Map(c.hello().arena_base + (512ull << 30), 0x100), CUDA_ERROR_INVALID_VALUE);  // no reservation
+  EXPECT_EQ(Map(a, 0x999), CUDA_ERROR_INVALID_VALUE);              // unknown handle
+  EXPECT_EQ(Map(a + 3 * kGran, 0x101), CUDA_ERROR_INVALID_VALUE);  // runs past the reservation
+  EXPECT_EQ(Map(c.hello().arena_base + (512ull << 30), 0x100),
+            CUDA_ERROR_INVALID_VALUE);  // no reservation
   ASSERT_EQ(Map(a, 0x100), 0);
   EXPECT_EQ(Map(a, 0x101), CUDA_ERROR_INVALID_VALUE);  // overlaps
   ASSERT_EQ(Map(a + kGran, 0x101), 0);
@@ -99,7 +104,8 @@ TEST_F(VmmWireTest, UnmapFreeAndAccessRefuseWhatCudaRefuses) {
   uint64_t a = Reserve(4 * kGran);
   ASSERT_EQ(Create(0x200, 2 * kGran), 0);
   ASSERT_EQ(Map(a, 0x200), 0);
-  c.Queue(proto::VmmSetAccessRequest{a, 3 * kGran, CU_MEM_ACCESS_FLAGS_PROT_READWRITE});  // a hole at the end
+  c.Queue(proto::VmmSetAccessRequest{a, 3 * kGran,
+                                     CU_MEM_ACCESS_FLAGS_PROT_READWRITE});  // a hole at the end
   EXPECT_EQ(Deferred(), CUDA_ERROR_INVALID_VALUE);
   c.Queue(proto::VmmSetAccessRequest{a, 2 * kGran, 0});  // no access: not remoted
   EXPECT_EQ(Deferred(), CUDA_ERROR_NOT_SUPPORTED);
@@ -147,10 +153,12 @@ TEST_F(VmmWireTest, ForkOfASessionHoldingMappingsIsRefused) {
   while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
   int rc = ::pclose(p);
   EXPECT_NE(rc, 0) << out;
-  EXPECT_NE(out.find("cuMemMap mappings (expandable segments) is not supported yet"), std::string::npos) << out;
+  EXPECT_NE(out.find("cuMemMap mappings (expandable segments) is not supported yet"),
+            std::string::npos)
+      << out;
   // The golden stays at its forkpoint until released.
-  std::string release = std::string(SMOLVM_BINARY) + " cuda release --pid " + std::to_string(pid) + " --socket " +
-                        daemon.socket();
+  std::string release = std::string(SMOLVM_BINARY) + " cuda release --pid " + std::to_string(pid) +
+                        " --socket " + daemon.socket();
   EXPECT_EQ(std::system(release.c_str()), 0);
   wait.join();
   EXPECT_LT(order.clone_index, 0);
