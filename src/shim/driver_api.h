@@ -58,6 +58,11 @@
   X(cuFuncGetAttribute, (int* value, CUfunction_attribute attrib, CUfunction fn), (value, attrib, fn)) \
   X(cuFuncSetAttribute, (CUfunction fn, CUfunction_attribute attrib, int value), (fn, attrib, value)) \
   X(cuFuncSetCacheConfig, (CUfunction fn, CUfunc_cache config), (fn, config)) \
+  X(cuModuleGetLoadingMode, (CUmoduleLoadingMode* mode), (mode)) \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor, (int* blocks, CUfunction f, int block_size, size_t smem), \
+    (blocks, f, block_size, smem)) \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, (int* blocks, CUfunction f, int block_size, \
+    size_t smem, unsigned int flags), (blocks, f, block_size, smem, flags)) \
   X(cuLaunchKernel, (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, \
                      unsigned int by, unsigned int bz, unsigned int smem, CUstream stream, void** params, \
                      void** extra), (f, gx, gy, gz, bx, by, bz, smem, stream, params, extra)) \

@@ -345,6 +345,24 @@ CUresult Driver::cuFuncSetCacheConfig(CUfunction fn, CUfunc_cache) {
                        : CUDA_ERROR_INVALID_HANDLE;  // a hint, as cudaFuncSetCacheConfig
 }
 
+CUresult Driver::cuModuleGetLoadingMode(CUmoduleLoadingMode* mode) {
+  if (mode == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *mode = CU_MODULE_LAZY_LOADING;  // modules load on first use of one of their functions or globals
+  return CUDA_SUCCESS;
+}
+
+CUresult Driver::cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunction f, int block_size,
+                                                             size_t smem) {
+  return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks, f, block_size, smem, 0);
+}
+
+CUresult Driver::cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* blocks, CUfunction f, int block_size,
+                                                                      size_t smem, unsigned int flags) {
+  Runtime::DriverCallScope scope;
+  // A CUfunction is keyed by itself in the runtime's kernel table.
+  return ToCuResult(rt().OccupancyMaxActiveBlocksPerMultiprocessor(blocks, f, block_size, smem, flags));
+}
+
 // --- launches ----------------------------------------------------------------
 
 static CUresult Launch(CUfunction f, dim3 grid, dim3 block, unsigned smem, CUstream stream,

@@ -91,9 +91,11 @@ void ModulesAndLaunches(bool through_shim) {
   CHECK(fill == again);
   CHECK_CU(cuModuleGetFunction(&write, m2, "smolvm_test_write_u32"));
   EXPECT_CU(CUDA_ERROR_NOT_FOUND, cuModuleGetFunction(&again, m1, "no_such_kernel"));
-  int threads = 0;
+  int threads = 0, blocks = 0;
   CHECK_CU(cuFuncGetAttribute(&threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fill));
   CHECK(threads > 0);
+  CHECK_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fill, 128, 0));
+  CHECK(blocks > 0);
 
   const unsigned long long n = 1000;
   CUdeviceptr d;
