@@ -1,5 +1,6 @@
 // `smolvm cuda daemon|status|fork|release|shutdown`: the host CUDA daemon and
-// its admin socket.
+// its admin socket; `smolvm cuda env`: the variables that route a bare host
+// process to it.
 //
 // Exit codes: 0 ok, 1 the daemon or host failed, 2 invalid argument (also
 // every command-line error), 3 no such daemon, process or session, 6 timed out.
@@ -8,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -16,6 +18,7 @@
 #include "machine/paths.h"
 #include "machine/process.h"
 #include "proto/frame.h"
+#include "shim/preload.h"
 #include "transport/read_reply.h"
 #include "transport/unix_channel.h"
 
@@ -232,6 +235,41 @@ int Release(const std::string& socket_flag, uint32_t pid, uint64_t session) {
   return 0;
 }
 
+// Shell lines routing a bare host process through the shims: SMOLVM_CUDA_SOCKET
+// and LD_PRELOAD of every shim by absolute path (docs/torch.md). --start
+// starts the daemon of $SMOLVM_HOME when none runs. Exit 3: no daemon; 1: a
+// shim library is missing or the daemon could not start (the family's codes).
+int Env(const std::string& socket_flag, bool start) {
+  std::string socket = DaemonSocket(socket_flag);
+  if (socket.empty() && start) {
+    auto d = machine::EnsureCudaDaemon(machine::SmolvmHome());
+    if (!d.ok()) {
+      std::fprintf(stderr, "smolvm cuda env: cannot start the CUDA daemon: %s\n", d.status().ToString().c_str());
+      return 1;
+    }
+    socket = d->socket;
+  }
+  if (socket.empty()) {
+    std::fprintf(stderr,
+                 "smolvm cuda env: no daemon socket (use --socket, set SMOLVM_CUDA_SOCKET, start a --cuda machine, or "
+                 "pass --start)\n");
+    return 3;
+  }
+  std::string dir = machine::ShimDir();
+  for (const char* so : shim::kPreloadSonames) {
+    std::string path = dir + "/" + so;
+    if (::access(path.c_str(), R_OK) != 0) {
+      std::fprintf(stderr, "smolvm cuda env: %s is missing (build the shims: cmake --build build)\n", path.c_str());
+      return 1;
+    }
+  }
+  std::string preload = shim::PreloadList(dir);
+  const char* old = std::getenv("LD_PRELOAD");
+  if (old != nullptr && old[0] != '\0') preload += std::string(":") + old;
+  std::printf("export SMOLVM_CUDA_SOCKET='%s'\nexport LD_PRELOAD='%s'\n", socket.c_str(), preload.c_str());
+  return 0;
+}
+
 }  // namespace
 
 void RegisterCudaCommands(CLI::App& app, int* exit_code) {
@@ -281,6 +319,14 @@ void RegisterCudaCommands(CLI::App& app, int* exit_code) {
   });
   release->add_option("--socket", *rsocket, "daemon socket (default: $SMOLVM_CUDA_SOCKET)");
   release->callback([rpid, rsession, rsocket, exit_code] { *exit_code = Release(*rsocket, *rpid, *rsession); });
+
+  auto* env = cuda->add_subcommand(
+      "env", "print the variables that run a host process's CUDA through the shims: eval \"$(smolvm cuda env)\"");
+  auto esocket = std::make_shared<std::string>();
+  auto estart = std::make_shared<bool>(false);
+  env->add_option("--socket", *esocket, "daemon socket (default: $SMOLVM_CUDA_SOCKET, else the daemon of $SMOLVM_HOME)");
+  env->add_flag("--start", *estart, "start the daemon of $SMOLVM_HOME if none runs");
+  env->callback([esocket, estart, exit_code] { *exit_code = Env(*esocket, *estart); });
 
   auto* shutdown = cuda->add_subcommand(
       "shutdown",

@@ -142,6 +142,19 @@ Result<uint64_t> DeviceMemory::AllocSmall(uint64_t bytes) {
   return base;
 }
 
+Result<uint64_t> DeviceMemory::ReserveVa(uint64_t bytes, uint64_t align) {
+  if (align < granularity_) align = granularity_;
+  if (bytes == 0 || bytes % granularity_ || align % granularity_ || (align & (align - 1)))
+    return Status(static_cast<int32_t>(CUDA_ERROR_INVALID_VALUE), "reservation not a granularity multiple");
+  uint64_t slack = align - granularity_;
+  if (bytes + slack < bytes) return OutOfMemory("reservation too large");
+  ASSIGN_OR_RETURN(uint64_t take, TakeVa(bytes + slack));
+  uint64_t addr = (take + align - 1) & ~(align - 1);
+  if (addr > take) ReturnVa(take, addr - take);
+  if (take + bytes + slack > addr + bytes) ReturnVa(addr + bytes, take + bytes + slack - (addr + bytes));
+  return addr;
+}
+
 Result<uint64_t> DeviceMemory::Alloc(uint64_t bytes) {
   if (bytes == 0) return Status(static_cast<int32_t>(CUDA_ERROR_INVALID_VALUE), "zero-byte allocation");
   if (bytes <= kSlabMaxBytes) return AllocSmall(bytes);

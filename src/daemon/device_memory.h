@@ -114,6 +114,13 @@ class DeviceMemory {
   Status ImportLayout(const nlohmann::json& layout, const std::vector<int>& chunk_fds,
                       std::map<uint64_t, MappedImport> mapped = {});
 
+  // A VA range for the driver shim's cuMemAddressReserve: `bytes` (a
+  // granularity multiple) aligned to `align` (0 = granularity), taken from
+  // the arena so no allocation lands there until ReleaseVa gives it back.
+  Result<uint64_t> ReserveVa(uint64_t bytes, uint64_t align);
+  void ReleaseVa(uint64_t addr, uint64_t bytes) { ReturnVa(addr, bytes); }
+  uint64_t granularity() const { return granularity_; }
+
   const std::map<uint64_t, ChunkRecord>& chunks() const { return chunks_; }
   uint64_t chunk_bytes() const { return chunk_bytes_; }
   size_t allocation_count() const { return allocs_.size(); }

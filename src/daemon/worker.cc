@@ -730,6 +730,9 @@ Status Worker::PrepareFork(const proto::ForkPrepareRequest& req) {
     return control_->Write(out);
   };
   if (!forkpoint_waiting_) return fail(Status(Code::kInvalidArgument, "the session is not at its forkpoint"));
+  if (VmmInUse())
+    return fail(Status(static_cast<int32_t>(CUDA_ERROR_NOT_SUPPORTED),
+                       "a fork of a session holding cuMemMap mappings (expandable segments) is not supported yet"));
   if (req.share != "on" && req.share != "off" && req.share != "auto")
     return fail(InvalidArgument("share must be on, off or auto"));
   auto t0 = std::chrono::steady_clock::now();

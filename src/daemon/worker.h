@@ -117,6 +117,15 @@ class Worker {
   Status Handle(const proto::NvmlDeviceRequest&, proto::NvmlDeviceReply*, Ctx*);
   Status Handle(const proto::NvmlMemoryRequest&, proto::NvmlMemoryReply*, Ctx*);
   Status Handle(const proto::NvmlUtilizationRequest&, proto::NvmlUtilizationReply*, Ctx*);
+  // Virtual memory of the driver shim (worker_driver.cc).
+  Status Handle(const proto::VmmGranularityRequest&, proto::VmmGranularityReply*, Ctx*);
+  Status Handle(const proto::VmmReserveRequest&, proto::VmmReserveReply*, Ctx*);
+  Status Handle(const proto::VmmFreeRequest&, proto::VmmFreeReply*, Ctx*);
+  Status Handle(const proto::VmmCreateRequest&, proto::VmmCreateReply*, Ctx*);
+  Status Handle(const proto::VmmReleaseRequest&, proto::VmmReleaseReply*, Ctx*);
+  Status Handle(const proto::VmmMapRequest&, proto::VmmMapReply*, Ctx*);
+  Status Handle(const proto::VmmUnmapRequest&, proto::VmmUnmapReply*, Ctx*);
+  Status Handle(const proto::VmmSetAccessRequest&, proto::VmmSetAccessReply*, Ctx*);
 
  private:
   struct HostSegment {
@@ -216,6 +225,15 @@ class Worker {
   bool fault_reported_ = false;
   std::vector<RecentLaunch> recent_launches_;  // ring of the last few launches
   size_t recent_next_ = 0;
+  // The driver shim's reservations, physical handles and mappings
+  // (worker_driver.cc). Last member: released first, while the backend lives.
+  struct VmmState;
+  struct VmmStateDeleter {
+    void operator()(VmmState* v) const;
+  };
+  std::unique_ptr<VmmState, VmmStateDeleter> vmm_;
+  VmmState& Vmm();
+  bool VmmInUse() const;
 };
 
 // The `_cuda-worker` process: runs a Worker on the control descriptor.

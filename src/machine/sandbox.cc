@@ -22,6 +22,7 @@
 #include "machine/init_loop.h"
 #include "machine/sandbox_internal.h"
 #include "machine/seccomp.h"
+#include "shim/preload.h"
 #include "transport/unix_channel.h"
 
 namespace smolvm::machine {
@@ -213,7 +214,11 @@ std::vector<std::string> GuestEnvironment(const SandboxConfig& cfg, const std::v
                                   "SMOLVM_MACHINE=" + cfg.name, "LD_LIBRARY_PATH=/run/smolvm/lib",
                                   "PYTHONPATH=/run/smolvm/python"};
   if (cfg.forkable) env.push_back(std::string("SMOLVM_FORKPOINT_SOCKET=") + SMOLVM_FP_GUEST_PATH);
-  if (cfg.spec.cuda) env.push_back("SMOLVM_CUDA_SOCKET=/run/smolvm/cuda.sock");
+  if (cfg.spec.cuda) {
+    env.push_back("SMOLVM_CUDA_SOCKET=/run/smolvm/cuda.sock");
+    // Our sonames are what loads, whatever a program's RPATH says (docs/torch.md).
+    env.push_back("LD_PRELOAD=" + shim::PreloadList("/run/smolvm/lib"));
+  }
   if (!cfg.spec.model.empty()) env.push_back("SMOLVM_MODEL=" + cfg.spec.model);
   auto put = [&](const std::string& kv) {
     std::string key = kv.substr(0, kv.find('=') + 1);

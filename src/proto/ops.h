@@ -129,6 +129,20 @@
     (F(u64, handle) F(bytes, desc) F(bytes, adesc) F(bytes, bdesc) F(bytes, cdesc) \
      F(bytes, ddesc) F(bytes, pref) F(i32, requested)), \
     (F(i32, count) F(bytes, results))) \
+  /* -- virtual memory of the driver shim (cuMemCreate/Map/...; docs/protocol.md) */ \
+  X(90, VmmGranularity, SYNC, (), (F(u64, granularity))) \
+  /* a VA range inside the arena, never handed to allocations until freed */ \
+  X(91, VmmReserve, SYNC, (F(u64, bytes) F(u64, align)), (F(u64, addr))) \
+  X(92, VmmFree, ASYNC, (F(u64, addr) F(u64, bytes)), ()) \
+  /* handle: guest-chosen id of a physical allocation of `bytes` */ \
+  X(93, VmmCreate, SYNC, (F(u64, handle) F(u64, bytes)), ()) \
+  X(94, VmmRelease, ASYNC, (F(u64, handle)), ()) \
+  /* maps the whole handle at addr (inside a reservation), without access */ \
+  X(95, VmmMap, SYNC, (F(u64, addr) F(u64, handle)), ()) \
+  /* unmaps the mappings covering [addr, +bytes), after synchronizing */ \
+  X(96, VmmUnmap, ASYNC, (F(u64, addr) F(u64, bytes)), ()) \
+  /* access: 1 read, 3 read-write (CUmemAccess_flags) over back-to-back mappings */ \
+  X(97, VmmSetAccess, ASYNC, (F(u64, addr) F(u64, bytes) F(u32, access)), ()) \
   /* -- NVML, answered for the session (docs/shim.md) ------------------- */ \
   /* uuid: NVML's text form; driver: the kernel driver version string */ \
   X(100, NvmlDevice, SYNC, (), \

@@ -15,6 +15,7 @@
 
 #include "backend/blas_backend.h"
 #include "proto/lib_status.h"
+#include "shim/blas_handle.h"
 #include "shim/blas_status.h"
 #include "shim/lib_client.h"
 
@@ -26,8 +27,8 @@ using smolvm::shim::BlasStatusOf;
 using smolvm::shim::LibCall;
 namespace proto = smolvm::proto;
 
-struct cublasContext {
-  uint64_t id = 0;
+struct cublasContext : smolvm::shim::BlasHandleHead {
+  cublasContext() { kind = smolvm::shim::kBlasHandleKind; }
   cudaStream_t stream = nullptr;
   cublasPointerMode_t pointer_mode = CUBLAS_POINTER_MODE_HOST;
   cublasMath_t math_mode = CUBLAS_DEFAULT_MATH;
@@ -191,6 +192,7 @@ SMOLVM_EXPORT cublasStatus_t cublasCreate_v2(cublasHandle_t* handle) {
 SMOLVM_EXPORT cublasStatus_t cublasDestroy_v2(cublasHandle_t h) {
   if (h == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   cublasStatus_t st = EnqueueOnly(h, proto::BlasDestroyRequest{h->id});
+  if (h->lt_id != 0) (void)EnqueueOnly(h, proto::LtDestroyRequest{h->lt_id});  // made when used as a cuBLASLt handle
   delete h;
   return st;
 }

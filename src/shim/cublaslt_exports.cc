@@ -12,6 +12,7 @@
 
 #include "proto/lib_status.h"
 #include "proto/lt_attrs.h"
+#include "shim/blas_handle.h"
 #include "shim/blas_status.h"
 #include "shim/lib_client.h"
 
@@ -21,8 +22,8 @@ using smolvm::shim::BlasStatusOf;
 using smolvm::shim::LibCall;
 namespace proto = smolvm::proto;
 
-struct cublasLtContext {
-  uint64_t id = 0;
+struct cublasLtContext : smolvm::shim::BlasHandleHead {
+  cublasLtContext() { kind = smolvm::shim::kLtHandleKind; }
 };
 
 #define SMOLVM_EXPORT extern "C" __attribute__((visibility("default")))
@@ -138,6 +139,26 @@ size_t ScaleBytes(int32_t scale_type) {
   }
 }
 
+// The wire id of the cuBLASLt handle `h` stands for: its own, or, for a
+// cuBLAS handle passed as one (blas_handle.h), a cuBLASLt handle created for
+// it on first use. 0 with *st set when there is none.
+uint64_t LtWireId(LibCall& call, cublasLtHandle_t h, cublasStatus_t* st) {
+  auto* head = reinterpret_cast<smolvm::shim::BlasHandleHead*>(h);
+  if (head->kind == smolvm::shim::kLtHandleKind) return head->id;
+  if (head->kind != smolvm::shim::kBlasHandleKind) {
+    *st = CUBLAS_STATUS_NOT_INITIALIZED;
+    return 0;
+  }
+  if (head->lt_id == 0) {
+    uint64_t id = call.NewHandle();
+    proto::LtCreateReply rep;
+    *st = BlasStatusOf(call.Call(proto::LtCreateRequest{id}, &rep));
+    if (*st != CUBLAS_STATUS_SUCCESS) return 0;
+    head->lt_id = id;
+  }
+  return head->lt_id;
+}
+
 cublasStatus_t Finish(LibCall& call, cublasStatus_t st) {
   int32_t d = call.TakeDeferred(proto::kBlasStatusBase, proto::kBlasStatusBase + proto::kLibStatusSpan);
   if (st == CUBLAS_STATUS_SUCCESS && d != 0) return BlasStatusOf(d);
@@ -165,7 +186,7 @@ SMOLVM_EXPORT cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle) {
 }
 
 SMOLVM_EXPORT cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) {
-  if (h == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (h == nullptr || h->kind != smolvm::shim::kLtHandleKind) return CUBLAS_STATUS_NOT_INITIALIZED;
   LibCall call;
   cublasStatus_t st = BlasBeginStatus(call.begin_error());
   if (st == CUBLAS_STATUS_SUCCESS) call.Enqueue(proto::LtDestroyRequest{h->id});
@@ -288,7 +309,9 @@ SMOLVM_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
   LibCall call;
   if (int32_t e = call.begin_error()) return BlasBeginStatus(e);
   proto::LtMatmulRequest q;
-  q.handle = h->id;
+  cublasStatus_t hst = CUBLAS_STATUS_SUCCESS;
+  q.handle = LtWireId(call, h, &hst);
+  if (q.handle == 0) return hst;
   std::string ds = Obj(desc)->attrs.Encode(), as = Obj(adesc)->attrs.Encode(), bs = Obj(bdesc)->attrs.Encode(),
               cs = Obj(cdesc)->attrs.Encode(), dd = Obj(ddesc)->attrs.Encode();
   q.desc = ds, q.adesc = as, q.bdesc = bs, q.cdesc = cs, q.ddesc = dd;
@@ -321,7 +344,9 @@ SMOLVM_EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, 
   LibCall call;
   if (int32_t e = call.begin_error()) return BlasBeginStatus(e);
   proto::LtHeuristicRequest q;
-  q.handle = h->id;
+  cublasStatus_t hst = CUBLAS_STATUS_SUCCESS;
+  q.handle = LtWireId(call, h, &hst);
+  if (q.handle == 0) return hst;
   std::string ds = Obj(desc)->attrs.Encode(), as = Obj(adesc)->attrs.Encode(), bs = Obj(bdesc)->attrs.Encode(),
               cs = Obj(cdesc)->attrs.Encode(), dd = Obj(ddesc)->attrs.Encode(), ps = Obj(pref)->attrs.Encode();
   q.desc = ds, q.adesc = as, q.bdesc = bs, q.cdesc = cs, q.ddesc = dd, q.pref = ps;

@@ -8,30 +8,11 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "shim/module_image.h"
 #include "shim/runtime.h"
 
 namespace smolvm::shim {
 namespace {
-
-// What __cudaRegisterFatBinary receives (nvcc's __fatDeviceText).
-struct FatbinWrapper {
-  int magic;    // kFatbinWrapperMagic
-  int version;  // 1
-  const unsigned long long* data;
-  void* filename_or_fatbins;
-};
-inline constexpr int kFatbinWrapperMagic = 0x466243b1;
-
-// Start of the fatbin image `data` points at; the image is header_size +
-// fat_size bytes long.
-struct FatbinHeader {
-  uint32_t magic;  // kFatbinMagic
-  uint16_t version;
-  uint16_t header_size;
-  uint64_t fat_size;
-};
-static_assert(sizeof(FatbinHeader) == 16);
-inline constexpr uint32_t kFatbinMagic = 0xBA55ED50;
 
 // CUfunction_attribute indices (cuda.h) the shim reads.
 enum FuncAttr : size_t {

@@ -67,6 +67,16 @@ cudaError_t Runtime::StreamWaitEvent(cudaStream_t stream, cudaEvent_t event, uns
   return Finish(cudaSuccess);
 }
 
+cudaError_t Runtime::StreamCaptureStatus(cudaStream_t stream, bool per_thread, cudaStreamCaptureStatus* status,
+                                         unsigned long long* id) {
+  std::lock_guard lock(session_.mu());
+  uint64_t wire = 0;
+  if (cudaError_t e = StreamId(stream, per_thread, &wire); e != cudaSuccess) return Record(e);
+  if (status != nullptr) *status = cudaStreamCaptureStatusNone;
+  if (id != nullptr) *id = wire;
+  return cudaSuccess;
+}
+
 cudaError_t Runtime::StreamGetFlags(cudaStream_t stream, unsigned* flags) {
   if (flags == nullptr) return Record(cudaErrorInvalidValue);
   std::lock_guard lock(session_.mu());

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <map>
 
 namespace smolvm::shim {
@@ -19,36 +20,70 @@ struct EventInfo {
   unsigned flags = 0;
 };
 
-// Device memory the guest may name: allocations and module globals.
+// Device memory the guest may name: allocations and module globals, and the
+// ranges the driver shim mapped with cuMemMap (kept apart and coalesced:
+// expandable segments map back-to-back pieces that one tensor spans).
 class DeviceMemoryTable {
  public:
+  void AddMapped(uint64_t base, uint64_t bytes) {
+    auto next = mapped_.lower_bound(base);
+    if (next != mapped_.end() && next->first == base + bytes) {
+      bytes += next->second;
+      next = mapped_.erase(next);
+    }
+    if (next != mapped_.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == base) {
+        prev->second += bytes;
+        return;
+      }
+    }
+    mapped_[base] = bytes;
+  }
+  // Forgets [base, base+bytes), which must lie inside one mapped range.
+  void RemoveMapped(uint64_t base, uint64_t bytes) {
+    auto it = mapped_.upper_bound(base);
+    if (it == mapped_.begin()) return;
+    --it;
+    uint64_t start = it->first, end = it->first + it->second;
+    if (base + bytes > end) return;
+    mapped_.erase(it);
+    if (start < base) mapped_[start] = base - start;
+    if (base + bytes < end) mapped_[base + bytes] = end - (base + bytes);
+  }
   void Add(uint64_t base, uint64_t bytes) { ranges_[base] = bytes; }
   // Removes the allocation that starts exactly at `base`; false if none.
   bool Remove(uint64_t base) { return ranges_.erase(base) == 1; }
   bool StartsAt(uint64_t base) const { return ranges_.count(base) == 1; }
   // True when [p, p+bytes) lies inside one known range (bytes may be 0).
-  bool Contains(uint64_t p, uint64_t bytes) const {
-    auto it = ranges_.upper_bound(p);
-    if (it == ranges_.begin()) return false;
+  bool Contains(uint64_t p, uint64_t bytes) const { return In(ranges_, p, bytes) || In(mapped_, p, bytes); }
+  // The range holding p: base and bytes; false if none.
+  bool Find(uint64_t p, uint64_t* base, uint64_t* bytes) const {
+    return FindIn(ranges_, p, base, bytes) || FindIn(mapped_, p, base, bytes);
+  }
+  const std::map<uint64_t, uint64_t>& ranges() const { return ranges_; }
+  void Clear() { ranges_.clear(); }
+
+ private:
+  static bool In(const std::map<uint64_t, uint64_t>& m, uint64_t p, uint64_t bytes) {
+    auto it = m.upper_bound(p);
+    if (it == m.begin()) return false;
     --it;
     uint64_t end = it->first + it->second;
     return p < end && bytes <= end - p;
   }
-  // The range holding p: base and bytes; false if none.
-  bool Find(uint64_t p, uint64_t* base, uint64_t* bytes) const {
-    auto it = ranges_.upper_bound(p);
-    if (it == ranges_.begin()) return false;
+  static bool FindIn(const std::map<uint64_t, uint64_t>& m, uint64_t p, uint64_t* base, uint64_t* bytes) {
+    auto it = m.upper_bound(p);
+    if (it == m.begin()) return false;
     --it;
     if (p >= it->first + it->second) return false;
     *base = it->first;
     *bytes = it->second;
     return true;
   }
-  const std::map<uint64_t, uint64_t>& ranges() const { return ranges_; }
-  void Clear() { ranges_.clear(); }
 
- private:
   std::map<uint64_t, uint64_t> ranges_;  // base -> bytes
+  std::map<uint64_t, uint64_t> mapped_;  // cuMemMap'ed, coalesced: base -> bytes
 };
 
 }  // namespace smolvm::shim

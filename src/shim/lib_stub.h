@@ -11,5 +11,6 @@ namespace smolvm::shim {
 int BlasStubNotSupported(std::atomic<bool>* reported, const char* name);  // CUBLAS_STATUS_NOT_SUPPORTED
 int LtStubNotSupported(std::atomic<bool>* reported, const char* name);    // CUBLAS_STATUS_NOT_SUPPORTED
 int NvmlStubNotSupported(std::atomic<bool>* reported, const char* name);  // NVML_ERROR_NOT_SUPPORTED
+int DriverStubNotSupported(std::atomic<bool>* reported, const char* name);  // CUDA_ERROR_NOT_SUPPORTED
 
 }  // namespace smolvm::shim

@@ -6,6 +6,7 @@ namespace smolvm::shim {
 namespace {
 
 thread_local cudaError_t tl_last_error = cudaSuccess;
+thread_local int tl_driver_calls = 0;  // DriverCallScope depth
 
 }  // namespace
 
@@ -39,7 +40,7 @@ cudaError_t Runtime::Finish(cudaError_t err) {
     cudaError_t de = WireResultToCuda(d);
     if (IsStickyError(de)) sticky_ = de;
     if (err == cudaSuccess) err = de;
-    else tl_last_error = de;
+    else if (tl_driver_calls == 0) tl_last_error = de;
   }
   // A fault reported as the call's own result poisons the context too.
   if (sticky_ == cudaSuccess && IsStickyError(err)) sticky_ = err;
@@ -50,9 +51,12 @@ cudaError_t Runtime::Finish(cudaError_t err) {
 cudaError_t Runtime::Record(cudaError_t err) {
   // Not-ready answers of queries are results, not errors: CUDA leaves the
   // last error alone for them.
-  if (err != cudaSuccess && err != cudaErrorNotReady) tl_last_error = err;
+  if (err != cudaSuccess && err != cudaErrorNotReady && tl_driver_calls == 0) tl_last_error = err;
   return err;
 }
+
+Runtime::DriverCallScope::DriverCallScope() { ++tl_driver_calls; }
+Runtime::DriverCallScope::~DriverCallScope() { --tl_driver_calls; }
 
 cudaError_t Runtime::GetLastError() {
   std::lock_guard lock(session_.mu());

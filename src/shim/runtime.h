@@ -67,6 +67,10 @@ class Runtime {
   cudaError_t StreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags, bool per_thread);
   cudaError_t StreamGetFlags(cudaStream_t stream, unsigned* flags);
   cudaError_t StreamGetPriority(cudaStream_t stream, int* priority);
+  // Answered in the guest (no round trip): a session never captures, so
+  // every known stream is cudaStreamCaptureStatusNone; `id` is the wire id.
+  cudaError_t StreamCaptureStatus(cudaStream_t stream, bool per_thread, cudaStreamCaptureStatus* status,
+                                  unsigned long long* id);
   cudaError_t EventCreate(cudaEvent_t* event, unsigned flags);
   cudaError_t EventDestroy(cudaEvent_t event);
   cudaError_t EventRecord(cudaEvent_t event, cudaStream_t stream, unsigned flags, bool per_thread);
@@ -108,8 +112,19 @@ class Runtime {
   cudaError_t DriverGetVersion(int* version);
   cudaError_t GetLastError();
   cudaError_t PeekAtLastError();
-  // Records `err` as this thread's last error when it is not success.
+  // Records `err` as this thread's last error when it is not success
+  // (never inside a DriverCallScope).
   cudaError_t Record(cudaError_t err);
+
+  // While one lives on a thread, the runtime methods a driver entry point
+  // calls leave the thread's last error alone: driver calls do not set it.
+  class DriverCallScope {
+   public:
+    DriverCallScope();
+    ~DriverCallScope();
+    DriverCallScope(const DriverCallScope&) = delete;
+    DriverCallScope& operator=(const DriverCallScope&) = delete;
+  };
 
   // --- for the library shims (lib_api.cc); REQUIRE session().mu() held ------
   // Connects; the cudaError_t a runtime call would fail with, or success.
@@ -138,6 +153,8 @@ class Runtime {
   int AfterMachineForkInChild(const char* token);
 
  private:
+  friend class Driver;  // the driver API on this session (driver.h)
+
   // Kernel and global-variable records live as long as the process; a
   // cudaKernel_t is a KernelRecord*.
   struct ModuleRecord {

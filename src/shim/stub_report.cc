@@ -6,12 +6,14 @@
 
 namespace smolvm::shim {
 
+void ReportNotSupportedOnce(std::atomic<bool>* reported, const char* lib, const char* what, const char* status) {
+  if (reported->exchange(true)) return;
+  std::fprintf(stderr, "smolvm %s: %s is not supported by the remoting shim (returns %s)\n", lib, what, status);
+  std::fflush(stderr);
+}
+
 int StubNotSupported(std::atomic<bool>* reported, const char* name) {
-  if (!reported->exchange(true)) {
-    std::fprintf(stderr, "smolvm cudart: %s is not supported by the remoting shim (returns cudaErrorNotSupported)\n",
-                 name);
-    std::fflush(stderr);
-  }
+  ReportNotSupportedOnce(reported, "cudart", name, "cudaErrorNotSupported");
   return Runtime::Get().Record(cudaErrorNotSupported);
 }
 

@@ -9,4 +9,9 @@ namespace smolvm::shim {
 
 int StubNotSupported(std::atomic<bool>* reported, const char* name);
 
+// The same words for an implemented call's unsupported case (e.g. a launch
+// with attributes): "smolvm <lib>: <what> is not supported by the remoting
+// shim (returns <status>)", once per `reported` flag.
+void ReportNotSupportedOnce(std::atomic<bool>* reported, const char* lib, const char* what, const char* status);
+
 }  // namespace smolvm::shim

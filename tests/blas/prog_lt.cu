@@ -1,7 +1,9 @@
 // cuBLASLt through the shim (or natively): descriptors and their attributes,
 // heuristics, and matmuls with the learner's epilogues against a host
-// reference.
+// reference; then again with a cuBLAS handle cast to a cuBLASLt one, as
+// torch's getCurrentCUDABlasLtHandle passes it (NVIDIA allows the cast).
 #include <cublasLt.h>
+#include <cublas_v2.h>
 
 #include "blas_check.h"
 
@@ -33,6 +35,10 @@ int main() {
                       {CUBLASLT_EPILOGUE_GELU, "GELU", false, false, true},
                       {CUBLASLT_EPILOGUE_RELU_BIAS, "RELU_BIAS", true, true, false},
                       {CUBLASLT_EPILOGUE_GELU_BIAS, "GELU_BIAS", true, false, true}};
+  cublasHandle_t blas;
+  CHECK_BLAS(cublasCreate(&blas));
+  for (int pass = 0; pass < 2; ++pass) {
+  cublasLtHandle_t use = pass == 0 ? lt : reinterpret_cast<cublasLtHandle_t>(blas);
   for (cudaDataType dt : {CUDA_R_16BF, CUDA_R_32F}) {
     for (const Epi& epi : epis) {
       // D (m x n) = act(alpha * A^T (k x m)^T B (k x n) + beta * C + bias): the X W^T shape.
@@ -65,14 +71,15 @@ int main() {
                                                       sizeof ws_bytes));
       cublasLtMatmulHeuristicResult_t heur[4];
       int found = 0;
-      CHECK_BLAS(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, ld, pref, 4, heur, &found));
+      CHECK_BLAS(cublasLtMatmulAlgoGetHeuristic(use, op, la, lb, lc, ld, pref, 4, heur, &found));
       EXPECT(found >= 1);
       float alpha = 0.75f, beta = epi.bias ? 0.0f : 0.5f;
-      CHECK_BLAS(cublasLtMatmul(lt, op, &alpha, a.dev, la, b.dev, lb, &beta, c.dev, lc, d.dev, ld, &heur[0].algo, ws,
-                                ws_bytes, s));
+      CHECK_BLAS(cublasLtMatmul(use, op, &alpha, a.dev, la, b.dev, lb, &beta, c.dev, lc, d.dev, ld, &heur[0].algo,
+                                ws, ws_bytes, s));
       CHECK_CUDA(cudaStreamSynchronize(s));
       char what[64];
-      std::snprintf(what, sizeof what, "LtMatmul %s out %s", epi.name, dt == CUDA_R_32F ? "fp32" : "bf16");
+      std::snprintf(what, sizeof what, "LtMatmul %s out %s%s", epi.name, dt == CUDA_R_32F ? "fp32" : "bf16",
+                    pass == 0 ? "" : " (cuBLAS handle)");
       auto post = [&](double v, int i) {
         if (epi.bias) v += HostLoad(bias.host, dt, i);
         if (epi.relu) v = v > 0 ? v : 0;
@@ -89,6 +96,8 @@ int main() {
       cublasLtMatmulDescDestroy(op);
     }
   }
+  }
+  CHECK_BLAS(cublasDestroy(blas));
   CHECK_BLAS(cublasLtDestroy(lt));
   CHECK_CUDA(cudaFree(ws));
   CHECK_CUDA(cudaStreamDestroy(s));

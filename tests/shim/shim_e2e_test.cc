@@ -27,8 +27,10 @@ namespace {
 // the daemon's temp dir; stdin is a pipe the test may write to.
 class Program {
  public:
+  // `env`: NAME=VALUE pairs that replace the shim's LD_LIBRARY_PATH routing
+  // (e.g. what `smolvm cuda env` prints).
   Program(const DaemonProcess& daemon, const std::string& name, std::vector<std::string> args = {},
-          const std::string& shim_dir = SHIM_DIR) {
+          const std::string& shim_dir = SHIM_DIR, std::vector<std::string> env = {}) {
     static int serial = 0;
     std::string base = daemon.dir() + "/" + name + "." + std::to_string(++serial);
     out_path_ = base + ".out";
@@ -45,6 +47,8 @@ class Program {
       ::dup2(e, 2);
       ::setenv("LD_LIBRARY_PATH", shim_dir.c_str(), 1);
       ::setenv("SMOLVM_CUDA_SOCKET", daemon.socket().c_str(), 1);
+      if (!env.empty()) ::unsetenv("LD_LIBRARY_PATH");
+      for (const auto& kv : env) ::putenv(const_cast<char*>(kv.c_str()));
       std::vector<char*> argv = {const_cast<char*>(exe.c_str())};
       for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);
@@ -131,6 +135,45 @@ TEST_F(ShimE2eTest, KernelFaultIsDeferredAndSticky) {
   // Unimplemented exports say so once and return cudaErrorNotSupported.
   EXPECT_EQ(Count(q.Out(), "stub: cudaErrorNotSupported"), 2u) << q.Report();
   EXPECT_EQ(Count(q.Err(), "cudaGraphCreate is not supported"), 1u) << q.Report();
+}
+
+// The driver API (libcuda.so.1) and the runtime in one process, one session:
+// order across the libraries, modules by content, cuLaunchKernel, VMM onto
+// the arena, cuGetProcAddress; unimplemented entry points named once.
+TEST_F(ShimE2eTest, DriverApiSharesTheRuntimesSessionAndOrder) {
+  Program p(daemon, "prog_driver");
+  pid_t pid = p.pid();
+  EXPECT_EQ(p.Wait(), 0) << p.Report() << "\ndaemon log:\n" << daemon.Log();
+  EXPECT_NE(p.Out().find("PASS driver"), std::string::npos) << p.Report();
+  EXPECT_EQ(Count(p.Err(), "smolvm cuda: cuGraphCreate is not supported"), 1u) << p.Report();
+  EXPECT_EQ(Count(p.Err(), "smolvm cuda: cuGetExportTable is not supported"), 1u) << p.Report();
+  // One session for both libraries: the daemon saw exactly one guest.
+  EXPECT_EQ(Count(daemon.Log(), "guest pid " + std::to_string(pid) + " served by"), 1u) << daemon.Log();
+}
+
+// What torch needs: a program whose DT_RPATH names NVIDIA's real runtime
+// (/usr/local/cuda/lib64, as torch's wheels name their nvidia/cu13/lib) still
+// runs on the shims when started with what `smolvm cuda env` prints.
+TEST_F(ShimE2eTest, CudaEnvPreloadWinsOverTheProgramsRpath) {
+  std::string out_path = daemon.dir() + "/env.out";
+  std::string cmd = std::string(SMOLVM_BINARY) + " cuda env --socket " + daemon.socket() + " > " + out_path;
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  std::vector<std::string> env;
+  std::istringstream lines(ReadFile(out_path));
+  for (std::string line; std::getline(lines, line);) {
+    ASSERT_EQ(line.rfind("export ", 0), 0u) << line;
+    std::string kv = line.substr(7);
+    size_t eq = kv.find('=');
+    ASSERT_NE(eq, std::string::npos);
+    std::string value = kv.substr(eq + 1);
+    ASSERT_TRUE(value.size() >= 2 && value.front() == '\'' && value.back() == '\'') << line;
+    env.push_back(kv.substr(0, eq + 1) + value.substr(1, value.size() - 2));
+  }
+  ASSERT_EQ(env.size(), 2u);
+  EXPECT_EQ(env[1].find("LD_PRELOAD=" + std::string(SHIM_DIR) + "/libcudart.so.13:"), 0u) << env[1];
+  Program p(daemon, "prog_driver_rpath", {}, SHIM_DIR, env);
+  EXPECT_EQ(p.Wait(), 0) << p.Report() << "\ndaemon log:\n" << daemon.Log();
+  EXPECT_NE(p.Out().find("PASS driver"), std::string::npos) << p.Report();
 }
 
 TEST_F(ShimE2eTest, HandshakeMismatchFailsEveryCallWithInitializationError) {

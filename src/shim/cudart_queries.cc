@@ -1,0 +1,132 @@
+// Exports of libcudart.so.13 that torch calls on its hot path or at start-up
+// and that the guest answers alone: capture state (a session never captures:
+// stream capture and graphs are stubs, docs/torch.md), stream ids and
+// devices, device flags, the PCI bus id; and cudaLaunchKernelEx without
+// attributes.
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <cstdio>
+#include <utility>
+
+#include "shim/driver.h"
+#include "shim/runtime.h"
+#include "shim/stub_report.h"
+
+using smolvm::shim::Runtime;
+
+namespace {
+
+Runtime& rt() { return Runtime::Get(); }
+thread_local cudaStreamCaptureMode tl_capture_mode = cudaStreamCaptureModeGlobal;
+unsigned device_flags = 0;
+
+}  // namespace
+
+#define SMOLVM_EXPORT extern "C" __attribute__((visibility("default")))
+
+SMOLVM_EXPORT cudaError_t cudaStreamIsCapturing(cudaStream_t stream,
+                                                cudaStreamCaptureStatus* status) {
+  if (status == nullptr) return rt().Record(cudaErrorInvalidValue);
+  return rt().StreamCaptureStatus(stream, false, status, nullptr);
+}
+SMOLVM_EXPORT cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream,
+                                                     cudaStreamCaptureStatus* status) {
+  if (status == nullptr) return rt().Record(cudaErrorInvalidValue);
+  return rt().StreamCaptureStatus(stream, true, status, nullptr);
+}
+
+static cudaError_t CaptureInfo(cudaStream_t stream, bool per_thread,
+                               cudaStreamCaptureStatus* status, unsigned long long* id,
+                               cudaGraph_t* graph, const cudaGraphNode_t** deps,
+                               const cudaGraphEdgeData** edges, size_t* num_deps) {
+  if (status == nullptr) return rt().Record(cudaErrorInvalidValue);
+  cudaError_t e = rt().StreamCaptureStatus(stream, per_thread, status, nullptr);
+  if (e != cudaSuccess) return e;
+  // Not capturing: the other outputs are left alone, as CUDA does.
+  (void)id, (void)graph, (void)deps, (void)edges, (void)num_deps;
+  return cudaSuccess;
+}
+SMOLVM_EXPORT cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream,
+                                                   cudaStreamCaptureStatus* status,
+                                                   unsigned long long* id, cudaGraph_t* graph,
+                                                   const cudaGraphNode_t** deps,
+                                                   const cudaGraphEdgeData** edges,
+                                                   size_t* num_deps) {
+  return CaptureInfo(stream, false, status, id, graph, deps, edges, num_deps);
+}
+SMOLVM_EXPORT cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream,
+                                                        cudaStreamCaptureStatus* status,
+                                                        unsigned long long* id, cudaGraph_t* graph,
+                                                        const cudaGraphNode_t** deps,
+                                                        const cudaGraphEdgeData** edges,
+                                                        size_t* num_deps) {
+  return CaptureInfo(stream, true, status, id, graph, deps, edges, num_deps);
+}
+
+SMOLVM_EXPORT cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
+  if (mode == nullptr || *mode > cudaStreamCaptureModeRelaxed)
+    return rt().Record(cudaErrorInvalidValue);
+  std::swap(*mode, tl_capture_mode);
+  return cudaSuccess;
+}
+
+SMOLVM_EXPORT cudaError_t cudaStreamGetId(cudaStream_t stream, unsigned long long* id) {
+  if (id == nullptr) return rt().Record(cudaErrorInvalidValue);
+  return rt().StreamCaptureStatus(stream, false, nullptr, id);
+}
+SMOLVM_EXPORT cudaError_t cudaStreamGetId_ptsz(cudaStream_t stream, unsigned long long* id) {
+  if (id == nullptr) return rt().Record(cudaErrorInvalidValue);
+  return rt().StreamCaptureStatus(stream, true, nullptr, id);
+}
+SMOLVM_EXPORT cudaError_t cudaStreamGetDevice(cudaStream_t stream, int* device) {
+  if (device == nullptr) return rt().Record(cudaErrorInvalidValue);
+  *device = 0;
+  return rt().StreamCaptureStatus(stream, false, nullptr, nullptr);
+}
+SMOLVM_EXPORT cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t stream, int* device) {
+  if (device == nullptr) return rt().Record(cudaErrorInvalidValue);
+  *device = 0;
+  return rt().StreamCaptureStatus(stream, true, nullptr, nullptr);
+}
+
+SMOLVM_EXPORT cudaError_t cudaSetDeviceFlags(unsigned int flags) {
+  device_flags = flags;  // scheduling hints; the worker's context keeps its own
+  return cudaSuccess;
+}
+SMOLVM_EXPORT cudaError_t cudaGetDeviceFlags(unsigned int* flags) {
+  if (flags == nullptr) return rt().Record(cudaErrorInvalidValue);
+  *flags = device_flags;
+  return cudaSuccess;
+}
+
+SMOLVM_EXPORT cudaError_t cudaDeviceGetPCIBusId(char* bus_id, int len, int device) {
+  CUresult r = smolvm::shim::Driver::cuDeviceGetPCIBusId(bus_id, len, device);
+  if (r == CUDA_SUCCESS) return cudaSuccess;
+  return rt().Record(r == CUDA_ERROR_INVALID_DEVICE ? cudaErrorInvalidDevice
+                                                    : static_cast<cudaError_t>(r));
+}
+
+// cudaLaunchKernelEx without launch attributes is a plain launch; clusters,
+// cooperative launches, priorities and programmatic serialization are not
+// remoted and say so once.
+static cudaError_t LaunchEx(const cudaLaunchConfig_t* config, const void* func, void** args,
+                            bool per_thread) {
+  if (config == nullptr) return rt().Record(cudaErrorInvalidValue);
+  if (config->numAttrs != 0) {
+    static std::atomic<bool> reported{false};
+    smolvm::shim::ReportNotSupportedOnce(
+        &reported, "cudart", "cudaLaunchKernelEx with launch attributes", "cudaErrorNotSupported");
+    return rt().Record(cudaErrorNotSupported);
+  }
+  return rt().LaunchKernel(func, false, config->gridDim, config->blockDim, args,
+                           config->dynamicSmemBytes, config->stream, per_thread);
+}
+SMOLVM_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func,
+                                              void** args) {
+  return LaunchEx(config, func, args, false);
+}
+SMOLVM_EXPORT cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config,
+                                                   const void* func, void** args) {
+  return LaunchEx(config, func, args, true);
+}

@@ -1,0 +1,444 @@
+// The driver API, part 1: initialization, device queries, the primary
+// context, modules, functions and launches (driver.h). Queries are answered
+// from what the runtime already cached (device info, kernel attributes);
+// launches are queued like the runtime's.
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "shim/driver.h"
+#include "shim/module_image.h"
+#include "shim/runtime.h"
+#include "shim/stub_report.h"
+
+namespace smolvm::shim {
+namespace {
+
+Runtime& rt() { return Runtime::Get(); }
+
+// The one context: CUcontext values point here.
+struct PrimaryContext {
+  unsigned flags = 0;
+};
+PrimaryContext primary;
+CUcontext PrimaryHandle() { return reinterpret_cast<CUcontext>(&primary); }
+thread_local std::vector<CUcontext> tl_ctx_stack;  // cuCtxPushCurrent/PopCurrent, cuCtxSetCurrent
+thread_local bool tl_ctx_set = false;              // cuCtxSetCurrent was called on this thread
+
+// Images of cuModuleLoadData, owned (the caller may free its copy) so a
+// clone can reload them. Guarded by the session lock.
+std::deque<std::string> loaded_images;
+// cuModuleGetFunction answers one CUfunction per (module, name).
+std::map<std::pair<const void*, std::string>, const void*> functions_by_name;
+
+}  // namespace
+
+CUcontext Driver::Primary() { return PrimaryHandle(); }
+
+CUresult ToCuResult(int e) {
+  switch (e) {
+    case cudaErrorInvalidConfiguration:
+    case cudaErrorInvalidMemcpyDirection:
+    case cudaErrorMissingConfiguration:
+    case cudaErrorInvalidDevicePointer:
+    case cudaErrorInvalidHostPointer:
+    case cudaErrorInvalidPitchValue:
+      return CUDA_ERROR_INVALID_VALUE;
+    case cudaErrorInvalidSymbol:
+    case cudaErrorSymbolNotFound:
+      return CUDA_ERROR_NOT_FOUND;
+    case cudaErrorInvalidDeviceFunction:
+      return CUDA_ERROR_INVALID_HANDLE;
+    default:
+      return static_cast<CUresult>(e);
+  }
+}
+
+// --- initialization and devices -------------------------------------------
+
+CUresult Driver::cuInit(unsigned int flags) {
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  SMOLVM_DRIVER_BEGIN(r);
+  return ToCuResult(r.Finish(cudaSuccess));
+}
+
+CUresult Driver::cuDriverGetVersion(int* version) {
+  if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Runtime::DriverCallScope scope;
+  cudaError_t e = rt().DriverGetVersion(version);
+  // As a host without a GPU: the installed driver's version all the same.
+  if (e != cudaSuccess || *version == 0) *version = CUDA_VERSION;
+  return CUDA_SUCCESS;
+}
+
+CUresult Driver::cuDeviceGet(CUdevice* device, int ordinal) {
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  SMOLVM_DRIVER_BEGIN(r);
+  if (ordinal != 0) return ToCuResult(r.Finish(cudaErrorInvalidDevice));
+  *device = 0;
+  return ToCuResult(r.Finish(cudaSuccess));
+}
+
+CUresult Driver::cuDeviceGetCount(int* count) {
+  Runtime::DriverCallScope scope;
+  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  cudaError_t e = rt().GetDeviceCount(count);
+  return e == cudaErrorNoDevice ? CUDA_SUCCESS : ToCuResult(e);  // the driver answers 0 devices
+}
+
+CUresult Driver::cuDeviceGetName(char* name, int len, CUdevice dev) {
+  if (name == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  SMOLVM_DRIVER_BEGIN(r);
+  if (dev != 0) return ToCuResult(r.Finish(cudaErrorInvalidDevice));
+  if (cudaError_t e = r.EnsureDeviceInfo(); e != cudaSuccess) return ToCuResult(r.Finish(e));
+  std::snprintf(name, static_cast<size_t>(len), "%.*s",
+                static_cast<int>(r.device_info_.name.size()), r.device_info_.name.data());
+  return ToCuResult(r.Finish(cudaSuccess));
+}
+
+CUresult Driver::cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
+  if (uuid == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  SMOLVM_DRIVER_BEGIN(r);
+  if (dev != 0) return ToCuResult(r.Finish(cudaErrorInvalidDevice));
+  if (cudaError_t e = r.EnsureDeviceInfo(); e != cudaSuccess) return ToCuResult(r.Finish(e));
+  std::memset(uuid->bytes, 0, sizeof uuid->bytes);
+  std::memcpy(uuid->bytes, r.device_uuid_.data(),
+              std::min(sizeof uuid->bytes, r.device_uuid_.size()));
+  return ToCuResult(r.Finish(cudaSuccess));
+}
+
+CUresult Driver::cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
+  if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  SMOLVM_DRIVER_BEGIN(r);
+  if (dev != 0) return ToCuResult(r.Finish(cudaErrorInvalidDevice));
+  if (cudaError_t e = r.EnsureDeviceInfo(); e != cudaSuccess) return ToCuResult(r.Finish(e));
+  *bytes = r.device_info_.total_mem;
+  return ToCuResult(r.Finish(cudaSuccess));
+}
+
+CUresult Driver::cuDeviceGetAttribute(int* value, CUdevice_attribute attrib, CUdevice dev) {
+  Runtime::DriverCallScope scope;
+  // CUdevice_attribute and cudaDeviceAttr share their values.
+  return ToCuResult(rt().DeviceGetAttribute(value, static_cast<cudaDeviceAttr>(attrib), dev));
+}
+
+CUresult Driver::cuDeviceGetPCIBusId(char* bus_id, int len, CUdevice dev) {
+  if (bus_id == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  int domain = 0, bus = 0, device = 0;
+  if (CUresult e = cuDeviceGetAttribute(&domain, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, dev);
+      e != CUDA_SUCCESS)
+    return e;
+  if (CUresult e = cuDeviceGetAttribute(&bus, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, dev);
+      e != CUDA_SUCCESS)
+    return e;
+  if (CUresult e = cuDeviceGetAttribute(&device, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, dev);
+      e != CUDA_SUCCESS)
+    return e;
+  std::snprintf(bus_id, static_cast<size_t>(len), "%08X:%02X:%02X.0", domain, bus, device);
+  return CUDA_SUCCESS;
+}
+
+CUresult Driver::cuDeviceCanAccessPeer(int* can, CUdevice dev, CUdevice peer) {
+  if (can == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (dev != 0 || peer != 0) return CUDA_ERROR_INVALID_DEVICE;
+  *can = 0;  // one device per session
+  return CUDA_SUCCESS;
+}
+
+// --- the primary context ---------------------------------------------------
+
+CUresult Driver::cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  SMOLVM_DRIVER_BEGIN(r);
+  if (dev != 0) return ToCuResult(r.Finish(cudaErrorInvalidDevice));
+  *ctx = PrimaryHandle();
+  return ToCuResult(r.Finish(cudaSuccess));
+}
+
+CUresult Driver::cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  // The worker's context lives as long as the session.
+  return dev == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+CUresult Driver::cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active) {
+  if (flags == nullptr || active == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  Runtime& r = rt();
+  std::lock_guard lock(r.session_.mu());
+  *flags = primary.flags;
+  *active = r.session_.connected() ? 1 : 0;
+  return CUDA_SUCCESS;
+}
+
+CUresult Driver::cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags) {
+  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  primary.flags = flags;  // scheduling hints; the worker's context keeps its own
+  return CUDA_SUCCESS;
+}
+
+CUresult Driver::cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  Runtime::DriverCallScope scope;
+  return ToCuResult(rt().DeviceReset());
+}
+
+CUresult Driver::cuCtxGetCurrent(CUcontext* ctx) {
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!tl_ctx_stack.empty()) {
+    *ctx = tl_ctx_stack.back();
+    return CUDA_SUCCESS;
+  }
+  // Without an explicit choice on this thread, the primary context is
+  // current once the session is up (the runtime made it so natively).
+  Runtime& r = rt();
+  std::lock_guard lock(r.session_.mu());
+  *ctx = !tl_ctx_set && r.session_.connected() ? PrimaryHandle() : nullptr;
+  return CUDA_SUCCESS;
+}
+
+CUresult Driver::cuCtxSetCurrent(CUcontext ctx) {
+  if (ctx != nullptr && ctx != PrimaryHandle()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (tl_ctx_stack.empty()) {
+    if (ctx != nullptr) tl_ctx_stack.push_back(ctx);
+  } else if (ctx == nullptr) {
+    tl_ctx_stack.pop_back();
+  } else {
+    tl_ctx_stack.back() = ctx;
+  }
+  tl_ctx_set = ctx == nullptr;
+  return CUDA_SUCCESS;
+}
+
+CUresult Driver::cuCtxPushCurrent_v2(CUcontext ctx) {
+  if (ctx != PrimaryHandle()) return CUDA_ERROR_INVALID_CONTEXT;
+  tl_ctx_stack.push_back(ctx);
+  return CUDA_SUCCESS;
+}
+
+CUresult Driver::cuCtxPopCurrent_v2(CUcontext* ctx) {
+  if (tl_ctx_stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (ctx != nullptr) *ctx = tl_ctx_stack.back();
+  tl_ctx_stack.pop_back();
+  return CUDA_SUCCESS;
+}
+
+CUresult Driver::cuCtxGetDevice(CUdevice* dev) {
+  if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  SMOLVM_DRIVER_BEGIN(r);
+  *dev = 0;
+  return ToCuResult(r.Finish(cudaSuccess));
+}
+
+CUresult Driver::cuCtxGetFlags(unsigned int* flags) {
+  if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *flags = primary.flags;
+  return CUDA_SUCCESS;
+}
+
+CUresult Driver::cuCtxSynchronize() {
+  Runtime::DriverCallScope scope;
+  return ToCuResult(rt().DeviceSynchronize());
+}
+
+CUresult Driver::cuCtxGetStreamPriorityRange(int* least, int* greatest) {
+  Runtime::DriverCallScope scope;
+  return ToCuResult(rt().DeviceGetStreamPriorityRange(least, greatest));
+}
+
+// --- modules and functions --------------------------------------------------
+
+CUresult Driver::cuModuleLoadData(CUmodule* module, const void* image) {
+  if (module == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  SMOLVM_DRIVER_BEGIN(r);
+  std::string_view view = ModuleImage(image);
+  if (view.empty()) return ToCuResult(r.Finish(cudaErrorInvalidKernelImage));
+  loaded_images.emplace_back(view);
+  auto m = std::make_unique<Runtime::ModuleRecord>();
+  m->image = loaded_images.back();
+  if (cudaError_t e = r.EnsureModule(m.get()); e != cudaSuccess) {
+    loaded_images.pop_back();
+    return ToCuResult(r.Finish(e));
+  }
+  *module = reinterpret_cast<CUmodule>(m.get());
+  r.modules_.push_back(std::move(m));
+  return ToCuResult(r.Finish(cudaSuccess));
+}
+
+CUresult Driver::cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int,
+                                    CUjit_option*, void**) {
+  // JIT options tune the worker's compile of PTX; its defaults serve.
+  return cuModuleLoadData(module, image);
+}
+
+CUresult Driver::cuModuleUnload(CUmodule module) {
+  if (module == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  Runtime::DriverCallScope scope;
+  rt().UnregisterFatBinary(reinterpret_cast<void**>(module));
+  return CUDA_SUCCESS;
+}
+
+CUresult Driver::cuModuleGetFunction(CUfunction* fn, CUmodule module, const char* name) {
+  if (fn == nullptr || module == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  SMOLVM_DRIVER_BEGIN(r);
+  auto* m = reinterpret_cast<Runtime::ModuleRecord*>(module);
+  auto key = std::make_pair(static_cast<const void*>(m), std::string(name));
+  if (auto it = functions_by_name.find(key); it != functions_by_name.end()) {
+    *fn = reinterpret_cast<CUfunction>(const_cast<void*>(it->second));
+    return ToCuResult(r.Finish(cudaSuccess));
+  }
+  auto k = std::make_unique<Runtime::KernelRecord>();
+  k->module = m;
+  k->name = name;
+  if (cudaError_t e = r.EnsureKernel(k.get()); e != cudaSuccess)
+    return ToCuResult(r.Finish(e == cudaErrorInvalidDeviceFunction ? cudaErrorSymbolNotFound : e));
+  Runtime::KernelRecord* rec = k.get();
+  r.kernel_handles_[rec] = rec;
+  r.kernels_[rec] =
+      std::move(k);  // keyed by itself: a CUfunction works as a cudaKernel_t and a host function
+  functions_by_name[key] = rec;
+  *fn = reinterpret_cast<CUfunction>(rec);
+  return ToCuResult(r.Finish(cudaSuccess));
+}
+
+CUresult Driver::cuModuleGetGlobal_v2(CUdeviceptr* dptr, size_t* bytes, CUmodule module,
+                                      const char* name) {
+  if (module == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  SMOLVM_DRIVER_BEGIN(r);
+  auto* m = reinterpret_cast<Runtime::ModuleRecord*>(module);
+  if (cudaError_t e = r.EnsureModule(m); e != cudaSuccess) return ToCuResult(r.Finish(e));
+  proto::ModuleGetGlobalRequest req;
+  req.module = m->id;
+  req.name = name;
+  proto::ModuleGetGlobalReply rep;
+  Status st = r.session_.Call(req, &rep);
+  if (!st.ok()) return ToCuResult(r.FinishStatus(st));
+  r.device_mem_.Add(rep.dptr, rep.bytes);
+  if (dptr != nullptr) *dptr = rep.dptr;
+  if (bytes != nullptr) *bytes = rep.bytes;
+  return ToCuResult(r.Finish(cudaSuccess));
+}
+
+CUresult Driver::cuFuncGetAttribute(int* value, CUfunction_attribute attrib, CUfunction fn) {
+  if (value == nullptr || fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  SMOLVM_DRIVER_BEGIN(r);
+  Runtime::KernelRecord* k = r.FindKernel(fn, true);
+  if (k == nullptr) return ToCuResult(r.Finish(cudaErrorInvalidDeviceFunction));
+  if (cudaError_t e = r.EnsureKernel(k); e != cudaSuccess) return ToCuResult(r.Finish(e));
+  size_t i = static_cast<size_t>(attrib);
+  if (i >= k->attrs.size()) return ToCuResult(r.Finish(cudaErrorInvalidValue));
+  *value = k->attrs[i];
+  return ToCuResult(r.Finish(cudaSuccess));
+}
+
+CUresult Driver::cuFuncSetAttribute(CUfunction fn, CUfunction_attribute attrib, int value) {
+  Runtime::DriverCallScope scope;
+  return ToCuResult(rt().FuncSetAttribute(fn, static_cast<cudaFuncAttribute>(attrib), value));
+}
+
+CUresult Driver::cuFuncSetCacheConfig(CUfunction fn, CUfunc_cache) {
+  return fn != nullptr ? CUDA_SUCCESS
+                       : CUDA_ERROR_INVALID_HANDLE;  // a hint, as cudaFuncSetCacheConfig
+}
+
+CUresult Driver::cuModuleGetLoadingMode(CUmoduleLoadingMode* mode) {
+  if (mode == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *mode = CU_MODULE_LAZY_LOADING;  // modules load on first use of one of their functions or globals
+  return CUDA_SUCCESS;
+}
+
+CUresult Driver::cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunction f, int block_size,
+                                                             size_t smem) {
+  return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks, f, block_size, smem, 0);
+}
+
+CUresult Driver::cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* blocks, CUfunction f, int block_size,
+                                                                      size_t smem, unsigned int flags) {
+  Runtime::DriverCallScope scope;
+  // A CUfunction is keyed by itself in the runtime's kernel table.
+  return ToCuResult(rt().OccupancyMaxActiveBlocksPerMultiprocessor(blocks, f, block_size, smem, flags));
+}
+
+// --- launches ----------------------------------------------------------------
+
+static CUresult Launch(CUfunction f, dim3 grid, dim3 block, unsigned smem, CUstream stream,
+                       void** params, void** extra, bool per_thread) {
+  Runtime::DriverCallScope scope;
+  std::vector<void*> args;
+  if (params != nullptr && extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (extra != nullptr) {
+    CUresult e = Driver::PackedArgs(f, extra, &args);
+    if (e != CUDA_SUCCESS) return e;
+    params = args.data();
+  }
+  return ToCuResult(rt().LaunchKernel(f, true, grid, block, params, smem, stream, per_thread));
+}
+
+CUresult Driver::PackedArgs(CUfunction f, void** extra, std::vector<void*>* args) {
+  Runtime& r = rt();
+  std::lock_guard lock(r.session_.mu());
+  if (cudaError_t e = r.Begin(); e != cudaSuccess) return ToCuResult(e);
+  Runtime::KernelRecord* k = r.FindKernel(f, true);
+  if (k == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (cudaError_t e = r.EnsureKernel(k); e != cudaSuccess) return ToCuResult(r.Finish(e));
+  char* buf = nullptr;
+  size_t size = 0;
+  bool have_size = false;
+  for (size_t i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+    if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) {
+      buf = static_cast<char*>(extra[i + 1]);
+    } else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) {
+      size = *static_cast<size_t*>(extra[i + 1]);
+      have_size = true;
+    } else {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  if (buf == nullptr || !have_size || size < k->params_bytes) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i + 1 < k->params.size(); i += 2) args->push_back(buf + k->params[i]);
+  return CUDA_SUCCESS;
+}
+
+CUresult Driver::cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                unsigned int bx, unsigned int by, unsigned int bz,
+                                unsigned int smem, CUstream stream, void** params, void** extra) {
+  return Launch(f, dim3(gx, gy, gz), dim3(bx, by, bz), smem, stream, params, extra, false);
+}
+
+CUresult Driver::cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
+                                     unsigned int gz, unsigned int bx, unsigned int by,
+                                     unsigned int bz, unsigned int smem, CUstream stream,
+                                     void** params, void** extra) {
+  return Launch(f, dim3(gx, gy, gz), dim3(bx, by, bz), smem, stream, params, extra, true);
+}
+
+static CUresult LaunchEx(const CUlaunchConfig* c, CUfunction f, void** params, void** extra,
+                         bool per_thread) {
+  if (c == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (c->numAttrs != 0) {
+    // Clusters, cooperative launches, priorities, programmatic serialization: not remoted.
+    static std::atomic<bool> reported{false};
+    ReportNotSupportedOnce(&reported, "cuda", "cuLaunchKernelEx with launch attributes",
+                           "CUDA_ERROR_NOT_SUPPORTED");
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  return Launch(f, dim3(c->gridDimX, c->gridDimY, c->gridDimZ),
+                dim3(c->blockDimX, c->blockDimY, c->blockDimZ), c->sharedMemBytes, c->hStream,
+                params, extra, per_thread);
+}
+
+CUresult Driver::cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params,
+                                  void** extra) {
+  return LaunchEx(config, f, params, extra, false);
+}
+
+CUresult Driver::cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params,
+                                       void** extra) {
+  return LaunchEx(config, f, params, extra, true);
+}
+
+}  // namespace smolvm::shim
