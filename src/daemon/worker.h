@@ -16,6 +16,7 @@
 #include "backend/gpu_backend.h"
 #include "daemon/chunk_preload.h"
 #include "daemon/device_memory.h"
+#include "daemon/worker_cudnn.h"
 #include "proto/dispatch.h"
 #include "transport/channel.h"
 #include "transport/unix_channel.h"
@@ -115,6 +116,15 @@ class Worker {
   Status Handle(const proto::NvmlDeviceRequest&, proto::NvmlDeviceReply*, Ctx*);
   Status Handle(const proto::NvmlMemoryRequest&, proto::NvmlMemoryReply*, Ctx*);
   Status Handle(const proto::NvmlUtilizationRequest&, proto::NvmlUtilizationReply*, Ctx*);
+  // cuDNN's backend API (worker_cudnn.cc).
+  Status Handle(const proto::DnnCreateRequest&, proto::DnnCreateReply*, Ctx*);
+  Status Handle(const proto::DnnDestroyRequest&, proto::DnnDestroyReply*, Ctx*);
+  Status Handle(const proto::DnnSetStreamRequest&, proto::DnnSetStreamReply*, Ctx*);
+  Status Handle(const proto::DnnGetVersionRequest&, proto::DnnGetVersionReply*, Ctx*);
+  Status Handle(const proto::DnnFinalizeRequest&, proto::DnnFinalizeReply*, Ctx*);
+  Status Handle(const proto::DnnDestroyDescRequest&, proto::DnnDestroyDescReply*, Ctx*);
+  Status Handle(const proto::DnnGetAttributeRequest&, proto::DnnGetAttributeReply*, Ctx*);
+  Status Handle(const proto::DnnExecuteRequest&, proto::DnnExecuteReply*, Ctx*);
 
  private:
   struct HostSegment {
@@ -174,6 +184,12 @@ class Worker {
   Result<uint64_t> BlasHandle(uint64_t guest_id) const;
   Result<BlasHandleInfo*> BlasHandleRecord(uint64_t guest_id);
   Result<uint64_t> LtHandle(uint64_t guest_id) const;
+  // cuDNN (worker_cudnn.cc): the backend, created on the first cuDNN op;
+  // the fork manifest's "dnn" entry; its rebuild in a clone; release.
+  Result<DnnBackend*> Dnn();
+  nlohmann::json DnnManifest() const;
+  Status DnnRebuild(const nlohmann::json& j);
+  void DnnRelease();
 
   std::unique_ptr<GpuBackend> backend_;
   WorkerOptions options_;
@@ -193,6 +209,7 @@ class Worker {
   std::map<uint64_t, BlasHandleInfo> blas_handles_;  // by guest id
   std::map<uint64_t, uint64_t> lt_handles_;           // guest id -> BlasBackend handle
   std::string blas_scratch_;            // LtHeuristic reply bytes
+  DnnState dnn_;
   std::string scratch_;  // DtoH reply bytes
   int32_t deferred_ = 0;
   const int spin_us_ = WorkerSpinMicros();
