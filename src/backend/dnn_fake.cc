@@ -126,28 +126,41 @@ Result<uint64_t> FakeDnnBackend::DescCreate(uint32_t type) {
   return d;
 }
 
+FakeDnnBackend::Desc* FakeDnnBackend::Live(uint64_t desc) {
+  auto it = descs_.find(desc);
+  return it == descs_.end() || it->second.destroyed ? nullptr : &it->second;
+}
+
+size_t FakeDnnBackend::live_descriptors() const {
+  size_t n = 0;
+  for (const auto& [id, d] : descs_) n += !d.destroyed;
+  return n;
+}
+
 Status FakeDnnBackend::DescDestroy(uint64_t desc) {
-  if (!descs_.erase(desc)) return Bad("unknown descriptor");
+  Desc* d = Live(desc);
+  if (d == nullptr) return Bad("unknown descriptor");
+  d->destroyed = true;
   return Status::Ok();
 }
 
 Status FakeDnnBackend::DescSet(uint64_t desc, uint32_t name, uint32_t type, int64_t count, const void* values) {
-  auto it = descs_.find(desc);
-  if (it == descs_.end()) return Bad("unknown descriptor");
-  if (it->second.finalized) return Bad("descriptor already finalized");
+  Desc* d = Live(desc);
+  if (d == nullptr) return Bad("unknown descriptor");
+  if (d->finalized) return Bad("descriptor already finalized");
   size_t e = proto::DnnElemBytes(type);
   if (e == 0 || count < 0) return Bad("attribute type or count");
   Attr a{type, std::string(static_cast<const char*>(values), static_cast<size_t>(count) * e)};
   if (type == CUDNN_TYPE_BACKEND_DESCRIPTOR) {
     for (int64_t i = 0; i < count; ++i) {
-      auto r = descs_.find(First<uint64_t>(Attr{type, a.values.substr(i * 8, 8)}));
-      if (r == descs_.end()) return Bad("attribute names an unknown descriptor");
-      if (!r->second.finalized)
+      Desc* r = Live(First<uint64_t>(Attr{type, a.values.substr(i * 8, 8)}));
+      if (r == nullptr) return Bad("attribute names an unknown descriptor");
+      if (!r->finalized)
         return DnnError(CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED, "fake cuDNN: referenced descriptor not finalized");
     }
   }
   if (type == CUDNN_TYPE_HANDLE && !handles_.count(First<uint64_t>(a))) return Bad("attribute names an unknown handle");
-  it->second.attrs[name] = std::move(a);
+  d->attrs[name] = std::move(a);
   return Status::Ok();
 }
 
@@ -254,29 +267,30 @@ Status FakeDnnBackend::Validate(const Desc& d) const {
 }
 
 Status FakeDnnBackend::DescFinalize(uint64_t desc) {
-  auto it = descs_.find(desc);
-  if (it == descs_.end()) return Bad("unknown descriptor");
-  if (it->second.finalized) return Bad("descriptor already finalized");
-  RETURN_IF_ERROR(Validate(it->second));
-  it->second.finalized = true;
+  Desc* d = Live(desc);
+  if (d == nullptr) return Bad("unknown descriptor");
+  if (d->finalized) return Bad("descriptor already finalized");
+  RETURN_IF_ERROR(Validate(*d));
+  d->finalized = true;
   ++finalizes_;
   return Status::Ok();
 }
 
 Status FakeDnnBackend::CopyInto(uint64_t src, uint64_t dst) {
-  auto d = descs_.find(dst);
-  if (d == descs_.end()) return Bad("output names an unknown descriptor");
+  Desc* d = Live(dst);
+  if (d == nullptr) return Bad("output names an unknown descriptor");
   const Desc& s = descs_.at(src);
-  if (d->second.type != s.type) return DnnError(CUDNN_STATUS_BAD_PARAM_DESCRIPTOR_TYPE, "fake cuDNN: output type");
-  d->second = s;
+  if (d->type != s.type) return DnnError(CUDNN_STATUS_BAD_PARAM_DESCRIPTOR_TYPE, "fake cuDNN: output type");
+  *d = s;
+  d->destroyed = false;
   return Status::Ok();
 }
 
 Status FakeDnnBackend::DescGet(uint64_t desc, uint32_t name, uint32_t type, int64_t requested, int64_t* count,
                                void* values) {
-  auto it = descs_.find(desc);
-  if (it == descs_.end()) return Bad("unknown descriptor");
-  const Desc& d = it->second;
+  Desc* live = Live(desc);
+  if (live == nullptr) return Bad("unknown descriptor");
+  const Desc& d = *live;
   if (!d.finalized) return DnnError(CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED, "fake cuDNN: descriptor not finalized");
   if (requested < 0) return Bad("requested count");
   auto* out = static_cast<uint64_t*>(values);
@@ -286,17 +300,15 @@ Status FakeDnnBackend::DescGet(uint64_t desc, uint32_t name, uint32_t type, int6
     if (requested < 1) return Status::Ok();
     ASSIGN_OR_RETURN(uint64_t eng, DescCreate(CUDNN_BACKEND_ENGINE_DESCRIPTOR));
     descs_[eng].attrs[CUDNN_ATTR_ENGINE_OPERATION_GRAPH] = d.attrs.at(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH);
-    int64_t zero = 0;
     descs_[eng].attrs[CUDNN_ATTR_ENGINE_GLOBAL_INDEX] = Attr{CUDNN_TYPE_INT64, std::string(8, '\0')};
-    (void)zero;
     descs_[eng].finalized = true;
-    auto cfg = descs_.find(out[0]);
-    if (cfg == descs_.end() || cfg->second.type != CUDNN_BACKEND_ENGINECFG_DESCRIPTOR)
+    Desc* cfg = Live(out[0]);
+    if (cfg == nullptr || cfg->type != CUDNN_BACKEND_ENGINECFG_DESCRIPTOR)
       return DnnError(CUDNN_STATUS_BAD_PARAM_DESCRIPTOR_TYPE, "fake cuDNN: heuristics results need engine configs");
-    cfg->second.attrs.clear();
-    cfg->second.attrs[CUDNN_ATTR_ENGINECFG_ENGINE] = Attr{CUDNN_TYPE_BACKEND_DESCRIPTOR, std::string(8, '\0')};
-    std::memcpy(cfg->second.attrs[CUDNN_ATTR_ENGINECFG_ENGINE].values.data(), &eng, 8);
-    cfg->second.finalized = true;
+    cfg->attrs.clear();
+    cfg->attrs[CUDNN_ATTR_ENGINECFG_ENGINE] = Attr{CUDNN_TYPE_BACKEND_DESCRIPTOR, std::string(8, '\0')};
+    std::memcpy(cfg->attrs[CUDNN_ATTR_ENGINECFG_ENGINE].values.data(), &eng, 8);
+    cfg->finalized = true;
     return Status::Ok();
   }
   if (d.type == CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR && name == CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE) {
@@ -342,8 +354,8 @@ Status FakeDnnBackend::DescGet(uint64_t desc, uint32_t name, uint32_t type, int6
 
 Status FakeDnnBackend::Execute(uint64_t handle, uint64_t plan, const DnnVariantPack& pack) {
   if (!handles_.count(handle)) return DnnError(CUDNN_STATUS_NOT_INITIALIZED, "fake cuDNN: unknown handle");
-  auto p = descs_.find(plan);
-  if (p == descs_.end() || p->second.type != CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR || !p->second.finalized)
+  Desc* p = Live(plan);
+  if (p == nullptr || p->type != CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR || !p->finalized)
     return Bad("execute needs a finalized execution plan");
   if (pack.uids.size() != pack.ptrs.size()) return Bad("variant pack: as many pointers as unique ids");
   int64_t ws = 0, n = 0;
@@ -352,7 +364,7 @@ Status FakeDnnBackend::Execute(uint64_t handle, uint64_t plan, const DnnVariantP
     if (pack.workspace == nullptr) return Bad("variant pack lacks the plan's workspace");
     RETURN_IF_ERROR(gpu_->KernelAccess(reinterpret_cast<uint64_t>(pack.workspace), ws, true));
   }
-  const Desc& cfg = descs_.at(First<uint64_t>(p->second.attrs.at(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG)));
+  const Desc& cfg = descs_.at(First<uint64_t>(p->attrs.at(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG)));
   const Desc& eng = descs_.at(First<uint64_t>(cfg.attrs.at(CUDNN_ATTR_ENGINECFG_ENGINE)));
   const Desc& graph = descs_.at(First<uint64_t>(eng.attrs.at(CUDNN_ATTR_ENGINE_OPERATION_GRAPH)));
   const Attr& ops = graph.attrs.at(CUDNN_ATTR_OPERATIONGRAPH_OPS);

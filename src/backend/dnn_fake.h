@@ -7,7 +7,8 @@
 // operations: their descriptors and tensors; an operation graph: finalized
 // operations and a live handle; engine, engine config, plan: their
 // references); other types are kept unvalidated. A referenced descriptor
-// must exist and be finalized (CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED).
+// must exist and be finalized (CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED);
+// destroying a descriptor leaves what references it intact, as cuDNN does.
 // Heuristics answer one engine config (engine 0). A plan is supported when
 // its graph holds only fp32 pointwise (ADD, MUL, SUB, MIN, MAX, DIV,
 // IDENTITY, RELU_FWD, with broadcasting) and matmul operations; its
@@ -47,7 +48,7 @@ class FakeDnnBackend final : public DnnBackend {
   static constexpr uint64_t kVersion = 91000;  // what the fake reports as cudnnGetVersion
   int executes() const { return executes_; }
   int finalizes() const { return finalizes_; }
-  size_t live_descriptors() const { return descs_.size(); }
+  size_t live_descriptors() const;
   uint64_t handle_stream(uint64_t handle) const;
 
   struct Attr {
@@ -57,6 +58,7 @@ class FakeDnnBackend final : public DnnBackend {
   struct Desc {
     uint32_t type = 0;
     bool finalized = false;
+    bool destroyed = false;  // kept: what references it holds on (cuDNN copies)
     std::map<uint32_t, Attr> attrs;
   };
 
@@ -64,6 +66,8 @@ class FakeDnnBackend final : public DnnBackend {
   Status Validate(const Desc& d) const;
   Result<const Desc*> Ref(const Desc& d, uint32_t name, uint32_t want_type) const;
   Status CopyInto(uint64_t src, uint64_t dst);
+  // A descriptor the caller may still use: nullptr when unknown or destroyed.
+  Desc* Live(uint64_t desc);
 
   FakeBackend* gpu_;
   uint64_t next_ = 1;

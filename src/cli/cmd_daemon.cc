@@ -1,5 +1,6 @@
 // `smolvm _cuda-daemon` and `smolvm _cuda-worker`: internal commands that
 // start the host daemon and (started by the daemon only) its workers.
+#include <cstdio>
 #include <cstdlib>
 
 #include "cli/commands.h"
@@ -30,7 +31,17 @@ void RegisterDaemonCommands(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
   d->add_flag("--quiet", dopt->quiet, "log nothing");
-  d->callback([dopt, exit_code] { *exit_code = DaemonMain(*dopt); });
+  // The cuBLAS, cuBLASLt and cuDNN the workers load (e.g. a torch install's
+  // nvidia/cu13/lib:nvidia/cudnn/lib), searched first; default: the system's.
+  auto cuda_libs = std::make_shared<std::string>(std::getenv("SMOLVM_CUDA_LIBS") ? std::getenv("SMOLVM_CUDA_LIBS") : "");
+  d->add_option("--cuda-libs", *cuda_libs, "DIR[:DIR]: the NVIDIA libraries workers load (env SMOLVM_CUDA_LIBS)");
+  d->callback([dopt, cuda_libs, exit_code] {
+    if (!cuda_libs->empty()) {
+      ::setenv("SMOLVM_CUDA_LIBS", cuda_libs->c_str(), 1);  // workers inherit it
+      std::fprintf(stderr, "smolvm daemon: workers load NVIDIA libraries from %s first\n", cuda_libs->c_str());
+    }
+    *exit_code = DaemonMain(*dopt);
+  });
 
   auto* w = app.add_subcommand("_cuda-worker", "a daemon's worker (started by the daemon only)");
   w->group("");  // hidden from --help
