@@ -16,6 +16,7 @@
 
 #include "daemon/module_cache.h"
 #include "proto/dnn_attrs.h"
+#include "proto/lib_status.h"
 #include "daemon_client.h"
 
 namespace smolvm::testing {

@@ -19,7 +19,7 @@ Status NotInitialized(const std::string& what) { return DnnError(kDnnNotInitiali
 Status BadParam(const std::string& what) { return DnnError(kDnnBadParam, what); }
 
 constexpr uint32_t kVariantPackType = 16;  // CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR: travels by value
-constexpr int64_t kMaxGetElements = 4096;
+constexpr int64_t kMaxGetBytes = 1 << 20;  // e.g. a plan's JSON representation
 
 std::string Hex(std::string_view b) {
   static const char* k = "0123456789abcdef";
@@ -145,7 +145,7 @@ Status Worker::Handle(const proto::DnnGetAttributeRequest& q, proto::DnnGetAttri
   if (it == dnn_.descs.end()) return DnnError(kDnnBadParamNotFinalized, "cuDNN descriptor not finalized");
   size_t e = proto::DnnElemBytes(q.type);
   if (e == 0 || q.type == proto::kDnnTypeHandle) return BadParam("attribute type");
-  if (q.requested < 0 || q.requested > kMaxGetElements) return BadParam("requested element count");
+  if (q.requested < 0 || q.requested > kMaxGetBytes / static_cast<int64_t>(e)) return BadParam("requested element count");
   DnnBackend* dnn = dnn_.backend.get();
   if (q.type != proto::kDnnTypeDescriptor) {
     dnn_.scratch.assign(static_cast<size_t>(q.requested) * e, '\0');

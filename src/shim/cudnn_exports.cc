@@ -114,6 +114,7 @@ SMOLVM_EXPORT cudnnStatus_t cudnnDestroy(cudnnHandle_t h) {
 SMOLVM_EXPORT cudnnStatus_t cudnnSetStream(cudnnHandle_t h, cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(Mirror::Get().mu());
   if (!Mirror::Get().IsHandle(h)) return Fail(CUDNN_STATUS_BAD_PARAM, "cudnnSetStream");
+  if (h->stream == stream) return CUDNN_STATUS_SUCCESS;  // torch sets it before every use
   LibCall call;
   if (int32_t e = call.begin_error()) return Fail(DnnBeginStatus(e), "cudnnSetStream");
   uint64_t sid = 0;
