@@ -373,14 +373,21 @@ TEST_F(ForkTest, CudnnPlansAreRebuiltInTheCloneUnderTheSameIds) {
   Golden g(&golden);
   std::vector<std::unique_ptr<RawClient>> clones;
   auto [rc, out] = Fork(g, 1, "off", &clones);
-  ASSERT_EQ(rc, 0) << out << daemon.Log();
-  ASSERT_EQ(clones.size(), 1u);
+  EXPECT_EQ(rc, 0) << out << daemon.Log();
+  if (clones.size() != 1u) {
+    ADD_FAILURE() << "no clone" << daemon.Log();
+    RunCommand(Cli(daemon, "release --pid " + std::to_string(::getpid())));
+    EXPECT_LT(g.Next().clone_index, 0);
+    return;
+  }
   RawClient& clone = *clones[0];
   for (float& v : xs) v = -v * 3;
   put(clone, x, xs);  // ordered before the execute that reads it
   exec(clone, 0x700, 9);
   std::vector<float> y1 = result(clone);
-  for (int i = 0; i < n; ++i) ASSERT_EQ(y1[i], xs[i] + bs[i]) << i << daemon.Log();
+  int wrong = 0;  // no ASSERT before the release: the golden's forkpoint thread must end
+  for (int i = 0; i < n; ++i) wrong += y1[i] != xs[i] + bs[i];
+  EXPECT_EQ(wrong, 0) << "the clone's execute of the golden's plan" << daemon.Log();
   // An id the golden never finalized is refused with cuDNN's status.
   exec(clone, 0x700, 10);
   PingReply pong;
