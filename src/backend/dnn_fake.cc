@@ -84,12 +84,31 @@ float Apply(int32_t mode, float x, float b) {
     case CUDNN_POINTWISE_MAX: return std::max(x, b);
     case CUDNN_POINTWISE_DIV: return x / b;
     case CUDNN_POINTWISE_RELU_FWD: return x > 0 ? x : 0;
+    case CUDNN_POINTWISE_EXP: return std::exp(x);
+    case CUDNN_POINTWISE_LOG: return std::log(x);
+    case CUDNN_POINTWISE_NEG: return -x;
+    case CUDNN_POINTWISE_RECIPROCAL: return 1 / x;
     default: return x;  // IDENTITY
   }
 }
 
 bool Supported(int32_t mode) {
-  return Binary(mode) || mode == CUDNN_POINTWISE_IDENTITY || mode == CUDNN_POINTWISE_RELU_FWD;
+  return Binary(mode) || mode == CUDNN_POINTWISE_IDENTITY || mode == CUDNN_POINTWISE_RELU_FWD ||
+         mode == CUDNN_POINTWISE_EXP || mode == CUDNN_POINTWISE_LOG || mode == CUDNN_POINTWISE_NEG ||
+         mode == CUDNN_POINTWISE_RECIPROCAL;
+}
+
+bool SupportedReduction(int32_t op) {
+  return op == CUDNN_REDUCE_TENSOR_ADD || op == CUDNN_REDUCE_TENSOR_MAX || op == CUDNN_REDUCE_TENSOR_MIN;
+}
+
+// Steps `idx` through every multi-index below `dims`; false after the last.
+bool Next(std::vector<int64_t>& idx, const std::vector<int64_t>& dims) {
+  for (size_t d = idx.size(); d-- > 0;) {
+    if (++idx[d] < dims[d]) return true;
+    idx[d] = 0;
+  }
+  return false;
 }
 
 }  // namespace
@@ -202,6 +221,11 @@ Status FakeDnnBackend::Validate(const Desc& d) const {
     }
     case CUDNN_BACKEND_POINTWISE_DESCRIPTOR: return need(CUDNN_ATTR_POINTWISE_MODE);
     case CUDNN_BACKEND_MATMUL_DESCRIPTOR: return need(CUDNN_ATTR_MATMUL_COMP_TYPE);
+    case CUDNN_BACKEND_REDUCTION_DESCRIPTOR: return need(CUDNN_ATTR_REDUCTION_OPERATOR);
+    case CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR:
+      RETURN_IF_ERROR(Ref(d, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_BACKEND_TENSOR_DESCRIPTOR).status());
+      RETURN_IF_ERROR(Ref(d, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_BACKEND_TENSOR_DESCRIPTOR).status());
+      return Ref(d, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_BACKEND_REDUCTION_DESCRIPTOR).status();
     case CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR: {
       ASSIGN_OR_RETURN(const Desc* pw, Ref(d, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR,
                                            CUDNN_BACKEND_POINTWISE_DESCRIPTOR));
@@ -250,6 +274,12 @@ Status FakeDnnBackend::Validate(const Desc& d) const {
         } else if (op.type == CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR) {
           tensors = {CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_ATTR_OPERATION_MATMUL_BDESC,
                      CUDNN_ATTR_OPERATION_MATMUL_CDESC};
+        } else if (op.type == CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR) {
+          ASSIGN_OR_RETURN(const Desc* rd, Ref(op, CUDNN_ATTR_OPERATION_REDUCTION_DESC,
+                                               CUDNN_BACKEND_REDUCTION_DESCRIPTOR));
+          int32_t r = First<int32_t>(rd->attrs.at(CUDNN_ATTR_REDUCTION_OPERATOR));
+          if (!SupportedReduction(r)) return Pattern("reduction operator " + std::to_string(r));
+          tensors = {CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_ATTR_OPERATION_REDUCTION_YDESC};
         } else {
           return Pattern("operation type " + std::to_string(op.type));
         }
@@ -412,6 +442,28 @@ Status FakeDnnBackend::Execute(uint64_t handle, uint64_t plan, const DnnVariantP
           idx[d] = 0;
         }
       }
+    } else if (op.type == CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR) {  // Y's size-1 dims are reduced
+      ASSIGN_OR_RETURN(const Desc* rd, Ref(op, CUDNN_ATTR_OPERATION_REDUCTION_DESC,
+                                           CUDNN_BACKEND_REDUCTION_DESCRIPTOR));
+      int32_t r = First<int32_t>(rd->attrs.at(CUDNN_ATTR_REDUCTION_OPERATOR));
+      Tensor tx, ty;
+      ASSIGN_OR_RETURN(float* x, buffer(op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, false, &tx));
+      ASSIGN_OR_RETURN(float* y, buffer(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, true, &ty));
+      if (tx.dims.size() != ty.dims.size())
+        return DnnError(CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH, "fake cuDNN: reduction ranks");
+      for (size_t d = 0; d < ty.dims.size(); ++d)
+        if (ty.dims[d] != 1 && ty.dims[d] != tx.dims[d])
+          return DnnError(CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH, "fake cuDNN: reduction shapes");
+      float init = r == CUDNN_REDUCE_TENSOR_ADD ? 0.f : r == CUDNN_REDUCE_TENSOR_MAX ? -INFINITY : INFINITY;
+      std::vector<int64_t> idx(ty.dims.size(), 0);
+      do y[ty.Offset(idx)] = init;
+      while (Next(idx, ty.dims));
+      idx.assign(tx.dims.size(), 0);
+      do {
+        float& acc = y[ty.Offset(idx)];
+        float v = x[tx.Offset(idx)];
+        acc = r == CUDNN_REDUCE_TENSOR_ADD ? acc + v : r == CUDNN_REDUCE_TENSOR_MAX ? std::max(acc, v) : std::min(acc, v);
+      } while (Next(idx, tx.dims));
     } else {  // matmul, checked at finalize: C[.., m, n] = sum_k A[.., m, k] B[.., k, n]
       Tensor ta, tb, tc;
       ASSIGN_OR_RETURN(float* a, buffer(op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, false, &ta));

@@ -11,7 +11,9 @@
 // destroying a descriptor leaves what references it intact, as cuDNN does.
 // Heuristics answer one engine config (engine 0). A plan is supported when
 // its graph holds only fp32 pointwise (ADD, MUL, SUB, MIN, MAX, DIV,
-// IDENTITY, RELU_FWD, with broadcasting) and matmul operations; its
+// IDENTITY, RELU_FWD, EXP, LOG, NEG, RECIPROCAL, with broadcasting),
+// reduction (ADD, MAX, MIN over the output's size-1 dimensions) and matmul
+// operations (so attention decomposed as cuDNN graphs spell it runs); its
 // workspace is 256 bytes when it holds a matmul, else 0. Execute checks the
 // variant pack against the graph (every non-virtual uid present, every
 // device tensor inside writable fake memory, the workspace given when the

@@ -93,6 +93,7 @@ TEST_F(BlasE2eTest, CudnnBackendGraphsMirroredAndExecutedInOrder) {
   EXPECT_NE(r.out.find("cudnn version 91000 cudart 13000"), std::string::npos) << r.Report();
   EXPECT_NE(r.out.find("ok pointwise"), std::string::npos) << r.Report();
   EXPECT_NE(r.out.find("ok matmul"), std::string::npos) << r.Report();
+  EXPECT_NE(r.out.find("ok attention"), std::string::npos) << r.Report();
   EXPECT_NE(r.out.find("matmul workspace 256"), std::string::npos) << "answered by the worker" << r.Report();
   EXPECT_NE(r.out.find("unfinalized reference: refused"), std::string::npos) << r.Report();
   EXPECT_EQ(Count(r.out, "legacy: CUDNN_STATUS_NOT_SUPPORTED"), 2u) << r.Report();

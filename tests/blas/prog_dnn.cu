@@ -1,6 +1,7 @@
 // cuDNN's backend (graph) API through the shim (or natively): a two-op
 // pointwise graph with a broadcast bias, a virtual intermediate and a
-// by-value scalar, and an fp32 matmul graph with a workspace; both through
+// by-value scalar, an fp32 matmul graph with a workspace, and attention
+// spelled as a graph (matmul, scale, max, sub, exp, sum, div, matmul); each through
 // heuristics -> engine config -> plan -> variant pack -> execute, after a
 // kernel on the same stream (ordering), checked against a host reference.
 // Prints each output's FNV-1a digest ("digest <graph> <hex>") so a GPU run
@@ -62,11 +63,12 @@ void SetDesc(Desc d, cudnnBackendAttributeName_t n, Desc v) {
   CHECK_DNN(cudnnBackendSetAttribute(d, n, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &v));
 }
 
-// A packed fp32 tensor [1, rows, cols].
-Desc Tensor(int64_t uid, int64_t rows, int64_t cols, bool is_virtual = false, bool by_value = false) {
+// An fp32 tensor [1, rows, cols] with the given strides.
+Desc Strided(int64_t uid, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride, bool is_virtual = false,
+             bool by_value = false) {
   Desc t = Make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
   cudnnDataType_t dt = CUDNN_DATA_FLOAT;
-  int64_t dims[3] = {1, rows, cols}, strides[3] = {rows * cols, cols, 1}, align = 16;
+  int64_t dims[3] = {1, rows, cols}, strides[3] = {rows * cols, row_stride, col_stride}, align = 16;
   CHECK_DNN(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt));
   CHECK_DNN(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 3, dims));
   CHECK_DNN(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 3, strides));
@@ -78,6 +80,12 @@ Desc Tensor(int64_t uid, int64_t rows, int64_t cols, bool is_virtual = false, bo
   return t;
 }
 
+// A packed fp32 tensor [1, rows, cols].
+Desc Tensor(int64_t uid, int64_t rows, int64_t cols, bool is_virtual = false, bool by_value = false) {
+  return Strided(uid, rows, cols, cols, 1, is_virtual, by_value);
+}
+
+// y = mode(x, b); b == nullptr for a unary mode.
 Desc Pointwise(cudnnPointwiseMode_t mode, Desc x, Desc b, Desc y) {
   Desc pw = Make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
   cudnnDataType_t prec = CUDNN_DATA_FLOAT;
@@ -87,7 +95,7 @@ Desc Pointwise(cudnnPointwiseMode_t mode, Desc x, Desc b, Desc y) {
   Desc op = Make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
   SetDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw);
   SetDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
-  SetDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, b);
+  if (b != nullptr) SetDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, b);
   SetDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
   CHECK_DNN(cudnnBackendFinalize(op));
   // What the program set is read back as set (answered in the guest by the shim).
@@ -95,6 +103,37 @@ Desc Pointwise(cudnnPointwiseMode_t mode, Desc x, Desc b, Desc y) {
   cudnnPointwiseMode_t back;
   CHECK_DNN(cudnnBackendGetAttribute(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &n, &back));
   EXPECT(n == 1 && back == mode);
+  return op;
+}
+
+Desc Matmul(Desc a, Desc b, Desc c) {
+  Desc mm = Make(CUDNN_BACKEND_MATMUL_DESCRIPTOR);
+  cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+  CHECK_DNN(cudnnBackendSetAttribute(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp));
+  CHECK_DNN(cudnnBackendFinalize(mm));
+  Desc op = Make(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
+  SetDesc(op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, a);
+  SetDesc(op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, b);
+  SetDesc(op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, c);
+  SetDesc(op, CUDNN_ATTR_OPERATION_MATMUL_DESC, mm);
+  CHECK_DNN(cudnnBackendFinalize(op));
+  CHECK_DNN(cudnnBackendDestroyDescriptor(mm));
+  return op;
+}
+
+// y = reduce(x) over y's size-1 dimensions.
+Desc Reduction(cudnnReduceTensorOp_t how, Desc x, Desc y) {
+  Desc rd = Make(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
+  cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+  CHECK_DNN(cudnnBackendSetAttribute(rd, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &how));
+  CHECK_DNN(cudnnBackendSetAttribute(rd, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp));
+  CHECK_DNN(cudnnBackendFinalize(rd));
+  Desc op = Make(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
+  SetDesc(op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, x);
+  SetDesc(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, y);
+  SetDesc(op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, rd);
+  CHECK_DNN(cudnnBackendFinalize(op));
+  CHECK_DNN(cudnnBackendDestroyDescriptor(rd));
   return op;
 }
 
@@ -262,6 +301,60 @@ int main() {
       CHECK_DNN(cudnnBackendDestroyDescriptor(plan));
     }
     for (Desc d : {ta, tb, tc, mm, op}) CHECK_DNN(cudnnBackendDestroyDescriptor(d));
+  }
+
+  {  // Attention as a cuDNN graph spells it: O = softmax(Q K^T * scale) V, S = 16, D = 8.
+    const int S = 16, D = 8;
+    std::vector<float> q = Random(S * D, rng), k = Random(S * D, rng), v = Random(S * D, rng);
+    float scale = 1.f / std::sqrt(float(D));
+    Desc tq = Tensor(21, S, D), tkt = Strided(22, D, S, 1, D) /* K [S, D] read as K^T */, tv = Tensor(23, S, D);
+    Desc tsc = Tensor(24, 1, 1, false, /*by_value=*/true), to = Tensor(25, S, D);
+    Desc s0 = Tensor(31, S, S, true), s1 = Tensor(32, S, S, true), mx = Tensor(33, S, 1, true);
+    Desc z = Tensor(34, S, S, true), e = Tensor(35, S, S, true), sum = Tensor(36, S, 1, true), p = Tensor(37, S, S, true);
+    std::vector<Desc> ops = {Matmul(tq, tkt, s0),
+                             Pointwise(CUDNN_POINTWISE_MUL, s0, tsc, s1),
+                             Reduction(CUDNN_REDUCE_TENSOR_MAX, s1, mx),
+                             Pointwise(CUDNN_POINTWISE_SUB, s1, mx, z),
+                             Pointwise(CUDNN_POINTWISE_EXP, z, nullptr, e),
+                             Reduction(CUDNN_REDUCE_TENSOR_ADD, e, sum),
+                             Pointwise(CUDNN_POINTWISE_DIV, e, sum, p),
+                             Matmul(p, tv, to)};
+    int64_t ws_bytes = 0;
+    Desc plan = Plan(h, ops, &ws_bytes);
+    if (plan == nullptr) {
+      std::printf("skip attention: no engine\n");
+    } else {
+      float *dq = Upload(q, s), *dk = Upload(k, s), *dv = Upload(v, s), *dout, *ws = nullptr;
+      CHECK_CUDA(cudaMalloc(&dout, S * D * 4));
+      if (ws_bytes) CHECK_CUDA(cudaMalloc(&ws, ws_bytes));
+      Execute(h, plan, {21, 22, 23, 24, 25}, {dq, dk, dv, &scale, dout}, ws);
+      std::vector<float> o(S * D);
+      CHECK_CUDA(cudaMemcpyAsync(o.data(), dout, o.size() * 4, cudaMemcpyDeviceToHost, s));
+      CHECK_CUDA(cudaStreamSynchronize(s));
+      double err = 0;
+      for (int i = 0; i < S; ++i) {
+        std::vector<double> w(S);
+        double mxv = -1e30, tot = 0;
+        for (int j = 0; j < S; ++j) {
+          double dot = 0;
+          for (int c = 0; c < D; ++c) dot += double(q[i * D + c]) * k[j * D + c];
+          w[j] = dot * scale;
+          mxv = std::max(mxv, w[j]);
+        }
+        for (double& x : w) tot += (x = std::exp(x - mxv));
+        for (int c = 0; c < D; ++c) {
+          double acc = 0;
+          for (int j = 0; j < S; ++j) acc += w[j] / tot * v[j * D + c];
+          err = std::max(err, std::fabs(acc - o[i * D + c]));
+        }
+      }
+      std::printf("%s attention max err %.3g\ndigest attention %016llx\n", err < 1e-2 ? "ok" : "FAIL", err,
+                  static_cast<unsigned long long>(Digest(o)));
+      fails += err >= 1e-2;
+      CHECK_DNN(cudnnBackendDestroyDescriptor(plan));
+    }
+    for (Desc d : ops) CHECK_DNN(cudnnBackendDestroyDescriptor(d));
+    for (Desc d : {tq, tkt, tv, tsc, to, s0, s1, mx, z, e, sum, p}) CHECK_DNN(cudnnBackendDestroyDescriptor(d));
   }
 
   {  // Errors keep cuDNN's statuses: a plan from an unfinalized engine config.
