@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 13 item 3/4 on the H200: cuDNN's backend API natively and through the
 # shims (daemon --backend cuda --cuda-libs <the same cuDNN>), from the repo
-# root with build/ carried (scripts/device-pack.sh).
+# root with build/ (or .carry/build from scripts/device-pack.sh) carried.
 #   1. prog_dnn natively, twice (are two native runs bit-identical?), then
 #      through the shims: its "digest <graph> <hex>" lines must be identical
 #      to the native ones (pointwise graph with a by-value scalar, fp32 matmul).
@@ -13,8 +13,12 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/device-cudnn-out}
 mkdir -p "$OUT"
-BIN=$PWD/build/tests/blas/bin
-SHIM=$PWD/build/shim
+# The build tree: build/, else what scripts/device-pack.sh made (.carry/build).
+B=${BUILD:-build}
+[[ -x $B/smolvm ]] || B=.carry/build
+B=$(cd "$B" && pwd)
+BIN=$B/tests/blas/bin
+SHIM=$B/shim
 summary() { echo "$*" | tee -a "$OUT/summary.txt"; }
 
 # The same cuDNN / cuBLAS both ways: the torch install's wheels when present,
@@ -38,7 +42,7 @@ else
 fi
 
 sock=$(mktemp -u /tmp/smolvm-cudnn.XXXXXX).sock
-setsid build/smolvm _cuda-daemon "$sock" --backend "${BACKEND:-cuda}" --pool 1 --cuda-libs "$LIBS" \
+setsid "$B/smolvm" _cuda-daemon "$sock" --backend "${BACKEND:-cuda}" --pool 1 --cuda-libs "$LIBS" \
   2> "$OUT/daemon.log" &
 daemon=$!
 trap 'kill -TERM $daemon 2>/dev/null; wait $daemon 2>/dev/null' EXIT
