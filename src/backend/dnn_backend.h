@@ -71,12 +71,13 @@ class DnnBackend {
   virtual Result<uint64_t> DescCreate(uint32_t type) = 0;
   virtual Status DescDestroy(uint64_t desc) = 0;
   // `values`: `count` elements of cudnnBackendAttributeType_t `type`.
-  virtual Status DescSet(uint64_t desc, uint32_t name, uint32_t type, int64_t count, const void* values) = 0;
+  virtual Status DescSet(uint64_t desc, uint32_t name, uint32_t type, int64_t count,
+                         const void* values) = 0;
   virtual Status DescFinalize(uint64_t desc) = 0;
   // Writes at most `requested` elements to `values` (descriptor elements:
   // backend descriptors the caller created) and their number to `*count`.
-  virtual Status DescGet(uint64_t desc, uint32_t name, uint32_t type, int64_t requested, int64_t* count,
-                         void* values) = 0;
+  virtual Status DescGet(uint64_t desc, uint32_t name, uint32_t type, int64_t requested,
+                         int64_t* count, void* values) = 0;
   virtual Status Execute(uint64_t handle, uint64_t plan, const DnnVariantPack& pack) = 0;
 };
 

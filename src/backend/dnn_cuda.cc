@@ -13,10 +13,12 @@
 
 namespace smolvm {
 
-#define SMOLVM_CUDNN_FNS(X)                                                                             \
-  X(cudnnGetVersion) X(cudnnGetCudartVersion) X(cudnnCreate) X(cudnnDestroy) X(cudnnSetStream)         \
-  X(cudnnBackendCreateDescriptor) X(cudnnBackendDestroyDescriptor) X(cudnnBackendSetAttribute)         \
-  X(cudnnBackendGetAttribute) X(cudnnBackendFinalize) X(cudnnBackendExecute) X(cudnnGetLastErrorString)
+#define SMOLVM_CUDNN_FNS(X)                                                                        \
+  X(cudnnGetVersion)                                                                               \
+  X(cudnnGetCudartVersion) X(cudnnCreate) X(cudnnDestroy) X(cudnnSetStream)                        \
+      X(cudnnBackendCreateDescriptor) X(cudnnBackendDestroyDescriptor) X(cudnnBackendSetAttribute) \
+          X(cudnnBackendGetAttribute) X(cudnnBackendFinalize) X(cudnnBackendExecute)               \
+              X(cudnnGetLastErrorString)
 
 struct DnnLibrary {
   std::string path;
@@ -49,8 +51,8 @@ cudnnHandle_t H(uint64_t h) { return reinterpret_cast<cudnnHandle_t>(h); }
 Result<std::unique_ptr<CudaDnnBackend>> CudaDnnBackend::Load() {
   auto lib = std::make_unique<DnnLibrary>();
   std::string dirs = Env("SMOLVM_CUDA_LIBS"), ld = Env("LD_LIBRARY_PATH");
-  std::vector<std::string> tried =
-      BlasLibraryCandidates("libcudnn.so.9", Env("SMOLVM_LIBCUDNN"), dirs.empty() ? ld : dirs + ":" + ld);
+  std::vector<std::string> tried = BlasLibraryCandidates("libcudnn.so.9", Env("SMOLVM_LIBCUDNN"),
+                                                         dirs.empty() ? ld : dirs + ":" + ld);
   std::string list;
   for (const std::string& c : tried) {
     list += (list.empty() ? "" : ", ") + c;
@@ -65,10 +67,11 @@ Result<std::unique_ptr<CudaDnnBackend>> CudaDnnBackend::Load() {
     break;
   }
   if (lib->dl == nullptr)
-    return Unavailable("libcudnn.so.9 not found; tried " + list + "; set SMOLVM_CUDA_LIBS or SMOLVM_LIBCUDNN");
+    return Unavailable("libcudnn.so.9 not found; tried " + list +
+                       "; set SMOLVM_CUDA_LIBS or SMOLVM_LIBCUDNN");
   std::string missing;
-#define SMOLVM_DNN_RESOLVE(fn)                                              \
-  lib->fn = reinterpret_cast<decltype(lib->fn)>(::dlsym(lib->dl, #fn));     \
+#define SMOLVM_DNN_RESOLVE(fn)                                          \
+  lib->fn = reinterpret_cast<decltype(lib->fn)>(::dlsym(lib->dl, #fn)); \
   if (lib->fn == nullptr) missing += std::string(missing.empty() ? "" : ", ") + #fn;
   SMOLVM_CUDNN_FNS(SMOLVM_DNN_RESOLVE)
 #undef SMOLVM_DNN_RESOLVE
@@ -78,7 +81,8 @@ Result<std::unique_ptr<CudaDnnBackend>> CudaDnnBackend::Load() {
   return b;
 }
 
-CudaDnnBackend::~CudaDnnBackend() = default;  // the library stays loaded (its threads and atexit handlers)
+CudaDnnBackend::~CudaDnnBackend() =
+    default;  // the library stays loaded (its threads and atexit handlers)
 
 Result<uint64_t> CudaDnnBackend::Create() {
   cudnnHandle_t h = nullptr;
@@ -86,10 +90,13 @@ Result<uint64_t> CudaDnnBackend::Create() {
   return reinterpret_cast<uint64_t>(h);
 }
 
-Status CudaDnnBackend::Destroy(uint64_t h) { return Check(*lib_, lib_->cudnnDestroy(H(h)), "cudnnDestroy"); }
+Status CudaDnnBackend::Destroy(uint64_t h) {
+  return Check(*lib_, lib_->cudnnDestroy(H(h)), "cudnnDestroy");
+}
 
 Status CudaDnnBackend::SetStream(uint64_t h, uint64_t stream) {
-  return Check(*lib_, lib_->cudnnSetStream(H(h), reinterpret_cast<cudaStream_t>(stream)), "cudnnSetStream");
+  return Check(*lib_, lib_->cudnnSetStream(H(h), reinterpret_cast<cudaStream_t>(stream)),
+               "cudnnSetStream");
 }
 
 DnnVersion CudaDnnBackend::Version() const {
@@ -98,8 +105,10 @@ DnnVersion CudaDnnBackend::Version() const {
 
 Result<uint64_t> CudaDnnBackend::DescCreate(uint32_t type) {
   cudnnBackendDescriptor_t d = nullptr;
-  RETURN_IF_ERROR(Check(*lib_, lib_->cudnnBackendCreateDescriptor(static_cast<cudnnBackendDescriptorType_t>(type), &d),
-                        "cudnnBackendCreateDescriptor"));
+  RETURN_IF_ERROR(
+      Check(*lib_,
+            lib_->cudnnBackendCreateDescriptor(static_cast<cudnnBackendDescriptorType_t>(type), &d),
+            "cudnnBackendCreateDescriptor"));
   return reinterpret_cast<uint64_t>(d);
 }
 
@@ -107,40 +116,48 @@ Status CudaDnnBackend::DescDestroy(uint64_t d) {
   return Check(*lib_, lib_->cudnnBackendDestroyDescriptor(D(d)), "cudnnBackendDestroyDescriptor");
 }
 
-Status CudaDnnBackend::DescSet(uint64_t d, uint32_t name, uint32_t type, int64_t count, const void* values) {
-  return Check(*lib_,
-               lib_->cudnnBackendSetAttribute(D(d), static_cast<cudnnBackendAttributeName_t>(name),
-                                              static_cast<cudnnBackendAttributeType_t>(type), count, values),
-               "cudnnBackendSetAttribute");
+Status CudaDnnBackend::DescSet(uint64_t d, uint32_t name, uint32_t type, int64_t count,
+                               const void* values) {
+  return Check(
+      *lib_,
+      lib_->cudnnBackendSetAttribute(D(d), static_cast<cudnnBackendAttributeName_t>(name),
+                                     static_cast<cudnnBackendAttributeType_t>(type), count, values),
+      "cudnnBackendSetAttribute");
 }
 
 Status CudaDnnBackend::DescFinalize(uint64_t d) {
   return Check(*lib_, lib_->cudnnBackendFinalize(D(d)), "cudnnBackendFinalize");
 }
 
-Status CudaDnnBackend::DescGet(uint64_t d, uint32_t name, uint32_t type, int64_t requested, int64_t* count,
-                               void* values) {
+Status CudaDnnBackend::DescGet(uint64_t d, uint32_t name, uint32_t type, int64_t requested,
+                               int64_t* count, void* values) {
   return Check(*lib_,
                lib_->cudnnBackendGetAttribute(D(d), static_cast<cudnnBackendAttributeName_t>(name),
-                                              static_cast<cudnnBackendAttributeType_t>(type), requested, count,
-                                              values),
+                                              static_cast<cudnnBackendAttributeType_t>(type),
+                                              requested, count, values),
                "cudnnBackendGetAttribute");
 }
 
 Status CudaDnnBackend::Execute(uint64_t h, uint64_t plan, const DnnVariantPack& pack) {
   cudnnBackendDescriptor_t vp = nullptr;
-  RETURN_IF_ERROR(Check(*lib_, lib_->cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp),
-                        "cudnnBackendCreateDescriptor(variant pack)"));
-  auto set = [&](cudnnBackendAttributeName_t n, cudnnBackendAttributeType_t t, int64_t c, const void* v) {
-    return Check(*lib_, lib_->cudnnBackendSetAttribute(vp, n, t, c, v), "cudnnBackendSetAttribute(variant pack)");
+  RETURN_IF_ERROR(
+      Check(*lib_, lib_->cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp),
+            "cudnnBackendCreateDescriptor(variant pack)"));
+  auto set = [&](cudnnBackendAttributeName_t n, cudnnBackendAttributeType_t t, int64_t c,
+                 const void* v) {
+    return Check(*lib_, lib_->cudnnBackendSetAttribute(vp, n, t, c, v),
+                 "cudnnBackendSetAttribute(variant pack)");
   };
   void* ws = pack.workspace;
   int64_t n = static_cast<int64_t>(pack.uids.size());
   Status st = set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, pack.uids.data());
-  if (st.ok()) st = set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, pack.ptrs.data());
+  if (st.ok())
+    st = set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, pack.ptrs.data());
   if (st.ok()) st = set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
-  if (st.ok()) st = Check(*lib_, lib_->cudnnBackendFinalize(vp), "cudnnBackendFinalize(variant pack)");
-  if (st.ok()) st = Check(*lib_, lib_->cudnnBackendExecute(H(h), D(plan), vp), "cudnnBackendExecute");
+  if (st.ok())
+    st = Check(*lib_, lib_->cudnnBackendFinalize(vp), "cudnnBackendFinalize(variant pack)");
+  if (st.ok())
+    st = Check(*lib_, lib_->cudnnBackendExecute(H(h), D(plan), vp), "cudnnBackendExecute");
   lib_->cudnnBackendDestroyDescriptor(vp);
   return st;
 }

@@ -31,7 +31,8 @@ class CudaDnnBackend final : public DnnBackend {
   DnnVersion Version() const override;
   Result<uint64_t> DescCreate(uint32_t type) override;
   Status DescDestroy(uint64_t desc) override;
-  Status DescSet(uint64_t desc, uint32_t name, uint32_t type, int64_t count, const void* values) override;
+  Status DescSet(uint64_t desc, uint32_t name, uint32_t type, int64_t count,
+                 const void* values) override;
   Status DescFinalize(uint64_t desc) override;
   Status DescGet(uint64_t desc, uint32_t name, uint32_t type, int64_t requested, int64_t* count,
                  void* values) override;

@@ -20,7 +20,8 @@ TEST(CudaDnnBackendTest, MissingOverrideNamesTheFile) {
   auto b = CudaDnnBackend::Load();
   ::unsetenv("SMOLVM_LIBCUDNN");
   ASSERT_FALSE(b.ok());
-  EXPECT_NE(b.status().message().find("/nonexistent/libcudnn.so.9"), std::string::npos) << b.status().ToString();
+  EXPECT_NE(b.status().message().find("/nonexistent/libcudnn.so.9"), std::string::npos)
+      << b.status().ToString();
 }
 
 TEST(CudaDnnBackendTest, LoadsTheRealLibraryAndBuildsATensor) {
@@ -45,8 +46,10 @@ TEST(CudaDnnBackendTest, LoadsTheRealLibraryAndBuildsATensor) {
   ASSERT_TRUE((*b)->DescSet(*t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 3, dims).ok());
   ASSERT_TRUE((*b)->DescSet(*t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 3, strides).ok());
   ASSERT_TRUE((*b)->DescSet(*t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid).ok());
-  ASSERT_TRUE((*b)->DescSet(*t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align).ok());
-  ASSERT_TRUE((*b)->DescSet(*t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value).ok());
+  ASSERT_TRUE(
+      (*b)->DescSet(*t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align).ok());
+  ASSERT_TRUE(
+      (*b)->DescSet(*t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value).ok());
   Status fin = (*b)->DescFinalize(*t);
   if (!fin.ok()) GTEST_SKIP() << "finalize needs a device here: " << fin.ToString();
   int64_t n = 0, back[3] = {};

@@ -9,7 +9,8 @@ namespace smolvm {
 
 Result<std::unique_ptr<DnnBackend>> MakeDnnBackend(GpuBackend* gpu) {
   if (gpu->Name() == "fake")
-    return std::unique_ptr<DnnBackend>(std::make_unique<FakeDnnBackend>(static_cast<FakeBackend*>(gpu->Innermost())));
+    return std::unique_ptr<DnnBackend>(
+        std::make_unique<FakeDnnBackend>(static_cast<FakeBackend*>(gpu->Innermost())));
 #ifdef SMOLVM_HAVE_CUDA_BACKEND
   if (gpu->Name() == "cuda") {
     ASSIGN_OR_RETURN(std::unique_ptr<CudaDnnBackend> d, CudaDnnBackend::Load());

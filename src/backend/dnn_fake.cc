@@ -12,7 +12,9 @@
 namespace smolvm {
 namespace {
 
-Status Bad(const std::string& what) { return DnnError(CUDNN_STATUS_BAD_PARAM, "fake cuDNN: " + what); }
+Status Bad(const std::string& what) {
+  return DnnError(CUDNN_STATUS_BAD_PARAM, "fake cuDNN: " + what);
+}
 Status Pattern(const std::string& what) {
   return DnnError(CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, "fake cuDNN: " + what);
 }
@@ -61,45 +63,62 @@ Result<Tensor> TensorOf(const FakeDnnBackend::Desc& d) {
   t.dims = Int64s(d.attrs.at(CUDNN_ATTR_TENSOR_DIMENSIONS));
   t.strides = Int64s(d.attrs.at(CUDNN_ATTR_TENSOR_STRIDES));
   t.uid = First<int64_t>(d.attrs.at(CUDNN_ATTR_TENSOR_UNIQUE_ID));
-  if (auto it = d.attrs.find(CUDNN_ATTR_TENSOR_IS_VIRTUAL); it != d.attrs.end()) t.is_virtual = First<bool>(it->second);
-  if (auto it = d.attrs.find(CUDNN_ATTR_TENSOR_IS_BY_VALUE); it != d.attrs.end()) t.by_value = First<bool>(it->second);
+  if (auto it = d.attrs.find(CUDNN_ATTR_TENSOR_IS_VIRTUAL); it != d.attrs.end())
+    t.is_virtual = First<bool>(it->second);
+  if (auto it = d.attrs.find(CUDNN_ATTR_TENSOR_IS_BY_VALUE); it != d.attrs.end())
+    t.by_value = First<bool>(it->second);
   if (t.dims.empty() || t.dims.size() > CUDNN_DIM_MAX || t.dims.size() != t.strides.size())
     return Bad("tensor rank: dimensions and strides must have the same 1..8 entries");
   for (size_t i = 0; i < t.dims.size(); ++i)
-    if (t.dims[i] <= 0 || t.strides[i] <= 0) return Bad("tensor dimensions and strides must be positive");
+    if (t.dims[i] <= 0 || t.strides[i] <= 0)
+      return Bad("tensor dimensions and strides must be positive");
   return t;
 }
 
 bool Binary(int32_t mode) {
-  return mode == CUDNN_POINTWISE_ADD || mode == CUDNN_POINTWISE_MUL || mode == CUDNN_POINTWISE_SUB ||
-         mode == CUDNN_POINTWISE_MIN || mode == CUDNN_POINTWISE_MAX || mode == CUDNN_POINTWISE_DIV;
+  return mode == CUDNN_POINTWISE_ADD || mode == CUDNN_POINTWISE_MUL ||
+         mode == CUDNN_POINTWISE_SUB || mode == CUDNN_POINTWISE_MIN ||
+         mode == CUDNN_POINTWISE_MAX || mode == CUDNN_POINTWISE_DIV;
 }
 
 float Apply(int32_t mode, float x, float b) {
   switch (mode) {
-    case CUDNN_POINTWISE_ADD: return x + b;
-    case CUDNN_POINTWISE_MUL: return x * b;
-    case CUDNN_POINTWISE_SUB: return x - b;
-    case CUDNN_POINTWISE_MIN: return std::min(x, b);
-    case CUDNN_POINTWISE_MAX: return std::max(x, b);
-    case CUDNN_POINTWISE_DIV: return x / b;
-    case CUDNN_POINTWISE_RELU_FWD: return x > 0 ? x : 0;
-    case CUDNN_POINTWISE_EXP: return std::exp(x);
-    case CUDNN_POINTWISE_LOG: return std::log(x);
-    case CUDNN_POINTWISE_NEG: return -x;
-    case CUDNN_POINTWISE_RECIPROCAL: return 1 / x;
-    default: return x;  // IDENTITY
+    case CUDNN_POINTWISE_ADD:
+      return x + b;
+    case CUDNN_POINTWISE_MUL:
+      return x * b;
+    case CUDNN_POINTWISE_SUB:
+      return x - b;
+    case CUDNN_POINTWISE_MIN:
+      return std::min(x, b);
+    case CUDNN_POINTWISE_MAX:
+      return std::max(x, b);
+    case CUDNN_POINTWISE_DIV:
+      return x / b;
+    case CUDNN_POINTWISE_RELU_FWD:
+      return x > 0 ? x : 0;
+    case CUDNN_POINTWISE_EXP:
+      return std::exp(x);
+    case CUDNN_POINTWISE_LOG:
+      return std::log(x);
+    case CUDNN_POINTWISE_NEG:
+      return -x;
+    case CUDNN_POINTWISE_RECIPROCAL:
+      return 1 / x;
+    default:
+      return x;  // IDENTITY
   }
 }
 
 bool Supported(int32_t mode) {
   return Binary(mode) || mode == CUDNN_POINTWISE_IDENTITY || mode == CUDNN_POINTWISE_RELU_FWD ||
-         mode == CUDNN_POINTWISE_EXP || mode == CUDNN_POINTWISE_LOG || mode == CUDNN_POINTWISE_NEG ||
-         mode == CUDNN_POINTWISE_RECIPROCAL;
+         mode == CUDNN_POINTWISE_EXP || mode == CUDNN_POINTWISE_LOG ||
+         mode == CUDNN_POINTWISE_NEG || mode == CUDNN_POINTWISE_RECIPROCAL;
 }
 
 bool SupportedReduction(int32_t op) {
-  return op == CUDNN_REDUCE_TENSOR_ADD || op == CUDNN_REDUCE_TENSOR_MAX || op == CUDNN_REDUCE_TENSOR_MIN;
+  return op == CUDNN_REDUCE_TENSOR_ADD || op == CUDNN_REDUCE_TENSOR_MAX ||
+         op == CUDNN_REDUCE_TENSOR_MIN;
 }
 
 // Steps `idx` through every multi-index below `dims`; false after the last.
@@ -125,13 +144,15 @@ Result<uint64_t> FakeDnnBackend::Create() {
 }
 
 Status FakeDnnBackend::Destroy(uint64_t handle) {
-  if (!handles_.erase(handle)) return DnnError(CUDNN_STATUS_NOT_INITIALIZED, "fake cuDNN: unknown handle");
+  if (!handles_.erase(handle))
+    return DnnError(CUDNN_STATUS_NOT_INITIALIZED, "fake cuDNN: unknown handle");
   return Status::Ok();
 }
 
 Status FakeDnnBackend::SetStream(uint64_t handle, uint64_t stream) {
   auto it = handles_.find(handle);
-  if (it == handles_.end()) return DnnError(CUDNN_STATUS_NOT_INITIALIZED, "fake cuDNN: unknown handle");
+  if (it == handles_.end())
+    return DnnError(CUDNN_STATUS_NOT_INITIALIZED, "fake cuDNN: unknown handle");
   it->second = stream;
   return Status::Ok();
 }
@@ -163,7 +184,8 @@ Status FakeDnnBackend::DescDestroy(uint64_t desc) {
   return Status::Ok();
 }
 
-Status FakeDnnBackend::DescSet(uint64_t desc, uint32_t name, uint32_t type, int64_t count, const void* values) {
+Status FakeDnnBackend::DescSet(uint64_t desc, uint32_t name, uint32_t type, int64_t count,
+                               const void* values) {
   Desc* d = Live(desc);
   if (d == nullptr) return Bad("unknown descriptor");
   if (d->finalized) return Bad("descriptor already finalized");
@@ -175,23 +197,29 @@ Status FakeDnnBackend::DescSet(uint64_t desc, uint32_t name, uint32_t type, int6
       Desc* r = Live(First<uint64_t>(Attr{type, a.values.substr(i * 8, 8)}));
       if (r == nullptr) return Bad("attribute names an unknown descriptor");
       if (!r->finalized)
-        return DnnError(CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED, "fake cuDNN: referenced descriptor not finalized");
+        return DnnError(CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED,
+                        "fake cuDNN: referenced descriptor not finalized");
     }
   }
-  if (type == CUDNN_TYPE_HANDLE && !handles_.count(First<uint64_t>(a))) return Bad("attribute names an unknown handle");
+  if (type == CUDNN_TYPE_HANDLE && !handles_.count(First<uint64_t>(a)))
+    return Bad("attribute names an unknown handle");
   d->attrs[name] = std::move(a);
   return Status::Ok();
 }
 
-Result<const FakeDnnBackend::Desc*> FakeDnnBackend::Ref(const Desc& d, uint32_t name, uint32_t want_type) const {
+Result<const FakeDnnBackend::Desc*> FakeDnnBackend::Ref(const Desc& d, uint32_t name,
+                                                        uint32_t want_type) const {
   auto a = d.attrs.find(name);
-  if (a == d.attrs.end() || a->second.type != CUDNN_TYPE_BACKEND_DESCRIPTOR || a->second.values.size() < 8)
+  if (a == d.attrs.end() || a->second.type != CUDNN_TYPE_BACKEND_DESCRIPTOR ||
+      a->second.values.size() < 8)
     return Bad("missing descriptor attribute " + std::to_string(name));
   auto r = descs_.find(First<uint64_t>(a->second));
-  if (r == descs_.end()) return Bad("attribute " + std::to_string(name) + " names a destroyed descriptor");
-  if (r->second.type != want_type) return DnnError(CUDNN_STATUS_BAD_PARAM_DESCRIPTOR_TYPE, "fake cuDNN: attribute " +
-                                                       std::to_string(name) + " names a descriptor of type " +
-                                                       std::to_string(r->second.type));
+  if (r == descs_.end())
+    return Bad("attribute " + std::to_string(name) + " names a destroyed descriptor");
+  if (r->second.type != want_type)
+    return DnnError(CUDNN_STATUS_BAD_PARAM_DESCRIPTOR_TYPE,
+                    "fake cuDNN: attribute " + std::to_string(name) +
+                        " names a descriptor of type " + std::to_string(r->second.type));
   return &r->second;
 }
 
@@ -219,20 +247,29 @@ Status FakeDnnBackend::Validate(const Desc& d) const {
       (void)t;
       return Status::Ok();
     }
-    case CUDNN_BACKEND_POINTWISE_DESCRIPTOR: return need(CUDNN_ATTR_POINTWISE_MODE);
-    case CUDNN_BACKEND_MATMUL_DESCRIPTOR: return need(CUDNN_ATTR_MATMUL_COMP_TYPE);
-    case CUDNN_BACKEND_REDUCTION_DESCRIPTOR: return need(CUDNN_ATTR_REDUCTION_OPERATOR);
+    case CUDNN_BACKEND_POINTWISE_DESCRIPTOR:
+      return need(CUDNN_ATTR_POINTWISE_MODE);
+    case CUDNN_BACKEND_MATMUL_DESCRIPTOR:
+      return need(CUDNN_ATTR_MATMUL_COMP_TYPE);
+    case CUDNN_BACKEND_REDUCTION_DESCRIPTOR:
+      return need(CUDNN_ATTR_REDUCTION_OPERATOR);
     case CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR:
-      RETURN_IF_ERROR(Ref(d, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_BACKEND_TENSOR_DESCRIPTOR).status());
-      RETURN_IF_ERROR(Ref(d, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_BACKEND_TENSOR_DESCRIPTOR).status());
-      return Ref(d, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_BACKEND_REDUCTION_DESCRIPTOR).status();
+      RETURN_IF_ERROR(
+          Ref(d, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_BACKEND_TENSOR_DESCRIPTOR).status());
+      RETURN_IF_ERROR(
+          Ref(d, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_BACKEND_TENSOR_DESCRIPTOR).status());
+      return Ref(d, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_BACKEND_REDUCTION_DESCRIPTOR)
+          .status();
     case CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR: {
       ASSIGN_OR_RETURN(const Desc* pw, Ref(d, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR,
                                            CUDNN_BACKEND_POINTWISE_DESCRIPTOR));
-      RETURN_IF_ERROR(Ref(d, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_BACKEND_TENSOR_DESCRIPTOR).status());
-      RETURN_IF_ERROR(Ref(d, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_BACKEND_TENSOR_DESCRIPTOR).status());
+      RETURN_IF_ERROR(
+          Ref(d, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_BACKEND_TENSOR_DESCRIPTOR).status());
+      RETURN_IF_ERROR(
+          Ref(d, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_BACKEND_TENSOR_DESCRIPTOR).status());
       if (Binary(First<int32_t>(pw->attrs.at(CUDNN_ATTR_POINTWISE_MODE))))
-        RETURN_IF_ERROR(Ref(d, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_BACKEND_TENSOR_DESCRIPTOR).status());
+        RETURN_IF_ERROR(
+            Ref(d, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_BACKEND_TENSOR_DESCRIPTOR).status());
       return Status::Ok();
     }
     case CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR:
@@ -243,21 +280,25 @@ Status FakeDnnBackend::Validate(const Desc& d) const {
     case CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR:
       RETURN_IF_ERROR(handle(CUDNN_ATTR_OPERATIONGRAPH_HANDLE));
       RETURN_IF_ERROR(need(CUDNN_ATTR_OPERATIONGRAPH_OPS));
-      if (d.attrs.at(CUDNN_ATTR_OPERATIONGRAPH_OPS).values.empty()) return Bad("operation graph without operations");
+      if (d.attrs.at(CUDNN_ATTR_OPERATIONGRAPH_OPS).values.empty())
+        return Bad("operation graph without operations");
       return Status::Ok();
     case CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR:
       RETURN_IF_ERROR(need(CUDNN_ATTR_ENGINEHEUR_MODE));
-      return Ref(d, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR).status();
+      return Ref(d, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR)
+          .status();
     case CUDNN_BACKEND_ENGINE_DESCRIPTOR:
       RETURN_IF_ERROR(need(CUDNN_ATTR_ENGINE_GLOBAL_INDEX));
-      return Ref(d, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR).status();
+      return Ref(d, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR)
+          .status();
     case CUDNN_BACKEND_ENGINECFG_DESCRIPTOR:
       return Ref(d, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_BACKEND_ENGINE_DESCRIPTOR).status();
     case CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: {
       RETURN_IF_ERROR(handle(CUDNN_ATTR_EXECUTION_PLAN_HANDLE));
       ASSIGN_OR_RETURN(const Desc* cfg, Ref(d, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
                                             CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
-      ASSIGN_OR_RETURN(const Desc* eng, Ref(*cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_BACKEND_ENGINE_DESCRIPTOR));
+      ASSIGN_OR_RETURN(const Desc* eng,
+                       Ref(*cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_BACKEND_ENGINE_DESCRIPTOR));
       ASSIGN_OR_RETURN(const Desc* graph, Ref(*eng, CUDNN_ATTR_ENGINE_OPERATION_GRAPH,
                                               CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR));
       const Attr& ops = graph->attrs.at(CUDNN_ATTR_OPERATIONGRAPH_OPS);
@@ -286,7 +327,8 @@ Status FakeDnnBackend::Validate(const Desc& d) const {
         for (uint32_t n : tensors) {
           ASSIGN_OR_RETURN(const Desc* td, Ref(op, n, CUDNN_BACKEND_TENSOR_DESCRIPTOR));
           ASSIGN_OR_RETURN(Tensor t, TensorOf(*td));
-          if (t.dtype != CUDNN_DATA_FLOAT) return DnnError(CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, "fake cuDNN: fp32 only");
+          if (t.dtype != CUDNN_DATA_FLOAT)
+            return DnnError(CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, "fake cuDNN: fp32 only");
         }
       }
       return Status::Ok();
@@ -310,40 +352,50 @@ Status FakeDnnBackend::CopyInto(uint64_t src, uint64_t dst) {
   Desc* d = Live(dst);
   if (d == nullptr) return Bad("output names an unknown descriptor");
   const Desc& s = descs_.at(src);
-  if (d->type != s.type) return DnnError(CUDNN_STATUS_BAD_PARAM_DESCRIPTOR_TYPE, "fake cuDNN: output type");
+  if (d->type != s.type)
+    return DnnError(CUDNN_STATUS_BAD_PARAM_DESCRIPTOR_TYPE, "fake cuDNN: output type");
   *d = s;
   d->destroyed = false;
   return Status::Ok();
 }
 
-Status FakeDnnBackend::DescGet(uint64_t desc, uint32_t name, uint32_t type, int64_t requested, int64_t* count,
-                               void* values) {
+Status FakeDnnBackend::DescGet(uint64_t desc, uint32_t name, uint32_t type, int64_t requested,
+                               int64_t* count, void* values) {
   Desc* live = Live(desc);
   if (live == nullptr) return Bad("unknown descriptor");
   const Desc& d = *live;
-  if (!d.finalized) return DnnError(CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED, "fake cuDNN: descriptor not finalized");
+  if (!d.finalized)
+    return DnnError(CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED, "fake cuDNN: descriptor not finalized");
   if (requested < 0) return Bad("requested count");
   auto* out = static_cast<uint64_t*>(values);
   if (d.type == CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR && name == CUDNN_ATTR_ENGINEHEUR_RESULTS) {
-    if (type != CUDNN_TYPE_BACKEND_DESCRIPTOR) return DnnError(CUDNN_STATUS_BAD_PARAM_ATTRIBUTE_TYPE, "fake cuDNN");
+    if (type != CUDNN_TYPE_BACKEND_DESCRIPTOR)
+      return DnnError(CUDNN_STATUS_BAD_PARAM_ATTRIBUTE_TYPE, "fake cuDNN");
     *count = 1;
     if (requested < 1) return Status::Ok();
     ASSIGN_OR_RETURN(uint64_t eng, DescCreate(CUDNN_BACKEND_ENGINE_DESCRIPTOR));
-    descs_[eng].attrs[CUDNN_ATTR_ENGINE_OPERATION_GRAPH] = d.attrs.at(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH);
-    descs_[eng].attrs[CUDNN_ATTR_ENGINE_GLOBAL_INDEX] = Attr{CUDNN_TYPE_INT64, std::string(8, '\0')};
+    descs_[eng].attrs[CUDNN_ATTR_ENGINE_OPERATION_GRAPH] =
+        d.attrs.at(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH);
+    descs_[eng].attrs[CUDNN_ATTR_ENGINE_GLOBAL_INDEX] =
+        Attr{CUDNN_TYPE_INT64, std::string(8, '\0')};
     descs_[eng].finalized = true;
     Desc* cfg = Live(out[0]);
     if (cfg == nullptr || cfg->type != CUDNN_BACKEND_ENGINECFG_DESCRIPTOR)
-      return DnnError(CUDNN_STATUS_BAD_PARAM_DESCRIPTOR_TYPE, "fake cuDNN: heuristics results need engine configs");
+      return DnnError(CUDNN_STATUS_BAD_PARAM_DESCRIPTOR_TYPE,
+                      "fake cuDNN: heuristics results need engine configs");
     cfg->attrs.clear();
-    cfg->attrs[CUDNN_ATTR_ENGINECFG_ENGINE] = Attr{CUDNN_TYPE_BACKEND_DESCRIPTOR, std::string(8, '\0')};
+    cfg->attrs[CUDNN_ATTR_ENGINECFG_ENGINE] =
+        Attr{CUDNN_TYPE_BACKEND_DESCRIPTOR, std::string(8, '\0')};
     std::memcpy(cfg->attrs[CUDNN_ATTR_ENGINECFG_ENGINE].values.data(), &eng, 8);
     cfg->finalized = true;
     return Status::Ok();
   }
-  if (d.type == CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR && name == CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE) {
-    if (type != CUDNN_TYPE_INT64) return DnnError(CUDNN_STATUS_BAD_PARAM_ATTRIBUTE_TYPE, "fake cuDNN");
-    const Desc& cfg = descs_.at(First<uint64_t>(d.attrs.at(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG)));
+  if (d.type == CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR &&
+      name == CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE) {
+    if (type != CUDNN_TYPE_INT64)
+      return DnnError(CUDNN_STATUS_BAD_PARAM_ATTRIBUTE_TYPE, "fake cuDNN");
+    const Desc& cfg =
+        descs_.at(First<uint64_t>(d.attrs.at(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG)));
     const Desc& eng = descs_.at(First<uint64_t>(cfg.attrs.at(CUDNN_ATTR_ENGINECFG_ENGINE)));
     const Desc& graph = descs_.at(First<uint64_t>(eng.attrs.at(CUDNN_ATTR_ENGINE_OPERATION_GRAPH)));
     const Attr& ops = graph.attrs.at(CUDNN_ATTR_OPERATIONGRAPH_OPS);
@@ -362,7 +414,8 @@ Status FakeDnnBackend::DescGet(uint64_t desc, uint32_t name, uint32_t type, int6
     *count = 0;
     return Status::Ok();
   }
-  if (d.type == CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR && name == CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT) {
+  if (d.type == CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR &&
+      name == CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT) {
     int64_t one = 1;
     *count = 1;
     if (requested >= 1) std::memcpy(values, &one, 8);
@@ -370,12 +423,15 @@ Status FakeDnnBackend::DescGet(uint64_t desc, uint32_t name, uint32_t type, int6
   }
   auto a = d.attrs.find(name);
   if (a == d.attrs.end()) return Bad("attribute " + std::to_string(name) + " not available");
-  if (a->second.type != type) return DnnError(CUDNN_STATUS_BAD_PARAM_ATTRIBUTE_TYPE, "fake cuDNN: attribute type");
+  if (a->second.type != type)
+    return DnnError(CUDNN_STATUS_BAD_PARAM_ATTRIBUTE_TYPE, "fake cuDNN: attribute type");
   size_t e = proto::DnnElemBytes(type);
   *count = static_cast<int64_t>(a->second.values.size() / e);
   int64_t n = std::min(*count, requested);
   if (type == CUDNN_TYPE_BACKEND_DESCRIPTOR) {  // deep copies into the caller's descriptors
-    for (int64_t i = 0; i < n; ++i) RETURN_IF_ERROR(CopyInto(First<uint64_t>(Attr{0, a->second.values.substr(i * 8, 8)}), out[i]));
+    for (int64_t i = 0; i < n; ++i)
+      RETURN_IF_ERROR(
+          CopyInto(First<uint64_t>(Attr{0, a->second.values.substr(i * 8, 8)}), out[i]));
     return Status::Ok();
   }
   std::memcpy(values, a->second.values.data(), static_cast<size_t>(n) * e);
@@ -383,18 +439,22 @@ Status FakeDnnBackend::DescGet(uint64_t desc, uint32_t name, uint32_t type, int6
 }
 
 Status FakeDnnBackend::Execute(uint64_t handle, uint64_t plan, const DnnVariantPack& pack) {
-  if (!handles_.count(handle)) return DnnError(CUDNN_STATUS_NOT_INITIALIZED, "fake cuDNN: unknown handle");
+  if (!handles_.count(handle))
+    return DnnError(CUDNN_STATUS_NOT_INITIALIZED, "fake cuDNN: unknown handle");
   Desc* p = Live(plan);
   if (p == nullptr || p->type != CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR || !p->finalized)
     return Bad("execute needs a finalized execution plan");
-  if (pack.uids.size() != pack.ptrs.size()) return Bad("variant pack: as many pointers as unique ids");
+  if (pack.uids.size() != pack.ptrs.size())
+    return Bad("variant pack: as many pointers as unique ids");
   int64_t ws = 0, n = 0;
-  RETURN_IF_ERROR(DescGet(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &ws));
+  RETURN_IF_ERROR(
+      DescGet(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &ws));
   if (ws > 0) {
     if (pack.workspace == nullptr) return Bad("variant pack lacks the plan's workspace");
     RETURN_IF_ERROR(gpu_->KernelAccess(reinterpret_cast<uint64_t>(pack.workspace), ws, true));
   }
-  const Desc& cfg = descs_.at(First<uint64_t>(p->attrs.at(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG)));
+  const Desc& cfg =
+      descs_.at(First<uint64_t>(p->attrs.at(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG)));
   const Desc& eng = descs_.at(First<uint64_t>(cfg.attrs.at(CUDNN_ATTR_ENGINECFG_ENGINE)));
   const Desc& graph = descs_.at(First<uint64_t>(eng.attrs.at(CUDNN_ATTR_ENGINE_OPERATION_GRAPH)));
   const Attr& ops = graph.attrs.at(CUDNN_ATTR_OPERATIONGRAPH_OPS);
@@ -412,8 +472,10 @@ Status FakeDnnBackend::Execute(uint64_t handle, uint64_t plan, const DnnVariantP
     auto u = std::find(pack.uids.begin(), pack.uids.end(), t->uid);
     if (u == pack.uids.end()) return Bad("variant pack lacks unique id " + std::to_string(t->uid));
     void* ptr = pack.ptrs[u - pack.uids.begin()];
-    if (ptr == nullptr) return DnnError(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, "fake cuDNN: null data pointer");
-    if (t->by_value) return static_cast<float*>(ptr);  // the worker's copy of the guest's host value
+    if (ptr == nullptr)
+      return DnnError(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, "fake cuDNN: null data pointer");
+    if (t->by_value)
+      return static_cast<float*>(ptr);  // the worker's copy of the guest's host value
     RETURN_IF_ERROR(gpu_->KernelAccess(reinterpret_cast<uint64_t>(ptr), t->Span() * 4, write));
     return static_cast<float*>(ptr);
   };
@@ -438,11 +500,15 @@ Status FakeDnnBackend::Execute(uint64_t handle, uint64_t plan, const DnnVariantP
         y[ty.Offset(idx)] = Apply(mode, x[tx.Offset(idx)], bv);
         more = false;
         for (size_t d = idx.size(); d-- > 0;) {
-          if (++idx[d] < ty.dims[d]) { more = true; break; }
+          if (++idx[d] < ty.dims[d]) {
+            more = true;
+            break;
+          }
           idx[d] = 0;
         }
       }
-    } else if (op.type == CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR) {  // Y's size-1 dims are reduced
+    } else if (op.type ==
+               CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR) {  // Y's size-1 dims are reduced
       ASSIGN_OR_RETURN(const Desc* rd, Ref(op, CUDNN_ATTR_OPERATION_REDUCTION_DESC,
                                            CUDNN_BACKEND_REDUCTION_DESCRIPTOR));
       int32_t r = First<int32_t>(rd->attrs.at(CUDNN_ATTR_REDUCTION_OPERATOR));
@@ -454,7 +520,9 @@ Status FakeDnnBackend::Execute(uint64_t handle, uint64_t plan, const DnnVariantP
       for (size_t d = 0; d < ty.dims.size(); ++d)
         if (ty.dims[d] != 1 && ty.dims[d] != tx.dims[d])
           return DnnError(CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH, "fake cuDNN: reduction shapes");
-      float init = r == CUDNN_REDUCE_TENSOR_ADD ? 0.f : r == CUDNN_REDUCE_TENSOR_MAX ? -INFINITY : INFINITY;
+      float init = r == CUDNN_REDUCE_TENSOR_ADD   ? 0.f
+                   : r == CUDNN_REDUCE_TENSOR_MAX ? -INFINITY
+                                                  : INFINITY;
       std::vector<int64_t> idx(ty.dims.size(), 0);
       do y[ty.Offset(idx)] = init;
       while (Next(idx, ty.dims));
@@ -462,7 +530,9 @@ Status FakeDnnBackend::Execute(uint64_t handle, uint64_t plan, const DnnVariantP
       do {
         float& acc = y[ty.Offset(idx)];
         float v = x[tx.Offset(idx)];
-        acc = r == CUDNN_REDUCE_TENSOR_ADD ? acc + v : r == CUDNN_REDUCE_TENSOR_MAX ? std::max(acc, v) : std::min(acc, v);
+        acc = r == CUDNN_REDUCE_TENSOR_ADD   ? acc + v
+              : r == CUDNN_REDUCE_TENSOR_MAX ? std::max(acc, v)
+                                             : std::min(acc, v);
       } while (Next(idx, tx.dims));
     } else {  // matmul, checked at finalize: C[.., m, n] = sum_k A[.., m, k] B[.., k, n]
       Tensor ta, tb, tc;
@@ -490,7 +560,10 @@ Status FakeDnnBackend::Execute(uint64_t handle, uint64_t plan, const DnnVariantP
           }
         more = false;
         for (size_t d = r - 2; d-- > 0;) {
-          if (++idx[d] < tc.dims[d]) { more = true; break; }
+          if (++idx[d] < tc.dims[d]) {
+            more = true;
+            break;
+          }
           idx[d] = 0;
         }
       }

@@ -37,7 +37,9 @@ class FakeDnnTest : public ::testing::Test {
   Status SetRef(uint64_t d, uint32_t name, uint64_t ref) {
     return dnn.DescSet(d, name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &ref);
   }
-  Status Set32(uint64_t d, uint32_t name, uint32_t type, int32_t v) { return dnn.DescSet(d, name, type, 1, &v); }
+  Status Set32(uint64_t d, uint32_t name, uint32_t type, int32_t v) {
+    return dnn.DescSet(d, name, type, 1, &v);
+  }
   // fp32 [1, 1, n], finalized.
   uint64_t Tensor(int64_t uid, int64_t n) {
     uint64_t t = Desc(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
@@ -52,7 +54,8 @@ class FakeDnnTest : public ::testing::Test {
   // x - b -> y as a plan.
   uint64_t SubPlan(int64_t n) {
     uint64_t pw = Desc(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
-    EXPECT_TRUE(Set32(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, CUDNN_POINTWISE_SUB).ok());
+    EXPECT_TRUE(
+        Set32(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, CUDNN_POINTWISE_SUB).ok());
     EXPECT_TRUE(dnn.DescFinalize(pw).ok());
     uint64_t op = Desc(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
     EXPECT_TRUE(SetRef(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw).ok());
@@ -62,7 +65,8 @@ class FakeDnnTest : public ::testing::Test {
     EXPECT_TRUE(dnn.DescFinalize(op).ok());
     uint64_t graph = Desc(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
     EXPECT_TRUE(SetRef(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, op).ok());
-    EXPECT_TRUE(dnn.DescSet(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle).ok());
+    EXPECT_TRUE(
+        dnn.DescSet(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle).ok());
     EXPECT_TRUE(dnn.DescFinalize(graph).ok());
     uint64_t eng = Desc(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
     EXPECT_TRUE(SetRef(eng, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, graph).ok());
@@ -73,9 +77,11 @@ class FakeDnnTest : public ::testing::Test {
     EXPECT_TRUE(dnn.DescFinalize(cfg).ok());
     uint64_t plan = Desc(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
     EXPECT_TRUE(SetRef(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfg).ok());
-    EXPECT_TRUE(dnn.DescSet(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle).ok());
+    EXPECT_TRUE(
+        dnn.DescSet(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle).ok());
     EXPECT_TRUE(dnn.DescFinalize(plan).ok());
-    for (uint64_t d : {pw, op, graph, eng, cfg}) EXPECT_TRUE(dnn.DescDestroy(d).ok());  // the plan holds on
+    for (uint64_t d : {pw, op, graph, eng, cfg})
+      EXPECT_TRUE(dnn.DescDestroy(d).ok());  // the plan holds on
     return plan;
   }
   FakeBackend gpu;
@@ -87,16 +93,21 @@ TEST_F(FakeDnnTest, RefusesWhatCudnnRefuses) {
   uint64_t t = Desc(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
   EXPECT_TRUE(SetI64s(t, CUDNN_ATTR_TENSOR_DIMENSIONS, {1, 4}).ok());
   EXPECT_TRUE(SetI64s(t, CUDNN_ATTR_TENSOR_STRIDES, {4, 1, 1}).ok());
-  EXPECT_EQ(DnnStatus(dnn.DescFinalize(t)), CUDNN_STATUS_BAD_PARAM) << "no data type, uid; ranks differ";
+  EXPECT_EQ(DnnStatus(dnn.DescFinalize(t)), CUDNN_STATUS_BAD_PARAM)
+      << "no data type, uid; ranks differ";
   uint64_t op = Desc(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
-  EXPECT_EQ(DnnStatus(SetRef(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, t)), CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED);
+  EXPECT_EQ(DnnStatus(SetRef(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, t)),
+            CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED);
   uint64_t pw = Desc(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
-  ASSERT_TRUE(Set32(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, CUDNN_POINTWISE_ADD).ok());
+  ASSERT_TRUE(
+      Set32(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, CUDNN_POINTWISE_ADD).ok());
   ASSERT_TRUE(dnn.DescFinalize(pw).ok());
   EXPECT_EQ(DnnStatus(SetRef(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, pw)), 0);
   EXPECT_EQ(DnnStatus(dnn.DescFinalize(op)), CUDNN_STATUS_BAD_PARAM) << "no pointwise descriptor";
-  EXPECT_EQ(DnnStatus(dnn.DescSet(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &pw)),
-            CUDNN_STATUS_BAD_PARAM) << "finalized descriptors are read-only";
+  EXPECT_EQ(
+      DnnStatus(dnn.DescSet(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &pw)),
+      CUDNN_STATUS_BAD_PARAM)
+      << "finalized descriptors are read-only";
   uint64_t bogus = 0xdead;
   EXPECT_EQ(DnnStatus(dnn.DescSet(op, 1, CUDNN_TYPE_HANDLE, 1, &bogus)), CUDNN_STATUS_BAD_PARAM);
 }
@@ -105,7 +116,9 @@ TEST_F(FakeDnnTest, ExecuteChecksTheVariantPackAndComputes) {
   const int64_t n = 100;
   uint64_t plan = SubPlan(n);
   int64_t ws = -1, count = 0;
-  ASSERT_TRUE(dnn.DescGet(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &count, &ws).ok());
+  ASSERT_TRUE(
+      dnn.DescGet(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &count, &ws)
+          .ok());
   EXPECT_EQ(ws, 0);
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> d(-3, 3);
@@ -118,7 +131,8 @@ TEST_F(FakeDnnTest, ExecuteChecksTheVariantPackAndComputes) {
   ASSERT_TRUE(gpu.MemcpyHtoD(kBase + 4096, b.data(), n * 4, 0).ok());
 
   DnnVariantPack missing{{1, 3}, {px, py}, nullptr};
-  EXPECT_EQ(DnnStatus(dnn.Execute(handle, plan, missing)), CUDNN_STATUS_BAD_PARAM) << "uid 2 missing";
+  EXPECT_EQ(DnnStatus(dnn.Execute(handle, plan, missing)), CUDNN_STATUS_BAD_PARAM)
+      << "uid 2 missing";
   EXPECT_EQ(dnn.executes(), 0);
 
   DnnVariantPack ok{{3, 1, 2}, {py, px, pb}, nullptr};  // any order

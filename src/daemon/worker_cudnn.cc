@@ -4,8 +4,8 @@
 // log a clone rebuilds them from.
 #include <unistd.h>
 
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -18,7 +18,8 @@ namespace {
 Status NotInitialized(const std::string& what) { return DnnError(kDnnNotInitialized, what); }
 Status BadParam(const std::string& what) { return DnnError(kDnnBadParam, what); }
 
-constexpr uint32_t kVariantPackType = 16;  // CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR: travels by value
+constexpr uint32_t kVariantPackType =
+    16;  // CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR: travels by value
 constexpr int64_t kMaxGetBytes = 1 << 20;  // e.g. a plan's JSON representation
 
 std::string Hex(std::string_view b) {
@@ -30,7 +31,8 @@ std::string Hex(std::string_view b) {
 
 std::string Unhex(const std::string& h) {
   std::string out;
-  for (size_t i = 0; i + 1 < h.size(); i += 2) out += static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16));
+  for (size_t i = 0; i + 1 < h.size(); i += 2)
+    out += static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16));
   return out;
 }
 
@@ -42,15 +44,16 @@ Result<DnnBackend*> Worker::Dnn() {
   auto made = MakeDnnBackend(backend_.get());
   if (!made.ok()) {
     // The guest sees CUDNN_STATUS_NOT_INITIALIZED; the daemon log says why.
-    std::fprintf(stderr, "smolvm worker %d: cuDNN unavailable: %s\n", ::getpid(), made.status().ToString().c_str());
+    std::fprintf(stderr, "smolvm worker %d: cuDNN unavailable: %s\n", ::getpid(),
+                 made.status().ToString().c_str());
     dnn_.status = NotInitialized(made.status().message());
     return dnn_.status;
   }
   dnn_.backend = std::move(made).value();
   DnnVersion v = dnn_.backend->Version();
   std::fprintf(stderr, "smolvm worker %d: cuDNN %llu (cudart %llu) loaded from %s\n", ::getpid(),
-               static_cast<unsigned long long>(v.version), static_cast<unsigned long long>(v.cudart_version),
-               v.library.c_str());
+               static_cast<unsigned long long>(v.version),
+               static_cast<unsigned long long>(v.cudart_version), v.library.c_str());
   return dnn_.backend.get();
 }
 
@@ -106,13 +109,15 @@ Status Worker::Handle(const proto::DnnFinalizeRequest& q, proto::DnnFinalizeRepl
           uint64_t id = a.U64(i);
           if (a.type == proto::kDnnTypeHandle) {
             auto h = dnn_.handles.find(id);
-            if (h == dnn_.handles.end()) return BadParam("attribute " + std::to_string(name) + ": unknown handle");
+            if (h == dnn_.handles.end())
+              return BadParam("attribute " + std::to_string(name) + ": unknown handle");
             refs[i] = h->second.handle;
           } else {
             auto r = dnn_.descs.find(id);
             if (r == dnn_.descs.end())
               return DnnError(kDnnBadParamNotFinalized,
-                              "attribute " + std::to_string(name) + " names a descriptor the worker does not hold");
+                              "attribute " + std::to_string(name) +
+                                  " names a descriptor the worker does not hold");
             refs[i] = r->second.value;
           }
         }
@@ -140,16 +145,20 @@ Status Worker::Handle(const proto::DnnDestroyDescRequest& q, proto::DnnDestroyDe
   return st;
 }
 
-Status Worker::Handle(const proto::DnnGetAttributeRequest& q, proto::DnnGetAttributeReply* r, Ctx*) {
+Status Worker::Handle(const proto::DnnGetAttributeRequest& q, proto::DnnGetAttributeReply* r,
+                      Ctx*) {
   auto it = dnn_.descs.find(q.desc);
-  if (it == dnn_.descs.end()) return DnnError(kDnnBadParamNotFinalized, "cuDNN descriptor not finalized");
+  if (it == dnn_.descs.end())
+    return DnnError(kDnnBadParamNotFinalized, "cuDNN descriptor not finalized");
   size_t e = proto::DnnElemBytes(q.type);
   if (e == 0 || q.type == proto::kDnnTypeHandle) return BadParam("attribute type");
-  if (q.requested < 0 || q.requested > kMaxGetBytes / static_cast<int64_t>(e)) return BadParam("requested element count");
+  if (q.requested < 0 || q.requested > kMaxGetBytes / static_cast<int64_t>(e))
+    return BadParam("requested element count");
   DnnBackend* dnn = dnn_.backend.get();
   if (q.type != proto::kDnnTypeDescriptor) {
     dnn_.scratch.assign(static_cast<size_t>(q.requested) * e, '\0');
-    RETURN_IF_ERROR(dnn->DescGet(it->second.value, q.name, q.type, q.requested, &r->count, dnn_.scratch.data()));
+    RETURN_IF_ERROR(dnn->DescGet(it->second.value, q.name, q.type, q.requested, &r->count,
+                                 dnn_.scratch.data()));
     dnn_.scratch.resize(static_cast<size_t>(std::clamp<int64_t>(r->count, 0, q.requested)) * e);
     r->values = dnn_.scratch;
     return Status::Ok();
@@ -186,7 +195,8 @@ Status Worker::Handle(const proto::DnnGetAttributeRequest& q, proto::DnnGetAttri
     dnn_.descs[q.outs[i]] = DnnState::DescInfo{made[i], q.out_types[i]};
   }
   dnn_.log.push_back(
-      nlohmann::json::array({"g", q.desc, q.name, q.type, q.requested, q.outs, q.out_types}).dump());
+      nlohmann::json::array({"g", q.desc, q.name, q.type, q.requested, q.outs, q.out_types})
+          .dump());
   return Status::Ok();
 }
 
@@ -194,7 +204,8 @@ Status Worker::Handle(const proto::DnnExecuteRequest& q, proto::DnnExecuteReply*
   auto h = dnn_.handles.find(q.handle);
   if (h == dnn_.handles.end()) return NotInitialized("unknown cuDNN handle");
   auto plan = dnn_.descs.find(q.plan);
-  if (plan == dnn_.descs.end()) return DnnError(kDnnBadParamNotFinalized, "cuDNN plan not finalized");
+  if (plan == dnn_.descs.end())
+    return DnnError(kDnnBadParamNotFinalized, "cuDNN plan not finalized");
   if (q.uids.size() != q.ptrs.size() || q.sizes.size() != q.ptrs.size())
     return BadParam("variant pack: uids, pointers and sizes differ in count");
   DnnVariantPack pack;
@@ -276,7 +287,8 @@ Status Worker::DnnRebuild(const nlohmann::json& j) {
 
 void Worker::DnnRelease() {
   if (dnn_.backend) {
-    for (auto it = dnn_.descs.rbegin(); it != dnn_.descs.rend(); ++it) (void)dnn_.backend->DescDestroy(it->second.value);
+    for (auto it = dnn_.descs.rbegin(); it != dnn_.descs.rend(); ++it)
+      (void)dnn_.backend->DescDestroy(it->second.value);
     for (auto& [id, h] : dnn_.handles) (void)dnn_.backend->Destroy(h.handle);
   }
   dnn_.descs.clear();

@@ -38,10 +38,14 @@ inline constexpr uint32_t kDnnTypeLast = 30;  // CUDNN_TYPE_MOE_GROUPED_MATMUL_M
 // API on a 64-bit host); 0 for a type this build does not know.
 inline size_t DnnElemBytes(uint32_t type) {
   switch (type) {
-    case kDnnTypeHandle: case kDnnTypeDescriptor: case kDnnTypeVoidPtr:
-    case kDnnTypeInt64: case kDnnTypeDouble:
+    case kDnnTypeHandle:
+    case kDnnTypeDescriptor:
+    case kDnnTypeVoidPtr:
+    case kDnnTypeInt64:
+    case kDnnTypeDouble:
       return 8;
-    case kDnnTypeBoolean: case kDnnTypeChar:
+    case kDnnTypeBoolean:
+    case kDnnTypeChar:
       return 1;
     case kDnnTypeFraction:
       return 16;  // cudnnFraction_t {int64 numerator, denominator}
@@ -69,7 +73,9 @@ class DnnAttrs {
   static constexpr uint32_t kMaxAttrs = 128;
   static constexpr size_t kMaxValueBytes = 1 << 16;
 
-  void Set(uint32_t name, uint32_t type, std::string values) { attrs_[name] = DnnAttr{type, std::move(values)}; }
+  void Set(uint32_t name, uint32_t type, std::string values) {
+    attrs_[name] = DnnAttr{type, std::move(values)};
+  }
   const DnnAttr* Find(uint32_t name) const {
     auto it = attrs_.find(name);
     return it == attrs_.end() ? nullptr : &it->second;

@@ -45,7 +45,8 @@ cudnnStatus_t Fail(cudnnStatus_t st, const char* call) {
 // Ends a call: a cuDNN failure of an earlier ASYNC op (an execute), found by
 // the worker, comes back with the first reply after it and is reported here once.
 cudnnStatus_t Finish(LibCall& call, cudnnStatus_t st, const char* what) {
-  int32_t d = call.TakeDeferred(proto::kDnnStatusBase, proto::kDnnStatusBase + proto::kDnnStatusSpan);
+  int32_t d =
+      call.TakeDeferred(proto::kDnnStatusBase, proto::kDnnStatusBase + proto::kDnnStatusSpan);
   if (st == CUDNN_STATUS_SUCCESS && d != 0) st = DnnStatusOf(d);
   return Fail(st, what);
 }
@@ -73,7 +74,9 @@ const proto::DnnGetVersionReply& Versions() {
 SMOLVM_EXPORT size_t cudnnGetVersion(void) { return Versions().version; }
 SMOLVM_EXPORT size_t cudnnGetCudartVersion(void) { return Versions().cudart_version; }
 
-SMOLVM_EXPORT const char* cudnnGetErrorString(cudnnStatus_t status) { return smolvm::shim::DnnStatusName(status); }
+SMOLVM_EXPORT const char* cudnnGetErrorString(cudnnStatus_t status) {
+  return smolvm::shim::DnnStatusName(status);
+}
 
 SMOLVM_EXPORT void cudnnGetLastErrorString(char* message, size_t max_size) {
   if (message == nullptr || max_size == 0) return;
@@ -136,7 +139,8 @@ SMOLVM_EXPORT cudnnStatus_t cudnnGetStream(cudnnHandle_t h, cudaStream_t* stream
 
 SMOLVM_EXPORT cudnnStatus_t cudnnBackendCreateDescriptor(cudnnBackendDescriptorType_t type,
                                                          cudnnBackendDescriptor_t* desc) {
-  if (desc == nullptr) return Fail(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, "cudnnBackendCreateDescriptor");
+  if (desc == nullptr)
+    return Fail(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, "cudnnBackendCreateDescriptor");
   if (static_cast<uint32_t>(type) > CUDNN_BACKEND_OPERATION_SDPA_BWD_DESCRIPTOR)
     return Fail(CUDNN_STATUS_NOT_SUPPORTED, "cudnnBackendCreateDescriptor");
   std::lock_guard<std::mutex> lock(Mirror::Get().mu());
@@ -153,19 +157,21 @@ SMOLVM_EXPORT cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor
   Mirror::Get().DeleteDesc(d);
   if (!remote) return CUDNN_STATUS_SUCCESS;
   LibCall call;
-  if (int32_t e = call.begin_error()) return Fail(DnnBeginStatus(e), "cudnnBackendDestroyDescriptor");
+  if (int32_t e = call.begin_error())
+    return Fail(DnnBeginStatus(e), "cudnnBackendDestroyDescriptor");
   call.Enqueue(proto::DnnDestroyDescRequest{id});
   return Finish(call, CUDNN_STATUS_SUCCESS, "cudnnBackendDestroyDescriptor");
 }
 
 SMOLVM_EXPORT cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t desc,
                                                      cudnnBackendAttributeName_t name,
-                                                     cudnnBackendAttributeType_t type, int64_t count,
-                                                     const void* elements) {
+                                                     cudnnBackendAttributeType_t type,
+                                                     int64_t count, const void* elements) {
   std::lock_guard<std::mutex> lock(Mirror::Get().mu());
   GuestDesc* d = Mirror::Get().Find(desc);
   if (d == nullptr) return Fail(CUDNN_STATUS_BAD_PARAM, "cudnnBackendSetAttribute");
-  if (d->finalized) return Fail(CUDNN_STATUS_BAD_PARAM, "cudnnBackendSetAttribute (descriptor finalized)");
+  if (d->finalized)
+    return Fail(CUDNN_STATUS_BAD_PARAM, "cudnnBackendSetAttribute (descriptor finalized)");
   std::string values;
   if (cudnnStatus_t st = Mirror::Get().Encode(type, count, elements, &values))
     return Fail(st, "cudnnBackendSetAttribute");
@@ -193,7 +199,8 @@ SMOLVM_EXPORT cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t desc) 
   if (int32_t e = call.begin_error()) return Fail(DnnBeginStatus(e), "cudnnBackendFinalize");
   std::string attrs = d->attrs.Encode();
   proto::DnnFinalizeReply rep;
-  cudnnStatus_t st = DnnStatusOf(call.Call(proto::DnnFinalizeRequest{d->id, static_cast<uint32_t>(d->type), attrs}, &rep));
+  cudnnStatus_t st = DnnStatusOf(
+      call.Call(proto::DnnFinalizeRequest{d->id, static_cast<uint32_t>(d->type), attrs}, &rep));
   if (st == CUDNN_STATUS_SUCCESS) {
     d->finalized = d->on_worker = true;
     Mirror::Get().Derive(d);
@@ -203,8 +210,9 @@ SMOLVM_EXPORT cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t desc) 
 
 SMOLVM_EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const desc,
                                                      cudnnBackendAttributeName_t name,
-                                                     cudnnBackendAttributeType_t type, int64_t requested,
-                                                     int64_t* count, void* elements) {
+                                                     cudnnBackendAttributeType_t type,
+                                                     int64_t requested, int64_t* count,
+                                                     void* elements) {
   const char* what = "cudnnBackendGetAttribute";
   std::lock_guard<std::mutex> lock(Mirror::Get().mu());
   Mirror& m = Mirror::Get();
@@ -264,7 +272,8 @@ SMOLVM_EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t co
       o->by_value = d->by_value;
     }
   } else {
-    if (rep.values.size() != static_cast<size_t>(n) * e) return Finish(call, CUDNN_STATUS_INTERNAL_ERROR, what);
+    if (rep.values.size() != static_cast<size_t>(n) * e)
+      return Finish(call, CUDNN_STATUS_INTERNAL_ERROR, what);
     std::memcpy(elements, rep.values.data(), rep.values.size());
     if (d->finalized) d->answers[key] = {rep.count, std::string(rep.values)};
   }
@@ -288,7 +297,8 @@ SMOLVM_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBacke
   q.plan = p->id;
   const proto::DnnAttr* uids = v->attrs.Find(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS);
   const proto::DnnAttr* ptrs = v->attrs.Find(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS);
-  if (const proto::DnnAttr* ws = v->attrs.Find(CUDNN_ATTR_VARIANT_PACK_WORKSPACE)) q.workspace = ws->U64(0);
+  if (const proto::DnnAttr* ws = v->attrs.Find(CUDNN_ATTR_VARIANT_PACK_WORKSPACE))
+    q.workspace = ws->U64(0);
   std::string values;
   for (int64_t i = 0; uids && ptrs && i < uids->count(); ++i) {
     int64_t uid = static_cast<int64_t>(uids->U64(i));

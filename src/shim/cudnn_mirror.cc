@@ -45,7 +45,8 @@ cudnnStatus_t Mirror::Encode(cudnnBackendAttributeType_t type, int64_t count, co
                              std::string* out) const {
   size_t e = proto::DnnElemBytes(type);
   if (e == 0) return CUDNN_STATUS_BAD_PARAM_ATTRIBUTE_TYPE;
-  if (count < 0 || static_cast<size_t>(count) * e > proto::DnnAttrs::kMaxValueBytes) return CUDNN_STATUS_BAD_PARAM;
+  if (count < 0 || static_cast<size_t>(count) * e > proto::DnnAttrs::kMaxValueBytes)
+    return CUDNN_STATUS_BAD_PARAM;
   if (count > 0 && elements == nullptr) return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
   out->assign(static_cast<size_t>(count) * e, '\0');
   if (type != CUDNN_TYPE_BACKEND_DESCRIPTOR && type != CUDNN_TYPE_HANDLE) {
@@ -70,14 +71,27 @@ cudnnStatus_t Mirror::Encode(cudnnBackendAttributeType_t type, int64_t count, co
 
 size_t DnnDataTypeBytes(int32_t type) {
   switch (type) {
-    case CUDNN_DATA_DOUBLE: case CUDNN_DATA_INT64: case CUDNN_DATA_COMPLEX_FP32: return 8;
-    case CUDNN_DATA_COMPLEX_FP64: return 16;
-    case CUDNN_DATA_HALF: case CUDNN_DATA_BFLOAT16: return 2;
-    case CUDNN_DATA_INT8: case CUDNN_DATA_UINT8: case CUDNN_DATA_BOOLEAN: case CUDNN_DATA_FP8_E4M3:
-    case CUDNN_DATA_FP8_E5M2: case CUDNN_DATA_FP8_E8M0: case CUDNN_DATA_FP4_E2M1: case CUDNN_DATA_INT4:
+    case CUDNN_DATA_DOUBLE:
+    case CUDNN_DATA_INT64:
+    case CUDNN_DATA_COMPLEX_FP32:
+      return 8;
+    case CUDNN_DATA_COMPLEX_FP64:
+      return 16;
+    case CUDNN_DATA_HALF:
+    case CUDNN_DATA_BFLOAT16:
+      return 2;
+    case CUDNN_DATA_INT8:
+    case CUDNN_DATA_UINT8:
+    case CUDNN_DATA_BOOLEAN:
+    case CUDNN_DATA_FP8_E4M3:
+    case CUDNN_DATA_FP8_E5M2:
+    case CUDNN_DATA_FP8_E8M0:
+    case CUDNN_DATA_FP4_E2M1:
+    case CUDNN_DATA_INT4:
     case CUDNN_DATA_UINT4:
       return 1;
-    default: return 4;
+    default:
+      return 4;
   }
 }
 
@@ -105,8 +119,8 @@ std::shared_ptr<const DnnByValue> GraphByValue(const Mirror& m, const GuestDesc&
         std::memcpy(&type, dt->values.data(), 4);
         uint64_t n = 1;
         for (int64_t d = 0; dims && d < dims->count(); ++d) n *= dims->U64(d);
-        (*table)[static_cast<int64_t>(uid->U64(0))] = static_cast<uint32_t>(std::min<uint64_t>(n, 64) *
-                                                                            DnnDataTypeBytes(type));
+        (*table)[static_cast<int64_t>(uid->U64(0))] =
+            static_cast<uint32_t>(std::min<uint64_t>(n, 64) * DnnDataTypeBytes(type));
       }
     }
   }
@@ -123,12 +137,23 @@ void Mirror::Derive(GuestDesc* d) {
     return src ? src->by_value : nullptr;
   };
   switch (d->type) {
-    case CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR: d->by_value = GraphByValue(*this, *d); break;
-    case CUDNN_BACKEND_ENGINE_DESCRIPTOR: d->by_value = from(CUDNN_ATTR_ENGINE_OPERATION_GRAPH); break;
-    case CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR: d->by_value = from(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH); break;
-    case CUDNN_BACKEND_ENGINECFG_DESCRIPTOR: d->by_value = from(CUDNN_ATTR_ENGINECFG_ENGINE); break;
-    case CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: d->by_value = from(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG); break;
-    default: break;
+    case CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR:
+      d->by_value = GraphByValue(*this, *d);
+      break;
+    case CUDNN_BACKEND_ENGINE_DESCRIPTOR:
+      d->by_value = from(CUDNN_ATTR_ENGINE_OPERATION_GRAPH);
+      break;
+    case CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR:
+      d->by_value = from(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH);
+      break;
+    case CUDNN_BACKEND_ENGINECFG_DESCRIPTOR:
+      d->by_value = from(CUDNN_ATTR_ENGINECFG_ENGINE);
+      break;
+    case CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR:
+      d->by_value = from(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG);
+      break;
+    default:
+      break;
   }
 }
 

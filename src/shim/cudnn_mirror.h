@@ -69,7 +69,8 @@ class Mirror {
 
   // Attribute elements as the API passes them -> the encoding's elements.
   // BAD_PARAM for an unknown descriptor or handle.
-  cudnnStatus_t Encode(cudnnBackendAttributeType_t type, int64_t count, const void* elements, std::string* out) const;
+  cudnnStatus_t Encode(cudnnBackendAttributeType_t type, int64_t count, const void* elements,
+                       std::string* out) const;
   // After a successful finalize: the by-value table `d` carries.
   void Derive(GuestDesc* d);
 

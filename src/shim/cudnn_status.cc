@@ -17,7 +17,8 @@ cudnnStatus_t DnnStatusOf(int32_t r) {
 
 cudnnStatus_t DnnBeginStatus(int32_t cuda_error) {
   switch (cuda_error) {
-    case 0: return CUDNN_STATUS_SUCCESS;
+    case 0:
+      return CUDNN_STATUS_SUCCESS;
     case 3:    // cudaErrorInitializationError: handshake refused
     case 46:   // cudaErrorDevicesUnavailable: connection lost
     case 100:  // cudaErrorNoDevice: no daemon
@@ -30,7 +31,8 @@ cudnnStatus_t DnnBeginStatus(int32_t cuda_error) {
 const char* DnnStatusName(cudnnStatus_t st) {
   switch (st) {
 #define SMOLVM_DNN_STATUS(s) \
-  case s: return #s;
+  case s:                    \
+    return #s;
     SMOLVM_DNN_STATUS(CUDNN_STATUS_SUCCESS)
     SMOLVM_DNN_STATUS(CUDNN_STATUS_NOT_INITIALIZED)
     SMOLVM_DNN_STATUS(CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH)
@@ -81,14 +83,16 @@ const char* DnnStatusName(cudnnStatus_t st) {
     SMOLVM_DNN_STATUS(CUDNN_STATUS_EXECUTION_FAILED_CUDART)
     SMOLVM_DNN_STATUS(CUDNN_STATUS_EXECUTION_FAILED_CURAND)
 #undef SMOLVM_DNN_STATUS
-    default: return "CUDNN_STATUS_UNKNOWN";
+    default:
+      return "CUDNN_STATUS_UNKNOWN";
   }
 }
 
 int DnnStubNotSupported(std::atomic<bool>* reported, const char* name) {
   if (!reported->exchange(true)) {
     std::fprintf(stderr,
-                 "smolvm cudnn: %s is not supported by the remoting shim (returns CUDNN_STATUS_NOT_SUPPORTED)\n",
+                 "smolvm cudnn: %s is not supported by the remoting shim (returns "
+                 "CUDNN_STATUS_NOT_SUPPORTED)\n",
                  name);
     std::fflush(stderr);
   }

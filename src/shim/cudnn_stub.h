@@ -8,6 +8,7 @@
 
 namespace smolvm::shim {
 
-int DnnStubNotSupported(std::atomic<bool>* reported, const char* name);  // CUDNN_STATUS_NOT_SUPPORTED
+int DnnStubNotSupported(std::atomic<bool>* reported,
+                        const char* name);  // CUDNN_STATUS_NOT_SUPPORTED
 
 }  // namespace smolvm::shim

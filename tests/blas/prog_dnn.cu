@@ -16,30 +16,31 @@
 #include <random>
 #include <vector>
 
-#define CHECK_CUDA(x)                                                                       \
-  do {                                                                                      \
-    cudaError_t e_ = (x);                                                                   \
-    if (e_ != cudaSuccess) {                                                                \
+#define CHECK_CUDA(x)                                                                     \
+  do {                                                                                    \
+    cudaError_t e_ = (x);                                                                 \
+    if (e_ != cudaSuccess) {                                                              \
       std::printf("FAIL %s:%d %s -> %s\n", __FILE__, __LINE__, #x, cudaGetErrorName(e_)); \
-      std::exit(1);                                                                         \
-    }                                                                                       \
+      std::exit(1);                                                                       \
+    }                                                                                     \
   } while (0)
-#define CHECK_DNN(x)                                                                        \
-  do {                                                                                      \
-    cudnnStatus_t s_ = (x);                                                                 \
-    if (s_ != CUDNN_STATUS_SUCCESS) {                                                       \
-      char m_[256];                                                                         \
-      cudnnGetLastErrorString(m_, sizeof m_);                                               \
-      std::printf("FAIL %s:%d %s -> %s (%s)\n", __FILE__, __LINE__, #x, cudnnGetErrorString(s_), m_); \
-      std::exit(1);                                                                         \
-    }                                                                                       \
+#define CHECK_DNN(x)                                                                             \
+  do {                                                                                           \
+    cudnnStatus_t s_ = (x);                                                                      \
+    if (s_ != CUDNN_STATUS_SUCCESS) {                                                            \
+      char m_[256];                                                                              \
+      cudnnGetLastErrorString(m_, sizeof m_);                                                    \
+      std::printf("FAIL %s:%d %s -> %s (%s)\n", __FILE__, __LINE__, #x, cudnnGetErrorString(s_), \
+                  m_);                                                                           \
+      std::exit(1);                                                                              \
+    }                                                                                            \
   } while (0)
-#define EXPECT(c)                                                                           \
-  do {                                                                                      \
-    if (!(c)) {                                                                             \
-      std::printf("FAIL %s:%d expected %s\n", __FILE__, __LINE__, #c);                     \
-      std::exit(1);                                                                         \
-    }                                                                                       \
+#define EXPECT(c)                                                      \
+  do {                                                                 \
+    if (!(c)) {                                                        \
+      std::printf("FAIL %s:%d expected %s\n", __FILE__, __LINE__, #c); \
+      std::exit(1);                                                    \
+    }                                                                  \
   } while (0)
 
 namespace {
@@ -48,7 +49,8 @@ using Desc = cudnnBackendDescriptor_t;
 
 // y = a x + y. The name and parameters of the fake backend's emulated
 // kernel (src/backend/fake_backend.cc), so the ordering check runs on the fake too.
-extern "C" __global__ void smolvm_test_saxpy(float a, const float* x, float* y, unsigned long long n) {
+extern "C" __global__ void smolvm_test_saxpy(float a, const float* x, float* y,
+                                             unsigned long long n) {
   unsigned long long i = blockIdx.x * 1ull * blockDim.x + threadIdx.x;
   if (i < n) y[i] = a * x[i] + y[i];
 }
@@ -64,8 +66,8 @@ void SetDesc(Desc d, cudnnBackendAttributeName_t n, Desc v) {
 }
 
 // An fp32 tensor [1, rows, cols] with the given strides.
-Desc Strided(int64_t uid, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride, bool is_virtual = false,
-             bool by_value = false) {
+Desc Strided(int64_t uid, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride,
+             bool is_virtual = false, bool by_value = false) {
   Desc t = Make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
   cudnnDataType_t dt = CUDNN_DATA_FLOAT;
   int64_t dims[3] = {1, rows, cols}, strides[3] = {rows * cols, row_stride, col_stride}, align = 16;
@@ -73,15 +75,21 @@ Desc Strided(int64_t uid, int64_t rows, int64_t cols, int64_t row_stride, int64_
   CHECK_DNN(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 3, dims));
   CHECK_DNN(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 3, strides));
   CHECK_DNN(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid));
-  CHECK_DNN(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align));
-  if (is_virtual) CHECK_DNN(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual));
-  if (by_value) CHECK_DNN(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value));
+  CHECK_DNN(
+      cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align));
+  if (is_virtual)
+    CHECK_DNN(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1,
+                                       &is_virtual));
+  if (by_value)
+    CHECK_DNN(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1,
+                                       &by_value));
   CHECK_DNN(cudnnBackendFinalize(t));
   return t;
 }
 
 // A packed fp32 tensor [1, rows, cols].
-Desc Tensor(int64_t uid, int64_t rows, int64_t cols, bool is_virtual = false, bool by_value = false) {
+Desc Tensor(int64_t uid, int64_t rows, int64_t cols, bool is_virtual = false,
+            bool by_value = false) {
   return Strided(uid, rows, cols, cols, 1, is_virtual, by_value);
 }
 
@@ -89,8 +97,10 @@ Desc Tensor(int64_t uid, int64_t rows, int64_t cols, bool is_virtual = false, bo
 Desc Pointwise(cudnnPointwiseMode_t mode, Desc x, Desc b, Desc y) {
   Desc pw = Make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
   cudnnDataType_t prec = CUDNN_DATA_FLOAT;
-  CHECK_DNN(cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode));
-  CHECK_DNN(cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec));
+  CHECK_DNN(
+      cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode));
+  CHECK_DNN(
+      cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec));
   CHECK_DNN(cudnnBackendFinalize(pw));
   Desc op = Make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
   SetDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw);
@@ -101,7 +111,8 @@ Desc Pointwise(cudnnPointwiseMode_t mode, Desc x, Desc b, Desc y) {
   // What the program set is read back as set (answered in the guest by the shim).
   int64_t n = 0;
   cudnnPointwiseMode_t back;
-  CHECK_DNN(cudnnBackendGetAttribute(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &n, &back));
+  CHECK_DNN(cudnnBackendGetAttribute(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1,
+                                     &n, &back));
   EXPECT(n == 1 && back == mode);
   return op;
 }
@@ -109,7 +120,8 @@ Desc Pointwise(cudnnPointwiseMode_t mode, Desc x, Desc b, Desc y) {
 Desc Matmul(Desc a, Desc b, Desc c) {
   Desc mm = Make(CUDNN_BACKEND_MATMUL_DESCRIPTOR);
   cudnnDataType_t comp = CUDNN_DATA_FLOAT;
-  CHECK_DNN(cudnnBackendSetAttribute(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp));
+  CHECK_DNN(
+      cudnnBackendSetAttribute(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp));
   CHECK_DNN(cudnnBackendFinalize(mm));
   Desc op = Make(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
   SetDesc(op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, a);
@@ -125,8 +137,10 @@ Desc Matmul(Desc a, Desc b, Desc c) {
 Desc Reduction(cudnnReduceTensorOp_t how, Desc x, Desc y) {
   Desc rd = Make(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
   cudnnDataType_t comp = CUDNN_DATA_FLOAT;
-  CHECK_DNN(cudnnBackendSetAttribute(rd, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &how));
-  CHECK_DNN(cudnnBackendSetAttribute(rd, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp));
+  CHECK_DNN(cudnnBackendSetAttribute(rd, CUDNN_ATTR_REDUCTION_OPERATOR,
+                                     CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &how));
+  CHECK_DNN(
+      cudnnBackendSetAttribute(rd, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp));
   CHECK_DNN(cudnnBackendFinalize(rd));
   Desc op = Make(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
   SetDesc(op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, x);
@@ -141,26 +155,30 @@ Desc Reduction(cudnnReduceTensorOp_t how, Desc x, Desc y) {
 // finalizes. Returns the plan (nullptr: no engine takes this graph here).
 Desc Plan(cudnnHandle_t h, std::vector<Desc> ops, int64_t* workspace) {
   Desc graph = Make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  CHECK_DNN(cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+  CHECK_DNN(cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS,
+                                     CUDNN_TYPE_BACKEND_DESCRIPTOR,
                                      static_cast<int64_t>(ops.size()), ops.data()));
-  CHECK_DNN(cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
+  CHECK_DNN(
+      cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
   CHECK_DNN(cudnnBackendFinalize(graph));
   Desc heur = Make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
   cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
   SetDesc(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
-  CHECK_DNN(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode));
+  CHECK_DNN(
+      cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode));
   CHECK_DNN(cudnnBackendFinalize(heur));
   Desc cfgs[8];
   for (Desc& c : cfgs) c = Make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
   int64_t found = 0;
-  CHECK_DNN(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 8, &found,
-                                     cfgs));
+  CHECK_DNN(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 8, &found, cfgs));
   std::printf("heuristics: %lld engine configs\n", static_cast<long long>(found));
   Desc plan = nullptr;
   for (int64_t i = 0; i < std::min<int64_t>(found, 8) && plan == nullptr; ++i) {
     Desc p = Make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
     SetDesc(p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfgs[i]);
-    CHECK_DNN(cudnnBackendSetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
+    CHECK_DNN(
+        cudnnBackendSetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
     if (cudnnBackendFinalize(p) == CUDNN_STATUS_SUCCESS) {
       plan = p;
     } else {
@@ -173,19 +191,22 @@ Desc Plan(cudnnHandle_t h, std::vector<Desc> ops, int64_t* workspace) {
   CHECK_DNN(cudnnBackendDestroyDescriptor(graph));
   if (plan == nullptr) return nullptr;
   int64_t n = 0;
-  CHECK_DNN(cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n,
-                                     workspace));
+  CHECK_DNN(cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                     CUDNN_TYPE_INT64, 1, &n, workspace));
   EXPECT(n == 1 && *workspace >= 0);
   return plan;
 }
 
-void Execute(cudnnHandle_t h, Desc plan, std::vector<int64_t> uids, std::vector<void*> ptrs, void* ws) {
+void Execute(cudnnHandle_t h, Desc plan, std::vector<int64_t> uids, std::vector<void*> ptrs,
+             void* ws) {
   Desc pack = Make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   CHECK_DNN(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64,
                                      static_cast<int64_t>(uids.size()), uids.data()));
-  CHECK_DNN(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
-                                     static_cast<int64_t>(ptrs.size()), ptrs.data()));
-  CHECK_DNN(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws));
+  CHECK_DNN(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
+                                     CUDNN_TYPE_VOID_PTR, static_cast<int64_t>(ptrs.size()),
+                                     ptrs.data()));
+  CHECK_DNN(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR,
+                                     1, &ws));
   CHECK_DNN(cudnnBackendFinalize(pack));
   CHECK_DNN(cudnnBackendExecute(h, plan, pack));
   CHECK_DNN(cudnnBackendDestroyDescriptor(pack));
@@ -233,7 +254,8 @@ int main() {
     float scalar = 0.5f;
     Desc tx = Tensor(1, m, n), tb = Tensor(2, 1, n), ty = Tensor(3, m, n, /*is_virtual=*/true);
     Desc ts = Tensor(4, 1, 1, false, /*by_value=*/true), tz = Tensor(5, m, n);
-    Desc add = Pointwise(CUDNN_POINTWISE_ADD, tx, tb, ty), mul = Pointwise(CUDNN_POINTWISE_MUL, ty, ts, tz);
+    Desc add = Pointwise(CUDNN_POINTWISE_ADD, tx, tb, ty),
+         mul = Pointwise(CUDNN_POINTWISE_MUL, ty, ts, tz);
     int64_t ws_bytes = 0;
     Desc plan = Plan(h, {add, mul}, &ws_bytes);
     if (plan == nullptr) {
@@ -251,9 +273,10 @@ int main() {
       CHECK_CUDA(cudaStreamSynchronize(s));
       double err = 0;
       for (int i = 0; i < m; ++i)
-        for (int j = 0; j < n; ++j) err = std::max(err, std::fabs((2 * x[i * n + j] + b[j]) * 0.5 - z[i * n + j]));
-      std::printf("%s pointwise max err %.3g\ndigest pointwise %016llx\n", err < 1e-5 ? "ok" : "FAIL", err,
-                  static_cast<unsigned long long>(Digest(z)));
+        for (int j = 0; j < n; ++j)
+          err = std::max(err, std::fabs((2 * x[i * n + j] + b[j]) * 0.5 - z[i * n + j]));
+      std::printf("%s pointwise max err %.3g\ndigest pointwise %016llx\n",
+                  err < 1e-5 ? "ok" : "FAIL", err, static_cast<unsigned long long>(Digest(z)));
       fails += err >= 1e-5;
       CHECK_DNN(cudnnBackendDestroyDescriptor(plan));
     }
@@ -266,7 +289,8 @@ int main() {
     Desc ta = Tensor(11, m, k), tb = Tensor(12, k, n), tc = Tensor(13, m, n);
     Desc mm = Make(CUDNN_BACKEND_MATMUL_DESCRIPTOR);
     cudnnDataType_t comp = CUDNN_DATA_FLOAT;
-    CHECK_DNN(cudnnBackendSetAttribute(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp));
+    CHECK_DNN(
+        cudnnBackendSetAttribute(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp));
     CHECK_DNN(cudnnBackendFinalize(mm));
     Desc op = Make(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
     SetDesc(op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, ta);
@@ -295,8 +319,8 @@ int main() {
           err = std::max(err, std::fabs(acc - c[i * n + j]));
         }
       // tf32 engines may round the inputs natively: a loose bound.
-      std::printf("%s matmul max err %.3g\ndigest matmul %016llx\n", err < 5e-2 ? "ok" : "FAIL", err,
-                  static_cast<unsigned long long>(Digest(c)));
+      std::printf("%s matmul max err %.3g\ndigest matmul %016llx\n", err < 5e-2 ? "ok" : "FAIL",
+                  err, static_cast<unsigned long long>(Digest(c)));
       fails += err >= 5e-2;
       CHECK_DNN(cudnnBackendDestroyDescriptor(plan));
     }
@@ -307,10 +331,12 @@ int main() {
     const int S = 16, D = 8;
     std::vector<float> q = Random(S * D, rng), k = Random(S * D, rng), v = Random(S * D, rng);
     float scale = 1.f / std::sqrt(float(D));
-    Desc tq = Tensor(21, S, D), tkt = Strided(22, D, S, 1, D) /* K [S, D] read as K^T */, tv = Tensor(23, S, D);
+    Desc tq = Tensor(21, S, D), tkt = Strided(22, D, S, 1, D) /* K [S, D] read as K^T */,
+         tv = Tensor(23, S, D);
     Desc tsc = Tensor(24, 1, 1, false, /*by_value=*/true), to = Tensor(25, S, D);
     Desc s0 = Tensor(31, S, S, true), s1 = Tensor(32, S, S, true), mx = Tensor(33, S, 1, true);
-    Desc z = Tensor(34, S, S, true), e = Tensor(35, S, S, true), sum = Tensor(36, S, 1, true), p = Tensor(37, S, S, true);
+    Desc z = Tensor(34, S, S, true), e = Tensor(35, S, S, true), sum = Tensor(36, S, 1, true),
+         p = Tensor(37, S, S, true);
     std::vector<Desc> ops = {Matmul(tq, tkt, s0),
                              Pointwise(CUDNN_POINTWISE_MUL, s0, tsc, s1),
                              Reduction(CUDNN_REDUCE_TENSOR_MAX, s1, mx),
@@ -348,17 +374,19 @@ int main() {
           err = std::max(err, std::fabs(acc - o[i * D + c]));
         }
       }
-      std::printf("%s attention max err %.3g\ndigest attention %016llx\n", err < 1e-2 ? "ok" : "FAIL", err,
-                  static_cast<unsigned long long>(Digest(o)));
+      std::printf("%s attention max err %.3g\ndigest attention %016llx\n",
+                  err < 1e-2 ? "ok" : "FAIL", err, static_cast<unsigned long long>(Digest(o)));
       fails += err >= 1e-2;
       CHECK_DNN(cudnnBackendDestroyDescriptor(plan));
     }
     for (Desc d : ops) CHECK_DNN(cudnnBackendDestroyDescriptor(d));
-    for (Desc d : {tq, tkt, tv, tsc, to, s0, s1, mx, z, e, sum, p}) CHECK_DNN(cudnnBackendDestroyDescriptor(d));
+    for (Desc d : {tq, tkt, tv, tsc, to, s0, s1, mx, z, e, sum, p})
+      CHECK_DNN(cudnnBackendDestroyDescriptor(d));
   }
 
   {  // Errors keep cuDNN's statuses: a plan from an unfinalized engine config.
-    Desc cfg = Make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR), p = Make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+    Desc cfg = Make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR),
+         p = Make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
     cudnnStatus_t st = cudnnBackendSetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
                                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg);
     if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendFinalize(p);
