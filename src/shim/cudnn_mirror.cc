@@ -1,6 +1,7 @@
 #include "shim/cudnn_mirror.h"
 
 #include <cstring>
+#include <algorithm>
 #include <vector>
 
 namespace smolvm::shim {
@@ -95,66 +96,35 @@ size_t DnnDataTypeBytes(int32_t type) {
   }
 }
 
-namespace {
-
-// The by-value table of an operation graph: every tensor its operations name.
-std::shared_ptr<const DnnByValue> GraphByValue(const Mirror& m, const GuestDesc& graph) {
+// A descriptor's by-value table: its own entry when it is a by-value tensor,
+// and the union of the tables of every descriptor it references (so an
+// operation collects its tensors', a graph its operations', and engine,
+// config and plan their graph's). Taken at finalize, when what it references
+// is finalized and immutable, so later destroys do not matter.
+void Mirror::Derive(GuestDesc* d) {
   auto table = std::make_shared<DnnByValue>();
-  const proto::DnnAttr* ops = graph.attrs.Find(CUDNN_ATTR_OPERATIONGRAPH_OPS);
-  for (int64_t i = 0; ops && i < ops->count(); ++i) {
-    GuestDesc* op = m.FindId(ops->U64(i));
-    if (op == nullptr) continue;
-    for (const auto& [name, a] : op->attrs.attrs()) {
-      if (a.type != CUDNN_TYPE_BACKEND_DESCRIPTOR) continue;
-      for (int64_t j = 0; j < a.count(); ++j) {
-        GuestDesc* t = m.FindId(a.U64(j));
-        if (t == nullptr || t->type != CUDNN_BACKEND_TENSOR_DESCRIPTOR) continue;
-        const proto::DnnAttr* bv = t->attrs.Find(CUDNN_ATTR_TENSOR_IS_BY_VALUE);
-        if (bv == nullptr || bv->values.empty() || bv->values[0] == 0) continue;
-        const proto::DnnAttr* uid = t->attrs.Find(CUDNN_ATTR_TENSOR_UNIQUE_ID);
-        const proto::DnnAttr* dt = t->attrs.Find(CUDNN_ATTR_TENSOR_DATA_TYPE);
-        const proto::DnnAttr* dims = t->attrs.Find(CUDNN_ATTR_TENSOR_DIMENSIONS);
-        if (uid == nullptr || dt == nullptr || dt->values.size() < 4) continue;
-        int32_t type = 0;
-        std::memcpy(&type, dt->values.data(), 4);
-        uint64_t n = 1;
-        for (int64_t d = 0; dims && d < dims->count(); ++d) n *= dims->U64(d);
-        (*table)[static_cast<int64_t>(uid->U64(0))] =
-            static_cast<uint32_t>(std::min<uint64_t>(n, 64) * DnnDataTypeBytes(type));
-      }
+  if (d->type == CUDNN_BACKEND_TENSOR_DESCRIPTOR) {
+    const proto::DnnAttr* bv = d->attrs.Find(CUDNN_ATTR_TENSOR_IS_BY_VALUE);
+    const proto::DnnAttr* uid = d->attrs.Find(CUDNN_ATTR_TENSOR_UNIQUE_ID);
+    const proto::DnnAttr* dt = d->attrs.Find(CUDNN_ATTR_TENSOR_DATA_TYPE);
+    const proto::DnnAttr* dims = d->attrs.Find(CUDNN_ATTR_TENSOR_DIMENSIONS);
+    if (bv && !bv->values.empty() && bv->values[0] != 0 && uid && dt && dt->values.size() >= 4) {
+      int32_t type = 0;
+      std::memcpy(&type, dt->values.data(), 4);
+      uint64_t n = 1;
+      for (int64_t i = 0; dims && i < dims->count(); ++i) n *= dims->U64(i);
+      (*table)[static_cast<int64_t>(uid->U64(0))] =
+          static_cast<uint32_t>(std::min<uint64_t>(n, kDnnMaxByValueElements) * DnnDataTypeBytes(type));
     }
   }
-  return table;
-}
-
-}  // namespace
-
-void Mirror::Derive(GuestDesc* d) {
-  auto from = [&](uint32_t name) -> std::shared_ptr<const DnnByValue> {
-    const proto::DnnAttr* a = d->attrs.Find(name);
-    if (a == nullptr || a->type != CUDNN_TYPE_BACKEND_DESCRIPTOR || a->count() < 1) return nullptr;
-    GuestDesc* src = FindId(a->U64(0));
-    return src ? src->by_value : nullptr;
-  };
-  switch (d->type) {
-    case CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR:
-      d->by_value = GraphByValue(*this, *d);
-      break;
-    case CUDNN_BACKEND_ENGINE_DESCRIPTOR:
-      d->by_value = from(CUDNN_ATTR_ENGINE_OPERATION_GRAPH);
-      break;
-    case CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR:
-      d->by_value = from(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH);
-      break;
-    case CUDNN_BACKEND_ENGINECFG_DESCRIPTOR:
-      d->by_value = from(CUDNN_ATTR_ENGINECFG_ENGINE);
-      break;
-    case CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR:
-      d->by_value = from(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG);
-      break;
-    default:
-      break;
+  for (const auto& [name, a] : d->attrs.attrs()) {
+    if (a.type != CUDNN_TYPE_BACKEND_DESCRIPTOR) continue;
+    for (int64_t i = 0; i < a.count(); ++i) {
+      GuestDesc* src = FindId(a.U64(i));
+      if (src != nullptr && src->by_value) table->insert(src->by_value->begin(), src->by_value->end());
+    }
   }
+  if (!table->empty()) d->by_value = std::move(table);
 }
 
 }  // namespace smolvm::shim

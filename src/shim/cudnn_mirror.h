@@ -7,10 +7,10 @@
 // value with each execute).
 //
 // By-value tensors (CUDNN_ATTR_TENSOR_IS_BY_VALUE) hand cuDNN host pointers
-// in the variant pack: an operation graph records, at its finalize, the uid
-// and byte size of each of its by-value tensors, and every descriptor
-// derived from it (engine, heuristics, engine config, plan, and what a
-// GetAttribute wrote) carries that table, so an execute sends those values.
+// in the variant pack: at finalize every descriptor records the uid and byte
+// size of the by-value tensors it reaches through its references (a tensor,
+// its operations, their graph, the engine, config and plan built on it; what
+// a GetAttribute wrote takes its source's), so an execute sends those values.
 //
 // Thread safety: every function REQUIRES the caller to hold Mirror::mu().
 #pragma once
@@ -30,6 +30,7 @@
 namespace smolvm::shim {
 
 using DnnByValue = std::map<int64_t, uint32_t>;  // uid -> bytes
+inline constexpr uint64_t kDnnMaxByValueElements = 64;
 
 struct GuestDesc {
   uint64_t id = 0;
@@ -71,7 +72,7 @@ class Mirror {
   // BAD_PARAM for an unknown descriptor or handle.
   cudnnStatus_t Encode(cudnnBackendAttributeType_t type, int64_t count, const void* elements,
                        std::string* out) const;
-  // After a successful finalize: the by-value table `d` carries.
+  // After a successful finalize: the by-value table `d` carries (Derive).
   void Derive(GuestDesc* d);
 
  private:
