@@ -29,10 +29,14 @@ std::string Hex(std::string_view b) {
   return out;
 }
 
+// The bytes of `h` (lowercase hex, as Hex writes it); what is not hex reads as 0.
 std::string Unhex(const std::string& h) {
+  auto nibble = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : 0;
+  };
   std::string out;
   for (size_t i = 0; i + 1 < h.size(); i += 2)
-    out += static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16));
+    out += static_cast<char>(nibble(h[i]) << 4 | nibble(h[i + 1]));
   return out;
 }
 
@@ -167,8 +171,10 @@ Status Worker::Handle(const proto::DnnGetAttributeRequest& q, proto::DnnGetAttri
   // those ids held) and filled by the library.
   if (q.outs.size() != static_cast<size_t>(q.requested) || q.out_types.size() != q.outs.size())
     return BadParam("one output descriptor per requested element");
-  for (uint64_t id : q.outs)
-    if (id == 0 || id == q.desc) return BadParam("output descriptor id");
+  for (size_t i = 0; i < q.outs.size(); ++i)
+    if (q.outs[i] == 0 || q.outs[i] == q.desc ||
+        std::count(q.outs.begin(), q.outs.begin() + i, q.outs[i]))
+      return BadParam("output descriptor ids must be distinct");
   std::vector<uint64_t> made;
   for (size_t i = 0; i < q.outs.size(); ++i) {
     auto d = dnn->DescCreate(q.out_types[i]);
