@@ -292,6 +292,12 @@ SMOLVM_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBacke
       v->type != CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR)
     return Fail(CUDNN_STATUS_BAD_PARAM, what);
   if (!p->on_worker || !v->finalized) return Fail(CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED, what);
+  for (const auto& [name, a] :
+       v->attrs.attrs())  // what DnnExecute does not carry is refused, never dropped
+    if (name != CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS &&
+        name != CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS && name != CUDNN_ATTR_VARIANT_PACK_WORKSPACE)
+      return Fail(CUDNN_STATUS_NOT_SUPPORTED,
+                  "cudnnBackendExecute (variant pack overrides / intermediates)");
   proto::DnnExecuteRequest q;
   q.handle = handle->id;
   q.plan = p->id;
