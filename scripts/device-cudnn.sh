@@ -35,7 +35,9 @@ summary "native links: $(ldd "$BIN/prog_dnn" | grep -E 'cudnn|cudart' | tr -s ' 
 
 timeout 60 "$BIN/prog_dnn" > "$OUT/native1.txt" 2>&1; r1=$?
 timeout 60 "$BIN/prog_dnn" > "$OUT/native2.txt" 2>&1; r2=$?
-if diff <(grep '^digest ' "$OUT/native1.txt") <(grep '^digest ' "$OUT/native2.txt") > /dev/null; then
+if [[ $(grep -c '^digest ' "$OUT/native1.txt") == 0 ]]; then
+  summary "native runs: NO OUTPUT (rc $r1, $r2): $(grep -m1 -E 'FAIL' "$OUT/native1.txt")"
+elif diff <(grep '^digest ' "$OUT/native1.txt") <(grep '^digest ' "$OUT/native2.txt") > /dev/null; then
   summary "native runs: identical digests (rc $r1, $r2)"
 else
   summary "native runs: DIFFERENT digests (rc $r1, $r2): outputs are not deterministic natively"
