@@ -12,7 +12,7 @@ dir=$1 out=${2:-/dev/stdout}
   echo "built libraries; the test \`docs_remoted_is_current\` fails when it is stale."
   echo "Every other export of NVIDIA's library is a stub that names itself once on"
   echo "stderr and returns the library's not-supported status."
-  for lib in libcudart.so.13 libcuda.so.1 libcublas.so.13 libcublasLt.so.13 libnvidia-ml.so.1; do
+  for lib in libcudart.so.13 libcuda.so.1 libcublas.so.13 libcublasLt.so.13 libnvidia-ml.so.1 libcudnn.so.9; do
     all=$(nm -D --defined-only "$dir/$lib" | awk '$2 ~ /^[TW]$/' | wc -l)
     impl=$(nm -D --defined-only "$dir/$lib" | awk '$2 == "T" {print $3}' | sed 's/@.*//' | grep -v '^smolvm_' | sort -u)
     echo

@@ -1,6 +1,7 @@
 // GPU fork end to end on the fake backend: a golden with frozen and private
 // memory and a device-resident pointer table forks clones through the CLI.
 #include <cuda.h>
+#include <cudnn_graph.h>
 #include <gtest/gtest.h>
 
 #include <dirent.h>
@@ -14,6 +15,8 @@
 #include <thread>
 
 #include "daemon/module_cache.h"
+#include "proto/dnn_attrs.h"
+#include "proto/lib_status.h"
 #include "daemon_client.h"
 
 namespace smolvm::testing {
@@ -279,6 +282,119 @@ TEST_F(ForkTest, ClonesShareFrozenMemoryReadOnlyAndKeepPrivateWritesApart) {
   EXPECT_EQ(Bytes(*clones[3], frozen.dptr, 6), frozen_bytes.substr(0, 6));
 }
 
+
+// cuDNN: a golden with a finalized plan (graph, heuristics' engine config,
+// plan; the tensors and config destroyed after) forks; the clone executes
+// the plan by the same handle and plan ids on its own data.
+namespace dnn {
+std::string I64(int64_t v) { return std::string(reinterpret_cast<const char*>(&v), 8); }
+std::string I32(int32_t v) { return std::string(reinterpret_cast<const char*>(&v), 4); }
+std::string Tensor(int64_t uid, int64_t n) {  // fp32 [1, 1, n]
+  DnnAttrs a;
+  a.Set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, I32(CUDNN_DATA_FLOAT));
+  a.Set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, I64(1) + I64(1) + I64(n));
+  a.Set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, I64(n) + I64(n) + I64(1));
+  a.Set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, I64(uid));
+  a.Set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, I64(16));
+  return a.Encode();
+}
+std::string Refs(uint32_t name, std::initializer_list<uint64_t> ids, DnnAttrs a = {}) {
+  std::string v;
+  for (uint64_t id : ids) v += I64(static_cast<int64_t>(id));
+  a.Set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, v);
+  return a.Encode();
+}
+}  // namespace dnn
+
+TEST_F(ForkTest, CudnnPlansAreRebuiltInTheCloneUnderTheSameIds) {
+  using namespace dnn;
+  constexpr int64_t n = 64;
+  const uint64_t x = priv.dptr, b = priv.dptr + 4096, y = priv.dptr + 8192;
+  auto finalize = [&](RawClient& c, uint64_t id, uint32_t type, const std::string& attrs) {
+    DnnFinalizeReply r;
+    CallResult res = c.Call(DnnFinalizeRequest{.desc = id, .type = type, .attrs = attrs}, &r);
+    EXPECT_TRUE(res.ok()) << "descriptor " << id << ": " << res.head.message;
+  };
+  DnnCreateReply cr;
+  ASSERT_TRUE(golden.Call(DnnCreateRequest{.handle = 0x700}, &cr).ok());
+  golden.Queue(DnnSetStreamRequest{.handle = 0x700, .stream = 0x100});
+  finalize(golden, 1, CUDNN_BACKEND_TENSOR_DESCRIPTOR, Tensor(1, n));
+  finalize(golden, 2, CUDNN_BACKEND_TENSOR_DESCRIPTOR, Tensor(2, n));
+  finalize(golden, 3, CUDNN_BACKEND_TENSOR_DESCRIPTOR, Tensor(3, n));
+  DnnAttrs pw;
+  pw.Set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, I32(CUDNN_POINTWISE_ADD));
+  finalize(golden, 4, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, pw.Encode());
+  DnnAttrs op;
+  DnnAttrs with_handle;
+  with_handle.Set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, I64(0x700));
+  {
+    DnnAttrs a;
+    a.Decode(Refs(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, {4}));
+    a.Decode(Refs(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, {1}, a));
+    a.Decode(Refs(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, {2}, a));
+    finalize(golden, 5, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, Refs(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, {3}, a));
+  }
+  finalize(golden, 6, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, Refs(CUDNN_ATTR_OPERATIONGRAPH_OPS, {5}, with_handle));
+  DnnAttrs heur;
+  heur.Set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, I32(CUDNN_HEUR_MODE_A));
+  finalize(golden, 7, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, Refs(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, {6}, heur));
+  DnnGetAttributeReply gr;
+  ASSERT_TRUE(golden.Call(DnnGetAttributeRequest{.desc = 7, .name = CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                                 .type = CUDNN_TYPE_BACKEND_DESCRIPTOR, .requested = 1,
+                                                 .outs = {8}, .out_types = {CUDNN_BACKEND_ENGINECFG_DESCRIPTOR}},
+                                &gr).ok());
+  EXPECT_EQ(gr.count, 1);
+  DnnAttrs plan;
+  plan.Set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, I64(0x700));
+  finalize(golden, 9, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, Refs(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, {8}, plan));
+  for (uint64_t id : {1, 2, 3, 4, 5, 6, 7, 8}) golden.Queue(DnnDestroyDescRequest{.desc = id});
+  std::vector<float> xs(n), bs(n);
+  for (int i = 0; i < n; ++i) xs[i] = 0.25f * i, bs[i] = 100.f + i;
+  auto put = [](RawClient& c, uint64_t dst, const std::vector<float>& v) {
+    c.Queue(MemcpyHtoDRequest{.dst = dst, .stream = 0x100,
+                              .data = std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * 4)});
+  };
+  auto exec = [&](RawClient& c, uint64_t handle, uint64_t plan_id) {
+    c.Queue(DnnExecuteRequest{.handle = handle, .plan = plan_id, .uids = {1, 2, 3}, .ptrs = {x, b, y},
+                              .sizes = {0, 0, 0}, .values = {}, .workspace = 0});
+  };
+  auto result = [&](RawClient& c) {
+    std::string out = Bytes(c, y, n * 4);
+    std::vector<float> v(n);
+    std::memcpy(v.data(), out.data(), out.size());
+    return v;
+  };
+  put(golden, x, xs);
+  put(golden, b, bs);
+  exec(golden, 0x700, 9);
+  std::vector<float> y0 = result(golden);
+  for (int i = 0; i < n; ++i) ASSERT_EQ(y0[i], xs[i] + bs[i]) << i;
+
+  Golden g(&golden);
+  std::vector<std::unique_ptr<RawClient>> clones;
+  auto [rc, out] = Fork(g, 1, "off", &clones);
+  EXPECT_EQ(rc, 0) << out << daemon.Log();
+  if (clones.size() != 1u) {
+    ADD_FAILURE() << "no clone" << daemon.Log();
+    RunCommand(Cli(daemon, "release --pid " + std::to_string(::getpid())));
+    EXPECT_LT(g.Next().clone_index, 0);
+    return;
+  }
+  RawClient& clone = *clones[0];
+  for (float& v : xs) v = -v * 3;
+  put(clone, x, xs);  // ordered before the execute that reads it
+  exec(clone, 0x700, 9);
+  std::vector<float> y1 = result(clone);
+  int wrong = 0;  // no ASSERT before the release: the golden's forkpoint thread must end
+  for (int i = 0; i < n; ++i) wrong += y1[i] != xs[i] + bs[i];
+  EXPECT_EQ(wrong, 0) << "the clone's execute of the golden's plan" << daemon.Log();
+  // An id the golden never finalized is refused with cuDNN's status.
+  exec(clone, 0x700, 10);
+  PingReply pong;
+  EXPECT_EQ(clone.Call(PingRequest{}, &pong).head.deferred, kDnnStatusBase + CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED);
+  RunCommand(Cli(daemon, "release --pid " + std::to_string(::getpid())));
+  EXPECT_LT(g.Next().clone_index, 0);
+}
 
 // The golden's shared chunks are imported by pooled workers as soon as it
 // reaches its forkpoint; a fork takes them, an unrelated session never holds

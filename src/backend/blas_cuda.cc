@@ -4,7 +4,9 @@
 #include <cublas_api.h>
 #include <dlfcn.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -71,7 +73,9 @@ Status Check(cublasStatus_t st, const char* call) {
 }
 
 Result<void*> Open(const std::string& soname, const std::string& override_path, std::string* path) {
-  std::vector<std::string> tried = BlasLibraryCandidates(soname, override_path, Env("LD_LIBRARY_PATH"));
+  std::string dirs = Env("SMOLVM_CUDA_LIBS");  // the torch install under test, first
+  std::vector<std::string> tried =
+      BlasLibraryCandidates(soname, override_path, dirs.empty() ? Env("LD_LIBRARY_PATH") : dirs + ":" + Env("LD_LIBRARY_PATH"));
   std::string list;
   for (const std::string& c : tried) {
     list += (list.empty() ? "" : ", ") + c;
@@ -148,6 +152,10 @@ Result<std::unique_ptr<CudaBlasBackend>> CudaBlasBackend::Load() {
   if (!missing.empty()) return Unavailable(lib->blas_path + " / " + lib->lt_path + " lack " + missing);
   std::unique_ptr<CudaBlasBackend> b(new CudaBlasBackend());
   b->lib_ = std::move(lib);
+  int32_t v = 0, lt = 0;
+  if (b->GetVersion(&v, &lt).ok())  // the daemon log records what the workers run
+    std::fprintf(stderr, "smolvm worker %d: cuBLAS %d from %s, cuBLASLt %d from %s\n", ::getpid(), v,
+                 b->lib_->blas_path.c_str(), lt, b->lib_->lt_path.c_str());
   return b;
 }
 

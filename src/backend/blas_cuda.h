@@ -4,7 +4,8 @@
 // (libcublasLt.so.13 first, then libcublas.so.13):
 //   1. $SMOLVM_LIBCUBLASLT / $SMOLVM_LIBCUBLAS (the file itself), or the
 //      other library's override directory;
-//   2. every directory of $LD_LIBRARY_PATH;
+//   2. every directory of $SMOLVM_CUDA_LIBS (the torch install under test,
+//      `_cuda-daemon --cuda-libs`), then of $LD_LIBRARY_PATH;
 //   3. the ld.so cache;
 //   4. the toolkit: /usr/local/cuda/lib64, /usr/local/cuda/targets/*/lib.
 // Directories holding a `.smolvm-shim` marker are skipped (our guest shims

@@ -1,6 +1,10 @@
 // `smolvm cuda daemon` (also `_cuda-daemon`, the name the machine layer uses)
 // and `smolvm _cuda-worker` (started by the daemon only): the host daemon and
 // its workers.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -56,8 +60,31 @@ void AddCudaDaemonCommand(CLI::App& parent, const std::string& name, const std::
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24))
       ->capture_default_str();
   d->add_flag("--quiet", dopt->quiet, "log nothing");
-  d->callback([dopt, cache_mib, exit_code] {
+  // The cuBLAS, cuBLASLt and cuDNN the workers load (e.g. a torch install's
+  // nvidia/cu13/lib:nvidia/cudnn/lib), searched first; default: the system's.
+  auto cuda_libs = std::make_shared<std::string>(std::getenv("SMOLVM_CUDA_LIBS") ? std::getenv("SMOLVM_CUDA_LIBS") : "");
+  d->add_option("--cuda-libs", *cuda_libs, "DIR[:DIR]: the NVIDIA libraries workers load (env SMOLVM_CUDA_LIBS)")
+      ->check([](const std::string& dirs) -> std::string {
+        for (size_t at = 0; at <= dirs.size();) {
+          size_t end = std::min(dirs.find(':', at), dirs.size());
+          std::string dir = dirs.substr(at, end - at);
+          struct stat st;
+          if (dir.empty() || ::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+            return "'" + dir + "' is not a directory";
+          at = end + 1;
+        }
+        return "";
+      });
+  d->callback([dopt, cache_mib, cuda_libs, exit_code] {
     dopt->module_cache_bytes = *cache_mib << 20;
+    if (!cuda_libs->empty()) {
+      // Workers inherit both: the libraries are searched there first, and the
+      // loader finds their own dependencies (cuDNN's sub-libraries) beside them.
+      ::setenv("SMOLVM_CUDA_LIBS", cuda_libs->c_str(), 1);
+      const char* ld = std::getenv("LD_LIBRARY_PATH");
+      ::setenv("LD_LIBRARY_PATH", (*cuda_libs + (ld && *ld ? std::string(":") + ld : std::string())).c_str(), 1);
+      std::fprintf(stderr, "smolvm daemon: workers load NVIDIA libraries from %s first\n", cuda_libs->c_str());
+    }
     *exit_code = DaemonMain(*dopt);
   });
   if (name[0] == '_') d->group("");  // hidden from --help

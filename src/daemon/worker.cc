@@ -96,6 +96,7 @@ void Worker::ReleaseAll() {
   blas_handles_.clear();
   lt_handles_.clear();
   blas_.reset();
+  DnnRelease();
   preload_.reset();
   memory_.reset();
   for (auto& [addr, seg] : host_) {
@@ -798,6 +799,7 @@ Status Worker::PrepareFork(const proto::ForkPrepareRequest& req) {
   }
   j["lt"] = nlohmann::json::array();
   for (const auto& [id, h] : lt_handles_) j["lt"].push_back(id);
+  j["dnn"] = DnnManifest();
   uint64_t total = 0;
   (void)backend_->DeviceMemGetInfo(&m.free_bytes, &total);
   m.manifest = j.dump();
@@ -896,6 +898,8 @@ Result<proto::CloneBuiltRequest> Worker::BuildClone(const proto::CloneBuildReque
         lt_handles_[l.get<uint64_t>()] = h;
       }
     }
+    // cuDNN handles and finalized descriptors (plans too) under the same ids.
+    if (j.contains("dnn")) RETURN_IF_ERROR(DnnRebuild(j.at("dnn")));
   } catch (const nlohmann::json::exception& e) {
     return Malformed(std::string("clone manifest: ") + e.what());
   }

@@ -17,6 +17,7 @@
 #include "daemon/chunk_preload.h"
 #include "daemon/device_memory.h"
 #include "daemon/module_cache.h"
+#include "daemon/worker_cudnn.h"
 #include "proto/dispatch.h"
 #include "transport/channel.h"
 #include "transport/unix_channel.h"
@@ -126,6 +127,15 @@ class Worker {
   Status Handle(const proto::VmmMapRequest&, proto::VmmMapReply*, Ctx*);
   Status Handle(const proto::VmmUnmapRequest&, proto::VmmUnmapReply*, Ctx*);
   Status Handle(const proto::VmmSetAccessRequest&, proto::VmmSetAccessReply*, Ctx*);
+  // cuDNN's backend API (worker_cudnn.cc).
+  Status Handle(const proto::DnnCreateRequest&, proto::DnnCreateReply*, Ctx*);
+  Status Handle(const proto::DnnDestroyRequest&, proto::DnnDestroyReply*, Ctx*);
+  Status Handle(const proto::DnnSetStreamRequest&, proto::DnnSetStreamReply*, Ctx*);
+  Status Handle(const proto::DnnGetVersionRequest&, proto::DnnGetVersionReply*, Ctx*);
+  Status Handle(const proto::DnnFinalizeRequest&, proto::DnnFinalizeReply*, Ctx*);
+  Status Handle(const proto::DnnDestroyDescRequest&, proto::DnnDestroyDescReply*, Ctx*);
+  Status Handle(const proto::DnnGetAttributeRequest&, proto::DnnGetAttributeReply*, Ctx*);
+  Status Handle(const proto::DnnExecuteRequest&, proto::DnnExecuteReply*, Ctx*);
 
  private:
   struct HostSegment {
@@ -185,6 +195,12 @@ class Worker {
   Result<uint64_t> BlasHandle(uint64_t guest_id) const;
   Result<BlasHandleInfo*> BlasHandleRecord(uint64_t guest_id);
   Result<uint64_t> LtHandle(uint64_t guest_id) const;
+  // cuDNN (worker_cudnn.cc): the backend, created on the first cuDNN op;
+  // the fork manifest's "dnn" entry; its rebuild in a clone; release.
+  Result<DnnBackend*> Dnn();
+  nlohmann::json DnnManifest() const;
+  Status DnnRebuild(const nlohmann::json& j);
+  void DnnRelease();
 
   std::unique_ptr<GpuBackend> backend_;
   WorkerOptions options_;
@@ -205,6 +221,7 @@ class Worker {
   std::map<uint64_t, BlasHandleInfo> blas_handles_;  // by guest id
   std::map<uint64_t, uint64_t> lt_handles_;           // guest id -> BlasBackend handle
   std::string blas_scratch_;            // LtHeuristic reply bytes
+  DnnState dnn_;
   std::string scratch_;  // DtoH reply bytes
   int32_t deferred_ = 0;
   const int spin_us_ = WorkerSpinMicros();

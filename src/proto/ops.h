@@ -143,6 +143,28 @@
   X(96, VmmUnmap, ASYNC, (F(u64, addr) F(u64, bytes)), ()) \
   /* access: 1 read, 3 read-write (CUmemAccess_flags) over back-to-back mappings */ \
   X(97, VmmSetAccess, ASYNC, (F(u64, addr) F(u64, bytes) F(u32, access)), ()) \
+  /* -- cuDNN backend (graph) API (docs/shim.md, cuDNN) ----------------- */ \
+  /* handle, desc: guest-chosen ids. Library statuses travel as result codes */ \
+  /* kDnnStatusBase + cudnnStatus_t (proto/lib_status.h). */ \
+  X(120, DnnCreate, SYNC, (F(u64, handle)), ()) \
+  X(121, DnnDestroy, ASYNC, (F(u64, handle)), ()) \
+  X(122, DnnSetStream, ASYNC, (F(u64, handle) F(u64, stream)), ()) \
+  /* the worker's library: cudnnGetVersion, cudnnGetCudartVersion, its path */ \
+  X(123, DnnGetVersion, SYNC, (), (F(u64, version) F(u64, cudart_version) F(str, library))) \
+  /* a descriptor as the guest built it: type + DnnAttrs (proto/dnn_attrs.h), */ \
+  /* built and finalized on the worker's library under the guest id */ \
+  X(124, DnnFinalize, SYNC, (F(u64, desc) F(u32, type) F(bytes, attrs)), ()) \
+  X(125, DnnDestroyDesc, ASYNC, (F(u64, desc)), ()) \
+  /* an attribute the worker's library computed; outs/out_types: the guest's */ \
+  /* descriptors a BACKEND_DESCRIPTOR attribute is written into (ids, types) */ \
+  X(126, DnnGetAttribute, SYNC, \
+    (F(u64, desc) F(u32, name) F(u32, type) F(i64, requested) F(u64s, outs) F(u32s, out_types)), \
+    (F(i64, count) F(bytes, values))) \
+  /* the variant pack by value: ptrs are arena addresses, except entries with */ \
+  /* sizes[i] > 0, whose value (a by-value tensor) is the next sizes[i] bytes of values */ \
+  X(127, DnnExecute, ASYNC, \
+    (F(u64, handle) F(u64, plan) F(u64s, uids) F(u64s, ptrs) F(u32s, sizes) F(bytes, values) \
+     F(u64, workspace)), ()) \
   /* -- NVML, answered for the session (docs/shim.md) ------------------- */ \
   /* uuid: NVML's text form; driver: the kernel driver version string */ \
   X(100, NvmlDevice, SYNC, (), \

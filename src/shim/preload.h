@@ -11,8 +11,8 @@
 
 namespace smolvm::shim {
 
-inline constexpr std::array<const char*, 5> kPreloadSonames = {
-    "libcudart.so.13", "libcuda.so.1", "libcublasLt.so.13", "libcublas.so.13", "libnvidia-ml.so.1"};
+inline constexpr std::array<const char*, 6> kPreloadSonames = {
+    "libcudart.so.13", "libcuda.so.1", "libcublasLt.so.13", "libcublas.so.13", "libnvidia-ml.so.1", "libcudnn.so.9"};
 
 // LD_PRELOAD's value for the shims in `dir`: absolute paths, ':'-separated.
 inline std::string PreloadList(const std::string& dir) {

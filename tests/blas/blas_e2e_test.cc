@@ -1,6 +1,6 @@
 // nvcc-built programs using cuBLAS, cuBLASLt and NVML run unmodified through
 // the shims (LD_LIBRARY_PATH=build/shim: libcudart, libcublas, libcublasLt,
-// libnvidia-ml) against `smolvm _cuda-daemon --backend fake` on a temp
+// libnvidia-ml, libcudnn) against `smolvm _cuda-daemon --backend fake` on a temp
 // socket: shim -> wire -> daemon -> worker -> FakeBlasBackend.
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -81,6 +81,24 @@ TEST_F(BlasE2eTest, NvmlReportsTheSessionsOwnMemory) {
   EXPECT_NE(r.out.find("PASS nvml"), std::string::npos) << r.Report();
   EXPECT_NE(r.out.find("stub: Not Supported"), std::string::npos) << r.Report();
   EXPECT_EQ(Count(r.err, "nvmlDeviceGetPowerUsage is not supported"), 1u) << r.Report();
+}
+
+// cuDNN's backend API: descriptors mirrored in the guest and rebuilt on the
+// fake, which validates each graph and computes it; executes ordered after
+// the kernel and copies of the same stream; legacy calls named once.
+TEST_F(BlasE2eTest, CudnnBackendGraphsMirroredAndExecutedInOrder) {
+  ProgramRun r = RunProgram(daemon, "prog_dnn");
+  ASSERT_EQ(r.rc, 0) << r.Report() << "\ndaemon log:\n" << daemon.Log();
+  EXPECT_NE(r.out.find("PASS dnn"), std::string::npos) << r.Report();
+  EXPECT_NE(r.out.find("cudnn version 91000 cudart 13000"), std::string::npos) << r.Report();
+  EXPECT_NE(r.out.find("ok pointwise"), std::string::npos) << r.Report();
+  EXPECT_NE(r.out.find("ok matmul"), std::string::npos) << r.Report();
+  EXPECT_NE(r.out.find("ok attention"), std::string::npos) << r.Report();
+  EXPECT_NE(r.out.find("matmul workspace 256"), std::string::npos) << "answered by the worker" << r.Report();
+  EXPECT_NE(r.out.find("unfinalized reference: refused"), std::string::npos) << r.Report();
+  EXPECT_EQ(Count(r.out, "legacy: CUDNN_STATUS_NOT_SUPPORTED"), 2u) << r.Report();
+  EXPECT_EQ(Count(r.err, "cudnnCreateTensorDescriptor is not supported"), 1u) << r.Report();
+  EXPECT_NE(daemon.Log().find("cuDNN 91000 (cudart 13000) loaded from fake"), std::string::npos) << daemon.Log();
 }
 
 }  // namespace

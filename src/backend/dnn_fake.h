@@ -1,0 +1,83 @@
+// FakeDnnBackend: cuDNN's backend API as host code over FakeBackend's device
+// memory (mapped at the arena addresses in the worker), for CI.
+//
+// Every descriptor is kept as its type and attributes. Finalize validates
+// what cuDNN requires of the types below (tensors: data type, dimensions,
+// strides of the same rank, unique id, alignment; pointwise and matmul
+// operations: their descriptors and tensors; an operation graph: finalized
+// operations and a live handle; engine, engine config, plan: their
+// references); other types are kept unvalidated. A referenced descriptor
+// must exist and be finalized (CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED);
+// destroying a descriptor leaves what references it intact, as cuDNN does.
+// Heuristics answer one engine config (engine 0). A plan is supported when
+// its graph holds only fp32 pointwise (ADD, MUL, SUB, MIN, MAX, DIV,
+// IDENTITY, RELU_FWD, EXP, LOG, NEG, RECIPROCAL, with broadcasting),
+// reduction (ADD, MAX, MIN over the output's size-1 dimensions) and matmul
+// operations (so attention decomposed as cuDNN graphs spell it runs); its
+// workspace is 256 bytes when it holds a matmul, else 0. Execute checks the
+// variant pack against the graph (every non-virtual uid present, every
+// device tensor inside writable fake memory, the workspace given when the
+// plan needs one) and computes the graph in operation order.
+// Anything else answers CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "backend/dnn_backend.h"
+#include "backend/fake_backend.h"
+
+namespace smolvm {
+
+class FakeDnnBackend final : public DnnBackend {
+ public:
+  explicit FakeDnnBackend(FakeBackend* gpu) : gpu_(gpu) {}
+
+  std::string_view Name() const override { return "fake"; }
+  Result<uint64_t> Create() override;
+  Status Destroy(uint64_t handle) override;
+  Status SetStream(uint64_t handle, uint64_t stream) override;
+  DnnVersion Version() const override;
+  Result<uint64_t> DescCreate(uint32_t type) override;
+  Status DescDestroy(uint64_t desc) override;
+  Status DescSet(uint64_t desc, uint32_t name, uint32_t type, int64_t count,
+                 const void* values) override;
+  Status DescFinalize(uint64_t desc) override;
+  Status DescGet(uint64_t desc, uint32_t name, uint32_t type, int64_t requested, int64_t* count,
+                 void* values) override;
+  Status Execute(uint64_t handle, uint64_t plan, const DnnVariantPack& pack) override;
+
+  // Test hooks.
+  static constexpr uint64_t kVersion = 91000;  // what the fake reports as cudnnGetVersion
+  int executes() const { return executes_; }
+  int finalizes() const { return finalizes_; }
+  size_t live_descriptors() const;
+  uint64_t handle_stream(uint64_t handle) const;
+
+  struct Attr {
+    uint32_t type = 0;
+    std::string values;
+  };
+  struct Desc {
+    uint32_t type = 0;
+    bool finalized = false;
+    bool destroyed = false;  // kept: what references it holds on (cuDNN copies)
+    std::map<uint32_t, Attr> attrs;
+  };
+
+ private:
+  Status Validate(const Desc& d) const;
+  Result<const Desc*> Ref(const Desc& d, uint32_t name, uint32_t want_type) const;
+  Status CopyInto(uint64_t src, uint64_t dst);
+  // A descriptor the caller may still use: nullptr when unknown or destroyed.
+  Desc* Live(uint64_t desc);
+
+  FakeBackend* gpu_;
+  uint64_t next_ = 1;
+  std::map<uint64_t, uint64_t> handles_;  // handle -> stream
+  std::map<uint64_t, Desc> descs_;
+  int executes_ = 0;
+  int finalizes_ = 0;
+};
+
+}  // namespace smolvm
