@@ -18,6 +18,7 @@
 #include "daemon/control.h"
 #include "daemon/machine_budget.h"
 #include "daemon/module_cache.h"
+#include "daemon/worker_checks.h"
 #include "proto/frame.h"
 #include "transport/unix_channel.h"
 
@@ -411,6 +412,7 @@ Status Worker::Handle(const proto::HostUnregisterRequest& q, proto::HostUnregist
 }
 
 Status Worker::Handle(const proto::MemcpyHtoDRequest& q, proto::MemcpyHtoDReply*, Ctx*) {
+  RETURN_IF_ERROR(CheckRange(q.dst, q.data.size(), "MemcpyHtoD destination"));
   ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
   RETURN_IF_ERROR(memory_->PrepareWrite(q.dst, q.data.size()).status());
   // The bytes live in the frame buffer, which the next read reuses: copy
@@ -423,6 +425,7 @@ Status Worker::Handle(const proto::MemcpyHtoDRequest& q, proto::MemcpyHtoDReply*
 
 Status Worker::Handle(const proto::MemcpyHtoDHostRequest& q, proto::MemcpyHtoDHostReply*, Ctx*) {
   RETURN_IF_ERROR(CheckHost(q.src, q.bytes));
+  RETURN_IF_ERROR(CheckRange(q.dst, q.bytes, "MemcpyHtoDHost destination"));
   ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
   RETURN_IF_ERROR(memory_->PrepareWrite(q.dst, q.bytes).status());
   RETURN_IF_ERROR(backend_->MemcpyHtoD(q.dst, reinterpret_cast<const void*>(q.src), q.bytes, s));
@@ -434,6 +437,7 @@ Status Worker::Handle(const proto::MemcpyHtoDHostRequest& q, proto::MemcpyHtoDHo
 
 Status Worker::Handle(const proto::MemcpyDtoHRequest& q, proto::MemcpyDtoHReply* r, Ctx*) {
   if (q.bytes > kMaxInlineDtoH) return Cu(CUDA_ERROR_INVALID_VALUE, "inline copy too large");
+  RETURN_IF_ERROR(CheckRange(q.src, q.bytes, "MemcpyDtoH source"));
   ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
   scratch_.resize(q.bytes);
   RETURN_IF_ERROR(backend_->MemcpyDtoH(scratch_.data(), q.src, q.bytes, s));
@@ -444,11 +448,14 @@ Status Worker::Handle(const proto::MemcpyDtoHRequest& q, proto::MemcpyDtoHReply*
 
 Status Worker::Handle(const proto::MemcpyDtoHHostRequest& q, proto::MemcpyDtoHHostReply*, Ctx*) {
   RETURN_IF_ERROR(CheckHost(q.dst, q.bytes));
+  RETURN_IF_ERROR(CheckRange(q.src, q.bytes, "MemcpyDtoHHost source"));
   ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
   return backend_->MemcpyDtoH(reinterpret_cast<void*>(q.dst), q.src, q.bytes, s);
 }
 
 Status Worker::Handle(const proto::MemcpyDtoDRequest& q, proto::MemcpyDtoDReply*, Ctx*) {
+  RETURN_IF_ERROR(CheckRange(q.src, q.bytes, "MemcpyDtoD source"));
+  RETURN_IF_ERROR(CheckRange(q.dst, q.bytes, "MemcpyDtoD destination"));
   ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
   RETURN_IF_ERROR(memory_->PrepareWrite(q.dst, q.bytes).status());
   memory_->NoteOtherWrite(q.dst, q.bytes);
@@ -456,9 +463,11 @@ Status Worker::Handle(const proto::MemcpyDtoDRequest& q, proto::MemcpyDtoDReply*
 }
 
 Status Worker::Handle(const proto::MemsetRequest& q, proto::MemsetReply*, Ctx*) {
+  uint64_t bytes = 0;
+  RETURN_IF_ERROR(CheckMemset(q.dst, q.elem_bytes, q.count, &bytes));
   ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
-  RETURN_IF_ERROR(memory_->PrepareWrite(q.dst, q.count * q.elem_bytes).status());
-  memory_->NoteOtherWrite(q.dst, q.count * q.elem_bytes);
+  RETURN_IF_ERROR(memory_->PrepareWrite(q.dst, bytes).status());
+  memory_->NoteOtherWrite(q.dst, bytes);
   return backend_->Memset(q.dst, q.value, q.elem_bytes, q.count, s);
 }
 
@@ -569,11 +578,13 @@ Status Worker::Handle(const proto::ModuleGetFunctionRequest& q, proto::ModuleGet
   ASSIGN_OR_RETURN(uint64_t f, backend_->ModuleGetFunction(m->second.handle, q.name));
   ASSIGN_OR_RETURN(std::vector<ParamInfo> params, backend_->FuncGetParamInfo(f));
   ASSIGN_OR_RETURN(r->attrs, backend_->FuncGetAttributes(f));
+  int64_t need = 0;
   for (const ParamInfo& p : params) {
     r->params.push_back(p.offset);
     r->params.push_back(p.size);
+    need = std::max<int64_t>(need, int64_t{p.offset} + p.size);
   }
-  functions_[q.function] = FunctionInfo{f, q.module, q.name};
+  functions_[q.function] = FunctionInfo{f, q.module, q.name, need};
   return Status::Ok();
 }
 
@@ -593,6 +604,15 @@ Status Worker::Handle(const proto::LaunchKernelRequest& q, proto::LaunchKernelRe
   auto f = functions_.find(q.function);
   if (f == functions_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown function");
   ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
+  // The driver reads the kernel's whole parameter layout from the buffer.
+  if (f->second.param_bytes < 0) {
+    ASSIGN_OR_RETURN(std::vector<ParamInfo> params, backend_->FuncGetParamInfo(f->second.handle));
+    f->second.param_bytes = 0;
+    for (const ParamInfo& p : params)
+      f->second.param_bytes = std::max<int64_t>(f->second.param_bytes, int64_t{p.offset} + p.size);
+  }
+  if (static_cast<int64_t>(q.params.size()) < f->second.param_bytes)
+    return Cu(CUDA_ERROR_INVALID_VALUE, "kernel parameter buffer is shorter than the kernel's parameters");
   LaunchConfig c;
   c.grid[0] = q.grid_x, c.grid[1] = q.grid_y, c.grid[2] = q.grid_z;
   c.block[0] = q.block_x, c.block[1] = q.block_y, c.block[2] = q.block_z;

@@ -128,6 +128,7 @@ class Worker {
     uint64_t handle = 0;
     uint64_t module = 0;
     std::string name;
+    int64_t param_bytes = -1;  // what its parameters span; -1 until asked
   };
   struct StreamInfo {
     uint64_t handle = 0;
