@@ -30,6 +30,17 @@ void RegisterDaemonCommands(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
   d->add_flag("--quiet", dopt->quiet, "log nothing");
+  d->add_option("--worker-uid-base", dopt->worker_uid_base,
+                "first uid of the range workers drop to, one per tenant (0: workers keep the daemon's uid)")
+      ->capture_default_str();
+  d->add_option("--worker-uids", dopt->worker_uids, "how many uids the range holds")
+      ->check(CLI::Range(1u, 1u << 20))
+      ->capture_default_str();
+  d->add_option("--worker-seccomp", dopt->worker_seccomp,
+                "workers' seccomp filter: enforce, log, off or learn (default: enforce on fake, log on cuda)")
+      ->check(CLI::IsMember({"enforce", "log", "off", "learn"}));
+  d->add_option("--worker-seccomp-learn", dopt->worker_seccomp_learn,
+                "learn mode: the file workers append each system call outside the allowlist to");
   d->callback([dopt, exit_code] { *exit_code = DaemonMain(*dopt); });
 
   auto* w = app.add_subcommand("_cuda-worker", "a daemon's worker (started by the daemon only)");
@@ -44,6 +55,9 @@ void RegisterDaemonCommands(CLI::App& app, int* exit_code) {
   w->add_option("--host-bytes", wopt->host_bytes)->required();
   w->add_option("--module-cache", wopt->module_cache_dir)->required();
   w->add_option("--memory-limit", wopt->memory_limit_bytes);
+  w->add_option("--jail-dir", wopt->jail_dir);
+  w->add_option("--seccomp", wopt->seccomp)->check(CLI::IsMember({"enforce", "log", "off", "learn"}));
+  w->add_option("--seccomp-learn", wopt->seccomp_learn);
   w->callback([wopt, control_fd, exit_code] { *exit_code = WorkerMain(*control_fd, *wopt); });
 }
 

@@ -2,9 +2,11 @@
 
 #include <cuda.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -19,6 +21,8 @@
 #include "daemon/machine_budget.h"
 #include "daemon/module_cache.h"
 #include "daemon/worker_checks.h"
+#include "daemon/worker_jail.h"
+#include "daemon/worker_seccomp.h"
 #include "proto/frame.h"
 #include "transport/unix_channel.h"
 
@@ -311,7 +315,10 @@ Status Worker::Handle(const proto::GoodbyeRequest&, proto::GoodbyeReply*, Ctx*) 
   return backend_->CtxSynchronize();
 }
 
-Status Worker::Handle(const proto::PingRequest&, proto::PingReply*, Ctx*) { return Status::Ok(); }
+Status Worker::Handle(const proto::PingRequest&, proto::PingReply*, Ctx*) {
+  if (options_.test_syscall) ::syscall(options_.test_syscall, 0, 0, 0);
+  return Status::Ok();
+}
 
 Status Worker::Handle(const proto::DeviceGetCountRequest&, proto::DeviceGetCountReply* r, Ctx*) {
   // A session sees the one device its worker's context lives on.
@@ -958,10 +965,48 @@ proto::PreloadDoneRequest Worker::Preload(const proto::ForkPreloadRequest& req, 
 
 // --- the worker process ------------------------------------------------------------
 
+namespace {
+
+// Drops to the tenant's uid and loads the seccomp filter: after this the
+// worker reads guest bytes. False (the worker must end) when it cannot.
+bool EnterJail(Worker& worker, const WorkerOptions& options, uint32_t uid, SeccompMode mode, int learn_fd) {
+  auto modules = DropWorkerPrivileges(options.jail_dir, uid, options.host_bytes + (64ull << 20));
+  Status st = modules.status();
+  if (st.ok() && !modules->empty()) worker.set_module_cache_dir(*modules);
+  if (st.ok()) st = InstallWorkerSeccomp(mode, learn_fd);
+  if (!st.ok()) {
+    std::fprintf(stderr, "smolvm worker %d: cannot enter its jail (uid %u, seccomp %s): %s\n", ::getpid(), uid,
+                 SeccompModeName(mode), st.ToString().c_str());
+    return false;
+  }
+  if (learn_fd >= 0) ::close(learn_fd);
+  return true;
+}
+
+}  // namespace
+
 int WorkerMain(int control_fd, const WorkerOptions& options) {
   // The daemon supervises us; if it dies, so do we (and our GPU memory goes).
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() == 1) return 1;
+  auto mode = ParseSeccompMode(options.seccomp);
+  if (!mode.ok()) {
+    std::fprintf(stderr, "smolvm worker: %s\n", mode.status().ToString().c_str());
+    return 1;
+  }
+  // Opened while the worker may still open anything; the supervisor writes it.
+  int learn_fd = -1;
+  if (*mode == SeccompMode::kLearn) {
+    learn_fd = ::open(options.seccomp_learn.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (learn_fd < 0) {
+      std::fprintf(stderr, "smolvm worker: seccomp learn file %s: %s\n", options.seccomp_learn.c_str(), strerror(errno));
+      return 1;
+    }
+  }
+  // Before the driver starts: it reads CUDA_CACHE_PATH once.
+  SetWorkerCachePath(options.jail_dir);
+  WorkerOptions opts = options;
+  if (const char* nr = std::getenv("SMOLVM_WORKER_TEST_SYSCALL")) opts.test_syscall = std::atol(nr);
   UnixChannel control{UniqueFd(control_fd)};
   auto backend = MakeBackend(options.backend);
   if (!backend.ok()) {
@@ -971,7 +1016,7 @@ int WorkerMain(int control_fd, const WorkerOptions& options) {
   // Pass-through until the daemon hands over a machine's budget.
   auto budgeted = std::make_unique<BudgetedBackend>(std::move(backend).value());
   BudgetedBackend* budget_slot = budgeted.get();
-  Worker worker(std::move(budgeted), options);
+  Worker worker(std::move(budgeted), opts);
   Status st = worker.Start();
   if (!st.ok()) {
     std::fprintf(stderr, "smolvm worker %d: start failed: %s\n", ::getpid(), st.ToString().c_str());
@@ -988,6 +1033,7 @@ int WorkerMain(int control_fd, const WorkerOptions& options) {
   std::vector<UniqueFd> fds;
   // Pooled: preload orders until a clone build or an adoption.
   bool built_clone = false;
+  bool jailed = false;
   while (true) {
     st = ReadControlTakingBudget(control, budget_slot, &h, &payload, &fds);
     if (!st.ok()) return 0;  // the daemon let us go unused
@@ -1014,6 +1060,8 @@ int WorkerMain(int control_fd, const WorkerOptions& options) {
       // A fork: become a copy of the golden, then wait for the clone's guest.
       proto::CloneBuildRequest build;
       if (!proto::Decode(cdec, &build)) return 4;
+      if (!EnterJail(worker, options, build.uid, *mode, learn_fd)) return 6;
+      jailed = true;
       auto chunk_fds = ReceiveChunkFds(control, build.num_chunks);
       Result<proto::CloneBuiltRequest> built =
           chunk_fds.ok() ? worker.BuildClone(build, *chunk_fds) : Result<proto::CloneBuiltRequest>(chunk_fds.status());
@@ -1041,6 +1089,7 @@ int WorkerMain(int control_fd, const WorkerOptions& options) {
     std::fprintf(stderr, "smolvm worker %d: bad adopt message from the daemon\n", ::getpid());
     return 4;
   }
+  if (!jailed && !EnterJail(worker, options, adopt.uid, *mode, learn_fd)) return 6;
   auto guest = std::make_unique<UnixChannel>(std::move(fds[0]));
   st = worker.Serve(std::move(guest), adopt, &control);
   if (!st.ok())
