@@ -91,6 +91,9 @@ Result<std::string> DropWorkerPrivileges(const std::string& jail_dir, uint32_t u
   if (::getresuid(&r, &e, &s) < 0 || r != uid || e != uid || s != uid)
     return Internal("the uid did not change to " + std::to_string(uid));
   if (::setuid(0) == 0) return Internal("root could be regained after the drop");
+  // Not even the tenant's other workers may trace or read this one (the
+  // seccomp filter keeps it so).
+  if (::prctl(PR_SET_DUMPABLE, 0) < 0) return ErrnoStatus("prctl(PR_SET_DUMPABLE)", errno);
   // The uid change cleared the parent-death signal: the daemon supervises us.
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) return ErrnoStatus("prctl(PR_SET_PDEATHSIG)", errno);
   if (::getppid() != parent) return Unavailable("the daemon went away during the drop");
