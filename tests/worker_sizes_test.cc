@@ -7,6 +7,9 @@
 #include <cuda.h>
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <climits>
 #include <nlohmann/json.hpp>
 
@@ -184,6 +187,30 @@ TEST_F(WorkerSizesTest, LtLayoutsWhoseMatricesWrapAreChecked) {
   m.adesc = m.bdesc = m.cdesc = m.ddesc = batched;
   c.Queue(m);
   EXPECT_EQ(Deferred(), kBlasInvalid);
+  ExpectAlive();
+}
+
+// A host segment's memfd is the guest's: shorter than the segment at
+// registration is refused; shrunk afterwards, the worker's touch of the
+// lost pages reads zeros instead of dying of SIGBUS.
+TEST_F(WorkerSizesTest, ShortOrShrunkHostSegmentsNeverKillTheWorker) {
+  const uint64_t seg = 2 << 20;
+  UniqueFd fd(::memfd_create("hostile", MFD_CLOEXEC));
+  ASSERT_TRUE(fd.valid());
+  ASSERT_EQ(::ftruncate(fd.get(), 4096), 0);
+  int raw = fd.get();
+  HostRegisterReply hr;
+  CallResult r = c.Call(HostRegisterRequest{.addr = kHostBase, .bytes = seg}, &hr, std::span<const int>(&raw, 1));
+  ASSERT_TRUE(r.transport.ok());
+  EXPECT_EQ(r.head.result, CUDA_ERROR_INVALID_VALUE) << r.head.message;
+  ASSERT_EQ(::ftruncate(fd.get(), seg), 0);
+  ASSERT_TRUE(c.Call(HostRegisterRequest{.addr = kHostBase, .bytes = seg}, &hr, std::span<const int>(&raw, 1)).ok());
+  ASSERT_EQ(::ftruncate(fd.get(), 0), 0);
+  c.Queue(MemcpyHtoDHostRequest{.dst = dptr, .src = kHostBase, .bytes = 4096, .stream = 0});
+  EXPECT_EQ(Deferred(), 0);
+  MemcpyDtoHReply back;
+  ASSERT_TRUE(c.Call(MemcpyDtoHRequest{.src = dptr, .bytes = 4096, .stream = 0}, &back).ok());
+  EXPECT_EQ(back.data, std::string(4096, '\0'));
   ExpectAlive();
 }
 

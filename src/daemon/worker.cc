@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <signal.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@
 #include "daemon/machine_budget.h"
 #include "daemon/module_cache.h"
 #include "daemon/worker_checks.h"
+#include "daemon/worker_host_guard.h"
 #include "daemon/worker_jail.h"
 #include "daemon/worker_seccomp.h"
 #include "proto/frame.h"
@@ -121,6 +123,7 @@ Status Worker::Start() {
     if (p == MAP_FAILED || reinterpret_cast<uint64_t>(p) != options_.host_base)
       return Internal("cannot reserve the pinned host range at its fixed address");
     host_reserved_ = true;
+    InstallHostRangeGuard(options_.host_base, options_.host_bytes);
   }
   RETURN_IF_ERROR(backend_->Init(0));
   RETURN_IF_ERROR(backend_->ReserveArena(options_.arena_base, options_.arena_bytes));
@@ -390,6 +393,12 @@ Status Worker::Handle(const proto::HostRegisterRequest& q, proto::HostRegisterRe
   if (q.bytes == 0 || q.addr % page || q.bytes % page || q.addr < options_.host_base ||
       q.addr + q.bytes > options_.host_base + options_.host_bytes || q.addr + q.bytes < q.addr)
     return Cu(CUDA_ERROR_INVALID_VALUE, "host segment outside the pinned host range");
+  // The whole segment must be backed when it is registered (a file shrunk
+  // later is the host guard's business).
+  struct stat file;
+  if (::fstat((*ctx->fds_in)[0].get(), &file) < 0 || !S_ISREG(file.st_mode) ||
+      static_cast<uint64_t>(file.st_size) < q.bytes)
+    return Cu(CUDA_ERROR_INVALID_VALUE, "HostRegister: the memfd is not a file of at least the segment's size");
   auto next = host_.lower_bound(q.addr);
   if ((next != host_.end() && next->first < q.addr + q.bytes) ||
       (next != host_.begin() && std::prev(next)->first + std::prev(next)->second.bytes > q.addr))
