@@ -32,15 +32,18 @@ void RegisterDaemonCommands(CLI::App& app, int* exit_code) {
   d->add_flag("--quiet", dopt->quiet, "log nothing");
   d->add_option("--worker-uid-base", dopt->worker_uid_base,
                 "first uid of the range workers drop to, one per tenant (0: workers keep the daemon's uid)")
+      ->envname("SMOLVM_WORKER_UID_BASE")
       ->capture_default_str();
   d->add_option("--worker-uids", dopt->worker_uids, "how many uids the range holds")
       ->check(CLI::Range(1u, 1u << 20))
       ->capture_default_str();
   d->add_option("--worker-seccomp", dopt->worker_seccomp,
                 "workers' seccomp filter: enforce, log, off or learn (default: enforce on fake, log on cuda)")
+      ->envname("SMOLVM_WORKER_SECCOMP")
       ->check(CLI::IsMember({"enforce", "log", "off", "learn"}));
   d->add_option("--worker-seccomp-learn", dopt->worker_seccomp_learn,
-                "learn mode: the file workers append each system call outside the allowlist to");
+                "learn mode: the file workers append each system call outside the allowlist to")
+      ->envname("SMOLVM_WORKER_SECCOMP_LEARN");
   d->callback([dopt, exit_code] { *exit_code = DaemonMain(*dopt); });
 
   auto* w = app.add_subcommand("_cuda-worker", "a daemon's worker (started by the daemon only)");
