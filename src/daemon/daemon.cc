@@ -24,6 +24,7 @@
 #include "daemon/context_size.h"
 #include "daemon/control.h"
 #include "daemon/worker_jail.h"
+#include "daemon/worker_seccomp.h"
 #include "proto/dispatch.h"
 #include "proto/frame.h"
 #include "proto/proto_hash.h"
@@ -116,6 +117,10 @@ Status Daemon::Listen() {
   uids_ = WorkerUids(uid_base, options_.worker_uids);
   RETURN_IF_ERROR(uids_.Check());
   ASSIGN_OR_RETURN(jail_dir_, MakeJailDir());
+  Log("workers: %s, seccomp %s, jail %s",
+      uid_base ? ("one uid per tenant from " + std::to_string(uid_base)).c_str() : "keep the daemon's uid",
+      options_.worker_seccomp.empty() ? DefaultSeccompMode(options_.backend) : options_.worker_seccomp.c_str(),
+      jail_dir_.c_str());
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGTERM);
@@ -139,7 +144,7 @@ Status Daemon::SpawnWorker() {
       "--host-bytes",      Hex(options_.host_bytes),
       "--module-cache",    module_dir_,
       "--jail-dir",        jail_dir_,
-      "--seccomp",         options_.worker_seccomp.empty() ? (options_.backend == "fake" ? "enforce" : "log")
+      "--seccomp",         options_.worker_seccomp.empty() ? DefaultSeccompMode(options_.backend)
                                                            : options_.worker_seccomp};
   if (!options_.worker_seccomp_learn.empty()) {
     args.push_back("--seccomp-learn");

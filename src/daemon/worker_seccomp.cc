@@ -63,13 +63,15 @@ constexpr Allowed kAllowlist[] = {
     {"sched_getaffinity", "fake cuda"}, {"sched_setaffinity", "cuda"}, {"sched_getparam", "cuda"},
     {"sched_getscheduler", "cuda"}, {"sched_get_priority_max", "cuda"}, {"sched_get_priority_min", "cuda"},
     {"clock_gettime", "fake cuda"}, {"clock_getres", "cuda"}, {"gettimeofday", "cuda"}, {"time", "cuda"},
-    {"getrandom", "fake cuda"}, {"arch_prctl", "cuda"},
+    {"getrandom", "fake cuda"}, {"arch_prctl", "cuda"}, {"capget", "cuda"}, {"rt_sigtimedwait", "cuda"},
+    {"getitimer", "cuda"}, {"setitimer", "cuda"},
 };
 
 // prctl options a worker may use (thread names, its own dumpable and
 // death-signal state, anonymous mapping names).
-constexpr int kPrctlAllowed[] = {PR_SET_NAME, PR_GET_NAME, PR_GET_DUMPABLE, PR_SET_PDEATHSIG,
-                                 PR_GET_PDEATHSIG, PR_SET_VMA};
+constexpr int kPrctlAllowed[] = {PR_SET_NAME,     PR_GET_NAME,       PR_GET_DUMPABLE, PR_SET_PDEATHSIG,
+                                 PR_GET_PDEATHSIG, PR_CAPBSET_READ,  PR_GET_SECCOMP,  PR_GET_NO_NEW_PRIVS,
+                                 PR_SET_VMA};
 
 // SIGSYS (enforce): name the call and end the worker. Async-signal-safe:
 // the names are resolved when the filter is loaded.
@@ -176,6 +178,8 @@ Result<SeccompMode> ParseSeccompMode(std::string_view name) {
   if (name == "learn") return SeccompMode::kLearn;
   return InvalidArgument("seccomp mode must be enforce, log, off or learn, not '" + std::string(name) + "'");
 }
+
+const char* DefaultSeccompMode(std::string_view backend) { return backend == "fake" ? "enforce" : "log"; }
 
 const char* SeccompModeName(SeccompMode mode) {
   switch (mode) {

@@ -34,6 +34,10 @@ enum class SeccompMode { kEnforce, kLog, kOff, kLearn };
 inline constexpr int kWorkerExitSeccomp = 31;
 
 Result<SeccompMode> ParseSeccompMode(std::string_view name);
+// The mode a daemon gives its workers when not told: enforce on the fake
+// backend; log on cuda until scripts/device-seccomp.sh has found nothing
+// left to add to the table on the H200 (then enforce there too).
+const char* DefaultSeccompMode(std::string_view backend);
 const char* SeccompModeName(SeccompMode mode);
 
 // Loads the filter for `mode` on every thread of this process. learn_fd: an
