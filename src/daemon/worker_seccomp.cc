@@ -222,7 +222,7 @@ Status InstallWorkerSeccomp(SeccompMode mode, int learn_fd) {
                      "seccomp allow clone(CLONE_THREAD)"));
   RETURN_IF_ERROR(Rc(seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0), "seccomp clone3"));
   for (int opt : kPrctlAllowed)
-    RETURN_IF_ERROR(Rc(seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1, SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(opt))),
+    RETURN_IF_ERROR(Rc(seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1, scmp_arg_cmp{0, SCMP_CMP_EQ, static_cast<scmp_datum_t>(opt), 0}),
                        "seccomp allow prctl"));
   if (mode == SeccompMode::kEnforce) {
     struct sigaction sa = {};
