@@ -77,12 +77,25 @@ for l in lines(f"{d}/check/bench.jsonl"):
     try: bench.append(json.loads(l))
     except ValueError: pass
 fork = [json.loads(l) for l in lines(f"{d}/fork/fork-on.jsonl") if l.startswith("{") and '"ms"' in l]
+# What the daemons said of their workers' jail (B: one uid per tenant, the
+# seccomp mode), and any worker that could not enter it or was stopped by it.
+import tarfile, glob
+daemon_lines = lines(f"{d}/fork/fork-daemon.log")
+try:
+    with tarfile.open(f"{d}/check/logs.tar.gz") as t:
+        m = t.extractfile("logs/daemon.log")
+        if m: daemon_lines += m.read().decode(errors="replace").splitlines()
+except (OSError, KeyError, tarfile.TarError):
+    pass
+jail = sorted({l.split(": ", 1)[1] for l in daemon_lines if ": workers: " in l})
+jail_failures = [l for l in daemon_lines if "cannot enter its jail" in l or "is not allowed" in l][:5]
 reports = [l for l in lines(f"{d}/fork/fork-on.jsonl") if "table=" in l]
 rec = {
     "arm": arm, "build": "prev" if arm == "A" else "new", "build_id": build, "card": card,
     "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     "round": int(rnd), "seconds": int(secs),
     "workers": "as before (root, no seccomp)" if arm == "A" else f"per-tenant uid, seccomp {seccomp}",
+    "daemon_jail": jail, "jail_failures": jail_failures,
     "check_rc": int(check_rc), "check": summary, "fork_rc": int(fork_rc),
     "fork_ms": [r["ms"] for r in fork], "fork_build_ms": [r.get("build_ms") for r in fork],
     "clones_verified": sum("cow=1" in l for l in reports), "clones": len(fork),
@@ -120,6 +133,7 @@ for r in recs:
     print(f"  run {r['round']} {r['arm']} ({r['build']}: {r['workers']}): check rc {r['check_rc']} fork rc {r['fork_rc']}, "
           f"{r['clones_verified']}/{r['clones']} clones verified, fork ms median {med(r['fork_ms']):.1f}, {r['seconds']} s")
     for l in r["check"]: print("     " + l)
+    for l in r["daemon_jail"] + r["jail_failures"]: print("     daemon: " + l)
 keys = {}
 for r in recs:
     for b in r["bench"]:

@@ -49,7 +49,11 @@ Result<std::string> DropWorkerPrivileges(const std::string& jail_dir, uint32_t u
     return InvalidArgument("a worker drops its uid only with a jail directory");
   }
   const std::string link = WorkerLink(jail_dir, ::getpid());
-  ::unlink(link.c_str());  // a stale one of an earlier worker with this pid
+  // A stale link of an earlier worker with this pid, or a directory the
+  // driver made there itself while still root: both only root can have
+  // written (the jail directory is root's), so they go.
+  std::error_code ec;
+  std::filesystem::remove_all(link, ec);
   if (uid == 0) {
     if (::mkdir(link.c_str(), 0700) < 0) return ErrnoStatus("mkdir " + link, errno);
     return std::string();
@@ -57,7 +61,8 @@ Result<std::string> DropWorkerPrivileges(const std::string& jail_dir, uint32_t u
   const pid_t parent = ::getppid();
   UniqueFd jail(::open(jail_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!jail.valid()) return ErrnoStatus("open " + jail_dir, errno);
-  const std::string tenant = "u" + std::to_string(uid);
+  std::string tenant = std::to_string(uid);
+  tenant.insert(tenant.begin(), 'u');  // "u<uid>" (GCC 12 warns falsely on "u" + to_string)
   ASSIGN_OR_RETURN(UniqueFd tenant_fd, OwnedDirAt(jail.get(), tenant, uid));
   ASSIGN_OR_RETURN(UniqueFd modules_fd, OwnedDirAt(tenant_fd.get(), "modules", uid));
   std::string cache;
