@@ -20,19 +20,32 @@
 # logs.tgz. ROUNDS (default 2) and DEADLINE (default 540 s) keep it under 9
 # minutes: a round (A then B) that would not finish by the deadline is
 # skipped and says so.
-# Exit status: 0 when every run that ran passed, 1 otherwise, 2 when a build
-# is missing.
+# Exit status: 0 when every run that ran passed (and one did), 1 otherwise,
+# 2 when a build is missing. BACKEND=fake rehearses it without a GPU (the
+# GPU tests and programs then fail; the fork and the records work).
+#
+# Two packed builds pass the carry's 64 MiB only when one is compressed: a
+# build may come as a directory (.carry/build) or a tarball of one
+# (.carry/build-prev.tgz), e.g.
+#   scripts/device-pack.sh ../prev/build /tmp/prev && tar czf .carry/build-prev.tgz -C /tmp/prev .
+#   scripts/device-pack.sh build .carry/build
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-A=$ROOT/.carry/build-prev B=$ROOT/.carry/build
-for d in "$A" "$B"; do
-  [[ -x $d/smolvm ]] || { echo "device-ab: $d/smolvm missing (scripts/device-pack.sh BUILD DEST)" >&2; exit 2; }
-done
 OUT=${OUT:-$ROOT/device-ab-out}
 mkdir -p "$OUT"
 ROUNDS=${ROUNDS:-2} DEADLINE=${DEADLINE:-540}
 W=$(mktemp -d /tmp/device-ab.XXXXXX)
+A=$ROOT/.carry/build-prev B=$ROOT/.carry/build
+for arm in A B; do
+  d=${!arm}
+  if [[ ! -d $d && -f $d.tgz ]]; then
+    mkdir -p "$W/unpacked-$arm" && tar xzf "$d.tgz" -C "$W/unpacked-$arm" && printf -v "$arm" '%s' "$W/unpacked-$arm"
+  fi
+done
+for d in "$A" "$B"; do
+  [[ -x $d/smolvm ]] || { echo "device-ab: $d/smolvm missing (scripts/device-pack.sh BUILD DEST)" >&2; rm -rf "$W"; exit 2; }
+done
 REC=$OUT/ab-records.jsonl
 : >"$REC"
 FAILED=0
@@ -59,7 +72,7 @@ run_one() {  # ARM ROUND
   [[ $arm == B ]] && env_seccomp=(SMOLVM_WORKER_SECCOMP="${SECCOMP:-enforce}")
   log "run $round $arm: $phases + warm fork x16"
   env "${env_seccomp[@]}" OUT="$dir/check" timeout 300 "$tree/scripts/device-check.sh" --phase "$phases" \
-    --build "$tree/build" --deadline 240 >"$dir/check.log" 2>&1
+    --build "$tree/build" --backend "${BACKEND:-cuda}" --deadline 240 >"$dir/check.log" 2>&1
   local check_rc=$?
   env "${env_seccomp[@]}" OUT="$dir/fork" ARMS=on timeout 150 "$tree/scripts/device-fork.sh" --phase clones 8192 512 16 \
     >"$dir/fork.log" 2>&1
@@ -151,6 +164,7 @@ fb = [m for r in recs if r["arm"] == "B" for m in r["fork_ms"]]
 print(f"warm fork x16, ms (request -> clone serving): A median {med(fa):.1f} (n={len(fa)}), B median {med(fb):.1f} (n={len(fb)})")
 PY
 cat "$OUT/ab-summary.txt"
-tar czf "$OUT/logs.tgz" -C "$W" --exclude='tree-*' . 2>/dev/null
+[[ -s $REC ]] || { log "no run fit before the deadline"; FAILED=1; }
+tar czf "$OUT/logs.tgz" -C "$W" --exclude='tree-*' --exclude='unpacked-*' . 2>/dev/null
 rm -rf "$W"
 exit "$FAILED"
