@@ -145,6 +145,9 @@ TEST_F(WorkerSizesTest, GemmDimensionsStridesAndBatchesAreChecked) {
   g.k = INT32_MAX;
   c.Queue(g);
   EXPECT_EQ(Deferred(), kBlasInvalid);
+  // A workspace whose range wraps.
+  c.Queue(BlasSetWorkspaceRequest{.handle = 5, .dptr = ~uint64_t{0} - 64, .bytes = 1 << 20});
+  EXPECT_EQ(Deferred(), kBlasInvalid);
   // Level 1: n x inc wraps.
   c.Queue(BlasLevel1Request{.handle = 5, .fn = static_cast<uint32_t>(BlasLevel1Fn::kSscal), .n = INT32_MAX,
                             .alpha = g.alpha, .alpha_ptr = 0, .x = ~uint64_t{0} - 64, .incx = INT32_MAX});

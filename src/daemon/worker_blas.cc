@@ -132,6 +132,7 @@ Status Worker::Handle(const proto::BlasSetModeRequest& q, proto::BlasSetModeRepl
 
 Status Worker::Handle(const proto::BlasSetWorkspaceRequest& q, proto::BlasSetWorkspaceReply*, Ctx*) {
   ASSIGN_OR_RETURN(BlasHandleInfo * rec, BlasHandleRecord(q.handle));
+  if (!CheckRange(q.dptr, q.bytes, "workspace").ok()) return InvalidValue("workspace range wraps");
   RETURN_IF_ERROR(blas_->SetWorkspace(rec->handle, q.dptr, q.bytes));
   rec->workspace = q.dptr;
   rec->workspace_bytes = q.bytes;
