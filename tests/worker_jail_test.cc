@@ -187,5 +187,31 @@ TEST(WorkerSeccompEndToEnd, AForbiddenSystemCallEndsOnlyThatWorker) {
   EXPECT_TRUE(next.Call(MemAllocRequest{.bytes = 4096}, &m).ok());
 }
 
+// Learn mode through the daemon (what scripts/device-seccomp.sh runs on the
+// H200): the same call runs, the session goes on, and its name is recorded
+// once in the file, by a worker that dropped its uid first.
+TEST(WorkerSeccompEndToEnd, LearnModeRecordsTheCallAndTheSessionGoesOn) {
+  char path[] = "/tmp/smolvm-learn-XXXXXX";
+  int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  ::setenv("SMOLVM_WORKER_TEST_SYSCALL", std::to_string(SYS_unshare).c_str(), 1);
+  ::setenv("SMOLVM_WORKER_SECCOMP", "learn", 1);
+  ::setenv("SMOLVM_WORKER_SECCOMP_LEARN", path, 1);
+  auto daemon = std::make_unique<DaemonProcess>();
+  for (const char* v : {"SMOLVM_WORKER_TEST_SYSCALL", "SMOLVM_WORKER_SECCOMP", "SMOLVM_WORKER_SECCOMP_LEARN"}) ::unsetenv(v);
+  RawClient c;
+  ASSERT_TRUE(c.Connect(daemon->socket()).ok()) << daemon->Log();
+  PingReply pong;
+  EXPECT_TRUE(c.Call(PingRequest{}, &pong).ok());
+  EXPECT_TRUE(c.Call(PingRequest{}, &pong).ok());
+  MemAllocReply m;
+  EXPECT_TRUE(c.Call(MemAllocRequest{.bytes = 4096}, &m).ok());
+  c.Close();
+  daemon.reset();
+  EXPECT_EQ(ReadFile(path), "unshare\n");
+  ::unlink(path);
+}
+
 }  // namespace
 }  // namespace smolvm::testing
