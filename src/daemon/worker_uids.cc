@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -16,6 +17,23 @@ std::string ReadAll(const char* path) {
 }
 
 }  // namespace
+
+bool UidRunsAnyProcess(uint32_t uid) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream f(e.path() / "status");
+    for (std::string line; std::getline(f, line);) {
+      if (line.rfind("Uid:", 0) != 0) continue;
+      std::istringstream ids(line.substr(4));
+      for (uint64_t id; ids >> id;)
+        if (id == uid) return true;
+      break;
+    }
+  }
+  return false;
+}
 
 bool IdRangeMapped(const std::string& map, uint32_t first, uint32_t count) {
   std::istringstream lines(map);
@@ -48,16 +66,21 @@ Result<uint32_t> WorkerUids::Acquire(const std::string& tenant) {
     ++by_uid_[it->second].refs;
     return it->second;
   }
-  uint32_t offset;
-  if (!free_.empty()) {
-    offset = *free_.begin();
-    free_.erase(free_.begin());
-  } else if (next_ < count_) {
-    offset = next_++;
-  } else {
-    return Unavailable("all " + std::to_string(count_) + " worker uids are in use (--worker-uids)");
+  uint32_t uid = 0;
+  while (uid == 0) {
+    uint32_t offset;
+    if (!free_.empty()) {
+      offset = *free_.begin();
+      free_.erase(free_.begin());
+    } else if (next_ < count_) {
+      offset = next_++;
+    } else {
+      return Unavailable("all " + std::to_string(count_) + " worker uids are in use (--worker-uids)");
+    }
+    // Taken by someone else (another daemon's worker, a host user): never
+    // ours, and not offered again.
+    if (!in_use_(base_ + offset)) uid = base_ + offset;
   }
-  uint32_t uid = base_ + offset;
   by_tenant_[tenant] = uid;
   by_uid_[uid] = Entry{tenant, 1};
   return uid;

@@ -3,12 +3,14 @@
 // (docs/threat-model.md). A tenant is a machine with the clones forked from
 // it (its key: the golden machine's name), or the daemon's own socket (key
 // ""). Uids come from [base, base + count); gid = uid; a uid goes back to
-// the free list when the last worker holding it has exited.
+// the free list when the last worker holding it has exited, and one that
+// some process already runs as is skipped.
 //
 // Owned by the daemon's loop thread.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -17,13 +19,22 @@
 
 namespace smolvm {
 
+// The /proc scan behind WorkerUids' default InUse.
+bool UidRunsAnyProcess(uint32_t uid);
+
 inline constexpr uint32_t kDefaultWorkerUidBase = 2100000000u;
 inline constexpr uint32_t kDefaultWorkerUidCount = 4096;
 
 class WorkerUids {
  public:
-  // base 0: workers keep the daemon's uid (Acquire returns 0).
-  WorkerUids(uint32_t base = 0, uint32_t count = kDefaultWorkerUidCount) : base_(base), count_(count) {}
+  // True when some process runs as `uid` (real, effective, saved or fs).
+  using InUse = std::function<bool(uint32_t uid)>;
+
+  // base 0: workers keep the daemon's uid (Acquire returns 0). A uid some
+  // process already runs as (another daemon's tenant, a host user in the
+  // range) is never handed out; `in_use` defaults to a scan of /proc.
+  WorkerUids(uint32_t base = 0, uint32_t count = kDefaultWorkerUidCount, InUse in_use = nullptr)
+      : base_(base), count_(count), in_use_(in_use ? std::move(in_use) : InUse(UidRunsAnyProcess)) {}
 
   // OK when uids are off, or the daemon is root and [base, base + count) is
   // mapped in its user namespace (uid_map and gid_map are the files'
@@ -46,6 +57,7 @@ class WorkerUids {
     int refs = 0;
   };
   uint32_t base_, count_;
+  InUse in_use_;
   std::map<std::string, uint32_t> by_tenant_;
   std::map<uint32_t, Entry> by_uid_;
   uint32_t next_ = 0;  // offsets below it were handed out once

@@ -1,12 +1,13 @@
 #include "daemon/worker_uids.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 namespace smolvm {
 namespace {
 
 TEST(WorkerUids, OneUidPerTenantReusedOnlyAfterItsLastWorker) {
-  WorkerUids u(5000, 2);
+  WorkerUids u(5000, 2, [](uint32_t) { return false; });
   auto a = u.Acquire("a"), a2 = u.Acquire("a"), b = u.Acquire("b");
   ASSERT_TRUE(a.ok() && a2.ok() && b.ok());
   EXPECT_EQ(*a, 5000u);
@@ -21,6 +22,16 @@ TEST(WorkerUids, OneUidPerTenantReusedOnlyAfterItsLastWorker) {
   EXPECT_EQ(*c, 5000u);
   EXPECT_EQ(u.Find("b"), 5001u);
   EXPECT_FALSE(u.Release(0));
+}
+
+TEST(WorkerUids, AUidSomeProcessRunsAsIsSkipped) {
+  WorkerUids u(5000, 3, [](uint32_t uid) { return uid == 5000; });
+  auto a = u.Acquire("a");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(*a, 5001u);
+  // The scan itself: this process's uid runs a process, a far one does not.
+  EXPECT_TRUE(UidRunsAnyProcess(::getuid()));
+  EXPECT_FALSE(UidRunsAnyProcess(4000000000u));
 }
 
 TEST(WorkerUids, OffMeansUidZeroForEveryone) {
