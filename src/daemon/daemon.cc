@@ -286,6 +286,7 @@ void Daemon::AssignWorkers() {
     auto uid = uids_.Acquire(machine);
     if (!uid.ok()) {
       ReplyError(*g.channel, g.hello_seq, Code::kUnavailable, uid.status().message());
+      if (free_worker->budget_slot >= 0 || !free_worker->machine.empty()) DiscardWorker(*free_worker);
       continue;
     }
     free_worker->uid = *uid;
