@@ -870,6 +870,7 @@ void Daemon::AdvanceForks() {
         auto golden_session = sessions_.find(job.golden);
         auto uid = uids_.Acquire(golden_session == sessions_.end() ? job.clone_machine : golden_session->second.machine);
         if (!uid.ok()) {
+          if (job.machine_fork) DiscardWorker(*free_worker);  // placed in the clone machine above
           FailFork(job, uid.status());
           break;
         }
