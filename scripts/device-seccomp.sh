@@ -14,7 +14,8 @@
 # Output under $OUT (3 files): seccomp-learned.txt (the union of the calls
 # outside the table, one name a line: add each to the table with who needs it),
 # seccomp-summary.txt (per phase: PASS/FAIL and the calls it added), logs.tgz.
-# About 5 minutes. Run from the repo root with build/ or .carry/build.
+# About 5 minutes, at most ~9 (each phase is time-boxed). Run from the repo
+# root with build/ or .carry/build.
 # Exit status: 0 when every phase passed (the learned list may still be
 # non-empty), 1 otherwise.
 set -uo pipefail
@@ -39,21 +40,21 @@ phase_done() {
   local now
   now=$(learned)
   log "$1: $2; learned so far: ${now:-(none)}"
-  [[ $2 == PASS ]] || FAILED=1
+  [[ $2 == PASS || $2 == SKIP* ]] || FAILED=1
   before=$now
 }
 log "build $(readlink -f build); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 log "uid map: $(tr -s ' ' </proc/self/uid_map | tr '\n' ';')"
 
 # --- check: GPU tests, programs, concurrent fault ------------------------------
-OUT=$W/check timeout 330 scripts/device-check.sh --phase env,gpu-tests,programs,concurrent --deadline 300 \
+OUT=$W/check timeout 280 scripts/device-check.sh --phase env,gpu-tests,programs,concurrent --deadline 260 \
   >"$W/check.log" 2>&1
 rc=$?
 grep -E "^(env|gpu-tests|programs|concurrent)" "$W/check/summary.txt" 2>/dev/null | tee -a "$SUM"
 phase_done check "$([[ $rc == 0 ]] && echo PASS || echo "FAIL rc=$rc")"
 
 # --- fork: warm clones, share on and auto -------------------------------------
-OUT=$W/fork ARMS=on,auto timeout 150 scripts/device-fork.sh --phase clones 1024 128 4 >"$W/fork.log" 2>&1
+OUT=$W/fork ARMS=on,auto timeout 120 scripts/device-fork.sh --phase clones 1024 128 4 >"$W/fork.log" 2>&1
 rc=$?
 grep -E "clone reports|clones:" "$W/fork/fork-summary.txt" 2>/dev/null | tee -a "$SUM"
 ok=$(grep -c "4/4 clone reports" "$W/fork/fork-summary.txt" 2>/dev/null)
@@ -67,7 +68,7 @@ phase_learner() {
   setsid build/smolvm _cuda-daemon "$sock" --backend cuda --pool 2 >"$L/daemon.log" 2>&1 &
   local daemon=$!
   for _ in $(seq 100); do [[ -S $sock.admin ]] && break; sleep 0.1; done
-  SMOLVM_CUDA_SOCKET=$sock LD_LIBRARY_PATH=$ROOT/build/shim:${LD_LIBRARY_PATH:-} timeout 120 build/smolvm-learner train \
+  SMOLVM_CUDA_SOCKET=$sock LD_LIBRARY_PATH=$ROOT/build/shim:${LD_LIBRARY_PATH:-} timeout 90 build/smolvm-learner train \
     --model "$L/model" --method dpo --batch 2 --maxseq 64 --steps 4 --device cuda --fork --coord "$L/coord" \
     --arm fork-on >"$L/golden.out" 2>"$L/golden.err" &
   local golden=$! ok=1
@@ -93,7 +94,9 @@ phase_learner() {
   wait "$daemon" 2>/dev/null
   return "$ok"
 }
-if [[ -x build/smolvm-learner ]]; then
+if ((SECONDS > 450)); then
+  phase_done learner "SKIP (past 450 s: the device call's 600 s would not hold it)"
+elif [[ -x build/smolvm-learner ]]; then
   phase_learner
   rc=$?
   phase_done learner "$([[ $rc == 0 ]] && echo PASS || echo "FAIL rc=$rc")"
