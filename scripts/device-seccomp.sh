@@ -106,7 +106,9 @@ fi
 
 sort -u "$LEARN" | grep -v '^$' >"$OUT/seccomp-learned.txt"
 log "learned $(wc -l <"$OUT/seccomp-learned.txt") calls outside the table: $(tr '\n' ' ' <"$OUT/seccomp-learned.txt")"
-log "workers that could not enter their jail: $(cat "$W"/check/logs.tar.gz >/dev/null 2>&1; grep -rh "cannot enter its jail" "$W" 2>/dev/null | sort -u | head -3)"
+jail_lines=$( { tar xzf "$W/check/logs.tar.gz" -O 2>/dev/null; cat "$W"/fork/fork-daemon.log "$W"/learner/daemon.log 2>/dev/null; } |
+  grep -aE "workers: |cannot enter its jail" | sed 's/^smolvmd\[[0-9]*\] [0-9:.]*: //' | sort | uniq -c | head -6)
+log "what the daemons said of their workers' jail:"$'\n'"$jail_lines"
 tar czf "$OUT/logs.tgz" -C "$W" . 2>/dev/null
 rm -rf "$W"
 exit "$FAILED"
