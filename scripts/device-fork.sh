@@ -18,7 +18,8 @@
 #            with --share off; final losses per lid against native runs of
 #            lids 0-3.
 # Usage: scripts/device-fork.sh [--phase clones|learner]... [FROZEN_MIB=8192 PRIVATE_MIB=512 COUNT=16]
-# Env: MODELS (default /tmp/smolvm_learner_models), STEPS (20); BACKEND=fake
+# Env: MODELS (default /tmp/smolvm_learner_models), STEPS (20); ARMS (clones:
+# which of on,off,auto run, default all three); BACKEND=fake
 # rehearses the clones phase on a machine without a GPU (no NVML numbers).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -139,11 +140,10 @@ phase_clones() {
   start_daemon "$COUNT"
   log "clones: pool of $COUNT ready; memory.used $(smi_used) MiB"
   local two=$((COUNT < 2 ? COUNT : 2)) four=$((COUNT < 4 ? COUNT : 4))
-  run_arm on "$COUNT" 0
-  wait_for "j['ready_workers'] >= $two" 60
-  run_arm off "$two" 0
-  wait_for "j['ready_workers'] >= $four" 60
-  run_arm auto "$four" 1
+  local arms=${ARMS:-on,off,auto}  # ARMS=on: only the warm share-on fork
+  [[ ,$arms, == *,on,* ]] && run_arm on "$COUNT" 0
+  [[ ,$arms, == *,off,* ]] && { wait_for "j['ready_workers'] >= $two" 60; run_arm off "$two" 0; }
+  [[ ,$arms, == *,auto,* ]] && { wait_for "j['ready_workers'] >= $four" 60; run_arm auto "$four" 1; }
   grep -E "fork ahead|preload:|prepare|clone build|fork: clone|illegal" "$OUT/fork-daemon.log" | tail -80 >"$OUT/fork-timing.txt"
   stop_daemon
   log "clones: daemon stopped; memory.used $(smi_used) MiB (start $mem0 MiB)"

@@ -18,14 +18,14 @@ mkdir -p "$dest"
 dest=$(cd "$dest" && pwd)
 cd "$src"
 {
-  find . -path ./CMakeFiles -prune -o -path '*/CMakeFiles' -prune -o -type f \
+  find . -path ./CMakeFiles -prune -o -path ./fuzz-clang -prune -o -path '*/CMakeFiles' -prune -o -type f \
     \( -name 'CTestTestfile.cmake' -o -name '*_tests.cmake' -o -name '*_include.cmake' \) -print
   echo ./CMakeCache.txt
   [[ -d shim ]] && find shim -path '*/CMakeFiles' -prune -o \( -type f -o -type l \) -print | grep -v '\.o$\|\.a$\|\.ninja\|cmake_install' || true
-  find . -path '*/CMakeFiles' -prune -o -type f -perm -u+x -print | while read -r f; do
+  find . -path '*/CMakeFiles' -prune -o -path ./fuzz-clang -prune -o -type f -perm -u+x -print | while read -r f; do
     [[ $(head -c 4 "$f" | od -An -c | tr -d ' ') == 177ELF ]] && echo "$f"
   done
-  find . -path '*/CMakeFiles' -prune -o -type f -name '*.so*' -print
+  find . -path '*/CMakeFiles' -prune -o -path ./fuzz-clang -prune -o -type f -name '*.so*' -print
 } | sort -u | while read -r f; do
   mkdir -p "$dest/$(dirname "$f")"
   cp -a "$f" "$dest/$f"

@@ -260,7 +260,8 @@ void LoadFill(RawClient& c, uint64_t module, uint64_t function, bool expect_cach
     ASSERT_EQ(r.head.result, 0) << r.head.message;
   } else {
     ASSERT_EQ(r.head.result, static_cast<int32_t>(Code::kNotFound));
-    ASSERT_TRUE(c.Call(ModuleLoadRequest{.module = module, .hash = hash, .image = image}, &lr).ok());
+    CallResult put = c.Call(ModuleLoadRequest{.module = module, .hash = hash, .image = image}, &lr);
+    ASSERT_TRUE(put.ok()) << put.head.message;
   }
   ModuleGetFunctionReply fr;
   ASSERT_TRUE(c.Call(ModuleGetFunctionRequest{.module = module, .function = function, .name = "smolvm_test_fill_u32"}, &fr).ok());

@@ -503,6 +503,33 @@ TEST_F(ForkTest, ShareAutoSharesChunksStillHoldingTheirUploads) {
   EXPECT_EQ(RunCommand(Cli(daemon, "release --pid " + std::to_string(::getpid()))).first, 0);
 }
 
+// Issue 15: a clone is its golden's tenant: its worker drops to the
+// golden's uid (and so reads the modules that tenant loaded).
+TEST_F(ForkTest, ClonesRunAsTheirGoldensUid) {
+  if (::geteuid() != 0) GTEST_SKIP() << "workers drop their uid only under a root daemon";
+  Golden g(&golden);
+  std::vector<std::unique_ptr<RawClient>> clones;
+  auto [rc, out] = Fork(g, 2, "on", &clones);
+  ASSERT_EQ(rc, 0) << out << daemon.Log();
+  auto uid_of = [](int pid) {
+    std::string s = ReadFile("/proc/" + std::to_string(pid) + "/status");
+    size_t at = s.find("\nUid:\t");
+    return at == std::string::npos ? -1L : std::stol(s.substr(at + 6));
+  };
+  nlohmann::json status = DaemonStatus(daemon);
+  long golden_uid = -1;
+  std::vector<long> clone_uids;
+  for (const auto& s : status["sessions"]) {
+    if (s["role"] == "clone") clone_uids.push_back(uid_of(s["worker_pid"]));
+    else golden_uid = uid_of(s["worker_pid"]);
+  }
+  EXPECT_GT(golden_uid, 0);
+  ASSERT_EQ(clone_uids.size(), 2u) << status.dump();
+  for (long u : clone_uids) EXPECT_EQ(u, golden_uid);
+  ASSERT_TRUE(RunCommand(Cli(daemon, "release --pid " + std::to_string(::getpid()))).first == 0);
+  g.Join();
+}
+
 TEST_F(ForkTest, StatusReportsContextMemoryPerSession) {
   auto j = DaemonStatus(daemon);
   ASSERT_FALSE(j.is_discarded());

@@ -75,15 +75,17 @@ int FakeBackend::CallCount(const std::string& method) const {
   return it == calls_.end() ? 0 : it->second;
 }
 
-void FakeBackend::FailNext(const std::string& method, int32_t cuda_result) {
-  fail_next_[method] = cuda_result;
+void FakeBackend::FailNext(const std::string& method, int32_t cuda_result, int skip) {
+  fail_next_[method] = {cuda_result, skip};
 }
 
 Status FakeBackend::Enter(const char* method) {
   ++calls_[method];
   auto it = fail_next_.find(method);
-  if (it != fail_next_.end()) {
-    int32_t code = it->second;
+  if (it != fail_next_.end() && it->second.second > 0) {
+    --it->second.second;
+  } else if (it != fail_next_.end()) {
+    int32_t code = it->second.first;
     fail_next_.erase(it);
     return Status(code, std::string(method) + ": injected failure");
   }
@@ -123,6 +125,11 @@ Status FakeBackend::KernelAccess(uint64_t addr, uint64_t bytes, bool write) {
   Status s = CheckDevice(addr, bytes, write);
   if (s.ok() || sticky_ != 0) return s;
   return Fault("kernel touched memory that is not mapped device memory");
+}
+
+Status FakeBackend::KernelAccess(uint64_t addr, uint64_t count, uint64_t elem_bytes, bool write) {
+  if (elem_bytes != 0 && count > ~uint64_t{0} / elem_bytes) return Fault("kernel ran past the end of memory");
+  return KernelAccess(addr, count * elem_bytes, write);
 }
 
 Status FakeBackend::CheckStream(uint64_t stream) const {
@@ -405,6 +412,7 @@ Status FakeBackend::Memset(uint64_t dst, uint32_t value, uint32_t elem_bytes, ui
   RETURN_IF_ERROR(CheckStream(stream));
   if (elem_bytes != 1 && elem_bytes != 2 && elem_bytes != 4)
     return Cu(CUDA_ERROR_INVALID_VALUE, "memset element size must be 1, 2 or 4");
+  if (count > ~uint64_t{0} / elem_bytes) return Cu(CUDA_ERROR_INVALID_VALUE, "memset size overflows");
   RETURN_IF_ERROR(CheckDevice(dst, count * elem_bytes, true));
   auto* p = reinterpret_cast<uint8_t*>(dst);
   if (elem_bytes == 1) {
@@ -597,7 +605,7 @@ const std::vector<FakeBackend::Kernel*>& Kernels() {
                   auto* p = ParamAt<uint32_t*>(prm, 0);
                   uint32_t value = ParamAt<uint32_t>(prm, 8);
                   uint64_t n = ParamAt<uint64_t>(prm, 16);
-                  RETURN_IF_ERROR(b.KernelAccess(reinterpret_cast<uint64_t>(p), n * 4, true));
+                  RETURN_IF_ERROR(b.KernelAccess(reinterpret_cast<uint64_t>(p), n, 4, true));
                   for (uint64_t i = 0; i < n; ++i) p[i] = value + static_cast<uint32_t>(i);
                   return Status::Ok();
                 }};
@@ -607,8 +615,8 @@ const std::vector<FakeBackend::Kernel*>& Kernels() {
                    auto* x = ParamAt<const float*>(prm, 8);
                    auto* y = ParamAt<float*>(prm, 16);
                    uint64_t n = ParamAt<uint64_t>(prm, 24);
-                   RETURN_IF_ERROR(b.KernelAccess(reinterpret_cast<uint64_t>(x), n * 4, false));
-                   RETURN_IF_ERROR(b.KernelAccess(reinterpret_cast<uint64_t>(y), n * 4, true));
+                   RETURN_IF_ERROR(b.KernelAccess(reinterpret_cast<uint64_t>(x), n, 4, false));
+                   RETURN_IF_ERROR(b.KernelAccess(reinterpret_cast<uint64_t>(y), n, 4, true));
                    for (uint64_t i = 0; i < n; ++i) y[i] = a * x[i] + y[i];
                    return Status::Ok();
                  }};

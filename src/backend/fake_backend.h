@@ -55,10 +55,14 @@ class FakeBackend final : public GpuBackend {
   // For built-in kernels: OK when the kernel may touch the range; otherwise
   // a fault (sticky CUDA_ERROR_ILLEGAL_ADDRESS), as a GPU kernel would get.
   Status KernelAccess(uint64_t addr, uint64_t bytes, bool write);
+  // The same for `count` elements of `elem_bytes` each (a count whose bytes
+  // overflow faults, as the kernel would run off the end of memory).
+  Status KernelAccess(uint64_t addr, uint64_t count, uint64_t elem_bytes, bool write);
 
   // --- test hooks ---
   int CallCount(const std::string& method) const;
-  void FailNext(const std::string& method, int32_t cuda_result);
+  // The next call of `method` after `skip` more calls fails with `cuda_result`.
+  void FailNext(const std::string& method, int32_t cuda_result, int skip = 0);
 
   std::string_view Name() const override { return "fake"; }
   Status Init(int device) override;
@@ -148,7 +152,7 @@ class FakeBackend final : public GpuBackend {
   std::unordered_map<uint64_t, std::vector<int32_t>> function_attrs_;
   void* global_ = nullptr;
   std::map<std::string, int> calls_;
-  std::map<std::string, int32_t> fail_next_;
+  std::map<std::string, std::pair<int32_t, int>> fail_next_;  // method -> (code, calls to skip)
 };
 
 }  // namespace smolvm

@@ -60,6 +60,20 @@ void AddCudaDaemonCommand(CLI::App& parent, const std::string& name, const std::
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24))
       ->capture_default_str();
   d->add_flag("--quiet", dopt->quiet, "log nothing");
+  d->add_option("--worker-uid-base", dopt->worker_uid_base,
+                "first uid of the range workers drop to, one per tenant (0: workers keep the daemon's uid)")
+      ->envname("SMOLVM_WORKER_UID_BASE")
+      ->capture_default_str();
+  d->add_option("--worker-uids", dopt->worker_uids, "how many uids the range holds")
+      ->check(CLI::Range(1u, 1u << 20))
+      ->capture_default_str();
+  d->add_option("--worker-seccomp", dopt->worker_seccomp,
+                "workers' seccomp filter: enforce, log, off or learn (default: enforce on fake, log on cuda)")
+      ->envname("SMOLVM_WORKER_SECCOMP")
+      ->check(CLI::IsMember({"enforce", "log", "off", "learn"}));
+  d->add_option("--worker-seccomp-learn", dopt->worker_seccomp_learn,
+                "learn mode: the file workers append each system call outside the allowlist to")
+      ->envname("SMOLVM_WORKER_SECCOMP_LEARN");
   // The cuBLAS, cuBLASLt and cuDNN the workers load (e.g. a torch install's
   // nvidia/cu13/lib:nvidia/cudnn/lib), searched first; default: the system's.
   auto cuda_libs = std::make_shared<std::string>(std::getenv("SMOLVM_CUDA_LIBS") ? std::getenv("SMOLVM_CUDA_LIBS") : "");
@@ -107,6 +121,9 @@ void RegisterDaemonCommands(CLI::App& app, int* exit_code) {
   w->add_option("--module-cache", wopt->module_cache_dir)->required();
   w->add_option("--module-cache-bytes", wopt->module_cache_bytes);
   w->add_option("--memory-limit", wopt->memory_limit_bytes);
+  w->add_option("--jail-dir", wopt->jail_dir);
+  w->add_option("--seccomp", wopt->seccomp)->check(CLI::IsMember({"enforce", "log", "off", "learn"}));
+  w->add_option("--seccomp-learn", wopt->seccomp_learn);
   w->callback([wopt, control_fd, exit_code] { *exit_code = WorkerMain(*control_fd, *wopt); });
 }
 

@@ -99,7 +99,7 @@ void Daemon::AttachClone(PendingGuest g, const std::string& token) {
     ReplyHelloError(*g.channel, g.hello_seq, Code::kUnavailable, "the clone's worker is gone");
     return;
   }
-  proto::WorkerAdoptRequest adopt{c.session, g.hello_seq, 2, g.guest_pid, g.flags};
+  proto::WorkerAdoptRequest adopt{c.session, g.hello_seq, 2, g.guest_pid, g.flags, w->second.uid};
   std::string out;
   proto::AppendRequest(&out, adopt, 0, 1);
   int fd = sock->get();

@@ -22,6 +22,8 @@
 #include "daemon/context_size.h"
 #include "daemon/control.h"
 #include "daemon/module_cache.h"
+#include "daemon/worker_jail.h"
+#include "daemon/worker_seccomp.h"
 #include "proto/dispatch.h"
 #include "proto/frame.h"
 #include "proto/proto_hash.h"
@@ -105,6 +107,18 @@ Status Daemon::Listen() {
   (void)::fcntl(listen_.get(), F_SETFL, ::fcntl(listen_.get(), F_GETFL) | O_NONBLOCK);
   // A fresh private directory of ours, never one found at a known path.
   ASSIGN_OR_RETURN(module_dir_, CreateModuleCacheDir(options_.socket_path + ".modules"));
+  uint32_t uid_base = options_.worker_uid_base;
+  if (uid_base && ::geteuid() != 0) {
+    Log("workers keep uid %u: dropping them to per-tenant uids needs a root daemon", ::geteuid());
+    uid_base = 0;
+  }
+  uids_ = WorkerUids(uid_base, options_.worker_uids);
+  RETURN_IF_ERROR(uids_.Check());
+  ASSIGN_OR_RETURN(jail_dir_, MakeJailDir());
+  Log("workers: %s, seccomp %s, jail %s",
+      uid_base ? ("one uid per tenant from " + std::to_string(uid_base)).c_str() : "keep the daemon's uid",
+      options_.worker_seccomp.empty() ? DefaultSeccompMode(options_.backend) : options_.worker_seccomp.c_str(),
+      jail_dir_.c_str());
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGTERM);
@@ -127,7 +141,14 @@ Status Daemon::SpawnWorker() {
       "--host-base",       Hex(options_.host_base),
       "--host-bytes",      Hex(options_.host_bytes),
       "--module-cache",    module_dir_,
-      "--module-cache-bytes", std::to_string(options_.module_cache_bytes)};
+      "--module-cache-bytes", std::to_string(options_.module_cache_bytes),
+      "--jail-dir",        jail_dir_,
+      "--seccomp",         options_.worker_seccomp.empty() ? DefaultSeccompMode(options_.backend)
+                                                           : options_.worker_seccomp};
+  if (!options_.worker_seccomp_learn.empty()) {
+    args.push_back("--seccomp-learn");
+    args.push_back(options_.worker_seccomp_learn);
+  }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -196,10 +217,17 @@ void Daemon::AssignWorkers() {
       }
       machine = e->second.machine;
     }
+    auto uid = uids_.Acquire(machine);
+    if (!uid.ok()) {
+      ReplyError(*g.channel, g.hello_seq, Code::kUnavailable, uid.status().message());
+      if (free_worker->budget_slot >= 0 || !free_worker->machine.empty()) DiscardWorker(*free_worker);
+      continue;
+    }
+    free_worker->uid = *uid;
     auto sock = g.channel->TakeSocket();
     if (!sock.ok()) continue;
     uint64_t id = next_session_++;
-    proto::WorkerAdoptRequest adopt{id, g.hello_seq, g.role, g.guest_pid, g.flags};
+    proto::WorkerAdoptRequest adopt{id, g.hello_seq, g.role, g.guest_pid, g.flags, *uid};
     std::string out;
     proto::AppendRequest(&out, adopt, 0, 1);
     int fd = sock->get();
@@ -327,6 +355,7 @@ void Daemon::OnWorkerExit(pid_t pid) {
   // Whatever it still held of its machine's --gpu-mem goes back now: a
   // killed worker never refunds, but the driver freed its memory.
   if (w.budget && w.budget_slot >= 0) w.budget->ReclaimSlot(static_cast<uint32_t>(w.budget_slot));
+  RemoveWorkerJail(jail_dir_, pid, w.uid, uids_.Release(w.uid));
   workers_.erase(it);
   if (stopping_) return;
   if (session) ForgetAhead(session);
@@ -727,6 +756,15 @@ void Daemon::AdvanceForks() {
             break;
           }
         }
+        // A clone runs as its golden's tenant (same uid: it reads that tenant's modules).
+        auto golden_session = sessions_.find(job.golden);
+        auto uid = uids_.Acquire(golden_session == sessions_.end() ? job.clone_machine : golden_session->second.machine);
+        if (!uid.ok()) {
+          if (job.machine_fork) DiscardWorker(*free_worker);  // placed in the clone machine above
+          FailFork(job, uid.status());
+          break;
+        }
+        free_worker->uid = *uid;
         c.worker = free_worker->pid;
         c.session = next_session_++;
         DrawPooledWorker(*free_worker, c.session);
@@ -739,7 +777,8 @@ void Daemon::AdvanceForks() {
         sessions_[c.session] = s;
         std::string out;
         proto::AppendRequest(&out, proto::CloneBuildRequest{c.session, 0, job.manifest,
-                                                            static_cast<uint32_t>(job.fds.size()), job.golden}, 0);
+                                                            static_cast<uint32_t>(job.fds.size()), job.golden,
+                                                            free_worker->uid}, 0);
         std::vector<int> fds;
         for (auto& fd : job.fds) fds.push_back(fd.get());
         Status st = free_worker->control->Write(out);
@@ -934,6 +973,7 @@ void Daemon::Shutdown() {
   }
   std::error_code ec;
   std::filesystem::remove_all(module_dir_, ec);
+  if (!jail_dir_.empty()) std::filesystem::remove_all(jail_dir_, ec);
   Log("stopped");
 }
 

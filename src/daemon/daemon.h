@@ -24,6 +24,7 @@
 #include "base/status.h"
 #include "base/unique_fd.h"
 #include "daemon/machine_budget.h"
+#include "daemon/worker_uids.h"
 #include "proto/messages.h"
 #include "transport/unix_channel.h"
 
@@ -67,6 +68,14 @@ struct DaemonOptions {
   uint64_t module_cache_bytes = 4ull << 30;  // module images kept on disk, over every tenant
   int fork_build_parallel = 1;    // clones rebuilding at once during a fork
   bool quiet = false;
+  // Workers' jail (worker_jail.h): the uid range they drop to, one uid per
+  // tenant (base 0: they keep the daemon's uid; a daemon that is not root
+  // keeps it too), and their seccomp mode (worker_seccomp.h; "": enforce on
+  // the fake backend, log on cuda until the H200 allowlist is in).
+  uint32_t worker_uid_base = kDefaultWorkerUidBase;
+  uint32_t worker_uids = kDefaultWorkerUidCount;
+  std::string worker_seccomp;
+  std::string worker_seccomp_learn;  // learn mode: the file workers append to
 };
 
 class Daemon {
@@ -98,6 +107,7 @@ class Daemon {
     // What its context costs on the device, measured when it became ready;
     // charged to a machine's --gpu-mem with the worker.
     uint64_t context_bytes = 0;
+    uint32_t uid = 0;  // its tenant's (WorkerUids), once drawn; 0: the daemon's
   };
   // A golden's chunks, exported when it reached its forkpoint (ForkAhead):
   // what pooled workers preload, and the descriptors a fork in the same
@@ -272,6 +282,8 @@ class Daemon {
   DaemonOptions options_;
   std::string admin_path_;
   std::string module_dir_;
+  std::string jail_dir_;  // the workers' (worker_jail.h)
+  WorkerUids uids_;
   UniqueFd listen_, admin_listen_, signal_fd_;
   std::map<pid_t, WorkerProc> workers_;
   std::map<uint64_t, Session> sessions_;

@@ -353,6 +353,7 @@ Status DeviceMemory::CopyFromHandles(const std::vector<Placement>& sources) {
 Result<int> DeviceMemory::PrepareWrite(uint64_t ptr, uint64_t bytes) {
   int copied = 0;
   if (bytes == 0) return copied;
+  if (ptr + bytes < ptr) return Status(static_cast<int32_t>(CUDA_ERROR_INVALID_VALUE), "write range wraps");
   auto c = chunks_.upper_bound(ptr);
   if (c != chunks_.begin()) --c;
   for (; c != chunks_.end() && c->first < ptr + bytes; ++c) {
@@ -370,8 +371,22 @@ Result<int> DeviceMemory::PrepareWrite(uint64_t ptr, uint64_t bytes) {
       (void)backend_->ChunkRelease(fresh);
       return st;
     }
+    // The old handle is let go only once the copy is mapped in its place:
+    // if that fails, the shared chunk goes back read-only where it was.
+    st = backend_->ChunkMap(rec.addr, fresh, rec.bytes, true);
+    if (!st.ok()) {
+      (void)backend_->ChunkRelease(fresh);
+      Status back = backend_->ChunkMap(rec.addr, rec.handle, rec.bytes, false);
+      if (!back.ok()) {
+        // Neither maps: the record must not outlive its handle (the
+        // destructor would unmap and release it again).
+        (void)backend_->ChunkRelease(rec.handle);
+        if (rec.owned) chunk_bytes_ -= rec.bytes;
+        chunks_.erase(c);
+      }
+      return st;
+    }
     (void)backend_->ChunkRelease(rec.handle);
-    RETURN_IF_ERROR(backend_->ChunkMap(rec.addr, fresh, rec.bytes, true));
     rec.handle = fresh;
     rec.id = next_id_++;  // a new physical chunk: ahead imports of the old one are stale
     rec.writable = true;

@@ -243,5 +243,61 @@ TEST_F(DeviceMemoryTest, PreloadMapsRunsReadOnlyKeepsMatchesAndLetsGo) {
   EXPECT_EQ(fake.KernelAccess(kBase, 4, true).code(), CUDA_ERROR_ILLEGAL_ADDRESS);
 }
 
+// Issue 15: a copy-on-write whose remap fails must leave the shared chunk
+// mapped (read-only, its bytes intact) under a live handle, so the session
+// can read it, retry the write, and free it without releasing a handle twice.
+TEST_F(DeviceMemoryTest, FailedCopyOnWriteRemapKeepsTheSharedChunk) {
+  DeviceMemory mem(&fake, kBase, 4096 * kMiB);
+  auto a = mem.Alloc(4 * kMiB);
+  ASSERT_TRUE(a.ok());
+  std::vector<uint32_t> in(kMiB), out(kMiB);
+  std::mt19937 rng(15);
+  for (auto& v : in) v = static_cast<uint32_t>(rng());
+  ASSERT_TRUE(fake.MemcpyHtoD(*a, in.data(), 4 * kMiB, 0).ok());
+  ASSERT_TRUE(mem.ShareChunks({*a}).ok());
+  const uint64_t old_handle = mem.chunks().at(*a).handle;
+  // The scratch mapping succeeds, the remap at the chunk's address fails.
+  fake.FailNext("ChunkMap", CUDA_ERROR_OUT_OF_MEMORY, 1);
+  auto cow = mem.PrepareWrite(*a, 4);
+  EXPECT_EQ(cow.status().code(), CUDA_ERROR_OUT_OF_MEMORY);
+  ASSERT_EQ(mem.chunks().count(*a), 1u);
+  EXPECT_EQ(mem.chunks().at(*a).handle, old_handle);
+  EXPECT_TRUE(mem.chunks().at(*a).shared);
+  ASSERT_TRUE(fake.MemcpyDtoH(out.data(), *a, 4 * kMiB, 0).ok());
+  EXPECT_EQ(in, out);
+  // Still read-only, and a second try copies as it should.
+  EXPECT_EQ(fake.KernelAccess(*a, 4, true).code(), CUDA_ERROR_ILLEGAL_ADDRESS);
+}
+
+TEST_F(DeviceMemoryTest, CopyOnWriteRetriedAfterAFailedRemapSucceeds) {
+  DeviceMemory mem(&fake, kBase, 4096 * kMiB);
+  auto a = mem.Alloc(4 * kMiB);
+  ASSERT_TRUE(a.ok());
+  std::vector<uint32_t> in(kMiB, 7), out(kMiB);
+  ASSERT_TRUE(fake.MemcpyHtoD(*a, in.data(), 4 * kMiB, 0).ok());
+  ASSERT_TRUE(mem.ShareChunks({*a}).ok());
+  fake.FailNext("ChunkMap", CUDA_ERROR_OUT_OF_MEMORY, 1);
+  EXPECT_FALSE(mem.PrepareWrite(*a, 4).ok());
+  auto cow = mem.PrepareWrite(*a, 4);
+  ASSERT_TRUE(cow.ok()) << cow.status().ToString();
+  EXPECT_EQ(*cow, 1);
+  uint32_t v = 9;
+  ASSERT_TRUE(fake.MemcpyHtoD(*a, &v, 4, 0).ok());
+  ASSERT_TRUE(fake.MemcpyDtoH(out.data(), *a, 4 * kMiB, 0).ok());
+  in[0] = 9;
+  EXPECT_EQ(in, out);
+  EXPECT_TRUE(mem.Free(*a).ok());
+  EXPECT_EQ(mem.chunk_bytes(), 0u);
+}
+
+// Issue 15: a write range that wraps the address space is an error, never
+// a copy-on-write of whatever the wrapped end names.
+TEST_F(DeviceMemoryTest, WrappingWriteRangeIsInvalid) {
+  DeviceMemory mem(&fake, kBase, 4096 * kMiB);
+  auto a = mem.Alloc(4 * kMiB);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(mem.PrepareWrite(*a, ~uint64_t{0}).status().code(), CUDA_ERROR_INVALID_VALUE);
+}
+
 }  // namespace
 }  // namespace smolvm

@@ -2,9 +2,12 @@
 
 #include <cuda.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -14,10 +17,10 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "backend/backend_factory.h"
 #include "daemon/control.h"
-#include "daemon/machine_budget.h"
 #include "daemon/module_cache.h"
+#include "daemon/worker_checks.h"
+#include "daemon/worker_host_guard.h"
 #include "proto/frame.h"
 #include "transport/unix_channel.h"
 
@@ -74,8 +77,6 @@ bool MayWriteDeviceMemory(uint16_t op) {
   }
 }
 
-// Largest DtoH answered inline; bigger copies go through pinned staging.
-constexpr uint64_t kMaxInlineDtoH = 64ull << 20;
 
 }  // namespace
 
@@ -119,6 +120,7 @@ Status Worker::Start() {
     if (p == MAP_FAILED || reinterpret_cast<uint64_t>(p) != options_.host_base)
       return Internal("cannot reserve the pinned host range at its fixed address");
     host_reserved_ = true;
+    InstallHostRangeGuard(options_.host_base, options_.host_bytes);
   }
   RETURN_IF_ERROR(backend_->Init(0));
   RETURN_IF_ERROR(backend_->ReserveArena(options_.arena_base, options_.arena_bytes));
@@ -313,7 +315,10 @@ Status Worker::Handle(const proto::GoodbyeRequest&, proto::GoodbyeReply*, Ctx*) 
   return backend_->CtxSynchronize();
 }
 
-Status Worker::Handle(const proto::PingRequest&, proto::PingReply*, Ctx*) { return Status::Ok(); }
+Status Worker::Handle(const proto::PingRequest&, proto::PingReply*, Ctx*) {
+  if (options_.test_syscall) ::syscall(options_.test_syscall, 0, 0, 0);
+  return Status::Ok();
+}
 
 Status Worker::Handle(const proto::DeviceGetCountRequest&, proto::DeviceGetCountReply* r, Ctx*) {
   // A session sees the one device its worker's context lives on.
@@ -365,178 +370,6 @@ Status Worker::Handle(const proto::StreamPriorityRangeRequest&, proto::StreamPri
   return Status::Ok();
 }
 
-// --- memory -------------------------------------------------------------------
-
-Status Worker::Handle(const proto::MemAllocRequest& q, proto::MemAllocReply* r, Ctx*) {
-  ASSIGN_OR_RETURN(r->dptr, memory_->Alloc(q.bytes));
-  SendStats();
-  return Status::Ok();
-}
-
-Status Worker::Handle(const proto::MemFreeRequest& q, proto::MemFreeReply*, Ctx*) {
-  RETURN_IF_ERROR(memory_->Free(q.dptr));
-  SendStats();
-  return Status::Ok();
-}
-
-Status Worker::Handle(const proto::HostRegisterRequest& q, proto::HostRegisterReply*, Ctx* ctx) {
-  if (ctx->fds_in->size() != 1) return Cu(CUDA_ERROR_INVALID_VALUE, "HostRegister needs one memfd");
-  uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  if (q.bytes == 0 || q.addr % page || q.bytes % page || q.addr < options_.host_base ||
-      q.addr + q.bytes > options_.host_base + options_.host_bytes || q.addr + q.bytes < q.addr)
-    return Cu(CUDA_ERROR_INVALID_VALUE, "host segment outside the pinned host range");
-  auto next = host_.lower_bound(q.addr);
-  if ((next != host_.end() && next->first < q.addr + q.bytes) ||
-      (next != host_.begin() && std::prev(next)->first + std::prev(next)->second.bytes > q.addr))
-    return Cu(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "host segment overlaps another");
-  void* p = ::mmap(reinterpret_cast<void*>(q.addr), q.bytes, PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_FIXED, (*ctx->fds_in)[0].get(), 0);
-  if (p == MAP_FAILED) return Cu(CUDA_ERROR_INVALID_VALUE, std::string("mmap host segment: ") + strerror(errno));
-  Status st = backend_->HostRegister(p, q.bytes);
-  if (!st.ok()) {
-    ::mmap(p, q.bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-    return st;
-  }
-  host_[q.addr] = HostSegment{q.bytes};
-  return Status::Ok();
-}
-
-Status Worker::Handle(const proto::HostUnregisterRequest& q, proto::HostUnregisterReply*, Ctx*) {
-  auto it = host_.find(q.addr);
-  if (it == host_.end()) return Cu(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "not a registered host segment");
-  // DMA from or to the segment may still be in flight.
-  RETURN_IF_ERROR(backend_->CtxSynchronize());
-  Status st = backend_->HostUnregister(reinterpret_cast<void*>(q.addr));
-  ::mmap(reinterpret_cast<void*>(q.addr), it->second.bytes, PROT_NONE,
-         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-  host_.erase(it);
-  return st;
-}
-
-Status Worker::Handle(const proto::MemcpyHtoDRequest& q, proto::MemcpyHtoDReply*, Ctx*) {
-  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
-  RETURN_IF_ERROR(memory_->PrepareWrite(q.dst, q.data.size()).status());
-  // The bytes live in the frame buffer, which the next read reuses: copy
-  // synchronously with respect to it, as pageable copies are.
-  RETURN_IF_ERROR(backend_->MemcpyHtoD(q.dst, q.data.data(), q.data.size(), s));
-  memory_->NoteUpload(q.dst, q.data.data(), q.data.size());
-  if (q.data.size() > 0) return backend_->StreamSynchronize(s);
-  return Status::Ok();
-}
-
-Status Worker::Handle(const proto::MemcpyHtoDHostRequest& q, proto::MemcpyHtoDHostReply*, Ctx*) {
-  RETURN_IF_ERROR(CheckHost(q.src, q.bytes));
-  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
-  RETURN_IF_ERROR(memory_->PrepareWrite(q.dst, q.bytes).status());
-  RETURN_IF_ERROR(backend_->MemcpyHtoD(q.dst, reinterpret_cast<const void*>(q.src), q.bytes, s));
-  // The segment is mapped here at the guest's address; the guest may not
-  // change it before the copy completes, so this is what the copy writes.
-  memory_->NoteUpload(q.dst, reinterpret_cast<const void*>(q.src), q.bytes);
-  return Status::Ok();
-}
-
-Status Worker::Handle(const proto::MemcpyDtoHRequest& q, proto::MemcpyDtoHReply* r, Ctx*) {
-  if (q.bytes > kMaxInlineDtoH) return Cu(CUDA_ERROR_INVALID_VALUE, "inline copy too large");
-  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
-  scratch_.resize(q.bytes);
-  RETURN_IF_ERROR(backend_->MemcpyDtoH(scratch_.data(), q.src, q.bytes, s));
-  RETURN_IF_ERROR(backend_->StreamSynchronize(s));
-  r->data = scratch_;
-  return Status::Ok();
-}
-
-Status Worker::Handle(const proto::MemcpyDtoHHostRequest& q, proto::MemcpyDtoHHostReply*, Ctx*) {
-  RETURN_IF_ERROR(CheckHost(q.dst, q.bytes));
-  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
-  return backend_->MemcpyDtoH(reinterpret_cast<void*>(q.dst), q.src, q.bytes, s);
-}
-
-Status Worker::Handle(const proto::MemcpyDtoDRequest& q, proto::MemcpyDtoDReply*, Ctx*) {
-  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
-  RETURN_IF_ERROR(memory_->PrepareWrite(q.dst, q.bytes).status());
-  memory_->NoteOtherWrite(q.dst, q.bytes);
-  return backend_->MemcpyDtoD(q.dst, q.src, q.bytes, s);
-}
-
-Status Worker::Handle(const proto::MemsetRequest& q, proto::MemsetReply*, Ctx*) {
-  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
-  RETURN_IF_ERROR(memory_->PrepareWrite(q.dst, q.count * q.elem_bytes).status());
-  memory_->NoteOtherWrite(q.dst, q.count * q.elem_bytes);
-  return backend_->Memset(q.dst, q.value, q.elem_bytes, q.count, s);
-}
-
-// --- streams and events ---------------------------------------------------------
-
-Status Worker::Handle(const proto::StreamCreateRequest& q, proto::StreamCreateReply*, Ctx*) {
-  if (q.stream <= 2 || streams_.count(q.stream))
-    return Cu(CUDA_ERROR_INVALID_VALUE, "stream id is reserved or in use");
-  ASSIGN_OR_RETURN(uint64_t h, backend_->StreamCreate(q.flags, q.priority));
-  streams_[q.stream] = StreamInfo{h, q.flags, q.priority};
-  return Status::Ok();
-}
-
-Status Worker::Handle(const proto::StreamDestroyRequest& q, proto::StreamDestroyReply*, Ctx*) {
-  auto it = streams_.find(q.stream);
-  if (it == streams_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown stream");
-  Status st = backend_->StreamDestroy(it->second.handle);
-  streams_.erase(it);
-  return st;
-}
-
-Status Worker::Handle(const proto::StreamSynchronizeRequest& q, proto::StreamSynchronizeReply*, Ctx*) {
-  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
-  return backend_->StreamSynchronize(s);
-}
-
-Status Worker::Handle(const proto::StreamQueryRequest& q, proto::StreamQueryReply*, Ctx*) {
-  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
-  return backend_->StreamQuery(s);
-}
-
-Status Worker::Handle(const proto::StreamWaitEventRequest& q, proto::StreamWaitEventReply*, Ctx*) {
-  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
-  ASSIGN_OR_RETURN(uint64_t e, Event(q.event));
-  return backend_->StreamWaitEvent(s, e, q.flags);
-}
-
-Status Worker::Handle(const proto::EventCreateRequest& q, proto::EventCreateReply*, Ctx*) {
-  if (q.event == 0 || events_.count(q.event)) return Cu(CUDA_ERROR_INVALID_VALUE, "event id in use");
-  ASSIGN_OR_RETURN(uint64_t h, backend_->EventCreate(q.flags));
-  events_[q.event] = EventInfo{h, q.flags};
-  return Status::Ok();
-}
-
-Status Worker::Handle(const proto::EventDestroyRequest& q, proto::EventDestroyReply*, Ctx*) {
-  auto it = events_.find(q.event);
-  if (it == events_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown event");
-  Status st = backend_->EventDestroy(it->second.handle);
-  events_.erase(it);
-  return st;
-}
-
-Status Worker::Handle(const proto::EventRecordRequest& q, proto::EventRecordReply*, Ctx*) {
-  ASSIGN_OR_RETURN(uint64_t e, Event(q.event));
-  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
-  return backend_->EventRecord(e, s);
-}
-
-Status Worker::Handle(const proto::EventSynchronizeRequest& q, proto::EventSynchronizeReply*, Ctx*) {
-  ASSIGN_OR_RETURN(uint64_t e, Event(q.event));
-  return backend_->EventSynchronize(e);
-}
-
-Status Worker::Handle(const proto::EventQueryRequest& q, proto::EventQueryReply*, Ctx*) {
-  ASSIGN_OR_RETURN(uint64_t e, Event(q.event));
-  return backend_->EventQuery(e);
-}
-
-Status Worker::Handle(const proto::EventElapsedTimeRequest& q, proto::EventElapsedTimeReply* r, Ctx*) {
-  ASSIGN_OR_RETURN(uint64_t a, Event(q.start));
-  ASSIGN_OR_RETURN(uint64_t b, Event(q.end));
-  ASSIGN_OR_RETURN(r->ms, backend_->EventElapsedTime(a, b));
-  return Status::Ok();
-}
-
 // --- modules and launches -------------------------------------------------------
 
 Status Worker::Handle(const proto::ModuleLoadRequest& q, proto::ModuleLoadReply*, Ctx*) {
@@ -571,11 +404,13 @@ Status Worker::Handle(const proto::ModuleGetFunctionRequest& q, proto::ModuleGet
   ASSIGN_OR_RETURN(uint64_t f, backend_->ModuleGetFunction(m->second.handle, q.name));
   ASSIGN_OR_RETURN(std::vector<ParamInfo> params, backend_->FuncGetParamInfo(f));
   ASSIGN_OR_RETURN(r->attrs, backend_->FuncGetAttributes(f));
+  int64_t need = 0;
   for (const ParamInfo& p : params) {
     r->params.push_back(p.offset);
     r->params.push_back(p.size);
+    need = std::max<int64_t>(need, int64_t{p.offset} + p.size);
   }
-  functions_[q.function] = FunctionInfo{f, q.module, q.name};
+  functions_[q.function] = FunctionInfo{f, q.module, q.name, need};
   return Status::Ok();
 }
 
@@ -595,6 +430,15 @@ Status Worker::Handle(const proto::LaunchKernelRequest& q, proto::LaunchKernelRe
   auto f = functions_.find(q.function);
   if (f == functions_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown function");
   ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
+  // The driver reads the kernel's whole parameter layout from the buffer.
+  if (f->second.param_bytes < 0) {
+    ASSIGN_OR_RETURN(std::vector<ParamInfo> params, backend_->FuncGetParamInfo(f->second.handle));
+    f->second.param_bytes = 0;
+    for (const ParamInfo& p : params)
+      f->second.param_bytes = std::max<int64_t>(f->second.param_bytes, int64_t{p.offset} + p.size);
+  }
+  if (static_cast<int64_t>(q.params.size()) < f->second.param_bytes)
+    return Cu(CUDA_ERROR_INVALID_VALUE, "kernel parameter buffer is shorter than the kernel's parameters");
   LaunchConfig c;
   c.grid[0] = q.grid_x, c.grid[1] = q.grid_y, c.grid[2] = q.grid_z;
   c.block[0] = q.block_x, c.block[1] = q.block_y, c.block[2] = q.block_z;
@@ -944,99 +788,6 @@ proto::PreloadDoneRequest Worker::Preload(const proto::ForkPreloadRequest& req, 
   done.chunks = static_cast<uint32_t>(preload_->size());
   done.ms = std::chrono::duration<float, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return done;
-}
-
-// --- the worker process ------------------------------------------------------------
-
-int WorkerMain(int control_fd, const WorkerOptions& options) {
-  // The daemon supervises us; if it dies, so do we (and our GPU memory goes).
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() == 1) return 1;
-  UnixChannel control{UniqueFd(control_fd)};
-  auto backend = MakeBackend(options.backend);
-  if (!backend.ok()) {
-    std::fprintf(stderr, "smolvm worker: %s\n", backend.status().ToString().c_str());
-    return 1;
-  }
-  // Pass-through until the daemon hands over a machine's budget.
-  auto budgeted = std::make_unique<BudgetedBackend>(std::move(backend).value());
-  BudgetedBackend* budget_slot = budgeted.get();
-  Worker worker(std::move(budgeted), options);
-  Status st = worker.Start();
-  if (!st.ok()) {
-    std::fprintf(stderr, "smolvm worker %d: start failed: %s\n", ::getpid(), st.ToString().c_str());
-    return 2;
-  }
-  uint64_t free0 = 0, total = 0;
-  (void)worker.backend().MemGetInfo(&free0, &total);
-  std::string out;
-  proto::AppendRequest(&out, proto::WorkerReadyRequest{static_cast<uint32_t>(::getpid()), 0}, 0);
-  if (!control.Write(out).ok()) return 3;
-
-  proto::FrameHeader h;
-  std::string payload;
-  std::vector<UniqueFd> fds;
-  // Pooled: preload orders until a clone build or an adoption.
-  bool built_clone = false;
-  while (true) {
-    st = ReadControlTakingBudget(control, budget_slot, &h, &payload, &fds);
-    if (!st.ok()) return 0;  // the daemon let us go unused
-    proto::Decoder cdec(payload);
-    if (h.op == static_cast<uint16_t>(proto::Op::kForkPreload) && !built_clone) {
-      proto::ForkPreloadRequest pre;
-      if (!proto::Decode(cdec, &pre)) return 4;
-      auto chunk_fds = ReceiveChunkFds(control, pre.num_chunks);
-      if (!chunk_fds.ok()) return 4;
-      proto::PreloadDoneRequest done = worker.Preload(pre, *chunk_fds);
-      if (done.result != 0)
-        std::fprintf(stderr, "smolvm worker %d: preload for session %llu failed: %s\n", ::getpid(),
-                     static_cast<unsigned long long>(pre.golden), done.message.c_str());
-      out.clear();
-      proto::AppendRequest(&out, done, 0);
-      if (!control.Write(out).ok()) return 3;
-      continue;
-    }
-    if (h.op == static_cast<uint16_t>(proto::Op::kPreloadDrop) && !built_clone) {
-      worker.DropPreload();
-      continue;
-    }
-    if (h.op == static_cast<uint16_t>(proto::Op::kCloneBuild) && !built_clone) {
-      // A fork: become a copy of the golden, then wait for the clone's guest.
-      proto::CloneBuildRequest build;
-      if (!proto::Decode(cdec, &build)) return 4;
-      auto chunk_fds = ReceiveChunkFds(control, build.num_chunks);
-      Result<proto::CloneBuiltRequest> built =
-          chunk_fds.ok() ? worker.BuildClone(build, *chunk_fds) : Result<proto::CloneBuiltRequest>(chunk_fds.status());
-      proto::CloneBuiltRequest reply;
-      if (built.ok()) {
-        reply = *built;
-      } else {
-        reply.result = built.status().code() ? built.status().code() : static_cast<int32_t>(Code::kInternal);
-        reply.message = built.status().message();
-      }
-      out.clear();
-      proto::AppendRequest(&out, reply, 0);
-      if (!control.Write(out).ok() || !built.ok()) return 5;
-      built_clone = true;
-      continue;
-    }
-    break;
-  }
-  // Serving an unrelated session: hold no other session's chunks.
-  if (!built_clone) worker.DropPreload();
-  proto::WorkerAdoptRequest adopt;
-  proto::Decoder dec(payload);
-  if (h.op != static_cast<uint16_t>(proto::Op::kWorkerAdopt) || !proto::Decode(dec, &adopt) ||
-      fds.size() != 1) {
-    std::fprintf(stderr, "smolvm worker %d: bad adopt message from the daemon\n", ::getpid());
-    return 4;
-  }
-  auto guest = std::make_unique<UnixChannel>(std::move(fds[0]));
-  st = worker.Serve(std::move(guest), adopt, &control);
-  if (!st.ok())
-    std::fprintf(stderr, "smolvm worker %d: session %llu ended: %s\n", ::getpid(),
-                 static_cast<unsigned long long>(adopt.session_id), st.ToString().c_str());
-  return 0;
 }
 
 }  // namespace smolvm

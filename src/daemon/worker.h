@@ -33,6 +33,14 @@ struct WorkerOptions {
   std::string module_cache_dir;  // daemon-wide module images, by content hash
   uint64_t module_cache_bytes = 0;  // its bound (0: none)
   uint64_t memory_limit_bytes = 0;
+  // The jail (worker_jail.h, worker_seccomp.h): where its CUDA cache and its
+  // tenant's module cache live, and its seccomp mode.
+  std::string jail_dir;
+  std::string seccomp = "enforce";
+  std::string seccomp_learn;  // learn mode: the file to append calls to
+  // Tests only (SMOLVM_WORKER_TEST_SYSCALL in the daemon's environment):
+  // every Ping makes this raw system call with zero arguments.
+  long test_syscall = 0;
 };
 
 class Worker {
@@ -60,6 +68,11 @@ class Worker {
   void DropPreload() { preload_->Drop(); }
 
   GpuBackend& backend() { return *backend_; }
+  // After the drop to a tenant's uid: that tenant's module cache.
+  void set_module_cache_dir(std::string dir) {
+    options_.module_cache_dir = std::move(dir);
+    module_cache_ = ModuleCache(options_.module_cache_dir, options_.module_cache_bytes);
+  }
 
   // --- handlers (called by proto::Dispatch) ---
   using Ctx = proto::CallContext;
@@ -149,6 +162,7 @@ class Worker {
     uint64_t handle = 0;
     uint64_t module = 0;
     std::string name;
+    int64_t param_bytes = -1;  // what its parameters span; -1 until asked
   };
   struct StreamInfo {
     uint64_t handle = 0;
@@ -254,6 +268,10 @@ class Worker {
 };
 
 // The `_cuda-worker` process: runs a Worker on the control descriptor.
+// Exit status: 0 served (or let go unused), 1 bad options, 2 start failed,
+// 3 control link broken, 4 bad control message, 5 clone build failed,
+// 6 the jail could not be entered, kWorkerExitSeccomp (31) a forbidden
+// system call.
 int WorkerMain(int control_fd, const WorkerOptions& options);
 
 }  // namespace smolvm

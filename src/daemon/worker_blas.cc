@@ -12,6 +12,7 @@
 
 #include "daemon/context_size.h"
 #include "daemon/worker.h"
+#include "daemon/worker_checks.h"
 #include "proto/lib_status.h"
 
 #ifdef SMOLVM_HAVE_CUDA_BACKEND
@@ -131,6 +132,7 @@ Status Worker::Handle(const proto::BlasSetModeRequest& q, proto::BlasSetModeRepl
 
 Status Worker::Handle(const proto::BlasSetWorkspaceRequest& q, proto::BlasSetWorkspaceReply*, Ctx*) {
   ASSIGN_OR_RETURN(BlasHandleInfo * rec, BlasHandleRecord(q.handle));
+  if (!CheckRange(q.dptr, q.bytes, "workspace").ok()) return InvalidValue("workspace range wraps");
   RETURN_IF_ERROR(blas_->SetWorkspace(rec->handle, q.dptr, q.bytes));
   rec->workspace = q.dptr;
   rec->workspace_bytes = q.bytes;
@@ -153,6 +155,7 @@ Status Worker::Handle(const proto::BlasGemmRequest& q, proto::BlasGemmReply*, Ct
   g.c = q.c, g.ctype = q.ctype, g.ldc = q.ldc, g.stride_c = q.stride_c;
   g.batch = q.batch, g.compute = q.compute, g.algo = q.algo;
   g.scalars = Scalars(q.alpha, q.beta, q.alpha_ptr, q.beta_ptr);
+  RETURN_IF_ERROR(CheckGemm(g));
   return blas_->Gemm(h, g);
 }
 
@@ -166,6 +169,7 @@ Status Worker::Handle(const proto::BlasLevel1Request& q, proto::BlasLevel1Reply*
   l.x = q.x, l.incx = q.incx, l.y = q.y, l.incy = q.incy, l.result = q.result;
   if ((l.fn == BlasLevel1Fn::kSdot || l.fn == BlasLevel1Fn::kSnrm2) && l.result == 0)
     return InvalidValue("device result at address 0");
+  RETURN_IF_ERROR(CheckLevel1(l));
   return blas_->Level1(h, l, nullptr);
 }
 
@@ -176,6 +180,7 @@ Status Worker::Handle(const proto::BlasLevel1HostRequest& q, proto::BlasLevel1Ho
   BlasLevel1Args l;
   l.fn = static_cast<BlasLevel1Fn>(q.fn);
   l.n = q.n, l.x = q.x, l.incx = q.incx, l.y = q.y, l.incy = q.incy;
+  RETURN_IF_ERROR(CheckLevel1(l));
   return blas_->Level1(h, l, &r->result);
 }
 
@@ -208,6 +213,7 @@ Status Worker::Handle(const proto::LtMatmulRequest& q, proto::LtMatmulReply*, Ct
   m.algo = q.algo;
   m.workspace = q.workspace, m.workspace_bytes = q.workspace_bytes;
   m.stream = *s;
+  RETURN_IF_ERROR(CheckLtMatmul(m));
   return blas_->LtMatmul(h, m);
 }
 

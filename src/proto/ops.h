@@ -194,9 +194,10 @@
   /* -- daemon <-> worker control link (same binary on both ends) ------- */ \
   /* worker -> daemon once its context and arena are up */ \
   X(300, WorkerReady, ASYNC, (F(u32, pid) F(u64, context_bytes)), ()) \
-  /* daemon -> worker: serve this guest; the guest's socket rides along */ \
+  /* daemon -> worker: serve this guest; the guest's socket rides along; uid: the tenant's \
+     unprivileged uid the worker drops to first (0: it keeps the daemon's) */ \
   X(301, WorkerAdopt, ASYNC, \
-    (F(u64, session_id) F(u32, hello_seq) F(u32, role) F(u32, guest_pid) F(u64, flags)), ()) \
+    (F(u64, session_id) F(u32, hello_seq) F(u32, role) F(u32, guest_pid) F(u64, flags) F(u32, uid)), ()) \
   /* worker -> daemon: what its session holds, after each change */ \
   X(302, WorkerStats, ASYNC, \
     (F(u64, session_id) F(u64, shared_chunks) F(u64, shared_bytes) F(u64, private_chunks) \
@@ -212,9 +213,9 @@
      F(u64, private_bytes) F(u64, shared_bytes) F(u64, ahead_generation)), ()) \
   /* a batch of chunk descriptors, in manifest order, riding with this frame */ \
   X(306, ForkFds, ASYNC, (F(u32, first) F(u32, count)), ()) \
-  /* daemon -> clone worker: rebuild the golden's session; ForkFds follow */ \
+  /* daemon -> clone worker: rebuild the golden's session; ForkFds follow; uid as in WorkerAdopt */ \
   X(307, CloneBuild, ASYNC, \
-    (F(u64, session_id) F(u32, clone_index) F(str, manifest) F(u32, num_chunks) F(u64, golden)), ()) \
+    (F(u64, session_id) F(u32, clone_index) F(str, manifest) F(u32, num_chunks) F(u64, golden) F(u32, uid)), ()) \
   /* preloaded: shared chunks taken from the worker's ahead imports */ \
   X(308, CloneBuilt, ASYNC, \
     (F(i32, result) F(str, message) F(u64, shared_chunks) F(u64, private_chunks) \

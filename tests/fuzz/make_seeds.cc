@@ -4,6 +4,7 @@
 #include <fstream>
 #include <string>
 
+#include "backend/blas_backend.h"
 #include "proto/frame.h"
 
 using namespace smolvm::proto;
@@ -37,6 +38,28 @@ int main(int argc, char** argv) {
   AppendRequest(&s, ModuleGetFunctionRequest{.module = 1, .function = 2, .name = "smolvm_test_fill_u32"}, 2);
   AppendRequest(&s, LaunchKernelRequest{.function = 2, .grid_x = 1, .grid_y = 1, .grid_z = 1, .block_x = 1, .block_y = 1, .block_z = 1, .params = std::string(24, '\0')}, 3);
   Write(d, "module", s);
+  s.clear();
+  // Pinned host segments: the memfd rides with the frame (num_fds = 1; the
+  // fuzzer attaches one more, unannounced, to frames with an odd seq).
+  constexpr uint64_t kHost = 0x5c0000000000ull, kDev = 0x680000000000ull;  // kHostBase, kArenaBase
+  AppendRequest(&s, MemAllocRequest{.bytes = 1 << 20}, 2);
+  AppendRequest(&s, HostRegisterRequest{.addr = kHost, .bytes = 2 << 20}, 4, 1);
+  AppendRequest(&s, MemcpyHtoDHostRequest{.dst = kDev, .src = kHost, .bytes = 4096, .stream = 0}, 6);
+  AppendRequest(&s, MemcpyDtoHHostRequest{.dst = kHost + 4096, .src = kDev, .bytes = 4096, .stream = 0}, 8);
+  AppendRequest(&s, HostUnregisterRequest{.addr = kHost}, 10);
+  AppendRequest(&s, PingRequest{}, 11, 2);
+  Write(d, "host", s);
+  s.clear();
+  AppendRequest(&s, MemAllocRequest{.bytes = 1 << 20}, 2);
+  AppendRequest(&s, BlasCreateRequest{.handle = 5}, 4);
+  AppendRequest(&s, BlasGemmRequest{.handle = 5, .fn = 0, .transa = 0, .transb = 0, .m = 4, .n = 4, .k = 4,
+                                    .a = kDev, .atype = 0, .lda = 4, .b = kDev, .btype = 0, .ldb = 4,
+                                    .c = kDev + 4096, .ctype = 0, .ldc = 4, .batch = 1, .compute = 68,
+                                    .algo = -1, .alpha = std::string(4, '\0'), .beta = std::string(4, '\0')}, 6);
+  AppendRequest(&s, BlasLevel1Request{.handle = 5, .fn = 1, .n = 16, .alpha = std::string(4, '\0'), .x = kDev,
+                                      .incx = 1}, 8);
+  AppendRequest(&s, PingRequest{}, 10);
+  Write(d, "blas", s);
   s.clear();
   AppendRequest(&s, DeviceGetInfoRequest{.device = 0}, 1);
   AppendRequest(&s, MemGetInfoRequest{}, 2);

@@ -9,8 +9,10 @@
 #include <vector>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
+extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv);
 
 int main(int argc, char** argv) {
+  LLVMFuzzerInitialize(&argc, &argv);
   size_t n = 0;
   for (int i = 1; i < argc; ++i) {
     std::vector<std::filesystem::path> files;

@@ -1,0 +1,212 @@
+// The worker's memory, stream and event handlers (ops 20-49): allocations
+// and copies against the session's DeviceMemory (copy-on-write of shared
+// chunks first), pinned host segments, and the guest-chosen stream and
+// event ids. Every guest size is checked before arithmetic (worker_checks.h).
+#include <cuda.h>
+#include <errno.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "daemon/worker.h"
+#include "daemon/worker_checks.h"
+
+namespace smolvm {
+namespace {
+
+Status Cu(CUresult r, const std::string& what) { return Status(static_cast<int32_t>(r), what); }
+
+// Largest DtoH answered inline; bigger copies go through pinned staging.
+constexpr uint64_t kMaxInlineDtoH = 64ull << 20;
+
+}  // namespace
+
+// --- memory -------------------------------------------------------------------
+
+Status Worker::Handle(const proto::MemAllocRequest& q, proto::MemAllocReply* r, Ctx*) {
+  ASSIGN_OR_RETURN(r->dptr, memory_->Alloc(q.bytes));
+  SendStats();
+  return Status::Ok();
+}
+
+Status Worker::Handle(const proto::MemFreeRequest& q, proto::MemFreeReply*, Ctx*) {
+  RETURN_IF_ERROR(memory_->Free(q.dptr));
+  SendStats();
+  return Status::Ok();
+}
+
+Status Worker::Handle(const proto::HostRegisterRequest& q, proto::HostRegisterReply*, Ctx* ctx) {
+  if (ctx->fds_in->size() != 1) return Cu(CUDA_ERROR_INVALID_VALUE, "HostRegister needs one memfd");
+  uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  if (q.bytes == 0 || q.addr % page || q.bytes % page || q.addr < options_.host_base ||
+      q.addr + q.bytes > options_.host_base + options_.host_bytes || q.addr + q.bytes < q.addr)
+    return Cu(CUDA_ERROR_INVALID_VALUE, "host segment outside the pinned host range");
+  // The whole segment must be backed when it is registered (a file shrunk
+  // later is the host guard's business).
+  struct stat file;
+  if (::fstat((*ctx->fds_in)[0].get(), &file) < 0 || !S_ISREG(file.st_mode) ||
+      static_cast<uint64_t>(file.st_size) < q.bytes)
+    return Cu(CUDA_ERROR_INVALID_VALUE, "HostRegister: the memfd is not a file of at least the segment's size");
+  auto next = host_.lower_bound(q.addr);
+  if ((next != host_.end() && next->first < q.addr + q.bytes) ||
+      (next != host_.begin() && std::prev(next)->first + std::prev(next)->second.bytes > q.addr))
+    return Cu(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "host segment overlaps another");
+  void* p = ::mmap(reinterpret_cast<void*>(q.addr), q.bytes, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_FIXED, (*ctx->fds_in)[0].get(), 0);
+  if (p == MAP_FAILED) return Cu(CUDA_ERROR_INVALID_VALUE, std::string("mmap host segment: ") + strerror(errno));
+  Status st = backend_->HostRegister(p, q.bytes);
+  if (!st.ok()) {
+    ::mmap(p, q.bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    return st;
+  }
+  host_[q.addr] = HostSegment{q.bytes};
+  return Status::Ok();
+}
+
+Status Worker::Handle(const proto::HostUnregisterRequest& q, proto::HostUnregisterReply*, Ctx*) {
+  auto it = host_.find(q.addr);
+  if (it == host_.end()) return Cu(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "not a registered host segment");
+  // DMA from or to the segment may still be in flight.
+  RETURN_IF_ERROR(backend_->CtxSynchronize());
+  Status st = backend_->HostUnregister(reinterpret_cast<void*>(q.addr));
+  ::mmap(reinterpret_cast<void*>(q.addr), it->second.bytes, PROT_NONE,
+         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  host_.erase(it);
+  return st;
+}
+
+Status Worker::Handle(const proto::MemcpyHtoDRequest& q, proto::MemcpyHtoDReply*, Ctx*) {
+  RETURN_IF_ERROR(CheckRange(q.dst, q.data.size(), "MemcpyHtoD destination"));
+  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
+  RETURN_IF_ERROR(memory_->PrepareWrite(q.dst, q.data.size()).status());
+  // The bytes live in the frame buffer, which the next read reuses: copy
+  // synchronously with respect to it, as pageable copies are.
+  RETURN_IF_ERROR(backend_->MemcpyHtoD(q.dst, q.data.data(), q.data.size(), s));
+  memory_->NoteUpload(q.dst, q.data.data(), q.data.size());
+  if (q.data.size() > 0) return backend_->StreamSynchronize(s);
+  return Status::Ok();
+}
+
+Status Worker::Handle(const proto::MemcpyHtoDHostRequest& q, proto::MemcpyHtoDHostReply*, Ctx*) {
+  RETURN_IF_ERROR(CheckHost(q.src, q.bytes));
+  RETURN_IF_ERROR(CheckRange(q.dst, q.bytes, "MemcpyHtoDHost destination"));
+  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
+  RETURN_IF_ERROR(memory_->PrepareWrite(q.dst, q.bytes).status());
+  RETURN_IF_ERROR(backend_->MemcpyHtoD(q.dst, reinterpret_cast<const void*>(q.src), q.bytes, s));
+  // The segment is mapped here at the guest's address; the guest may not
+  // change it before the copy completes, so this is what the copy writes.
+  memory_->NoteUpload(q.dst, reinterpret_cast<const void*>(q.src), q.bytes);
+  return Status::Ok();
+}
+
+Status Worker::Handle(const proto::MemcpyDtoHRequest& q, proto::MemcpyDtoHReply* r, Ctx*) {
+  if (q.bytes > kMaxInlineDtoH) return Cu(CUDA_ERROR_INVALID_VALUE, "inline copy too large");
+  RETURN_IF_ERROR(CheckRange(q.src, q.bytes, "MemcpyDtoH source"));
+  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
+  scratch_.resize(q.bytes);
+  RETURN_IF_ERROR(backend_->MemcpyDtoH(scratch_.data(), q.src, q.bytes, s));
+  RETURN_IF_ERROR(backend_->StreamSynchronize(s));
+  r->data = scratch_;
+  return Status::Ok();
+}
+
+Status Worker::Handle(const proto::MemcpyDtoHHostRequest& q, proto::MemcpyDtoHHostReply*, Ctx*) {
+  RETURN_IF_ERROR(CheckHost(q.dst, q.bytes));
+  RETURN_IF_ERROR(CheckRange(q.src, q.bytes, "MemcpyDtoHHost source"));
+  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
+  return backend_->MemcpyDtoH(reinterpret_cast<void*>(q.dst), q.src, q.bytes, s);
+}
+
+Status Worker::Handle(const proto::MemcpyDtoDRequest& q, proto::MemcpyDtoDReply*, Ctx*) {
+  RETURN_IF_ERROR(CheckRange(q.src, q.bytes, "MemcpyDtoD source"));
+  RETURN_IF_ERROR(CheckRange(q.dst, q.bytes, "MemcpyDtoD destination"));
+  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
+  RETURN_IF_ERROR(memory_->PrepareWrite(q.dst, q.bytes).status());
+  memory_->NoteOtherWrite(q.dst, q.bytes);
+  return backend_->MemcpyDtoD(q.dst, q.src, q.bytes, s);
+}
+
+Status Worker::Handle(const proto::MemsetRequest& q, proto::MemsetReply*, Ctx*) {
+  uint64_t bytes = 0;
+  RETURN_IF_ERROR(CheckMemset(q.dst, q.elem_bytes, q.count, &bytes));
+  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
+  RETURN_IF_ERROR(memory_->PrepareWrite(q.dst, bytes).status());
+  memory_->NoteOtherWrite(q.dst, bytes);
+  return backend_->Memset(q.dst, q.value, q.elem_bytes, q.count, s);
+}
+
+// --- streams and events ---------------------------------------------------------
+
+Status Worker::Handle(const proto::StreamCreateRequest& q, proto::StreamCreateReply*, Ctx*) {
+  if (q.stream <= 2 || streams_.count(q.stream))
+    return Cu(CUDA_ERROR_INVALID_VALUE, "stream id is reserved or in use");
+  ASSIGN_OR_RETURN(uint64_t h, backend_->StreamCreate(q.flags, q.priority));
+  streams_[q.stream] = StreamInfo{h, q.flags, q.priority};
+  return Status::Ok();
+}
+
+Status Worker::Handle(const proto::StreamDestroyRequest& q, proto::StreamDestroyReply*, Ctx*) {
+  auto it = streams_.find(q.stream);
+  if (it == streams_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown stream");
+  Status st = backend_->StreamDestroy(it->second.handle);
+  streams_.erase(it);
+  return st;
+}
+
+Status Worker::Handle(const proto::StreamSynchronizeRequest& q, proto::StreamSynchronizeReply*, Ctx*) {
+  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
+  return backend_->StreamSynchronize(s);
+}
+
+Status Worker::Handle(const proto::StreamQueryRequest& q, proto::StreamQueryReply*, Ctx*) {
+  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
+  return backend_->StreamQuery(s);
+}
+
+Status Worker::Handle(const proto::StreamWaitEventRequest& q, proto::StreamWaitEventReply*, Ctx*) {
+  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
+  ASSIGN_OR_RETURN(uint64_t e, Event(q.event));
+  return backend_->StreamWaitEvent(s, e, q.flags);
+}
+
+Status Worker::Handle(const proto::EventCreateRequest& q, proto::EventCreateReply*, Ctx*) {
+  if (q.event == 0 || events_.count(q.event)) return Cu(CUDA_ERROR_INVALID_VALUE, "event id in use");
+  ASSIGN_OR_RETURN(uint64_t h, backend_->EventCreate(q.flags));
+  events_[q.event] = EventInfo{h, q.flags};
+  return Status::Ok();
+}
+
+Status Worker::Handle(const proto::EventDestroyRequest& q, proto::EventDestroyReply*, Ctx*) {
+  auto it = events_.find(q.event);
+  if (it == events_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown event");
+  Status st = backend_->EventDestroy(it->second.handle);
+  events_.erase(it);
+  return st;
+}
+
+Status Worker::Handle(const proto::EventRecordRequest& q, proto::EventRecordReply*, Ctx*) {
+  ASSIGN_OR_RETURN(uint64_t e, Event(q.event));
+  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
+  return backend_->EventRecord(e, s);
+}
+
+Status Worker::Handle(const proto::EventSynchronizeRequest& q, proto::EventSynchronizeReply*, Ctx*) {
+  ASSIGN_OR_RETURN(uint64_t e, Event(q.event));
+  return backend_->EventSynchronize(e);
+}
+
+Status Worker::Handle(const proto::EventQueryRequest& q, proto::EventQueryReply*, Ctx*) {
+  ASSIGN_OR_RETURN(uint64_t e, Event(q.event));
+  return backend_->EventQuery(e);
+}
+
+Status Worker::Handle(const proto::EventElapsedTimeRequest& q, proto::EventElapsedTimeReply* r, Ctx*) {
+  ASSIGN_OR_RETURN(uint64_t a, Event(q.start));
+  ASSIGN_OR_RETURN(uint64_t b, Event(q.end));
+  ASSIGN_OR_RETURN(r->ms, backend_->EventElapsedTime(a, b));
+  return Status::Ok();
+}
+
+}  // namespace smolvm

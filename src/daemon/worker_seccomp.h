@@ -1,0 +1,50 @@
+// The worker's seccomp filter (libseccomp, linked statically): an allowlist
+// of the system calls a worker makes serving a session through the fake
+// backend or the CUDA driver (the table is in worker_seccomp.cc, one line
+// per call with who needs it). Loaded by the worker on all its threads
+// (TSYNC) with no_new_privs, after its uid drop and before its first guest
+// byte (worker_jail.h).
+//
+// Modes (`_cuda-daemon --worker-seccomp`):
+//   enforce  any other call raises SIGSYS: the worker writes
+//            "seccomp: system call <name> (<nr>) is not allowed" to its
+//            stderr (the daemon log) and exits with kWorkerExitSeccomp.
+//            The call itself never runs. Only that worker's session ends.
+//   log      any other call runs and the kernel logs it (SECCOMP_RET_LOG).
+//   off      no filter (no_new_privs still set).
+//   learn    any other call runs after a supervisor process (forked before
+//            the filter) has recorded it: one line "<name>" per new call
+//            appended to the learn file (scripts/device-seccomp.sh).
+// clone3 is answered ENOSYS (glibc falls back to clone), and clone is
+// allowed only with CLONE_THREAD: a worker can start threads, never a new
+// process, so no process outlives it under its uid.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+
+namespace smolvm {
+
+enum class SeccompMode { kEnforce, kLog, kOff, kLearn };
+
+// The worker's exit status after a forbidden system call.
+inline constexpr int kWorkerExitSeccomp = 31;
+
+Result<SeccompMode> ParseSeccompMode(std::string_view name);
+// The mode a daemon gives its workers when not told: enforce on the fake
+// backend; log on cuda until scripts/device-seccomp.sh has found nothing
+// left to add to the table on the H200 (then enforce there too).
+const char* DefaultSeccompMode(std::string_view backend);
+const char* SeccompModeName(SeccompMode mode);
+
+// Loads the filter for `mode` on every thread of this process. learn_fd: an
+// open, appendable file (kLearn only; the supervisor writes it).
+Status InstallWorkerSeccomp(SeccompMode mode, int learn_fd = -1);
+
+// The allowlist, by name (for tests and scripts/device-seccomp.sh).
+std::vector<std::string> WorkerSeccompAllowlist();
+
+}  // namespace smolvm

@@ -1,0 +1,220 @@
+// Issue 15: workers in their jail, end to end on the fake backend (the
+// daemon runs as root here, as on a GPU host). Each machine's workers run
+// as that machine's own unprivileged uid, with no_new_privs and the seccomp
+// filter loaded; a worker of one machine can neither signal nor trace
+// another's; a forbidden system call ends only the worker that made it;
+// a module one machine loaded is a miss for another.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "daemon/module_cache.h"
+#include "daemon/worker_seccomp.h"
+#include "daemon/worker_uids.h"
+#include "daemon_client.h"
+
+namespace smolvm::testing {
+namespace {
+
+using namespace smolvm::proto;
+
+nlohmann::json StatusOf(const DaemonProcess& d) {
+  UnixChannel ch(ConnectUnix(d.socket() + ".admin").value());
+  AdminStatusReply rep;
+  EXPECT_TRUE(AdminRoundTrip(ch, AdminStatusRequest{}, &rep).ok());
+  return nlohmann::json::parse(rep.json);
+}
+
+// The "Name:\tv1\tv2..." line of /proc/<pid>/status, values only.
+std::string StatusLine(pid_t pid, const std::string& name) {
+  std::istringstream in(ReadFile("/proc/" + std::to_string(pid) + "/status"));
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(name + ":", 0) == 0) return line.substr(name.size() + 2);
+  return "";
+}
+
+uint32_t UidOf(pid_t pid) { return static_cast<uint32_t>(std::stoul(StatusLine(pid, "Uid"))); }
+
+class WorkerJailTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "workers drop their uid only under a root daemon";
+  }
+  // A machine endpoint (no cgroups, no --gpu-mem) and the admin connection
+  // that keeps it attached.
+  Status Attach(const std::string& name, std::string* socket) {
+    *socket = daemon.dir() + "/" + name + ".sock";
+    ASSIGN_OR_RETURN(UniqueFd listener, ListenUnix(*socket, 0666));
+    ASSIGN_OR_RETURN(UniqueFd conn, ConnectUnix(daemon.socket() + ".admin"));
+    admins.push_back(std::make_unique<UnixChannel>(std::move(conn)));
+    AdminMachineAttachReply rep;
+    return AdminRoundTrip(*admins.back(), AdminMachineAttachRequest{name, "", 0}, &rep, listener.get());
+  }
+  pid_t WorkerOf(const RawClient& c) {
+    const nlohmann::json status = StatusOf(daemon);
+    for (const auto& s : status["sessions"])
+      if (s["session"] == c.hello().session_id) return s["worker_pid"];
+    return 0;
+  }
+  DaemonProcess daemon;
+  std::vector<std::unique_ptr<UnixChannel>> admins;
+};
+
+TEST_F(WorkerJailTest, EachMachinesWorkersRunAsItsOwnUnprivilegedUid) {
+  std::string sa, sb;
+  ASSERT_TRUE(Attach("jail-a", &sa).ok());
+  ASSERT_TRUE(Attach("jail-b", &sb).ok());
+  RawClient a1, a2, b, own;
+  ASSERT_TRUE(a1.Connect(sa).ok()) << daemon.Log();
+  ASSERT_TRUE(a2.Connect(sa).ok()) << daemon.Log();
+  ASSERT_TRUE(b.Connect(sb).ok()) << daemon.Log();
+  ASSERT_TRUE(own.Connect(daemon.socket()).ok()) << daemon.Log();
+  std::map<std::string, pid_t> w = {{"a1", WorkerOf(a1)}, {"a2", WorkerOf(a2)}, {"b", WorkerOf(b)}, {"own", WorkerOf(own)}};
+  for (auto& [name, pid] : w) {
+    ASSERT_GT(pid, 0) << name;
+    // Real, effective, saved and filesystem uids and gids: all the tenant's.
+    uint32_t uid = UidOf(pid);
+    EXPECT_GE(uid, kDefaultWorkerUidBase) << name;
+    EXPECT_EQ(StatusLine(pid, "Uid"), std::to_string(uid) + "\t" + std::to_string(uid) + "\t" + std::to_string(uid) +
+                                          "\t" + std::to_string(uid)) << name;
+    EXPECT_EQ(StatusLine(pid, "Gid").substr(0, std::to_string(uid).size()), std::to_string(uid)) << name;
+    EXPECT_EQ(StatusLine(pid, "Groups").find_first_not_of(" \t"), std::string::npos) << name;
+    EXPECT_EQ(StatusLine(pid, "CapEff"), "0000000000000000") << name;
+    EXPECT_EQ(StatusLine(pid, "NoNewPrivs"), "1") << name;
+    EXPECT_EQ(StatusLine(pid, "Seccomp"), "2") << name;  // filter mode
+  }
+  EXPECT_EQ(UidOf(w["a1"]), UidOf(w["a2"]));  // one tenant, one uid
+  EXPECT_NE(UidOf(w["a1"]), UidOf(w["b"]));
+  EXPECT_NE(UidOf(w["a1"]), UidOf(w["own"]));
+  EXPECT_NE(UidOf(w["b"]), UidOf(w["own"]));
+  // The worker's JIT cache (its CUDA_CACHE_PATH, <jail>/w<pid>) is its own
+  // directory, owned by its uid.
+  std::string cmdline = ReadFile("/proc/" + std::to_string(w["b"]) + "/cmdline");
+  size_t at = cmdline.find(std::string("--jail-dir") + '\0');
+  ASSERT_NE(at, std::string::npos);
+  at += 11;
+  std::string jail = cmdline.substr(at, cmdline.find('\0', at) - at);
+  std::string cache = jail + "/w" + std::to_string(w["b"]);
+  struct stat st;
+  ASSERT_EQ(::stat(cache.c_str(), &st), 0) << cache;
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_uid, UidOf(w["b"]));
+  EXPECT_EQ(st.st_mode & 077, 0u);
+  // The jail goes with the daemon.
+  a1.Close(), a2.Close(), b.Close(), own.Close();
+  daemon.Stop();
+  EXPECT_FALSE(std::filesystem::exists(jail)) << jail;
+}
+
+// Run as machine A's uid (what a compromised worker of A is), machine B's
+// worker cannot be signalled or traced; the daemon's pool (root) neither.
+TEST_F(WorkerJailTest, AWorkerOfOneMachineCannotSignalOrTraceAnothers) {
+  std::string sa, sb;
+  ASSERT_TRUE(Attach("sig-a", &sa).ok());
+  ASSERT_TRUE(Attach("sig-b", &sb).ok());
+  RawClient a, b;
+  ASSERT_TRUE(a.Connect(sa).ok());
+  ASSERT_TRUE(b.Connect(sb).ok());
+  pid_t wa = WorkerOf(a), wb = WorkerOf(b);
+  uint32_t uid_a = UidOf(wa);
+  pid_t child = ::fork();
+  if (child == 0) {
+    if (::setresgid(uid_a, uid_a, uid_a) < 0 || ::setresuid(uid_a, uid_a, uid_a) < 0) ::_exit(10);
+    int code = 0;
+    if (::kill(wb, SIGKILL) == 0 || errno != EPERM) code |= 1;
+    if (::kill(wb, 0) == 0 || errno != EPERM) code |= 2;
+    if (::ptrace(PTRACE_ATTACH, wb, nullptr, nullptr) == 0 || errno != EPERM) code |= 4;
+    if (::kill(daemon.pid(), SIGTERM) == 0 || errno != EPERM) code |= 8;
+    // Its own tenant's worker is not dumpable: no tracing there either.
+    if (::ptrace(PTRACE_ATTACH, wa, nullptr, nullptr) == 0 || errno != EPERM) code |= 16;
+    ::_exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "bits: 1 kill, 2 probe, 4 ptrace B, 8 daemon, 16 ptrace own, 10 setuid";
+  PingReply pong;
+  EXPECT_TRUE(b.Call(PingRequest{}, &pong).ok());
+}
+
+TEST_F(WorkerJailTest, AModuleOneMachineLoadedIsAMissForAnother) {
+  std::string sa, sb;
+  ASSERT_TRUE(Attach("mod-a", &sa).ok());
+  ASSERT_TRUE(Attach("mod-b", &sb).ok());
+  RawClient a, a2, b;
+  ASSERT_TRUE(a.Connect(sa).ok());
+  ASSERT_TRUE(b.Connect(sb).ok());
+  std::string image = "machine a's module";
+  ModuleLoadReply lr;
+  ASSERT_TRUE(a.Call(ModuleLoadRequest{.module = 1, .hash = ModuleHash(image), .image = image}, &lr).ok());
+  CallResult r = b.Call(ModuleLoadRequest{.module = 1, .hash = ModuleHash(image), .image = ""}, &lr);
+  EXPECT_EQ(r.head.result, static_cast<int32_t>(Code::kNotFound));
+  // A module index is a golden's and its clones' (ModuleCache): another
+  // session of machine a misses too, and its bytes are stored once.
+  ASSERT_TRUE(a2.Connect(sa).ok());
+  r = a2.Call(ModuleLoadRequest{.module = 1, .hash = ModuleHash(image), .image = ""}, &lr);
+  EXPECT_EQ(r.head.result, static_cast<int32_t>(Code::kNotFound));
+  EXPECT_TRUE(a2.Call(ModuleLoadRequest{.module = 1, .hash = ModuleHash(image), .image = image}, &lr).ok());
+}
+
+// SMOLVM_WORKER_TEST_SYSCALL makes every Ping call unshare(0): not on the
+// allowlist, so the worker that makes it ends; the other session lives.
+TEST(WorkerSeccompEndToEnd, AForbiddenSystemCallEndsOnlyThatWorker) {
+  ::setenv("SMOLVM_WORKER_TEST_SYSCALL", std::to_string(SYS_unshare).c_str(), 1);
+  DaemonProcess daemon;
+  ::unsetenv("SMOLVM_WORKER_TEST_SYSCALL");
+  RawClient victim, bystander;
+  ASSERT_TRUE(victim.Connect(daemon.socket()).ok()) << daemon.Log();
+  ASSERT_TRUE(bystander.Connect(daemon.socket()).ok()) << daemon.Log();
+  MemAllocReply m;
+  ASSERT_TRUE(bystander.Call(MemAllocRequest{.bytes = 4096}, &m).ok());
+  PingReply pong;
+  CallResult r = victim.Call(PingRequest{}, &pong);
+  EXPECT_FALSE(r.transport.ok()) << "the worker answered after a forbidden call";
+  for (int i = 0; i < 200 && Count(daemon.Log(), "exited with 31") == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(Count(daemon.Log(), "system call unshare (" + std::to_string(SYS_unshare) + ") is not allowed"), 1u)
+      << daemon.Log();
+  EXPECT_EQ(Count(daemon.Log(), "exited with 31"), 1u) << daemon.Log();
+  MemcpyDtoHReply back;
+  EXPECT_TRUE(bystander.Call(MemcpyDtoHRequest{.src = m.dptr, .bytes = 16, .stream = 0}, &back).ok());
+  RawClient next;
+  ASSERT_TRUE(next.Connect(daemon.socket()).ok());
+  EXPECT_TRUE(next.Call(MemAllocRequest{.bytes = 4096}, &m).ok());
+}
+
+// Learn mode through the daemon (what scripts/device-seccomp.sh runs on the
+// H200): the same call runs, the session goes on, and its name is recorded
+// once in the file, by a worker that dropped its uid first.
+TEST(WorkerSeccompEndToEnd, LearnModeRecordsTheCallAndTheSessionGoesOn) {
+  char path[] = "/tmp/smolvm-learn-XXXXXX";
+  int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  ::setenv("SMOLVM_WORKER_TEST_SYSCALL", std::to_string(SYS_unshare).c_str(), 1);
+  ::setenv("SMOLVM_WORKER_SECCOMP", "learn", 1);
+  ::setenv("SMOLVM_WORKER_SECCOMP_LEARN", path, 1);
+  auto daemon = std::make_unique<DaemonProcess>();
+  for (const char* v : {"SMOLVM_WORKER_TEST_SYSCALL", "SMOLVM_WORKER_SECCOMP", "SMOLVM_WORKER_SECCOMP_LEARN"}) ::unsetenv(v);
+  RawClient c;
+  ASSERT_TRUE(c.Connect(daemon->socket()).ok()) << daemon->Log();
+  PingReply pong;
+  EXPECT_TRUE(c.Call(PingRequest{}, &pong).ok());
+  EXPECT_TRUE(c.Call(PingRequest{}, &pong).ok());
+  MemAllocReply m;
+  EXPECT_TRUE(c.Call(MemAllocRequest{.bytes = 4096}, &m).ok());
+  c.Close();
+  daemon.reset();
+  EXPECT_EQ(ReadFile(path), "unshare\n");
+  ::unlink(path);
+}
+
+}  // namespace
+}  // namespace smolvm::testing
