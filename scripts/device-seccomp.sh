@@ -71,12 +71,12 @@ phase_learner() {
   SMOLVM_CUDA_SOCKET=$sock LD_LIBRARY_PATH=$ROOT/build/shim:${LD_LIBRARY_PATH:-} timeout 90 build/smolvm-learner train \
     --model "$L/model" --method dpo --batch 2 --maxseq 64 --steps 4 --device cuda --fork --coord "$L/coord" \
     --arm fork-on >"$L/golden.out" 2>"$L/golden.err" &
-  local golden=$! ok=1
+  local waiter=$! ok=1 golden=""  # waiter: timeout's pid; golden: the learner's, from the daemon
   for _ in $(seq 600); do
     SMOLVM_CUDA_SOCKET=$sock build/smolvm cuda status --json 2>/dev/null |
-      python3 -c "import json,sys; j=json.load(sys.stdin); sys.exit(0 if any(s['pid']==$golden and s['state']=='forkpoint' for s in j['sessions']) else 1)" &&
-      { ok=0; break; }
-    kill -0 "$golden" 2>/dev/null || break
+      python3 -c "import json,sys; j=json.load(sys.stdin); p=[s['pid'] for s in j['sessions'] if s['state']=='forkpoint']; print(p[0]) if p else sys.exit(1)" \
+        >"$L/golden.pid" && { golden=$(cat "$L/golden.pid"); ok=0; break; }
+    kill -0 "$waiter" 2>/dev/null || break
     sleep 0.2
   done
   if ((ok == 0)); then
@@ -89,7 +89,7 @@ phase_learner() {
     grep -l '"done"' "$L/coord"/learner_*.jsonl >/dev/null 2>&1 || ok=1
     SMOLVM_CUDA_SOCKET=$sock build/smolvm cuda release --pid "$golden" >>"$L/fork.txt" 2>&1
   fi
-  wait "$golden" || ok=1
+  wait "$waiter" || ok=1
   kill -TERM "$daemon" 2>/dev/null
   wait "$daemon" 2>/dev/null
   return "$ok"
