@@ -353,6 +353,21 @@ std::vector<std::string> ModuleDirs(const DaemonProcess& d) {
   return out;
 }
 
+// Where images are stored: the daemon's directory, and with workers dropped
+// to tenant uids, each tenant's <jail>/u<uid>/modules (the log names the jail).
+std::vector<std::string> CachedModuleDirs(const DaemonProcess& d) {
+  std::vector<std::string> out = ModuleDirs(d);
+  std::string log = d.Log();
+  size_t at = log.find(", jail ");
+  if (at == std::string::npos) return out;
+  std::string jail = log.substr(at + 7, log.find_first_of(" \n", at + 7) - (at + 7));
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(jail, ec))
+    if (e.path().filename().string().rfind('u', 0) == 0 && std::filesystem::is_directory(e.path() / "modules"))
+      out.push_back((e.path() / "modules").string());
+  return out;
+}
+
 // 3a. A module directory planted before the daemon starts is never adopted.
 TEST(HostileGuests, APlantedModuleDirectoryIsNotAdopted) {
   std::string planted;
@@ -393,7 +408,7 @@ TEST(HostileGuests, APlantedModuleImageIsRefused) {
   ASSERT_TRUE(LoadByHash(c, 2).ok()) << "the session's own image is a hit";
   // Overwrite every cached file with other bytes.
   int planted = 0;
-  for (const auto& dir : ModuleDirs(d))
+  for (const auto& dir : CachedModuleDirs(d))
     for (const auto& e : std::filesystem::directory_iterator(dir)) {
       std::ofstream(e.path(), std::ios::trunc) << "planted bytes";
       ++planted;
