@@ -3,132 +3,30 @@
 // program is then made by the guest library's further forks in C). Drives the
 // built CLI as root, as machine_integration_test.cc does; skips elsewhere or
 // without python3 in the host's /usr (the machine's root).
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <spawn.h>
-#include <stdlib.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <random>
-#include <sstream>
 #include <string>
-#include <vector>
 
-#include "machine/cgroups.h"
-
-extern char** environ;
+#include "machine/machine_test_fixture.h"
 
 namespace smolvm::machine {
 namespace {
 
-namespace fs = std::filesystem;
+using namespace testing_support;
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-struct CliRun {
-  int rc = -1;
-  std::string out, err;
-};
-
-class MachinePythonTest : public ::testing::Test {
+// The machine fixture (machine_test_fixture.h), skipping where the host's
+// /usr has no python3 (the machine's root).
+class MachinePythonTest : public MachineTest {
  protected:
   void SetUp() override {
-    if (geteuid() != 0) GTEST_SKIP() << "machines need root (CI runs these as root)";
-    if (access("/usr/bin/python3", X_OK) != 0)
-      GTEST_SKIP() << "no /usr/bin/python3 for the machine";
-    char tmpl[] = "/tmp/smolvm-mpy-XXXXXX";
-    home_ = mkdtemp(tmpl);
-    std::random_device rd;
-    cgroup_parent_ =
-        "smolvm-test-" + std::to_string(getpid()) + "-" + std::to_string(rd() % 100000);
-    setenv("SMOLVM_HOME", home_.c_str(), 1);
-    setenv("SMOLVM_CGROUP_PARENT", cgroup_parent_.c_str(), 1);
-    setenv("SMOLVM_SHIM_DIR", SMOLVM_GUEST_LIB_DIR, 1);  // holds python/smolvm too
-    setenv("SMOLVM_CUDA_BACKEND", "fake", 1);  // --cuda machines start the daemon on the fake
+    if (geteuid() == 0 && access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3 for the machine";
+    MachineTest::SetUp();
   }
-
-  void TearDown() override {
-    if (home_.empty()) return;
-    auto list = nlohmann::json::parse(Cli({"machine", "list", "--json"}).out, nullptr, false);
-    if (list.is_array())
-      for (const auto& m : list)
-        if (m["golden"] == "")
-          Cli({"machine", "rm", "--force", "--cascade", "--grace", "0", "--name", m["name"]});
-    Cli({"cuda", "shutdown", "--grace", "5"});  // the daemon --cuda machines started
-    // Nothing left: no cgroup under our parent, no host mount or process naming our home.
-    auto layout = DetectCgroups();
-    if (layout.ok())
-      for (const auto& h : layout->hierarchies) {
-        std::error_code ec;
-        for (const auto& e : fs::directory_iterator(h.mount_point + "/" + cgroup_parent_, ec))
-          if (e.is_directory()) ADD_FAILURE() << "leftover cgroup " << e.path();
-        rmdir((h.mount_point + "/" + cgroup_parent_).c_str());
-      }
-    EXPECT_EQ(Slurp("/proc/self/mountinfo").find(home_), std::string::npos);
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator("/proc", ec))
-      EXPECT_EQ(Slurp(e.path().string() + "/cmdline").find(home_), std::string::npos)
-          << "leftover " << e.path();
-    fs::remove_all(home_);
-    unsetenv("SMOLVM_HOME");
-    unsetenv("SMOLVM_CGROUP_PARENT");
-  }
-
-  CliRun Cli(std::vector<std::string> args) {
-    args.insert(args.begin(), SMOLVM_CLI);
-    std::string out = home_ + ".out", err = home_ + ".err";
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    std::vector<char*> a;
-    for (auto& s : args) a.push_back(s.data());
-    a.push_back(nullptr);
-    CliRun r;
-    pid_t pid;
-    int spawned = posix_spawn(&pid, a[0], &fa, nullptr, a.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (spawned == 0) {
-      int status;
-      waitpid(pid, &status, 0);
-      r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    }
-    r.out = Slurp(out);
-    r.err = Slurp(err);
-    unlink(out.c_str());
-    unlink(err.c_str());
-    return r;
-  }
-
-  std::string Logs(const std::string& name) { return Cli({"machine", "logs", "--name", name}).out; }
-
-  nlohmann::json Find(const std::string& name) {
-    auto list = nlohmann::json::parse(Cli({"machine", "list", "--json"}).out, nullptr, false);
-    if (list.is_array())
-      for (const auto& m : list)
-        if (m["name"] == name) return m;
-    return nullptr;
-  }
-
+  // A Python golden takes longer than the C ones to reach its forkpoint.
   bool WaitForLog(const std::string& name, const std::string& text, int timeout_ms = 20000) {
-    for (int waited = 0; waited < timeout_ms; waited += 50) {
-      if (Logs(name).find(text) != std::string::npos) return true;
-      usleep(50000);
-    }
-    return false;
+    return MachineTest::WaitForLog(name, text, timeout_ms);
   }
-
-  std::string home_, cgroup_parent_;
 };
 
 const std::string kTests = std::string(SMOLVM_SOURCE_DIR) + "/python/tests";
