@@ -204,8 +204,14 @@ Status MachineCgroup::Destroy(int timeout_ms) const {
     if (layout_.v2 && ::access((d + "/cgroup.kill").c_str(), F_OK) == 0) (void)WriteFile(d + "/cgroup.kill", "1");
     for (;;) {
       std::string procs = ReadFile(d + "/cgroup.procs");
-      if (procs.empty() && ::rmdir(d.c_str()) == 0) break;
-      if (errno == ENOENT) break;
+      // errno is read only right after rmdir failed: with processes still
+      // listed it holds whatever an earlier call left (an ENOENT there once
+      // ended this loop with the directory still in place).
+      if (procs.empty()) {
+        if (::rmdir(d.c_str()) == 0 || errno == ENOENT) break;
+      } else if (::access(d.c_str(), F_OK) != 0 && errno == ENOENT) {
+        break;
+      }
       for (const auto& p : Split(procs, '\n'))
         if (!p.empty()) ::kill(static_cast<pid_t>(std::stoi(p)), SIGKILL);
       if (std::chrono::steady_clock::now() > deadline)

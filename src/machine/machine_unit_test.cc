@@ -1,6 +1,9 @@
 // Unit tests of the machine library's pure parts: names, volumes, specs,
 // the state store under concurrency, cpuset spreading, exit codes.
+#include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -163,6 +166,34 @@ TEST(Cgroups, PickCpusetSpreadsLoad) {
   std::string all = PickCpuset(1000, {});
   EXPECT_EQ(std::count(all.begin(), all.end(), ',') + 1,
             static_cast<long>(cpus.size()));
+}
+
+// A stale errno (ENOENT from an earlier call) while processes were still
+// listed ended Destroy's loop with the directory left (the CudaMachineTest
+// teardown found a clone's cgroup under load).
+TEST(Cgroups, DestroyEmptiesAndRemovesWhateverErrnoWas) {
+  if (geteuid() != 0) GTEST_SKIP() << "cgroups need root (CI runs as root)";
+  auto layout = DetectCgroups();
+  if (!layout.ok()) GTEST_SKIP() << layout.status().message();
+  std::string parent = "smolvm-unit-" + std::to_string(getpid());
+  setenv("SMOLVM_CGROUP_PARENT", parent.c_str(), 1);
+  MachineCgroup cg(*layout, "stale-errno");
+  ASSERT_TRUE(cg.Create(CgroupLimits{}).ok());
+  pid_t child = fork();
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  ASSERT_TRUE(cg.AddProcess(child).ok());
+  errno = ENOENT;
+  EXPECT_TRUE(cg.Destroy().ok());
+  EXPECT_FALSE(cg.Exists());
+  kill(child, SIGKILL);  // already dead when Destroy worked
+  int status;
+  waitpid(child, &status, 0);
+  for (const auto& d : cg.dirs()) rmdir(d.c_str());
+  for (const auto& h : layout->hierarchies) rmdir((h.mount_point + "/" + parent).c_str());
+  unsetenv("SMOLVM_CGROUP_PARENT");
 }
 
 TEST(Errors, ExitCodesAreStable) {
