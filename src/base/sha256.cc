@@ -1,5 +1,7 @@
 #include "base/sha256.h"
 
+#include "base/hex.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -17,17 +19,6 @@ struct CtxFree {
 };
 
 }  // namespace
-
-std::string HexOfBytes(std::string_view bytes) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string hex(bytes.size() * 2, '0');
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    auto b = static_cast<unsigned char>(bytes[i]);
-    hex[2 * i] = kDigits[b >> 4];
-    hex[2 * i + 1] = kDigits[b & 15];
-  }
-  return hex;
-}
 
 std::string Sha256(std::string_view data) {
   unsigned char md[kSha256Bytes];

@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/hex.h"  // HexOfBytes, for the digests
 #include "base/status.h"
 
 namespace smolvm {
@@ -18,7 +19,5 @@ std::string Sha256(std::string_view data);
 std::string Sha256Hex(std::string_view data);
 // Lowercase hex digest of the file at `path`, read in pieces.
 Result<std::string> Sha256File(const std::string& path);
-// Lowercase hex of any bytes.
-std::string HexOfBytes(std::string_view bytes);
 
 }  // namespace smolvm

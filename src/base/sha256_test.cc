@@ -32,3 +32,19 @@ TEST(Sha256, FileDigestEqualsDataDigest) {
 
 }  // namespace
 }  // namespace smolvm
+
+namespace smolvm {
+namespace {
+
+TEST(Hex, RoundTripsEveryByteAndNeverThrows) {
+  std::string all;
+  for (int b = 0; b < 256; ++b) all.push_back(static_cast<char>(b));
+  std::string hex = HexOfBytes(all);
+  EXPECT_EQ(hex.substr(0, 6), "000102");
+  EXPECT_EQ(hex.substr(hex.size() - 4), "feff");
+  EXPECT_EQ(BytesOfHex(hex), all);
+  EXPECT_EQ(BytesOfHex("zz1"), std::string(1, '\0'));  // not hex: 0; odd tail ignored
+}
+
+}  // namespace
+}  // namespace smolvm

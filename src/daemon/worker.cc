@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/control.h"
+#include "base/hex.h"
 #include "daemon/module_cache.h"
 #include "daemon/worker_checks.h"
 #include "daemon/worker_host_guard.h"
@@ -467,21 +468,6 @@ Status Worker::Handle(const proto::MarkFrozenRequest& q, proto::MarkFrozenReply*
 
 namespace {
 
-std::string HexOf(std::string_view bytes) {
-  std::string hex;
-  char b[3];
-  for (unsigned char c : bytes) {
-    std::snprintf(b, sizeof b, "%02x", c);
-    hex += b;
-  }
-  return hex;
-}
-
-std::string BytesOfHex(const std::string& hex) {
-  std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
-  return out;
-}
 
 }  // namespace
 
@@ -628,7 +614,7 @@ Status Worker::PrepareFork(const proto::ForkPrepareRequest& req) {
   }
   j["modules"] = nlohmann::json::array();
   for (const auto& [id, mod] : modules_)
-    j["modules"].push_back({id, HexOf(mod.hash), HexOf(module_cache_.Sha256Of(mod.hash))});
+    j["modules"].push_back({id, HexOfBytes(mod.hash), HexOfBytes(module_cache_.Sha256Of(mod.hash))});
   j["functions"] = nlohmann::json::array();
   for (const auto& [id, f] : functions_) j["functions"].push_back({id, f.module, f.name});
   j["streams"] = nlohmann::json::array();

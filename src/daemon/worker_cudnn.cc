@@ -9,6 +9,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "base/hex.h"
 #include "daemon/worker.h"
 #include "proto/dnn_attrs.h"
 
@@ -22,23 +23,6 @@ constexpr uint32_t kVariantPackType =
     16;  // CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR: travels by value
 constexpr int64_t kMaxGetBytes = 1 << 20;  // e.g. a plan's JSON representation
 
-std::string Hex(std::string_view b) {
-  static const char* k = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : b) out += {k[c >> 4], k[c & 15]};
-  return out;
-}
-
-// The bytes of `h` (lowercase hex, as Hex writes it); what is not hex reads as 0.
-std::string Unhex(const std::string& h) {
-  auto nibble = [](char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : 0;
-  };
-  std::string out;
-  for (size_t i = 0; i + 1 < h.size(); i += 2)
-    out += static_cast<char>(nibble(h[i]) << 4 | nibble(h[i + 1]));
-  return out;
-}
 
 }  // namespace
 
@@ -136,7 +120,7 @@ Status Worker::Handle(const proto::DnnFinalizeRequest& q, proto::DnnFinalizeRepl
     return st;
   }
   dnn_.descs[q.desc] = DnnState::DescInfo{d, q.type};
-  dnn_.log.push_back(nlohmann::json::array({"f", q.desc, q.type, Hex(q.attrs)}).dump());
+  dnn_.log.push_back(nlohmann::json::array({"f", q.desc, q.type, HexOfBytes(q.attrs)}).dump());
   return Status::Ok();
 }
 
@@ -268,7 +252,7 @@ Status Worker::DnnRebuild(const nlohmann::json& j) {
       proto::DnnFinalizeRequest q;
       q.desc = e.at(1);
       q.type = e.at(2);
-      std::string attrs = Unhex(e.at(3).get<std::string>());
+      std::string attrs = BytesOfHex(e.at(3).get<std::string>());
       q.attrs = attrs;
       proto::DnnFinalizeReply r;
       RETURN_IF_ERROR(Handle(q, &r, &ctx));
