@@ -74,6 +74,18 @@ const proto::DnnGetVersionReply& Versions() {
 SMOLVM_EXPORT size_t cudnnGetVersion(void) { return Versions().version; }
 SMOLVM_EXPORT size_t cudnnGetCudartVersion(void) { return Versions().cudart_version; }
 
+// The worker library's version split as cuDNN 9 does (major * 10000 + minor * 100 + patch).
+SMOLVM_EXPORT cudnnStatus_t cudnnGetProperty(libraryPropertyType type, int* value) {
+  if (value == nullptr) return Fail(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, "cudnnGetProperty");
+  const int v = static_cast<int>(Versions().version);
+  switch (type) {
+    case MAJOR_VERSION: *value = v / 10000; return CUDNN_STATUS_SUCCESS;
+    case MINOR_VERSION: *value = v / 100 % 100; return CUDNN_STATUS_SUCCESS;
+    case PATCH_LEVEL: *value = v % 100; return CUDNN_STATUS_SUCCESS;
+  }
+  return Fail(CUDNN_STATUS_BAD_PARAM, "cudnnGetProperty");
+}
+
 SMOLVM_EXPORT const char* cudnnGetErrorString(cudnnStatus_t status) {
   return smolvm::shim::DnnStatusName(status);
 }
