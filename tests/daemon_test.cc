@@ -8,7 +8,7 @@
 
 #include "daemon/daemon.h"
 #include "daemon/layout.h"
-#include "daemon/module_cache.h"
+#include "worker/module_cache.h"
 #include "daemon_client.h"
 
 namespace smolvm::testing {

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "daemon/module_cache.h"
+#include "worker/module_cache.h"
 #include "proto/dnn_attrs.h"
 #include "proto/lib_status.h"
 #include "daemon_client.h"

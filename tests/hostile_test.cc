@@ -20,7 +20,7 @@
 #include <thread>
 
 #include "base/sha256.h"
-#include "daemon/module_cache.h"
+#include "worker/module_cache.h"
 #include "daemon_client.h"
 
 namespace smolvm::testing {

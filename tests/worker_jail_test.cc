@@ -15,9 +15,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "daemon/module_cache.h"
-#include "daemon/worker_seccomp.h"
-#include "daemon/worker_uids.h"
+#include "worker/module_cache.h"
+#include "worker/worker_seccomp.h"
+#include "worker/worker_uids.h"
 #include "daemon_client.h"
 
 namespace smolvm::testing {

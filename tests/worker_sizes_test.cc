@@ -15,7 +15,7 @@
 
 #include "backend/blas_backend.h"
 #include "daemon/layout.h"
-#include "daemon/module_cache.h"
+#include "worker/module_cache.h"
 #include "daemon_client.h"
 #include "proto/lib_status.h"
 #include "proto/lt_attrs.h"

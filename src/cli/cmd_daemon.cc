@@ -12,7 +12,7 @@
 #include "cli/commands.h"
 #include "daemon/daemon.h"
 #include "daemon/layout.h"
-#include "daemon/worker.h"
+#include "worker/worker.h"
 
 namespace smolvm::cli {
 

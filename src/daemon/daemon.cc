@@ -19,11 +19,11 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "daemon/context_size.h"
-#include "daemon/control.h"
-#include "daemon/module_cache.h"
-#include "daemon/worker_jail.h"
-#include "daemon/worker_seccomp.h"
+#include "worker/context_size.h"
+#include "worker/control.h"
+#include "worker/module_cache.h"
+#include "worker/worker_jail.h"
+#include "worker/worker_seccomp.h"
 #include "proto/dispatch.h"
 #include "proto/frame.h"
 #include "proto/proto_hash.h"

@@ -24,7 +24,7 @@
 #include "base/status.h"
 #include "base/unique_fd.h"
 #include "daemon/machine_budget.h"
-#include "daemon/worker_uids.h"
+#include "worker/worker_uids.h"
 #include "proto/messages.h"
 #include "transport/unix_channel.h"
 

@@ -13,7 +13,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "daemon/context_size.h"
+#include "worker/context_size.h"
 #include "daemon/daemon.h"
 #include "proto/frame.h"
 

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "daemon/control.h"
+#include "worker/control.h"
 #include "daemon/daemon.h"
 #include "proto/frame.h"
 

@@ -27,7 +27,7 @@
 
 #include "backend/fake_backend.h"
 #include "daemon/layout.h"
-#include "daemon/worker.h"
+#include "worker/worker.h"
 #include "proto/frame.h"
 #include "transport/unix_channel.h"
 

@@ -1,4 +1,4 @@
-#include "daemon/module_cache.h"
+#include "worker/module_cache.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,4 +1,4 @@
-#include "daemon/worker_checks.h"
+#include "worker/worker_checks.h"
 
 #include <cublas_api.h>
 #include <cuda.h>

@@ -1,4 +1,4 @@
-#include "daemon/worker_jail.h"
+#include "worker/worker_jail.h"
 
 #include <errno.h>
 #include <fcntl.h>

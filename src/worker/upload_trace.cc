@@ -1,4 +1,4 @@
-#include "daemon/upload_trace.h"
+#include "worker/upload_trace.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>

@@ -12,7 +12,7 @@
 
 #include <map>
 
-#include "daemon/worker.h"
+#include "worker/worker.h"
 
 namespace smolvm {
 namespace {

@@ -1,4 +1,4 @@
-#include "daemon/worker_seccomp.h"
+#include "worker/worker_seccomp.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "daemon/worker.h"
+#include "worker/worker.h"
 
 #include <cuda.h>
 #include <errno.h>
@@ -17,11 +17,11 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "daemon/control.h"
+#include "worker/control.h"
 #include "base/hex.h"
-#include "daemon/module_cache.h"
-#include "daemon/worker_checks.h"
-#include "daemon/worker_host_guard.h"
+#include "worker/module_cache.h"
+#include "worker/worker_checks.h"
+#include "worker/worker_host_guard.h"
 #include "proto/frame.h"
 #include "transport/unix_channel.h"
 

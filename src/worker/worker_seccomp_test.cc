@@ -1,7 +1,7 @@
 // The worker's seccomp filter, loaded in a forked child per case (a filter
 // cannot be unloaded): what enforce, log, off and learn do with a call off
 // the allowlist, and that threads still start while new processes do not.
-#include "daemon/worker_seccomp.h"
+#include "worker/worker_seccomp.h"
 
 #include <gtest/gtest.h>
 #include <sched.h>

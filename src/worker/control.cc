@@ -1,4 +1,4 @@
-#include "daemon/control.h"
+#include "worker/control.h"
 
 #include <algorithm>
 

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/hex.h"
-#include "daemon/worker.h"
+#include "worker/worker.h"
 #include "proto/dnn_attrs.h"
 
 namespace smolvm {

@@ -10,8 +10,8 @@
 
 #include <cstring>
 
-#include "daemon/worker.h"
-#include "daemon/worker_checks.h"
+#include "worker/worker.h"
+#include "worker/worker_checks.h"
 
 namespace smolvm {
 namespace {

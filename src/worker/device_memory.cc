@@ -1,4 +1,4 @@
-#include "daemon/device_memory.h"
+#include "worker/device_memory.h"
 
 #include <cuda.h>
 

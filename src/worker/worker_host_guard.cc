@@ -1,4 +1,4 @@
-#include "daemon/worker_host_guard.h"
+#include "worker/worker_host_guard.h"
 
 #include <signal.h>
 #include <sys/mman.h>

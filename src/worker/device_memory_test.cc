@@ -1,4 +1,4 @@
-#include "daemon/device_memory.h"
+#include "worker/device_memory.h"
 
 #include <cuda.h>
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 #include <string>
 
 #include "backend/fake_backend.h"
-#include "daemon/chunk_preload.h"
+#include "worker/chunk_preload.h"
 
 namespace smolvm {
 namespace {

@@ -1,4 +1,4 @@
-#include "daemon/worker_uids.h"
+#include "worker/worker_uids.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -18,7 +18,7 @@
 
 #include "backend/gpu_backend.h"
 #include "base/status.h"
-#include "daemon/device_memory.h"
+#include "worker/device_memory.h"
 
 namespace smolvm {
 

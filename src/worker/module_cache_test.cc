@@ -1,4 +1,4 @@
-#include "daemon/module_cache.h"
+#include "worker/module_cache.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -10,9 +10,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "daemon/context_size.h"
-#include "daemon/worker.h"
-#include "daemon/worker_checks.h"
+#include "worker/context_size.h"
+#include "worker/worker.h"
+#include "worker/worker_checks.h"
 #include "proto/lib_status.h"
 
 #ifdef SMOLVM_HAVE_CUDA_BACKEND

@@ -13,11 +13,11 @@
 #include <cstring>
 
 #include "backend/backend_factory.h"
-#include "daemon/control.h"
+#include "worker/control.h"
 #include "daemon/machine_budget.h"
-#include "daemon/worker.h"
-#include "daemon/worker_jail.h"
-#include "daemon/worker_seccomp.h"
+#include "worker/worker.h"
+#include "worker/worker_jail.h"
+#include "worker/worker_seccomp.h"
 #include "proto/frame.h"
 #include "transport/unix_channel.h"
 

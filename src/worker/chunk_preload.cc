@@ -1,4 +1,4 @@
-#include "daemon/chunk_preload.h"
+#include "worker/chunk_preload.h"
 
 #include <algorithm>
 #include <utility>

@@ -17,7 +17,7 @@
 
 #include "backend/gpu_backend.h"
 #include "base/status.h"
-#include "daemon/upload_trace.h"
+#include "worker/upload_trace.h"
 
 namespace smolvm {
 
