@@ -278,7 +278,7 @@ TEST(HostileGuests, EmptyAndWrongCloneTokensAreRefusedDuringAFork) {
   Golden g(&golden);
   UnixChannel admin(ConnectUnix(d.socket() + ".admin").value());
   std::string out;
-  AppendRequest(&out, AdminForkRequest{0, static_cast<uint32_t>(::getpid()), 2, "off", 5000}, 3);
+  AppendRequest(&out, AdminForkRequest{0, static_cast<uint32_t>(::getpid()), 2, Wire(ShareMode::kOff), 5000}, 3);
   ASSERT_TRUE(admin.Write(out).ok());
   // Thieves knock with an empty and a wrong token until both orders are out.
   int refused = 0, taken = 0;

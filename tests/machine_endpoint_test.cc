@@ -74,13 +74,13 @@ TEST_F(MachineEndpointTest, GuestSocketRefusesAdminOpsAndTagsSessions) {
   AdminStatusReply st;
   EXPECT_EQ(g.Call(AdminStatusRequest{}, &st).head.result, static_cast<int32_t>(Code::kUnknownOp));
   AdminForkReply fk;
-  EXPECT_EQ(g.Call(AdminForkRequest{0, static_cast<uint32_t>(::getpid()), 1, "off", 0}, &fk).head.result,
+  EXPECT_EQ(g.Call(AdminForkRequest{0, static_cast<uint32_t>(::getpid()), 1, Wire(ShareMode::kOff), 0}, &fk).head.result,
             static_cast<int32_t>(Code::kUnknownOp));
   AdminReleaseReply rl;
   EXPECT_EQ(g.Call(AdminReleaseRequest{0, static_cast<uint32_t>(::getpid())}, &rl).head.result,
             static_cast<int32_t>(Code::kUnknownOp));
   AdminMachineForkReply mf;
-  EXPECT_EQ(g.Call(AdminMachineForkRequest{"ma", static_cast<uint32_t>(::getpid()), "ma", "off", 0}, &mf).head.result,
+  EXPECT_EQ(g.Call(AdminMachineForkRequest{"ma", static_cast<uint32_t>(::getpid()), "ma", Wire(ShareMode::kOff), 0}, &mf).head.result,
             static_cast<int32_t>(Code::kUnknownOp));
   AdminMachineAttachReply at;
   EXPECT_EQ(g.Call(AdminMachineAttachRequest{"mx", "", 0}, &at).head.result, static_cast<int32_t>(Code::kUnknownOp));
@@ -195,7 +195,7 @@ TEST_F(MachineEndpointTest, CloneTokenWorksOnlyThroughTheCloneMachinesSocket) {
   });
   UnixChannel sup(ConnectUnix(daemon.socket() + ".admin").value());
   std::string out;
-  AppendRequest(&out, AdminMachineForkRequest{"gold", static_cast<uint32_t>(::getpid()), "kid", "off", 5000}, 9);
+  AppendRequest(&out, AdminMachineForkRequest{"gold", static_cast<uint32_t>(::getpid()), "kid", Wire(ShareMode::kOff), 5000}, 9);
   ASSERT_TRUE(sup.Write(out).ok());
   auto [res, go] = order.get();
   ASSERT_TRUE(res.ok()) << res.head.message << daemon.Log();
@@ -242,9 +242,9 @@ TEST_F(MachineEndpointTest, FailedMachineForkCancelsTheGoldensWait) {
   UnixChannel sup(ConnectUnix(daemon.socket() + ".admin").value());
   AdminMachineForkReply rep;
   // Unknown golden pid: NotFound at once (the supervisor forks a CPU-only golden).
-  EXPECT_EQ(AdminRoundTrip(sup, AdminMachineForkRequest{"gold", 1, "kid", "off", 1000}, &rep).code(),
+  EXPECT_EQ(AdminRoundTrip(sup, AdminMachineForkRequest{"gold", 1, "kid", Wire(ShareMode::kOff), 1000}, &rep).code(),
             static_cast<int32_t>(Code::kNotFound));
-  EXPECT_EQ(AdminRoundTrip(sup, AdminMachineForkRequest{"gold", static_cast<uint32_t>(::getpid()), "nowhere", "off", 1000}, &rep)
+  EXPECT_EQ(AdminRoundTrip(sup, AdminMachineForkRequest{"gold", static_cast<uint32_t>(::getpid()), "nowhere", Wire(ShareMode::kOff), 1000}, &rep)
                 .code(),
             static_cast<int32_t>(Code::kInvalidArgument));
   // Refused by the clone machine's budget: the golden's wait returns released.
@@ -253,7 +253,7 @@ TEST_F(MachineEndpointTest, FailedMachineForkCancelsTheGoldensWait) {
     CallResult res = golden.Call(ForkpointWaitRequest{}, &r);
     return std::make_pair(res, r);
   });
-  Status st = AdminRoundTrip(sup, AdminMachineForkRequest{"gold", static_cast<uint32_t>(::getpid()), "kid", "off", 5000}, &rep);
+  Status st = AdminRoundTrip(sup, AdminMachineForkRequest{"gold", static_cast<uint32_t>(::getpid()), "kid", Wire(ShareMode::kOff), 5000}, &rep);
   EXPECT_EQ(st.code(), CUDA_ERROR_OUT_OF_MEMORY);
   EXPECT_NE(st.message().find("fork needs 48 MiB (16 MiB of private copies + 32 MiB of context), 4 MiB free under "
                               "machine 'kid' --gpu-mem 4"),

@@ -17,6 +17,7 @@
 #include "machine/errors.h"
 #include "machine/paths.h"
 #include "machine/process.h"
+#include "proto/enums.h"
 #include "proto/frame.h"
 #include "shim/preload.h"
 #include "transport/read_reply.h"
@@ -191,11 +192,17 @@ int Fork(const ForkArgs& a) {
                  a.pid);
     return 3;
   }
+  const auto share = proto::ParseShareMode(DefaultShare(a.share));
+  if (!share) {
+    Status bad = InvalidArgument("--share must be on, off or auto");
+    std::fprintf(stderr, "smolvm cuda fork: %s\n", bad.ToString().c_str());
+    return machine::ExitCodeFor(bad);
+  }
   proto::AdminForkRequest req;
   req.session = a.session;
   req.pid = a.pid;
   req.count = a.count;
-  req.share = DefaultShare(a.share);
+  req.share = proto::Wire(*share);
   req.wait_ms = static_cast<uint32_t>(a.wait_s * 1000);
   proto::AdminForkReply rep;
   smolvm::Status st = AdminCall(socket, req, &rep);

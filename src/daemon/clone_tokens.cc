@@ -21,12 +21,6 @@ namespace {
 
 constexpr size_t kTokenHexBytes = 32;
 
-void ReplyHelloError(UnixChannel& ch, uint32_t seq, Code code, const std::string& message) {
-  std::string out;
-  proto::AppendErrorReply(&out, static_cast<uint16_t>(proto::Op::kHello), seq, static_cast<int32_t>(code), 0, message);
-  (void)ch.Write(out);
-}
-
 bool SameToken(const std::string& a, const std::string& b) {
   return a.size() == kTokenHexBytes && b.size() == kTokenHexBytes && CRYPTO_memcmp(a.data(), b.data(), kTokenHexBytes) == 0;
 }

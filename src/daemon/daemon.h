@@ -3,6 +3,19 @@
 // pre-started workers, supervises and reaps every worker, and answers
 // operators on the admin socket (`<socket>.admin`, mode 0600).
 //
+// One class, its parts in one file each (docs/daemon.md draws them):
+//   daemon.cc            the loop: sockets, poll, stop
+//   pending_guests.cc    connections until their Hello is whole; admission caps
+//   worker_pool.cc       starting, drawing and reaping workers
+//   worker_link.cc       what workers send on their control links
+//   session_registry.cc  the sessions, by id and by pid; their state and stats
+//   admin_server.cc      the admin socket's requests
+//   daemon_status.cc     the status (typed, daemon_status.h)
+//   fork_engine.cc       fork jobs and their state machine (AdvanceForks)
+//   fork_ahead.cc        the work ahead of forks (exports, preloads)
+//   clone_tokens.cc      clone tokens; releasing built clones to the golden
+//   daemon_machines.cc   machine endpoints, cgroups, --gpu-mem budgets
+//
 // The daemon never initialises CUDA itself: workers are started by fork+exec
 // of this binary (`smolvm _cuda-worker`), with the shim directories removed
 // from LD_LIBRARY_PATH. A worker's death ends only its session.
@@ -23,8 +36,10 @@
 
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "daemon/daemon_status.h"
 #include "daemon/machine_budget.h"
 #include "worker/worker_uids.h"
+#include "proto/enums.h"
 #include "proto/messages.h"
 #include "transport/unix_channel.h"
 
@@ -124,7 +139,7 @@ class Daemon {
     uint32_t guest_pid = 0;
     uint32_t host_pid = 0;   // SO_PEERCRED of its connection (0 for clones not attached yet)
     std::string machine;     // "" on the daemon's own socket
-    uint32_t role = 0;
+    proto::SessionRole role = proto::SessionRole::kStandalone;
     std::string state = "running";
     uint64_t shared_chunks = 0, shared_bytes = 0, private_chunks = 0, private_bytes = 0, allocations = 0;
   };
@@ -141,7 +156,7 @@ class Daemon {
   struct PendingGuest {
     std::unique_ptr<UnixChannel> channel;
     uint32_t hello_seq = 0;
-    uint32_t role = 0;
+    proto::SessionRole role = proto::SessionRole::kStandalone;
     uint32_t guest_pid = 0;
     uint64_t flags = 0;
     uint32_t host_pid = 0;
@@ -166,7 +181,7 @@ class Daemon {
     uint16_t admin_op = 0;  // the request's op, for its reply
     uint64_t golden = 0;  // session id (0 until the pid's session appears)
     uint32_t count = 0;
-    std::string share;
+    proto::ShareMode share = proto::ShareMode::kOff;
     // Machine forks (AdminMachineFork): the clones belong to clone_machine
     // and attach on its endpoint only.
     bool machine_fork = false;
@@ -213,20 +228,34 @@ class Daemon {
   void DrawPooledWorker(WorkerProc& w, uint64_t session);
   // Ends a worker that must serve no one (e.g. half placed in a machine).
   void DiscardWorker(WorkerProc& w);
+  // A frame on a worker's control link, through the generated control
+  // dispatch into WorkerLink (worker_link.cc).
+  struct WorkerLink;
   void OnWorkerControl(WorkerProc& w);
   void OnWorkerExit(pid_t pid);
+  // --- session registry (session_registry.cc) ---
+  Session* FindSession(uint64_t session, uint32_t pid);
+  void OnSessionState(const WorkerProc& w, const proto::WorkerStateRequest& r);
+  void OnSessionStats(const WorkerProc& w, const proto::WorkerStatsRequest& r);
+  // --- admin server (admin_server.cc), through the generated control
+  // dispatch into AdminLink ---
+  struct AdminLink;
   void ServeAdmin(uint64_t client);
-  std::string StatusJson() const;
+  DaemonStatus CollectStatus() const;  // daemon_status.cc
   // Admin requests (ServeAdmin dispatches here).
   void StartFork(uint64_t client, uint32_t seq, const proto::AdminForkRequest& req);
   void Release(uint64_t client, uint32_t seq, const proto::AdminReleaseRequest& req);
-  Session* FindSession(uint64_t session, uint32_t pid);
+  // --- fork engine (fork_engine.cc) ---
   // A new fork job for an admin request, or the reply refusing it when a
   // fork of that golden is already in progress (then null).
   ForkJob* QueueFork(uint64_t client, uint32_t seq, uint16_t op, uint32_t pid, uint64_t golden, uint32_t count,
-                     const std::string& share, uint32_t wait_ms);
+                     proto::ShareMode share, uint32_t wait_ms);
   // Moves fork jobs along; called whenever something they wait on happens.
   void AdvanceForks();
+  // One job's step (may end it); its clones' CloneBuild orders; its reply.
+  void AdvanceFork(ForkJob& job, std::chrono::steady_clock::time_point now);
+  void SendCloneBuilds(ForkJob& job);
+  void FinishFork(ForkJob& job, const Session& golden, std::chrono::steady_clock::time_point now);
   void FailFork(ForkJob& job, Status why);
   void OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m);
   void OnCloneBuilt(WorkerProc& w, const proto::CloneBuiltRequest& b);
@@ -308,6 +337,9 @@ class Daemon {
   int start_failures_ = 0;  // workers in a row that died before WorkerReady
   bool stopping_ = false;
 };
+
+// Refuses a guest's Hello on its channel with (code, message).
+void ReplyHelloError(UnixChannel& ch, uint32_t seq, Code code, const std::string& message);
 
 // The `_cuda-daemon` command.
 int DaemonMain(const DaemonOptions& options);

@@ -48,7 +48,7 @@ Daemon::Endpoint* Daemon::FindEndpoint(const std::string& machine) {
 
 void Daemon::AttachMachine(uint64_t client, uint32_t seq, const proto::AdminMachineAttachRequest& req,
                            std::vector<UniqueFd>* fds) {
-  const uint16_t op = static_cast<uint16_t>(proto::Op::kAdminMachineAttach);
+  const uint16_t op = proto::AdminMachineAttachRequest::kNumber;
   auto reply = [&](const Status& st) {
     auto it = admin_clients_.find(client);
     if (it == admin_clients_.end()) return;
@@ -140,8 +140,9 @@ Status Daemon::PlaceWorker(WorkerProc& w, const Endpoint& e) {
 }
 
 void Daemon::StartMachineFork(uint64_t client, uint32_t seq, const proto::AdminMachineForkRequest& req) {
-  const uint16_t op = static_cast<uint16_t>(proto::Op::kAdminMachineFork);
-  if (req.share != "on" && req.share != "off" && req.share != "auto")
+  const uint16_t op = proto::AdminMachineForkRequest::kNumber;
+  auto share = proto::ShareModeOf(req.share);
+  if (!share)
     return AdminReply(client, seq, op, InvalidArgument("--share must be on, off or auto"), "");
   if (!FindEndpoint(req.clone_machine))
     return AdminReply(client, seq, op,
@@ -150,13 +151,13 @@ void Daemon::StartMachineFork(uint64_t client, uint32_t seq, const proto::AdminM
   // it has one) exists now: no waiting for it to connect.
   Session* golden = nullptr;
   for (auto& [id, s] : sessions_)
-    if (s.machine == req.golden_machine && s.host_pid == req.golden_pid && s.role != 2) golden = &s;
+    if (s.machine == req.golden_machine && s.host_pid == req.golden_pid && s.role != proto::SessionRole::kClone) golden = &s;
   if (!golden)
     return AdminReply(client, seq, op,
                       NotFound("no CUDA session of pid " + std::to_string(req.golden_pid) + " in machine '" +
                                req.golden_machine + "'"),
                       "");
-  ForkJob* job = QueueFork(client, seq, op, req.golden_pid, golden->id, 1, req.share, req.wait_ms ? req.wait_ms : 10000);
+  ForkJob* job = QueueFork(client, seq, op, req.golden_pid, golden->id, 1, *share, req.wait_ms ? req.wait_ms : 10000);
   if (!job) return;
   job->machine_fork = true;
   job->clone_machine = req.clone_machine;

@@ -124,7 +124,7 @@ Status ReadControlTakingBudget(Channel& control, BudgetedBackend* backend, proto
                                std::string* payload, std::vector<UniqueFd>* fds) {
   while (true) {
     RETURN_IF_ERROR(control.ReadFrame(h, payload, fds));
-    if (h->op != static_cast<uint16_t>(proto::Op::kWorkerBudget)) return Status::Ok();
+    if (h->op != proto::WorkerBudgetRequest::kNumber) return Status::Ok();
     proto::WorkerBudgetRequest req;
     proto::Decoder dec(*payload);
     if (!proto::Decode(dec, &req) || fds->size() != 1 || req.slot >= MachineBudget::kSlots)

@@ -31,7 +31,7 @@ constexpr int kRefusalGraceMs = 500;
 
 void ReplyHelloError(int fd, uint32_t seq, const Status& st) {
   std::string out;
-  proto::AppendErrorReply(&out, static_cast<uint16_t>(proto::Op::kHello), seq, st.code(), 0, st.message());
+  proto::AppendErrorReply(&out, proto::HelloRequest::kNumber, seq, st.code(), 0, st.message());
   // Best effort, never blocking: a guest that does not read loses its answer.
   (void)::send(fd, out.data(), out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
 }
@@ -141,8 +141,8 @@ void Daemon::OnPendingReadable(uint64_t id) {
   }
   if (p.buf.size() < proto::kFrameHeaderBytes) return;
   h = proto::DecodeHeader(reinterpret_cast<const uint8_t*>(p.buf.data()));
-  if (h.op != static_cast<uint16_t>(proto::Op::kHello) || h.payload_bytes > kMaxHelloBytes || h.num_fds != 0) {
-    Status why = h.op != static_cast<uint16_t>(proto::Op::kHello)
+  if (h.op != proto::HelloRequest::kNumber || h.payload_bytes > kMaxHelloBytes || h.num_fds != 0) {
+    Status why = h.op != proto::HelloRequest::kNumber
                      ? Malformed("the first frame must be Hello")
                      : h.num_fds != 0 ? Malformed("send no descriptors before the Hello reply")
                                       : Malformed("a Hello of " + std::to_string(h.payload_bytes) +
@@ -219,12 +219,13 @@ void Daemon::OnHello(Pending p, const proto::FrameHeader& h, std::string_view pa
     ReplyHelloError(p.fd.get(), h.seq, Status(Code::kProtocolMismatch, msg));
     return;
   }
-  if (hello.role != 0 && hello.role != 2) {
+  const auto role = proto::SessionRoleOf(hello.role);
+  if (role != proto::SessionRole::kStandalone && role != proto::SessionRole::kClone) {
     ReplyHelloError(p.fd.get(), h.seq,
                     InvalidArgument("a new session says role 0 (or 2 with a clone token)"));
     return;
   }
-  if (hello.role == 0) {
+  if (role == proto::SessionRole::kStandalone) {
     if (Status admit = AdmitSession(p.endpoint); !admit.ok()) {
       Log("guest pid %u (host pid %u) refused: %s", hello.pid, p.host_pid, admit.message().c_str());
       ReplyHelloError(p.fd.get(), h.seq, admit);
@@ -237,12 +238,12 @@ void Daemon::OnHello(Pending p, const proto::FrameHeader& h, std::string_view pa
   PendingGuest g;
   g.channel = std::make_unique<UnixChannel>(std::move(p.fd));
   g.hello_seq = h.seq;
-  g.role = hello.role;
+  g.role = *role;
   g.guest_pid = hello.pid;
   g.flags = hello.flags;
   g.host_pid = p.host_pid;
   g.endpoint = p.endpoint;
-  if (hello.role == 2) return AttachClone(std::move(g), hello.token);
+  if (role == proto::SessionRole::kClone) return AttachClone(std::move(g), hello.token);
   waiting_.push_back(std::move(g));
   AssignWorkers();
 }

@@ -18,6 +18,17 @@ const char* OpName(uint16_t op) {
   return nullptr;
 }
 
+const char* ControlOpName(uint16_t op) {
+  switch (op) {
+#define SMOLVM_OP_NAME(num, name, kind, req, rep) \
+  case num:                                       \
+    return #name;
+    SMOLVM_CONTROL_OPS(SMOLVM_OP_NAME)
+#undef SMOLVM_OP_NAME
+  }
+  return nullptr;
+}
+
 bool IsKnownOp(uint16_t op) { return OpName(op) != nullptr; }
 
 bool IsAsyncOp(uint16_t op) {

@@ -1,4 +1,6 @@
 // The op table: the single source of truth of the guest <-> worker wire.
+// (The host's own links, admin and daemon <-> worker, have their table in
+// control_ops.h, outside this one and its hash: guest ops stay below 200.)
 //
 // Everything else about the protocol is generated from SMOLVM_OPS by the
 // preprocessor: the request/reply structs (messages.h), their encoders and
@@ -173,71 +175,7 @@
   /* used: the session's chunks plus its context; free as the session may allocate */ \
   X(101, NvmlMemory, SYNC, (), \
     (F(u64, total) F(u64, free_bytes) F(u64, used) F(u64, reserved) F(u32, worker_pid))) \
-  X(102, NvmlUtilization, SYNC, (), (F(u32, gpu) F(u32, memory))) \
-  /* -- admin socket (host-side operators; never reachable by guests) --- */ \
-  X(200, AdminStatus, SYNC, (), (F(str, json))) \
-  /* session 0 = find the golden by pid; share: on|off|auto; reply: one JSON line per clone */ \
-  X(201, AdminFork, SYNC, \
-    (F(u64, session) F(u32, pid) F(u32, count) F(str, share) F(u32, wait_ms)), (F(str, json))) \
-  X(202, AdminRelease, SYNC, (F(u64, session) F(u32, pid)), ()) \
-  /* a machine's guest endpoint: its listening socket rides along; sessions accepted there \
-     belong to `machine`; workers join `cgroups` (newline-separated cgroup directories); \
-     gpu_mem_bytes caps the machine's device memory (0: none). Closing this admin \
-     connection removes the endpoint. */ \
-  X(203, AdminMachineAttach, SYNC, \
-    (F(str, machine) F(str, cgroups) F(u64, gpu_mem_bytes)), ()) \
-  /* fork the session of host pid golden_pid in golden_machine into one clone that \
-     belongs to clone_machine (attached before); reply: one JSON line */ \
-  X(204, AdminMachineFork, SYNC, \
-    (F(str, golden_machine) F(u32, golden_pid) F(str, clone_machine) F(str, share) \
-     F(u32, wait_ms)), (F(str, json))) \
-  /* -- daemon <-> worker control link (same binary on both ends) ------- */ \
-  /* worker -> daemon once its context and arena are up */ \
-  X(300, WorkerReady, ASYNC, (F(u32, pid) F(u64, context_bytes)), ()) \
-  /* daemon -> worker: serve this guest; the guest's socket rides along; uid: the tenant's \
-     unprivileged uid the worker drops to first (0: it keeps the daemon's) */ \
-  X(301, WorkerAdopt, ASYNC, \
-    (F(u64, session_id) F(u32, hello_seq) F(u32, role) F(u32, guest_pid) F(u64, flags) F(u32, uid)), ()) \
-  /* worker -> daemon: what its session holds, after each change */ \
-  X(302, WorkerStats, ASYNC, \
-    (F(u64, session_id) F(u64, shared_chunks) F(u64, shared_bytes) F(u64, private_chunks) \
-     F(u64, private_bytes) F(u64, allocations)), ()) \
-  /* worker -> daemon: its session entered ("forkpoint") or left ("running") the forkpoint */ \
-  X(303, WorkerState, ASYNC, (F(u64, session_id) F(str, state)), ()) \
-  /* daemon -> golden worker: freeze and describe the session for `count` clones */ \
-  X(304, ForkPrepare, ASYNC, (F(str, share) F(u32, count)), ()) \
-  /* golden worker -> daemon: the manifest (JSON); num_chunks descriptors follow in ForkFds, */ \
-  /* or none when ahead_generation names the ForkAhead whose descriptors still hold */ \
-  X(305, ForkManifest, ASYNC, \
-    (F(i32, result) F(str, message) F(str, manifest) F(u32, num_chunks) F(u64, free_bytes) \
-     F(u64, private_bytes) F(u64, shared_bytes) F(u64, ahead_generation)), ()) \
-  /* a batch of chunk descriptors, in manifest order, riding with this frame */ \
-  X(306, ForkFds, ASYNC, (F(u32, first) F(u32, count)), ()) \
-  /* daemon -> clone worker: rebuild the golden's session; ForkFds follow; uid as in WorkerAdopt */ \
-  X(307, CloneBuild, ASYNC, \
-    (F(u64, session_id) F(u32, clone_index) F(str, manifest) F(u32, num_chunks) F(u64, golden) F(u32, uid)), ()) \
-  /* preloaded: shared chunks taken from the worker's ahead imports */ \
-  X(308, CloneBuilt, ASYNC, \
-    (F(i32, result) F(str, message) F(u64, shared_chunks) F(u64, private_chunks) \
-     F(u64, shared_bytes) F(u64, private_bytes) F(f32, ms) F(u32, preloaded)), ()) \
-  /* daemon -> golden worker: answer the guest's ForkpointWait (index < 0: release) */ \
-  X(309, ForkGo, ASYNC, (F(i32, clone_index) F(str, token)), ()) \
-  /* golden worker -> daemon, on reaching its forkpoint with changed memory: every chunk */ \
-  /* (JSON [[addr, bytes, id, candidate], ...]; candidates: what a fork will likely share) */ \
-  /* with num_chunks descriptors following in ForkFds; generation names this snapshot */ \
-  X(310, ForkAhead, ASYNC, \
-    (F(u64, session_id) F(u64, generation) F(str, chunks) F(u32, num_chunks)), ()) \
-  /* daemon -> pooled worker: hold exactly these chunks of `golden` imported and mapped */ \
-  /* read-only (JSON [[addr, bytes, id], ...]); num_chunks descriptors follow in ForkFds */ \
-  X(311, ForkPreload, ASYNC, \
-    (F(u64, golden) F(u64, generation) F(str, chunks) F(u32, num_chunks)), ()) \
-  X(312, PreloadDone, ASYNC, \
-    (F(u64, golden) F(u64, generation) F(i32, result) F(str, message) F(u32, chunks) F(f32, ms)), ()) \
-  /* daemon -> pooled worker: unmap and release every preloaded chunk */ \
-  X(313, PreloadDrop, ASYNC, (), ()) \
-  /* daemon -> worker before it serves a machine's session: the machine's shared \
-     device-memory budget (memfd) rides along; `slot` is this worker's entry in it */ \
-  X(314, WorkerBudget, ASYNC, (F(u32, slot) F(u64, limit_bytes)), ())
+  X(102, NvmlUtilization, SYNC, (), (F(u32, gpu) F(u32, memory)))
 // clang-format on
 
 namespace smolvm::proto {

@@ -25,7 +25,7 @@ Result<std::vector<UniqueFd>> ReceiveChunkFds(Channel& ch, uint32_t count) {
     RETURN_IF_ERROR(ch.ReadFrame(&h, &payload, &fds));
     proto::ForkFdsRequest r;
     proto::Decoder dec(payload);
-    if (h.op != static_cast<uint16_t>(proto::Op::kForkFds) || !proto::Decode(dec, &r) ||
+    if (h.op != proto::ForkFdsRequest::kNumber || !proto::Decode(dec, &r) ||
         r.first != all.size() || r.count != fds.size() || all.size() + fds.size() > count)
       return Malformed("expected chunk descriptors on the control link");
     for (auto& fd : fds) all.push_back(std::move(fd));

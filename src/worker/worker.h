@@ -5,6 +5,13 @@
 // it (WorkerAdopt, the guest's socket attached) until that guest disconnects.
 //
 // Threading: one thread; every handler runs on it.
+//
+// Its parts (docs/daemon.md): worker.cc the serve loop; one handler file per
+// API family, mirroring the shim's forward_* files: worker_device.cc,
+// worker_memory.cc, worker_stream.cc, worker_module.cc, worker_blas.cc
+// (cuBLAS, cuBLASLt, NVML), worker_driver.cc (VMM), worker_cudnn.cc; the
+// fork's halves: worker_fork_golden.cc and worker_fork_clone.cc; the process:
+// worker_main.cc (WorkerMain), worker_jail.cc, worker_seccomp.cc.
 #pragma once
 
 #include <map>
@@ -19,6 +26,7 @@
 #include "worker/module_cache.h"
 #include "worker/worker_cudnn.h"
 #include "proto/dispatch.h"
+#include "proto/enums.h"
 #include "transport/channel.h"
 #include "transport/unix_channel.h"
 
@@ -180,14 +188,16 @@ class Worker {
   // One frame from the guest: dispatch, reply or keep the deferred error.
   Status ServeFrame(Channel& guest, const proto::FrameHeader& h, std::string_view payload,
                     std::vector<UniqueFd>* fds);
-  // One request from the daemon while serving.
+  // One request from the daemon while serving, through the generated
+  // control dispatch into ServingLink (worker_fork_golden.cc).
+  struct ServingLink;
   Status OnControl(Channel& guest);
   Status PrepareFork(const proto::ForkPrepareRequest& req);
   // At the forkpoint with memory changed since the last time: exports every
   // chunk and names the ones a fork will likely share (ForkAhead).
   void SendAhead();
-  // The chunks a fork with `share` ("on" or "auto") shares.
-  Result<std::vector<uint64_t>> ShareCandidates(const std::string& share);
+  // The chunks a fork with `share` (kOn or kAuto) shares.
+  Result<std::vector<uint64_t>> ShareCandidates(proto::ShareMode share);
   // Answers the guest's pending ForkpointWait with the oldest queued order.
   Status AnswerForkpoint(Channel& guest);
   void ReportFault();
@@ -267,11 +277,21 @@ class Worker {
   bool VmmInUse() const;
 };
 
-// The `_cuda-worker` process: runs a Worker on the control descriptor.
-// Exit status: 0 served (or let go unused), 1 bad options, 2 start failed,
-// 3 control link broken, 4 bad control message, 5 clone build failed,
-// 6 the jail could not be entered, kWorkerExitSeccomp (31) a forbidden
-// system call.
+// The exit status of a `_cuda-worker` process, as the daemon logs it
+// ("worker N exited with S"; docs/daemon.md lists them too).
+enum WorkerExit : int {
+  kWorkerExitServed = 0,        // served its session to the end, or let go unused
+  kWorkerExitBadOptions = 1,    // bad options or backend name, or the daemon was already gone
+  kWorkerExitStartFailed = 2,   // the backend, the arena or the host range could not be set up
+  kWorkerExitControlLost = 3,   // its control link broke while it reported to the daemon
+  kWorkerExitBadControl = 4,    // a control frame it does not take there, or that does not decode
+  kWorkerExitCloneFailed = 5,   // a clone build failed (the daemon got CloneBuilt with why)
+  kWorkerExitJailFailed = 6,    // it could not drop to its tenant's uid or load its seccomp filter
+  // kWorkerExitSeccomp (31, worker_seccomp.h): killed by its filter on a forbidden system call.
+};
+
+// The `_cuda-worker` process: runs a Worker on the control descriptor and
+// returns a WorkerExit.
 int WorkerMain(int control_fd, const WorkerOptions& options);
 
 }  // namespace smolvm

@@ -18,6 +18,7 @@
 #include "worker/worker.h"
 #include "worker/worker_jail.h"
 #include "worker/worker_seccomp.h"
+#include "proto/control_dispatch.h"
 #include "proto/frame.h"
 #include "transport/unix_channel.h"
 
@@ -41,16 +42,87 @@ bool EnterJail(Worker& worker, const WorkerOptions& options, uint32_t uid, Secco
   return true;
 }
 
+// The daemon's orders to a pooled worker, through the generated control
+// dispatch: preloads, then one clone build or one adoption. A handler that
+// must end the process says how in `exit`.
+struct PooledLink {
+  Worker& worker;
+  UnixChannel& control;
+  const WorkerOptions& options;
+  SeccompMode mode;
+  int learn_fd;
+  bool built_clone = false;
+  bool jailed = false;
+  int exit = kWorkerExitServed;
+  bool adopted = false;
+  proto::WorkerAdoptRequest adopt;
+  UniqueFd guest;
+  using Ctx = proto::ControlContext;
+
+  Status Fail(int code, Status why) {
+    exit = code;
+    return why;
+  }
+  Status Handle(const proto::ForkPreloadRequest& pre, Ctx*) {
+    if (built_clone) return Malformed("ForkPreload after a clone build");
+    auto chunk_fds = ReceiveChunkFds(control, pre.num_chunks);
+    if (!chunk_fds.ok()) return Fail(kWorkerExitBadControl, chunk_fds.status());
+    proto::PreloadDoneRequest done = worker.Preload(pre, *chunk_fds);
+    if (done.result != 0)
+      std::fprintf(stderr, "smolvm worker %d: preload for session %llu failed: %s\n", ::getpid(),
+                   static_cast<unsigned long long>(pre.golden), done.message.c_str());
+    std::string out;
+    proto::AppendRequest(&out, done, 0);
+    if (Status st = control.Write(out); !st.ok()) return Fail(kWorkerExitControlLost, st);
+    return Status::Ok();
+  }
+  Status Handle(const proto::PreloadDropRequest&, Ctx*) {
+    if (built_clone) return Malformed("PreloadDrop after a clone build");
+    worker.DropPreload();
+    return Status::Ok();
+  }
+  Status Handle(const proto::CloneBuildRequest& build, Ctx*) {
+    // A fork: become a copy of the golden, then wait for the clone's guest.
+    if (built_clone) return Malformed("a second CloneBuild");
+    if (!EnterJail(worker, options, build.uid, mode, learn_fd)) return Fail(kWorkerExitJailFailed, Internal("jail"));
+    jailed = true;
+    auto chunk_fds = ReceiveChunkFds(control, build.num_chunks);
+    Result<proto::CloneBuiltRequest> built =
+        chunk_fds.ok() ? worker.BuildClone(build, *chunk_fds) : Result<proto::CloneBuiltRequest>(chunk_fds.status());
+    proto::CloneBuiltRequest reply;
+    if (built.ok()) {
+      reply = *built;
+    } else {
+      reply.result = built.status().code() ? built.status().code() : static_cast<int32_t>(Code::kInternal);
+      reply.message = built.status().message();
+    }
+    std::string out;
+    proto::AppendRequest(&out, reply, 0);
+    Status sent = control.Write(out);
+    if (!sent.ok()) return Fail(kWorkerExitCloneFailed, sent);
+    if (!built.ok()) return Fail(kWorkerExitCloneFailed, built.status());
+    built_clone = true;
+    return Status::Ok();
+  }
+  Status Handle(const proto::WorkerAdoptRequest& a, Ctx* ctx) {
+    if (ctx->fds_in->size() != 1) return Malformed("WorkerAdopt without exactly the guest's socket");
+    adopt = a;
+    guest = std::move((*ctx->fds_in)[0]);
+    adopted = true;
+    return Status::Ok();
+  }
+};
+
 }  // namespace
 
 int WorkerMain(int control_fd, const WorkerOptions& options) {
   // The daemon supervises us; if it dies, so do we (and our GPU memory goes).
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() == 1) return 1;
+  if (::getppid() == 1) return kWorkerExitBadOptions;
   auto mode = ParseSeccompMode(options.seccomp);
   if (!mode.ok()) {
     std::fprintf(stderr, "smolvm worker: %s\n", mode.status().ToString().c_str());
-    return 1;
+    return kWorkerExitBadOptions;
   }
   // Opened while the worker may still open anything; the supervisor writes it.
   int learn_fd = -1;
@@ -58,7 +130,7 @@ int WorkerMain(int control_fd, const WorkerOptions& options) {
     learn_fd = ::open(options.seccomp_learn.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (learn_fd < 0) {
       std::fprintf(stderr, "smolvm worker: seccomp learn file %s: %s\n", options.seccomp_learn.c_str(), strerror(errno));
-      return 1;
+      return kWorkerExitBadOptions;
     }
   }
   // Before the driver starts: it reads CUDA_CACHE_PATH once.
@@ -69,7 +141,7 @@ int WorkerMain(int control_fd, const WorkerOptions& options) {
   auto backend = MakeBackend(options.backend);
   if (!backend.ok()) {
     std::fprintf(stderr, "smolvm worker: %s\n", backend.status().ToString().c_str());
-    return 1;
+    return kWorkerExitBadOptions;
   }
   // Pass-through until the daemon hands over a machine's budget.
   auto budgeted = std::make_unique<BudgetedBackend>(std::move(backend).value());
@@ -78,82 +150,40 @@ int WorkerMain(int control_fd, const WorkerOptions& options) {
   Status st = worker.Start();
   if (!st.ok()) {
     std::fprintf(stderr, "smolvm worker %d: start failed: %s\n", ::getpid(), st.ToString().c_str());
-    return 2;
+    return kWorkerExitStartFailed;
   }
   uint64_t free0 = 0, total = 0;
   (void)worker.backend().MemGetInfo(&free0, &total);
   std::string out;
   proto::AppendRequest(&out, proto::WorkerReadyRequest{static_cast<uint32_t>(::getpid()), 0}, 0);
-  if (!control.Write(out).ok()) return 3;
+  if (!control.Write(out).ok()) return kWorkerExitControlLost;
 
-  proto::FrameHeader h;
-  std::string payload;
-  std::vector<UniqueFd> fds;
-  // Pooled: preload orders until a clone build or an adoption.
-  bool built_clone = false;
-  bool jailed = false;
-  while (true) {
+  // Pooled: preload orders until a clone build, then an adoption.
+  PooledLink link{worker, control, options, *mode, learn_fd};
+  while (!link.adopted) {
+    proto::FrameHeader h;
+    std::string payload;
+    std::vector<UniqueFd> fds;
     st = ReadControlTakingBudget(control, budget_slot, &h, &payload, &fds);
-    if (!st.ok()) return 0;  // the daemon let us go unused
-    proto::Decoder cdec(payload);
-    if (h.op == static_cast<uint16_t>(proto::Op::kForkPreload) && !built_clone) {
-      proto::ForkPreloadRequest pre;
-      if (!proto::Decode(cdec, &pre)) return 4;
-      auto chunk_fds = ReceiveChunkFds(control, pre.num_chunks);
-      if (!chunk_fds.ok()) return 4;
-      proto::PreloadDoneRequest done = worker.Preload(pre, *chunk_fds);
-      if (done.result != 0)
-        std::fprintf(stderr, "smolvm worker %d: preload for session %llu failed: %s\n", ::getpid(),
-                     static_cast<unsigned long long>(pre.golden), done.message.c_str());
-      out.clear();
-      proto::AppendRequest(&out, done, 0);
-      if (!control.Write(out).ok()) return 3;
-      continue;
+    if (!st.ok()) return kWorkerExitServed;  // the daemon let us go unused
+    proto::ControlContext ctx{&h, &fds};
+    st = proto::DispatchControl(link, h, payload, &ctx);
+    if (link.exit != kWorkerExitServed) return link.exit;
+    if (!st.ok()) {
+      std::fprintf(stderr, "smolvm worker %d: bad control message from the daemon: %s\n", ::getpid(),
+                   st.ToString().c_str());
+      return kWorkerExitBadControl;
     }
-    if (h.op == static_cast<uint16_t>(proto::Op::kPreloadDrop) && !built_clone) {
-      worker.DropPreload();
-      continue;
-    }
-    if (h.op == static_cast<uint16_t>(proto::Op::kCloneBuild) && !built_clone) {
-      // A fork: become a copy of the golden, then wait for the clone's guest.
-      proto::CloneBuildRequest build;
-      if (!proto::Decode(cdec, &build)) return 4;
-      if (!EnterJail(worker, options, build.uid, *mode, learn_fd)) return 6;
-      jailed = true;
-      auto chunk_fds = ReceiveChunkFds(control, build.num_chunks);
-      Result<proto::CloneBuiltRequest> built =
-          chunk_fds.ok() ? worker.BuildClone(build, *chunk_fds) : Result<proto::CloneBuiltRequest>(chunk_fds.status());
-      proto::CloneBuiltRequest reply;
-      if (built.ok()) {
-        reply = *built;
-      } else {
-        reply.result = built.status().code() ? built.status().code() : static_cast<int32_t>(Code::kInternal);
-        reply.message = built.status().message();
-      }
-      out.clear();
-      proto::AppendRequest(&out, reply, 0);
-      if (!control.Write(out).ok() || !built.ok()) return 5;
-      built_clone = true;
-      continue;
-    }
-    break;
   }
   // Serving an unrelated session: hold no other session's chunks.
-  if (!built_clone) worker.DropPreload();
-  proto::WorkerAdoptRequest adopt;
-  proto::Decoder dec(payload);
-  if (h.op != static_cast<uint16_t>(proto::Op::kWorkerAdopt) || !proto::Decode(dec, &adopt) ||
-      fds.size() != 1) {
-    std::fprintf(stderr, "smolvm worker %d: bad adopt message from the daemon\n", ::getpid());
-    return 4;
-  }
-  if (!jailed && !EnterJail(worker, options, adopt.uid, *mode, learn_fd)) return 6;
-  auto guest = std::make_unique<UnixChannel>(std::move(fds[0]));
-  st = worker.Serve(std::move(guest), adopt, &control);
+  if (!link.built_clone) worker.DropPreload();
+  if (!link.jailed && !EnterJail(worker, options, link.adopt.uid, *mode, learn_fd)) return kWorkerExitJailFailed;
+  auto guest = std::make_unique<UnixChannel>(std::move(link.guest));
+  st = worker.Serve(std::move(guest), link.adopt, &control);
   if (!st.ok())
     std::fprintf(stderr, "smolvm worker %d: session %llu ended: %s\n", ::getpid(),
-                 static_cast<unsigned long long>(adopt.session_id), st.ToString().c_str());
-  return 0;
+                 static_cast<unsigned long long>(link.adopt.session_id), st.ToString().c_str());
+  return kWorkerExitServed;
 }
 
 }  // namespace smolvm

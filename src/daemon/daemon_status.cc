@@ -1,0 +1,137 @@
+// The status an operator sees (AdminStatus): gathered from the registry,
+// the pool and the endpoints into DaemonStatus, then written as JSON.
+#include "daemon/daemon_status.h"
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "daemon/daemon.h"
+#include "proto/proto_hash.h"
+#include "worker/context_size.h"
+
+#ifdef SMOLVM_HAVE_CUDA_BACKEND
+#include "backend/nvml_host.h"
+#endif
+
+namespace smolvm {
+namespace {
+
+constexpr double Mib(uint64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+
+nlohmann::json ToJson(const SessionStatus& s) {
+  nlohmann::json charged;  // null without a --gpu-mem
+  if (s.gpu_mem_charged)
+    charged = {{"context_mib", s.gpu_mem_charged->context_mib},
+               {"chunks_mib", s.gpu_mem_charged->chunks_mib},
+               {"total_mib", s.gpu_mem_charged->total_mib}};
+  return {{"session", s.session},
+          {"pid", s.pid},
+          {"host_pid", s.host_pid},
+          {"machine", s.machine},
+          {"worker_pid", s.worker_pid},
+          {"role", s.role},
+          {"state", s.state},
+          {"shared_chunks", s.shared_chunks},
+          {"shared_mib", s.shared_mib},
+          {"private_chunks", s.private_chunks},
+          {"private_mib", s.private_mib},
+          {"allocations", s.allocations},
+          {"context_mib", s.context_mib},
+          {"preloaded_workers", s.preloaded_workers},
+          {"gpu_mem_charged", charged}};
+}
+
+}  // namespace
+
+std::string StatusJson(const DaemonStatus& s) {
+  nlohmann::json j;
+  j["daemon_pid"] = s.daemon_pid;
+  j["backend"] = s.backend;
+  j["proto_hash"] = s.proto_hash;
+  j["control_hash"] = s.control_hash;
+  j["sessions"] = nlohmann::json::array();
+  for (const auto& x : s.sessions) j["sessions"].push_back(ToJson(x));
+  j["context_source"] = s.context_source;
+  j["machines"] = nlohmann::json::array();
+  for (const auto& m : s.machines) {
+    nlohmann::json o = {{"machine", m.machine}, {"cgroups", m.cgroups}};
+    if (m.gpu_mem_mib) o["gpu_mem_mib"] = *m.gpu_mem_mib;
+    if (m.gpu_used_mib) o["gpu_used_mib"] = *m.gpu_used_mib;
+    j["machines"].push_back(o);
+  }
+  j["pooled_workers"] = s.pooled_workers;
+  j["ready_workers"] = s.ready_workers;
+  j["preloaded_workers"] = s.preloaded_workers;
+  j["pool"] = nlohmann::json::array();
+  for (const auto& w : s.pool)
+    j["pool"].push_back({{"pid", w.pid}, {"ready", w.ready}, {"preloaded_session", w.preloaded_session}});
+  return j.dump();
+}
+
+DaemonStatus Daemon::CollectStatus() const {
+  DaemonStatus out;
+  out.daemon_pid = ::getpid();
+  out.backend = options_.backend;
+  out.proto_hash = proto::HashHex(proto::kProtoHash);
+  out.control_hash = proto::HashHex(proto::kControlHash);
+  // Context memory per session: what NVML counts for its worker minus the
+  // chunks it owns (a golden owns its shared chunks; a clone's are imports,
+  // which NVML does not count in the importer); else the estimate.
+  std::map<uint32_t, uint64_t> nvml_used;
+  out.context_source = options_.backend == "fake" ? "fixed" : "estimate";
+#ifdef SMOLVM_HAVE_CUDA_BACKEND
+  if (options_.backend != "fake") {
+    if (auto used = HostProcessMemory(); used.ok()) {
+      nvml_used = std::move(used).value();
+      out.context_source = "nvml";
+    }
+  }
+#endif
+  for (const auto& [id, s] : sessions_) {
+    uint64_t context = EstimatedContextBytes(options_.backend);
+    if (auto u = nvml_used.find(static_cast<uint32_t>(s.worker_pid)); u != nvml_used.end()) {
+      uint64_t owned = s.private_bytes + (s.role == proto::SessionRole::kGolden ? s.shared_bytes : 0);
+      context = u->second > owned ? u->second - owned : 0;
+    }
+    SessionStatus x;
+    if (auto w = workers_.find(s.worker_pid); w != workers_.end() && w->second.budget && w->second.budget_slot >= 0) {
+      const uint64_t held = w->second.budget->SlotUsed(static_cast<uint32_t>(w->second.budget_slot));
+      const uint64_t ctx = std::min(held, w->second.context_bytes);
+      x.gpu_mem_charged = SessionStatus::Charged{Mib(ctx), Mib(held - ctx), Mib(held)};
+    }
+    x.session = id;
+    x.pid = s.guest_pid;
+    x.host_pid = s.host_pid;
+    x.machine = s.machine;
+    x.worker_pid = s.worker_pid;
+    x.role = proto::SessionRoleName(s.role);
+    x.state = s.state;
+    x.shared_chunks = s.shared_chunks;
+    x.shared_mib = Mib(s.shared_bytes);
+    x.private_chunks = s.private_chunks;
+    x.private_mib = Mib(s.private_bytes);
+    x.allocations = s.allocations;
+    x.context_mib = Mib(context);
+    x.preloaded_workers = PreloadedWorkers(id);
+    out.sessions.push_back(std::move(x));
+  }
+  for (const auto& [id, e] : endpoints_) {
+    MachineStatus m{e.machine, e.cgroups, std::nullopt, std::nullopt};
+    if (e.budget) {
+      m.gpu_mem_mib = Mib(e.budget->limit());
+      m.gpu_used_mib = Mib(e.budget->used());
+    }
+    out.machines.push_back(std::move(m));
+  }
+  for (const auto& [pid, w] : workers_) {
+    if (w.session_id != 0) continue;
+    ++out.pooled_workers;
+    out.ready_workers += w.ready;
+    out.preloaded_workers += w.primed != 0 && w.primed_done;
+    out.pool.push_back({pid, w.ready, w.primed_done ? w.primed : 0});
+  }
+  return out;
+}
+
+}  // namespace smolvm

@@ -1,0 +1,65 @@
+// What `smolvm cuda status` shows (AdminStatus): typed here, built by
+// Daemon::Status (daemon_status.cc), written as JSON by StatusJson. The JSON
+// keys are the field names; sizes in MiB as doubles.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace smolvm {
+
+struct SessionStatus {
+  uint64_t session = 0;
+  uint32_t pid = 0;       // the guest program's pid, as it said in Hello
+  uint32_t host_pid = 0;  // SO_PEERCRED of its connection
+  std::string machine;
+  pid_t worker_pid = -1;
+  std::string role;   // SessionRoleName
+  std::string state;  // running | forkpoint | building
+  uint64_t shared_chunks = 0;
+  double shared_mib = 0;
+  uint64_t private_chunks = 0;
+  double private_mib = 0;
+  uint64_t allocations = 0;
+  double context_mib = 0;
+  size_t preloaded_workers = 0;
+  // What it holds of its machine's --gpu-mem, when the machine has one.
+  struct Charged {
+    double context_mib = 0, chunks_mib = 0, total_mib = 0;
+  };
+  std::optional<Charged> gpu_mem_charged;
+};
+
+struct MachineStatus {
+  std::string machine;
+  std::vector<std::string> cgroups;
+  std::optional<double> gpu_mem_mib, gpu_used_mib;  // with --gpu-mem only
+};
+
+struct PooledWorkerStatus {
+  pid_t pid = -1;
+  bool ready = false;
+  uint64_t preloaded_session = 0;  // whose shared chunks it holds (0: none)
+};
+
+struct DaemonStatus {
+  pid_t daemon_pid = -1;
+  std::string backend;
+  std::string proto_hash;    // the guest table's (smolvm --proto-hash)
+  std::string control_hash;  // the control table's
+  std::vector<SessionStatus> sessions;
+  std::string context_source;  // nvml | estimate | fixed (the fake)
+  std::vector<MachineStatus> machines;
+  size_t pooled_workers = 0;
+  size_t ready_workers = 0;      // context created, waiting for a guest or a clone
+  size_t preloaded_workers = 0;  // ready and holding a golden's shared chunks
+  std::vector<PooledWorkerStatus> pool;
+};
+
+std::string StatusJson(const DaemonStatus& s);
+
+}  // namespace smolvm

@@ -1,0 +1,281 @@
+// The fork engine: a fork job per admin request, moved along by
+// AdvanceForks whenever something it waits on happens (the golden reaches
+// its forkpoint, its manifest arrives, a clone is built or attaches, a
+// deadline passes). The work ahead of forks is in fork_ahead.cc, the clone
+// tokens and the release of built clones in clone_tokens.cc.
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "daemon/daemon.h"
+#include "proto/frame.h"
+#include "worker/control.h"
+
+namespace smolvm {
+
+Daemon::ForkJob* Daemon::QueueFork(uint64_t client, uint32_t seq, uint16_t op, uint32_t pid, uint64_t golden,
+                                   uint32_t count, proto::ShareMode share, uint32_t wait_ms) {
+  for (const auto& [id, other] : forks_)
+    if (golden && other.golden == golden) {
+      AdminReply(client, seq, op, Status(Code::kAlreadyExists, "a fork of this session is already in progress"), "");
+      return nullptr;
+    }
+  ForkJob job;
+  job.id = next_fork_job_++;
+  job.pid = pid;
+  job.admin_client = client;
+  job.admin_seq = seq;
+  job.admin_op = op;
+  job.golden = golden;
+  job.count = count;
+  job.share = share;
+  job.t0 = std::chrono::steady_clock::now();
+  job.deadline = job.t0 + std::chrono::milliseconds(wait_ms);
+  job.clones.resize(count);
+  // Tokens exist before any clone can be attached (clone_tokens.cc).
+  for (auto& c : job.clones) {
+    c.token = NewCloneToken();
+    if (c.token.empty()) {
+      AdminReply(client, seq, op, Internal("getrandom failed: no clone tokens"), "");
+      return nullptr;
+    }
+  }
+  ForkJob& queued = forks_[job.id];
+  queued = std::move(job);
+  return &queued;
+}
+
+void Daemon::FailFork(ForkJob& job, Status why) {
+  Log("fork of session %llu (pid %u) failed: %s", static_cast<unsigned long long>(job.golden), job.pid,
+      why.ToString().c_str());
+  for (auto& c : job.clones) {
+    if (c.worker > 0 && !c.attached) {
+      ::kill(c.worker, SIGKILL);  // reaped through its pidfd
+      sessions_.erase(c.session);
+    }
+  }
+  bool released = false;
+  for (const auto& c : job.clones) released = released || c.released;
+  if (job.machine_fork && !released) CancelGoldenWait(job);  // the golden never got its order
+  AdminReply(job.admin_client, job.admin_seq, job.admin_op, why, "");
+  forks_.erase(job.id);
+}
+
+void Daemon::OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m) {
+  auto it = forks_.begin();
+  while (it != forks_.end() && !(it->second.golden == w.session_id && w.session_id != 0)) ++it;
+  // The descriptors follow the manifest on the same link; take them even if
+  // the job is gone, to keep the link in step.
+  std::vector<UniqueFd> fds;
+  if (m.result == 0) {
+    auto got = ReceiveChunkFds(*w.control, m.num_chunks);
+    if (!got.ok()) {
+      if (it != forks_.end()) FailFork(it->second, got.status());
+      return;
+    }
+    fds = std::move(got).value();
+  }
+  if (it == forks_.end() || it->second.phase != ForkJob::kPreparing) return;
+  ForkJob& job = it->second;
+  if (m.result != 0) return FailFork(job, Status(m.result, m.message));
+  // Admission: the clones' private copies and the contexts of any workers
+  // not started yet must fit in what the device has free now.
+  size_t ready = 0;
+  for (auto& [pid, x] : workers_)
+    if (x.ready && x.session_id == 0 && x.control) ++ready;
+  uint64_t ctx = options_.backend == "cuda" ? (600ull << 20) : 0;
+  uint64_t extra_workers = job.count > ready ? job.count - ready : 0;
+  uint64_t need = m.private_bytes * job.count + ctx * extra_workers;
+  if (need > m.free_bytes) {
+    char msg[128];
+    std::snprintf(msg, sizeof msg, "fork needs %llu MiB, %llu MiB free",
+                  static_cast<unsigned long long>(need >> 20), static_cast<unsigned long long>(m.free_bytes >> 20));
+    return FailFork(job, Status(static_cast<int32_t>(2) /* CUDA_ERROR_OUT_OF_MEMORY */, msg));
+  }
+  if (Status fits = AdmitClones(job); !fits.ok()) return FailFork(job, fits);
+  if (m.ahead_generation != 0) {
+    // The chunks are those the golden exported when it reached its forkpoint.
+    auto a = aheads_.find(job.golden);
+    if (a == aheads_.end() || a->second.generation != m.ahead_generation)
+      return FailFork(job, Internal("the golden's chunk descriptors exported ahead are gone"));
+    for (const UniqueFd& fd : a->second.fds) {
+      UniqueFd dup(::fcntl(fd.get(), F_DUPFD_CLOEXEC, 0));
+      if (!dup.valid()) return FailFork(job, ErrnoStatus("dup", errno));
+      fds.push_back(std::move(dup));
+    }
+  }
+  if (Status admit = AdmitToMachine(job, m.private_bytes); !admit.ok()) return FailFork(job, admit);
+  job.manifest = m.manifest;
+  job.fds = std::move(fds);
+  job.phase = ForkJob::kBuilding;
+  job.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  AssignWorkers();
+  AdvanceForks();
+}
+
+void Daemon::OnCloneBuilt(WorkerProc& w, const proto::CloneBuiltRequest& b) {
+  for (auto& [golden, job] : forks_) {
+    for (auto& c : job.clones) {
+      if (c.worker != w.pid) continue;
+      if (b.result != 0) return FailFork(job, Status(b.result, "clone build: " + b.message));
+      c.built = true;
+      c.info = b;
+      ReleaseClone(job, c);
+      AdvanceForks();
+      return;
+    }
+  }
+}
+
+
+void Daemon::AdvanceForks() {
+  auto now = std::chrono::steady_clock::now();
+  const bool had_forks = !forks_.empty();
+  for (auto it = forks_.begin(); it != forks_.end();) {
+    auto next = std::next(it);
+    AdvanceFork(it->second, now);  // may erase the job
+    it = next;
+  }
+  if (had_forks && forks_.empty()) AssignWorkers();  // the spares held back during the forks
+}
+
+// The state machine of one fork job:
+//   kWaitForkpoint: the golden's pid has a session at its forkpoint -> ForkPrepare
+//   kPreparing:     its worker's ForkManifest arrives (OnForkManifest) -> kBuilding
+//   kBuilding:      clones built a few at a time (SendCloneBuilds), each released to
+//                   the golden when built (OnCloneBuilt); done when all attached.
+// Any phase fails at its deadline or when a worker it needs exits (FailFork).
+void Daemon::AdvanceFork(ForkJob& job, std::chrono::steady_clock::time_point now) {
+  if (job.golden == 0) {
+    // Waiting for the pid to connect at all.
+    if (Session* s = FindSession(0, job.pid)) {
+      job.golden = s->id;
+    } else {
+      if (now >= job.deadline)
+        FailFork(job, NotFound("no CUDA session of pid " + std::to_string(job.pid) +
+                               " appeared in time (see 'smolvm cuda status')"));
+      return;
+    }
+  }
+  auto golden = sessions_.find(job.golden);
+  if (golden == sessions_.end()) return FailFork(job, Unavailable("the golden session ended"));
+  if (job.phase == ForkJob::kWaitForkpoint) {
+    auto gw = workers_.find(golden->second.worker_pid);
+    if (golden->second.state == "forkpoint" && gw != workers_.end() && gw->second.control) {
+      std::string out;
+      proto::AppendRequest(&out, proto::ForkPrepareRequest{proto::Wire(job.share), job.count}, 0);
+      (void)gw->second.control->Write(out);
+      // Fork latency counts from here: the request meets a golden at its forkpoint.
+      job.waited_ms = std::chrono::duration<double, std::milli>(now - job.t0).count();
+      job.t0 = now;
+      job.phase = ForkJob::kPreparing;
+      job.deadline = now + std::chrono::seconds(60);
+    } else if (now >= job.deadline) {
+      FailFork(job, Timeout("pid " + std::to_string(golden->second.guest_pid) +
+                            " did not reach its forkpoint in time (is it calling smolvmForkpoint()?)"));
+    }
+    return;
+  }
+  if (job.phase != ForkJob::kBuilding) {
+    if (now >= job.deadline) FailFork(job, Timeout("the golden did not describe its session in time"));
+    return;
+  }
+  const uint64_t key = job.id;
+  SendCloneBuilds(job);
+  if (forks_.count(key) == 0) return;
+  // Each clone is released to the golden as soon as it is built
+  // (OnCloneBuilt); the reply waits for every child to attach.
+  bool all_sent = true, all_attached = true;
+  for (auto& c : job.clones) {
+    all_sent = all_sent && c.sent;
+    all_attached = all_attached && c.attached;
+  }
+  if (all_sent) job.fds.clear();
+  if (all_attached) return FinishFork(job, golden->second, now);
+  if (now >= job.deadline) {
+    size_t made = 0;
+    for (auto& c : job.clones) made += c.attached;
+    FailFork(job, Timeout("clones were not built and attached in time (" + std::to_string(made) + " of " +
+                          std::to_string(job.clones.size()) + " attached and running)"));
+  }
+}
+
+void Daemon::SendCloneBuilds(ForkJob& job) {
+  // Clones rebuild a few at a time: the driver serializes VMM calls across
+  // processes, and sixteen at once each took 67x as long as one alone
+  // (H200, 2026-12-02: 4.4 s vs 65 ms).
+  int in_flight = 0;
+  for (const auto& c : job.clones) in_flight += (c.sent && !c.built) ? 1 : 0;
+  for (auto& c : job.clones) {
+    if (c.worker > 0) continue;
+    if (in_flight >= options_.fork_build_parallel) break;
+    WorkerProc* free_worker = PickPooledWorker(job.golden);
+    if (!free_worker) break;
+    if (job.machine_fork) {
+      Endpoint* e = FindEndpoint(job.clone_machine);
+      Status placed = e ? PlaceWorker(*free_worker, *e)
+                        : Unavailable("machine '" + job.clone_machine + "' has no CUDA endpoint any more");
+      if (!placed.ok()) {
+        DiscardWorker(*free_worker);  // it may be half placed
+        return FailFork(job, placed);
+      }
+    }
+    // A clone runs as its golden's tenant (same uid: it reads that tenant's modules).
+    auto golden_session = sessions_.find(job.golden);
+    auto uid = uids_.Acquire(golden_session == sessions_.end() ? job.clone_machine : golden_session->second.machine);
+    if (!uid.ok()) {
+      if (job.machine_fork) DiscardWorker(*free_worker);  // placed in the clone machine above
+      return FailFork(job, uid.status());
+    }
+    free_worker->uid = *uid;
+    c.worker = free_worker->pid;
+    c.session = next_session_++;
+    DrawPooledWorker(*free_worker, c.session);
+    Session s;
+    s.id = c.session;
+    s.worker_pid = c.worker;
+    s.machine = job.clone_machine;
+    s.role = proto::SessionRole::kClone;
+    s.state = "building";
+    sessions_[c.session] = s;
+    std::string out;
+    proto::AppendRequest(&out, proto::CloneBuildRequest{c.session, 0, job.manifest,
+                                                        static_cast<uint32_t>(job.fds.size()), job.golden,
+                                                        free_worker->uid}, 0);
+    std::vector<int> fds;
+    for (auto& fd : job.fds) fds.push_back(fd.get());
+    Status st = free_worker->control->Write(out);
+    if (st.ok()) st = SendChunkFds(*free_worker->control, fds);
+    if (!st.ok()) return FailFork(job, st);
+    c.sent = true;
+    ++in_flight;
+  }
+}
+
+void Daemon::FinishFork(ForkJob& job, const Session& golden, std::chrono::steady_clock::time_point now) {
+  Log("fork of session %llu: %zu clones attached %.1f ms after the request met the forkpoint",
+      static_cast<unsigned long long>(job.golden), job.clones.size(),
+      std::chrono::duration<double, std::milli>(now - job.t0).count());
+  nlohmann::json lines = nlohmann::json::array();
+  for (auto& c : job.clones)
+    lines.push_back({{"clone", c.index},
+                     {"golden_pid", golden.guest_pid},
+                     {"host_pid", c.host_pid},
+                     {"refused_attaches", job.refused_attaches},
+                     {"session", c.session},
+                     {"shared", c.info.shared_chunks},
+                     {"private", c.info.private_chunks},
+                     {"shared_mib", c.info.shared_bytes / 1048576.0},
+                     {"private_mib", c.info.private_bytes / 1048576.0},
+                     {"build_ms", c.info.ms},
+                     {"preloaded", c.info.preloaded},
+                     {"waited_ms", job.waited_ms},
+                     {"ms", c.ms}});
+  AdminReply(job.admin_client, job.admin_seq, job.admin_op, Status::Ok(), lines.dump());
+  forks_.erase(job.id);
+}
+
+}  // namespace smolvm

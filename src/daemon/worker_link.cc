@@ -1,0 +1,64 @@
+// What workers send the daemon on their control links (control_ops.h
+// 300-314), decoded by the generated control dispatch.
+#include "daemon/daemon.h"
+#include "proto/control_dispatch.h"
+
+namespace smolvm {
+
+struct Daemon::WorkerLink {
+  Daemon& d;
+  WorkerProc& w;
+  using Ctx = proto::ControlContext;
+
+  Status Handle(const proto::WorkerReadyRequest& r, Ctx*) {
+    w.ready = true;
+    w.context_bytes = r.context_bytes ? r.context_bytes : d.MeasuredContextBytes(w.pid);
+    d.start_failures_ = 0;
+    d.AssignWorkers();
+    d.PrimeWorkers();
+    return Status::Ok();
+  }
+  Status Handle(const proto::WorkerStateRequest& r, Ctx*) {
+    d.OnSessionState(w, r);
+    d.AdvanceForks();
+    return Status::Ok();
+  }
+  Status Handle(const proto::WorkerStatsRequest& r, Ctx*) {
+    d.OnSessionStats(w, r);
+    return Status::Ok();
+  }
+  Status Handle(const proto::ForkManifestRequest& r, Ctx*) {
+    d.OnForkManifest(w, r);
+    return Status::Ok();
+  }
+  Status Handle(const proto::CloneBuiltRequest& r, Ctx*) {
+    d.OnCloneBuilt(w, r);
+    return Status::Ok();
+  }
+  Status Handle(const proto::ForkAheadRequest& r, Ctx*) {
+    d.OnForkAhead(w, r);
+    return Status::Ok();
+  }
+  Status Handle(const proto::PreloadDoneRequest& r, Ctx*) {
+    d.OnPreloadDone(w, r);
+    return Status::Ok();
+  }
+};
+
+void Daemon::OnWorkerControl(WorkerProc& w) {
+  proto::FrameHeader h;
+  std::string payload;
+  std::vector<UniqueFd> fds;
+  Status st = w.control->ReadFrame(&h, &payload, &fds);
+  if (!st.ok()) {
+    w.control.reset();  // its exit arrives through the pidfd
+    return;
+  }
+  WorkerLink link{*this, w};
+  proto::ControlContext ctx{&h, &fds};
+  // A frame that does not decode, or that a worker never sends, is dropped:
+  // the worker is ours, and its session goes on.
+  (void)proto::DispatchControl(link, h, payload, &ctx);
+}
+
+}  // namespace smolvm

@@ -1,0 +1,112 @@
+// The worker's module and launch handlers (ops 50-56) and MarkFrozen (60),
+// mirroring the shim's forward_module.cc: images through the daemon's module
+// cache by content hash, guest-chosen module and function ids, launches
+// with the parameter buffer the guest packed.
+#include <cuda.h>
+
+#include <cstring>
+
+#include "base/hex.h"
+#include "worker/worker.h"
+#include "worker/worker_checks.h"
+
+namespace smolvm {
+namespace {
+
+Status Cu(CUresult r, const std::string& what) { return Status(static_cast<int32_t>(r), what); }
+
+}  // namespace
+
+
+Status Worker::Handle(const proto::ModuleLoadRequest& q, proto::ModuleLoadReply*, Ctx*) {
+  if (q.module == 0 || modules_.count(q.module)) return Cu(CUDA_ERROR_INVALID_VALUE, "module id in use");
+  std::string cached;
+  std::string_view image = q.image;
+  if (image.empty()) {
+    auto got = module_cache_.Get(q.hash);
+    if (!got.ok()) return got.status();  // kNotFound: the guest resends with the bytes
+    cached = std::move(got).value();
+    image = cached;
+  } else {
+    RETURN_IF_ERROR(module_cache_.Put(q.hash, image));
+  }
+  ASSIGN_OR_RETURN(uint64_t h, backend_->ModuleLoad(image));
+  modules_[q.module] = ModuleInfo{h, std::string(q.hash)};
+  return Status::Ok();
+}
+
+Status Worker::Handle(const proto::ModuleUnloadRequest& q, proto::ModuleUnloadReply*, Ctx*) {
+  auto it = modules_.find(q.module);
+  if (it == modules_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown module");
+  Status st = backend_->ModuleUnload(it->second.handle);
+  modules_.erase(it);
+  return st;
+}
+
+Status Worker::Handle(const proto::ModuleGetFunctionRequest& q, proto::ModuleGetFunctionReply* r, Ctx*) {
+  auto m = modules_.find(q.module);
+  if (m == modules_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown module");
+  if (q.function == 0 || functions_.count(q.function)) return Cu(CUDA_ERROR_INVALID_VALUE, "function id in use");
+  ASSIGN_OR_RETURN(uint64_t f, backend_->ModuleGetFunction(m->second.handle, q.name));
+  ASSIGN_OR_RETURN(std::vector<ParamInfo> params, backend_->FuncGetParamInfo(f));
+  ASSIGN_OR_RETURN(r->attrs, backend_->FuncGetAttributes(f));
+  int64_t need = 0;
+  for (const ParamInfo& p : params) {
+    r->params.push_back(p.offset);
+    r->params.push_back(p.size);
+    need = std::max<int64_t>(need, int64_t{p.offset} + p.size);
+  }
+  functions_[q.function] = FunctionInfo{f, q.module, q.name, need};
+  return Status::Ok();
+}
+
+Status Worker::Handle(const proto::ModuleGetGlobalRequest& q, proto::ModuleGetGlobalReply* r, Ctx*) {
+  auto m = modules_.find(q.module);
+  if (m == modules_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown module");
+  return backend_->ModuleGetGlobal(m->second.handle, q.name, &r->dptr, &r->bytes);
+}
+
+Status Worker::Handle(const proto::FuncSetAttributeRequest& q, proto::FuncSetAttributeReply*, Ctx*) {
+  auto f = functions_.find(q.function);
+  if (f == functions_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown function");
+  return backend_->FuncSetAttribute(f->second.handle, q.attr, q.value);
+}
+
+Status Worker::Handle(const proto::LaunchKernelRequest& q, proto::LaunchKernelReply*, Ctx*) {
+  auto f = functions_.find(q.function);
+  if (f == functions_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown function");
+  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
+  // The driver reads the kernel's whole parameter layout from the buffer.
+  if (f->second.param_bytes < 0) {
+    ASSIGN_OR_RETURN(std::vector<ParamInfo> params, backend_->FuncGetParamInfo(f->second.handle));
+    f->second.param_bytes = 0;
+    for (const ParamInfo& p : params)
+      f->second.param_bytes = std::max<int64_t>(f->second.param_bytes, int64_t{p.offset} + p.size);
+  }
+  if (static_cast<int64_t>(q.params.size()) < f->second.param_bytes)
+    return Cu(CUDA_ERROR_INVALID_VALUE, "kernel parameter buffer is shorter than the kernel's parameters");
+  LaunchConfig c;
+  c.grid[0] = q.grid_x, c.grid[1] = q.grid_y, c.grid[2] = q.grid_z;
+  c.block[0] = q.block_x, c.block[1] = q.block_y, c.block[2] = q.block_z;
+  c.shared_bytes = q.shared_bytes;
+  // Kept for fault reports: which shared chunks a faulting launch pointed into.
+  constexpr size_t kRecent = 8;
+  if (recent_launches_.size() < kRecent) recent_launches_.resize(kRecent);
+  RecentLaunch& slot = recent_launches_[recent_next_++ % kRecent];
+  slot.function = q.function;
+  slot.params.assign(q.params.data(), q.params.size());
+  return backend_->LaunchKernel(f->second.handle, c, s, q.params);
+}
+
+Status Worker::Handle(const proto::OccupancyMaxBlocksRequest& q, proto::OccupancyMaxBlocksReply* r, Ctx*) {
+  auto f = functions_.find(q.function);
+  if (f == functions_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown function");
+  ASSIGN_OR_RETURN(r->blocks, backend_->OccupancyMaxBlocks(f->second.handle, q.block_size, q.dynamic_smem, q.flags));
+  return Status::Ok();
+}
+
+Status Worker::Handle(const proto::MarkFrozenRequest& q, proto::MarkFrozenReply*, Ctx*) {
+  return memory_->MarkFrozen(q.dptr, q.bytes);
+}
+
+}  // namespace smolvm
