@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Derives the workers' seccomp allowlist on the GPU machine (issue 15): every
 # daemon started here runs its workers in learn mode (SMOLVM_WORKER_SECCOMP=learn:
-# a call outside src/daemon/worker_seccomp.cc's table runs, and its name is
+# a call outside src/worker/worker_seccomp.cc's table runs, and its name is
 # appended to one file), as unprivileged per-tenant uids, while these run:
 #
 #   check    the gpu-labelled CTest tests, the 7 tests/gpu programs natively and

@@ -194,7 +194,7 @@ int Fork(const ForkArgs& a) {
   }
   const auto share = proto::ParseShareMode(DefaultShare(a.share));
   if (!share) {
-    Status bad = InvalidArgument("--share must be on, off or auto");
+    smolvm::Status bad = InvalidArgument("--share must be on, off or auto");
     std::fprintf(stderr, "smolvm cuda fork: %s\n", bad.ToString().c_str());
     return machine::ExitCodeFor(bad);
   }
