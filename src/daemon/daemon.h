@@ -130,7 +130,7 @@ class Daemon {
   struct Ahead {
     uint64_t generation = 0;
     std::vector<UniqueFd> fds;         // every chunk, in manifest order
-    std::string preload;               // JSON [[addr, bytes, id], ...] of the candidates
+    std::string preload;               // the candidates, an encoded ManifestChunkList
     std::vector<size_t> preload_fds;   // their indexes in fds
   };
   struct Session {
@@ -191,7 +191,7 @@ class Daemon {
     // unless it had to wait for the golden to get there: waited_ms).
     std::chrono::steady_clock::time_point t0, deadline;
     double waited_ms = 0;
-    std::string manifest;
+    std::string manifest;  // encoded ForkManifestBody, passed on as the golden sent it
     std::vector<UniqueFd> fds;
     struct Clone {
       pid_t worker = -1;

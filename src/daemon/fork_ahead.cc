@@ -5,10 +5,9 @@
 // copies private chunks and rebuilds handles.
 #include <fcntl.h>
 
-#include <nlohmann/json.hpp>
-
 #include "worker/control.h"
 #include "daemon/daemon.h"
+#include "proto/fork_manifest.h"
 #include "proto/frame.h"
 
 namespace smolvm {
@@ -24,26 +23,23 @@ void Daemon::OnForkAhead(WorkerProc& w, const proto::ForkAheadRequest& r) {
   }
   auto s = sessions_.find(r.session_id);
   if (s == sessions_.end() || s->second.worker_pid != w.pid) return;
-  auto chunks = nlohmann::json::parse(r.chunks, nullptr, false);
-  if (chunks.is_discarded() || !chunks.is_array() || chunks.size() != fds->size()) {
+  proto::ManifestChunkList chunks;
+  proto::Decoder dec(r.chunks);
+  if (!proto::DecodeFields(dec, &chunks) || !dec.done() || chunks.chunks.size() != fds->size()) {
     Log("fork ahead of session %llu: malformed chunk list", static_cast<unsigned long long>(r.session_id));
     return;
   }
   Ahead a;
   a.generation = r.generation;
   a.fds = std::move(fds).value();
-  nlohmann::json preload = nlohmann::json::array();
-  try {
-    for (size_t i = 0; i < chunks.size(); ++i) {
-      if (chunks[i].at(3) == 0) continue;
-      preload.push_back({chunks[i].at(0), chunks[i].at(1), chunks[i].at(2)});
-      a.preload_fds.push_back(i);
-    }
-  } catch (const nlohmann::json::exception& e) {
-    Log("fork ahead of session %llu: %s", static_cast<unsigned long long>(r.session_id), e.what());
-    return;
+  proto::ManifestChunkList preload;
+  for (size_t i = 0; i < chunks.chunks.size(); ++i) {
+    if (chunks.chunks[i].shared == 0) continue;
+    preload.chunks.push_back(chunks.chunks[i]);
+    a.preload_fds.push_back(i);
   }
-  a.preload = preload.dump();
+  proto::Encoder enc(&a.preload);
+  proto::EncodeFields(enc, preload);
   Log("fork ahead: session %llu at its forkpoint, %zu chunks exported, %zu for pooled workers to preload",
       static_cast<unsigned long long>(r.session_id), a.fds.size(), a.preload_fds.size());
   aheads_[r.session_id] = std::move(a);

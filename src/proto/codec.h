@@ -55,6 +55,12 @@ class Encoder {
     PutLe(static_cast<uint32_t>(v.size()));
     for (const T& x : v) Put(x);
   }
+  // A record of the manifest table (fork_manifest.h): its fields in order.
+  template <typename T>
+    requires requires(Encoder& e, const T& r) { EncodeFields(e, r); }
+  void Put(const T& r) {
+    EncodeFields(*this, r);
+  }
 
  private:
   template <typename U>
@@ -97,12 +103,20 @@ class Decoder {
   void Get(std::vector<T>* v) {
     uint32_t n = GetLe<uint32_t>();
     v->clear();
-    if (n > kMaxVectorElements || !Need(0)) {
+    // Every element takes at least one byte: a count past what is left is a lie.
+    if (n > kMaxVectorElements || !Need(0) || n > remaining()) {
       failed_ = true;
       return;
     }
     v->resize(n);
     for (T& x : *v) Get(&x);
+  }
+
+  // A record of the manifest table (fork_manifest.h).
+  template <typename T>
+    requires requires(Decoder& d, T* r) { DecodeFields(d, r); }
+  void Get(T* r) {
+    if (!DecodeFields(*this, r)) failed_ = true;
   }
 
   bool ok() const { return !failed_; }

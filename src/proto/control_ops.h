@@ -61,14 +61,16 @@
   X(303, WorkerState, ASYNC, (F(u64, session_id) F(str, state)), ()) \
   /* daemon -> golden worker: freeze and describe the session for `count` clones */ \
   X(304, ForkPrepare, ASYNC, (F(u32, share) F(u32, count)), ()) \
-  /* golden worker -> daemon: the manifest (JSON); num_chunks descriptors follow in ForkFds, \
-     or none when ahead_generation names the ForkAhead whose descriptors still hold */ \
+  /* golden worker -> daemon: the manifest (ForkManifestBody, proto/fork_manifest.h); \
+     num_chunks descriptors follow in ForkFds, or none when ahead_generation names the \
+     ForkAhead whose descriptors still hold */ \
   X(305, ForkManifest, ASYNC, \
     (F(i32, result) F(str, message) F(str, manifest) F(u32, num_chunks) F(u64, free_bytes) \
      F(u64, private_bytes) F(u64, shared_bytes) F(u64, ahead_generation)), ()) \
   /* a batch of chunk descriptors, in manifest order, riding with this frame */ \
   X(306, ForkFds, ASYNC, (F(u32, first) F(u32, count)), ()) \
-  /* daemon -> clone worker: rebuild the golden's session; ForkFds follow; uid as in WorkerAdopt */ \
+  /* daemon -> clone worker: rebuild the golden's session from the manifest (as the golden \
+     sent it); ForkFds follow; uid as in WorkerAdopt */ \
   X(307, CloneBuild, ASYNC, \
     (F(u64, session_id) F(u32, clone_index) F(str, manifest) F(u32, num_chunks) F(u64, golden) F(u32, uid)), ()) \
   /* preloaded: shared chunks taken from the worker's ahead imports */ \
@@ -78,12 +80,12 @@
   /* daemon -> golden worker: answer the guest's ForkpointWait (index < 0: release) */ \
   X(309, ForkGo, ASYNC, (F(i32, clone_index) F(str, token)), ()) \
   /* golden worker -> daemon, on reaching its forkpoint with changed memory: every chunk \
-     (JSON [[addr, bytes, id, candidate], ...]; candidates: what a fork will likely share) with num_chunks \
+     (ManifestChunkList, proto/fork_manifest.h; shared: what a fork will likely share) with num_chunks \
      descriptors following in ForkFds; generation names this snapshot */ \
   X(310, ForkAhead, ASYNC, \
     (F(u64, session_id) F(u64, generation) F(str, chunks) F(u32, num_chunks)), ()) \
   /* daemon -> pooled worker: hold exactly these chunks of `golden` imported and mapped \
-     read-only (JSON [[addr, bytes, id], ...]); num_chunks descriptors follow in ForkFds */ \
+     read-only (ManifestChunkList); num_chunks descriptors follow in ForkFds */ \
   X(311, ForkPreload, ASYNC, \
     (F(u64, golden) F(u64, generation) F(str, chunks) F(u32, num_chunks)), ()) \
   X(312, PreloadDone, ASYNC, \

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "proto/control_ops.h"
+#include "proto/fork_manifest.h"
 #include "proto/ops.h"
 #include "proto/wire.h"
 
@@ -21,6 +22,9 @@ namespace smolvm::proto {
 inline constexpr const char kSchemaText[] = SMOLVM_OPS(SMOLVM_OP_TEXT);
 inline constexpr const char kControlSchemaText[] = SMOLVM_CONTROL_OPS(SMOLVM_OP_TEXT);
 #undef SMOLVM_OP_TEXT
+#define SMOLVM_RECORD_TEXT(name, fields) #name " " #fields ";"
+inline constexpr const char kManifestSchemaText[] = SMOLVM_MANIFEST_RECORDS(SMOLVM_RECORD_TEXT);
+#undef SMOLVM_RECORD_TEXT
 
 constexpr uint64_t Fnv1a64(const char* s, uint64_t h = 0xcbf29ce484222325ull) {
   for (; *s; ++s) h = (h ^ static_cast<uint8_t>(*s)) * 0x100000001b3ull;
@@ -46,8 +50,9 @@ constexpr uint64_t ComputeProtoHash() { return Fnv1a64(SMOLVM_WIRE_SALT, SchemaH
 
 // What `smolvm --proto-hash` prints and Hello carries: the guest table only.
 inline constexpr uint64_t kProtoHash = ComputeProtoHash();
-// The admin and daemon <-> worker links' table (shown by `smolvm cuda status`).
-inline constexpr uint64_t kControlHash = SchemaHash(kControlSchemaText);
+// The admin and daemon <-> worker links' table and the fork manifest's
+// records they carry (shown by `smolvm cuda status`).
+inline constexpr uint64_t kControlHash = Fnv1a64(kManifestSchemaText, SchemaHash(kControlSchemaText));
 
 // The two tables never share an op number: a frame's number says which
 // table it belongs to, and the guest's dispatch never sees a control op.

@@ -3,7 +3,6 @@
 #include <cuda.h>
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 
 namespace smolvm {
 namespace {
@@ -407,26 +406,22 @@ std::vector<uint64_t> DeviceMemory::SharedChunksIn(uint64_t ptr, uint64_t bytes)
   return out;
 }
 
-nlohmann::json DeviceMemory::ExportLayout() const {
-  nlohmann::json j;
-  j["chunks"] = nlohmann::json::array();
-  for (const auto& [addr, c] : chunks_) j["chunks"].push_back({addr, c.bytes, c.shared ? 1 : 0, c.id});
-  j["allocs"] = nlohmann::json::array();
-  for (const auto& [ptr, a] : allocs_) j["allocs"].push_back({ptr, a.bytes, a.reserved, a.slab});
-  j["slabs"] = nlohmann::json::array();
+proto::ManifestLayout DeviceMemory::ExportLayout() const {
+  proto::ManifestLayout j;
+  for (const auto& [addr, c] : chunks_)
+    j.chunks.push_back({addr, c.bytes, static_cast<uint8_t>(c.shared ? 1 : 0), c.id});
+  for (const auto& [ptr, a] : allocs_) j.allocs.push_back({ptr, a.bytes, a.reserved, a.slab});
   for (const auto& [base, s] : slabs_) {
-    nlohmann::json free = nlohmann::json::array();
-    for (const auto& [off, n] : s.free) free.push_back({off, n});
-    j["slabs"].push_back({base, s.used, free});
+    proto::ManifestSlab slab{base, s.used, {}};
+    for (const auto& [off, n] : s.free) slab.free.push_back({off, n});
+    j.slabs.push_back(std::move(slab));
   }
-  j["free_va"] = nlohmann::json::array();
-  for (const auto& [addr, n] : free_va_) j["free_va"].push_back({addr, n});
-  j["frozen"] = nlohmann::json::array();
-  for (const auto& [s, e] : frozen_) j["frozen"].push_back({s, e});
+  for (const auto& [addr, n] : free_va_) j.free_va.push_back({addr, n});
+  for (const auto& [start, end] : frozen_) j.frozen.push_back({start, end});
   return j;
 }
 
-Status DeviceMemory::ImportLayout(const nlohmann::json& j, const std::vector<int>& chunk_fds,
+Status DeviceMemory::ImportLayout(const proto::ManifestLayout& j, const std::vector<int>& chunk_fds,
                                   std::map<uint64_t, MappedImport> mapped) {
   // On any return: ahead imports not taken are unmapped, and every handle
   // this call owns but has not placed is released.
@@ -445,8 +440,8 @@ Status DeviceMemory::ImportLayout(const nlohmann::json& j, const std::vector<int
     }
   } cleanup{backend_, &mapped, &loose};
   if (!chunks_.empty() || !allocs_.empty()) return Internal("ImportLayout needs an empty allocator");
-  try {
-    const auto& chunks = j.at("chunks");
+  {
+    const auto& chunks = j.chunks;
     if (chunks.size() != chunk_fds.size()) return InvalidArgument("chunk descriptors do not match the layout");
     struct Want {
       uint64_t addr, bytes, id;
@@ -455,8 +450,7 @@ Status DeviceMemory::ImportLayout(const nlohmann::json& j, const std::vector<int
     };
     std::vector<Want> want;
     for (size_t i = 0; i < chunks.size(); ++i)
-      want.push_back({chunks[i].at(0), chunks[i].at(1), chunks[i].size() > 3 ? chunks[i].at(3).get<uint64_t>() : 0,
-                      chunks[i].at(2) != 0, chunk_fds[i]});
+      want.push_back({chunks[i].addr, chunks[i].bytes, chunks[i].id, chunks[i].shared != 0, chunk_fds[i]});
     // Ahead imports the layout shares stay mapped; those it keeps private
     // become copy sources; anything else is stale.
     (void)backend_->CtxSynchronize();
@@ -509,17 +503,15 @@ Status DeviceMemory::ImportLayout(const nlohmann::json& j, const std::vector<int
     RETURN_IF_ERROR(place(shared_run, true));
     RETURN_IF_ERROR(place(private_run, false));
     RETURN_IF_ERROR(CopyFromHandles(sources));
-    for (const auto& a : j.at("allocs")) allocs_[a.at(0)] = Allocation{a.at(1), a.at(2), a.at(3)};
-    for (const auto& s : j.at("slabs")) {
-      Slab& slab = slabs_[s.at(0)];
-      slab.used = s.at(1);
-      for (const auto& f : s.at(2)) slab.free[f.at(0)] = f.at(1);
+    for (const auto& a : j.allocs) allocs_[a.ptr] = Allocation{a.bytes, a.reserved, a.slab};
+    for (const auto& s : j.slabs) {
+      Slab& slab = slabs_[s.base];
+      slab.used = s.used;
+      for (const auto& f : s.free) slab.free[f.start] = f.bytes;
     }
     free_va_.clear();
-    for (const auto& f : j.at("free_va")) free_va_[f.at(0)] = f.at(1);
-    for (const auto& f : j.at("frozen")) frozen_[f.at(0)] = f.at(1);
-  } catch (const nlohmann::json::exception& e) {
-    return InvalidArgument(std::string("malformed layout: ") + e.what());
+    for (const auto& f : j.free_va) free_va_[f.start] = f.bytes;
+    for (const auto& f : j.frozen) frozen_[f.start] = f.end;
   }
   return Status::Ok();
 }

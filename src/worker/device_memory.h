@@ -13,10 +13,10 @@
 #include <map>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
 
 #include "backend/gpu_backend.h"
 #include "base/status.h"
+#include "proto/fork_manifest.h"
 #include "worker/upload_trace.h"
 
 namespace smolvm {
@@ -100,7 +100,7 @@ class DeviceMemory {
 
   // The allocator's layout (allocations, slabs, free VA, frozen ranges, and
   // the chunks in `chunks()` order) for a clone to rebuild.
-  nlohmann::json ExportLayout() const;
+  proto::ManifestLayout ExportLayout() const;
   // Rebuilds this (empty) allocator from a golden's layout. `chunk_fds[i]` is
   // the golden's i-th chunk: shared chunks are imported and mapped read-only;
   // the others get a new private chunk holding a copy of the golden's bytes.
@@ -111,7 +111,7 @@ class DeviceMemory {
   // passes to this call. Runs of back-to-back chunks are mapped with one
   // access call, and private copies are synchronized once.
   // On failure the allocator holds what it mapped so far: destroy it.
-  Status ImportLayout(const nlohmann::json& layout, const std::vector<int>& chunk_fds,
+  Status ImportLayout(const proto::ManifestLayout& layout, const std::vector<int>& chunk_fds,
                       std::map<uint64_t, MappedImport> mapped = {});
 
   // A VA range for the driver shim's cuMemAddressReserve: `bytes` (a

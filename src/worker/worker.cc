@@ -15,7 +15,6 @@
 #include <set>
 #include <cstdio>
 #include <cstring>
-#include <nlohmann/json.hpp>
 
 #include "worker/control.h"
 #include "base/hex.h"

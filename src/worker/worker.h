@@ -220,10 +220,11 @@ class Worker {
   Result<BlasHandleInfo*> BlasHandleRecord(uint64_t guest_id);
   Result<uint64_t> LtHandle(uint64_t guest_id) const;
   // cuDNN (worker_cudnn.cc): the backend, created on the first cuDNN op;
-  // the fork manifest's "dnn" entry; its rebuild in a clone; release.
+  // release. The fork manifest's cuDNN part (worker_fork_golden.cc) and its
+  // replay in a clone (worker_fork_clone.cc).
   Result<DnnBackend*> Dnn();
-  nlohmann::json DnnManifest() const;
-  Status DnnRebuild(const nlohmann::json& j);
+  void DnnManifest(proto::ForkManifestBody* body) const;
+  Status DnnRebuild(const proto::ForkManifestBody& body);
   void DnnRelease();
 
   std::unique_ptr<GpuBackend> backend_;

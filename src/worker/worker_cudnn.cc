@@ -120,7 +120,7 @@ Status Worker::Handle(const proto::DnnFinalizeRequest& q, proto::DnnFinalizeRepl
     return st;
   }
   dnn_.descs[q.desc] = DnnState::DescInfo{d, q.type};
-  dnn_.log.push_back(nlohmann::json::array({"f", q.desc, q.type, HexOfBytes(q.attrs)}).dump());
+  dnn_.log.push_back(RecordedDnnCall(q));
   return Status::Ok();
 }
 
@@ -129,7 +129,7 @@ Status Worker::Handle(const proto::DnnDestroyDescRequest& q, proto::DnnDestroyDe
   if (it == dnn_.descs.end()) return BadParam("unknown cuDNN descriptor");
   Status st = dnn_.backend->DescDestroy(it->second.value);
   dnn_.descs.erase(it);
-  dnn_.log.push_back(nlohmann::json::array({"d", q.desc}).dump());
+  dnn_.log.push_back(RecordedDnnCall(q));
   return st;
 }
 
@@ -184,9 +184,7 @@ Status Worker::Handle(const proto::DnnGetAttributeRequest& q, proto::DnnGetAttri
     if (old != dnn_.descs.end()) (void)dnn->DescDestroy(old->second.value);
     dnn_.descs[q.outs[i]] = DnnState::DescInfo{made[i], q.out_types[i]};
   }
-  dnn_.log.push_back(
-      nlohmann::json::array({"g", q.desc, q.name, q.type, q.requested, q.outs, q.out_types})
-          .dump());
+  dnn_.log.push_back(RecordedDnnCall(q));
   return Status::Ok();
 }
 
@@ -219,60 +217,6 @@ Status Worker::Handle(const proto::DnnExecuteRequest& q, proto::DnnExecuteReply*
     next += (q.sizes[i] + 15) / 16 * 16;
   }
   return dnn_.backend->Execute(h->second.handle, plan->second.value, pack);
-}
-
-// --- fork ------------------------------------------------------------------------
-
-nlohmann::json Worker::DnnManifest() const {
-  nlohmann::json j = nlohmann::json::object();
-  j["handles"] = nlohmann::json::array();
-  for (const auto& [id, h] : dnn_.handles) j["handles"].push_back({id, h.stream});
-  j["log"] = nlohmann::json::array();
-  for (const std::string& e : dnn_.log) j["log"].push_back(nlohmann::json::parse(e));
-  return j;
-}
-
-// REQUIRES: streams_ rebuilt. Replays the golden's log under the same ids.
-Status Worker::DnnRebuild(const nlohmann::json& j) {
-  if (j.at("handles").empty() && j.at("log").empty()) return Status::Ok();
-  ASSIGN_OR_RETURN(DnnBackend * dnn, Dnn());
-  for (const auto& h : j.at("handles")) {
-    uint64_t id = h.at(0), stream = h.at(1);
-    ASSIGN_OR_RETURN(uint64_t made, dnn->Create());
-    dnn_.handles[id] = DnnState::HandleInfo{made, stream};
-    if (stream != 0) {
-      ASSIGN_OR_RETURN(uint64_t s, Stream(stream));
-      RETURN_IF_ERROR(dnn->SetStream(made, s));
-    }
-  }
-  Ctx ctx;
-  for (const auto& e : j.at("log")) {
-    std::string kind = e.at(0);
-    if (kind == "f") {
-      proto::DnnFinalizeRequest q;
-      q.desc = e.at(1);
-      q.type = e.at(2);
-      std::string attrs = BytesOfHex(e.at(3).get<std::string>());
-      q.attrs = attrs;
-      proto::DnnFinalizeReply r;
-      RETURN_IF_ERROR(Handle(q, &r, &ctx));
-    } else if (kind == "g") {
-      proto::DnnGetAttributeRequest q;
-      q.desc = e.at(1), q.name = e.at(2), q.type = e.at(3), q.requested = e.at(4);
-      q.outs = e.at(5).get<std::vector<uint64_t>>();
-      q.out_types = e.at(6).get<std::vector<uint32_t>>();
-      proto::DnnGetAttributeReply r;
-      RETURN_IF_ERROR(Handle(q, &r, &ctx));
-    } else if (kind == "d") {
-      proto::DnnDestroyDescRequest q;
-      q.desc = e.at(1);
-      proto::DnnDestroyDescReply r;
-      RETURN_IF_ERROR(Handle(q, &r, &ctx));
-    } else {
-      return Malformed("clone manifest: unknown cuDNN log entry");
-    }
-  }
-  return Status::Ok();
 }
 
 void Worker::DnnRelease() {

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "backend/dnn_backend.h"
+#include "proto/fork_manifest.h"
+#include "proto/messages.h"
 
 namespace smolvm {
 
@@ -29,9 +31,19 @@ struct DnnState {
   std::map<uint64_t, HandleInfo> handles;
   std::map<uint64_t, DescInfo> descs;
   // Every Finalize, GetAttribute into descriptors and DestroyDesc that
-  // reached the worker, in order (JSON arrays): what a clone replays.
-  std::vector<std::string> log;
+  // reached the worker, in order (op number and encoded request): what a
+  // clone replays through the guest dispatch (worker_fork_clone.cc).
+  std::vector<proto::ManifestDnnCall> log;
   std::string scratch;  // DnnGetAttribute reply bytes
 };
+
+// A guest request as the cuDNN log keeps it.
+template <typename Req>
+proto::ManifestDnnCall RecordedDnnCall(const Req& q) {
+  proto::ManifestDnnCall call{Req::kNumber, {}};
+  proto::Encoder enc(&call.request);
+  proto::Encode(enc, q);
+  return call;
+}
 
 }  // namespace smolvm

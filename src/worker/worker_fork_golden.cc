@@ -7,10 +7,8 @@
 
 #include <chrono>
 #include <cstdio>
-#include <nlohmann/json.hpp>
 #include <set>
 
-#include "base/hex.h"
 #include "proto/control_dispatch.h"
 #include "worker/control.h"
 #include "worker/worker.h"
@@ -97,7 +95,7 @@ void Worker::SendAhead() {
   std::set<uint64_t> pick(candidates.begin(), candidates.end());
   std::vector<UniqueFd> owned;
   std::vector<int> fds;
-  nlohmann::json chunks = nlohmann::json::array();
+  proto::ManifestChunkList chunks;
   for (const auto& [addr, c] : memory_->chunks()) {
     auto fd = backend_->ChunkExport(c.handle);
     if (!fd.ok()) {
@@ -106,10 +104,13 @@ void Worker::SendAhead() {
     }
     fds.push_back(fd->get());
     owned.push_back(std::move(fd).value());
-    chunks.push_back({addr, c.bytes, c.id, pick.count(addr) ? 1 : 0});
+    chunks.chunks.push_back({addr, c.bytes, static_cast<uint8_t>(pick.count(addr) ? 1 : 0), c.id});
   }
+  std::string list;
+  proto::Encoder enc(&list);
+  proto::EncodeFields(enc, chunks);
   std::string out;
-  proto::AppendRequest(&out, proto::ForkAheadRequest{session_id_, epoch_, chunks.dump(), static_cast<uint32_t>(fds.size())}, 0);
+  proto::AppendRequest(&out, proto::ForkAheadRequest{session_id_, epoch_, list, static_cast<uint32_t>(fds.size())}, 0);
   if (!control_->Write(out).ok() || !SendChunkFds(*control_, fds).ok()) return;
   ahead_epoch_ = epoch_;
   std::fprintf(stderr, "smolvm worker %d: fork ahead: %zu chunks exported, %zu to preload, %.1f ms\n", ::getpid(),
@@ -172,33 +173,26 @@ Status Worker::PrepareFork(const proto::ForkPrepareRequest& req) {
   // The chunks are the ones the ForkAhead of this epoch exported, in the
   // same order: the daemon still holds their descriptors.
   if (reuse_ahead) m.ahead_generation = ahead_epoch_;
-  nlohmann::json j;
-  j["layout"] = memory_->ExportLayout();
+  proto::ForkManifestBody body;
+  body.layout = memory_->ExportLayout();
   if (!share) {
     // The control arm: nothing is shared, whatever was shared before.
-    for (auto& c : j["layout"]["chunks"]) c[2] = 0;
+    for (auto& c : body.layout.chunks) c.shared = 0;
   }
-  j["modules"] = nlohmann::json::array();
-  for (const auto& [id, mod] : modules_)
-    j["modules"].push_back({id, HexOfBytes(mod.hash), HexOfBytes(module_cache_.Sha256Of(mod.hash))});
-  j["functions"] = nlohmann::json::array();
-  for (const auto& [id, f] : functions_) j["functions"].push_back({id, f.module, f.name});
-  j["streams"] = nlohmann::json::array();
-  for (const auto& [id, si] : streams_) j["streams"].push_back({id, si.flags, si.priority});
-  j["events"] = nlohmann::json::array();
-  for (const auto& [id, ei] : events_) j["events"].push_back({id, ei.flags});
-  j["blas"] = nlohmann::json::array();
+  for (const auto& [id, mod] : modules_) body.modules.push_back({id, mod.hash, module_cache_.Sha256Of(mod.hash)});
+  for (const auto& [id, f] : functions_) body.functions.push_back({id, f.module, f.name});
+  for (const auto& [id, si] : streams_) body.streams.push_back({id, si.flags, si.priority});
+  for (const auto& [id, ei] : events_) body.events.push_back({id, ei.flags});
   for (const auto& [id, b] : blas_handles_) {
-    nlohmann::json modes = nlohmann::json::array();
-    for (const auto& [what, value] : b.modes) modes.push_back({what, value});
-    j["blas"].push_back({id, b.stream, modes, b.workspace, b.workspace_bytes});
+    proto::ManifestBlas rec{id, b.stream, {}, b.workspace, b.workspace_bytes};
+    for (const auto& [what, value] : b.modes) rec.modes.push_back({what, value});
+    body.blas.push_back(std::move(rec));
   }
-  j["lt"] = nlohmann::json::array();
-  for (const auto& [id, h] : lt_handles_) j["lt"].push_back(id);
-  j["dnn"] = DnnManifest();
+  for (const auto& [id, h] : lt_handles_) body.lt.push_back(id);
+  DnnManifest(&body);
   uint64_t total = 0;
   (void)backend_->DeviceMemGetInfo(&m.free_bytes, &total);
-  m.manifest = j.dump();
+  m.manifest = proto::EncodeManifest(body);
   m.num_chunks = static_cast<uint32_t>(fds.size());
   std::fprintf(stderr, "smolvm worker %d: fork prepare: sync+share %.1f ms, %s %.1f ms\n", ::getpid(), share_ms,
                reuse_ahead ? "descriptors exported ahead" : ("export " + std::to_string(fds.size()) + " chunks").c_str(),
@@ -209,6 +203,11 @@ Status Worker::PrepareFork(const proto::ForkPrepareRequest& req) {
   RETURN_IF_ERROR(SendChunkFds(*control_, fds));
   SendStats();  // its shared chunks changed
   return Status::Ok();
+}
+
+void Worker::DnnManifest(proto::ForkManifestBody* body) const {
+  for (const auto& [id, h] : dnn_.handles) body->dnn_handles.push_back({id, h.stream});
+  body->dnn_log = dnn_.log;
 }
 
 }  // namespace smolvm
