@@ -25,12 +25,15 @@
 #     issue 18's comparison cells (qwen2.5-7b, DPO, 2x256, 4 CPUs), into
 #     bench/next/results like `headline`, one device call per PART, each
 #     under 9 minutes (estimates include making the 7B model on a fresh machine):
-#       bf16-fork    fork share on, bf16 base: N=8 (20 steps, 3 reps), N=16 (20)   ~4 min
+#       bf16-fork    fork share on, bf16 base: N=8 (20 steps, 3 reps), N=16 (20),
+#                    N=24,32 (10)                                                  ~4.5 min
 #       bf16-native  native bf16: N=1,4,8 (20 steps), then N=9 unless 8 did not
-#                    fit (`bench highn` stops native at its first incomplete N)   ~4 min
-#       bf16-highn   fork share on, bf16 base: N=24,32,48,64 (10 steps)           ~6.5 min
+#                    fit (`bench highn` stops native at its first incomplete N)   ~3.5 min
+#       bf16-highn   fork share on, bf16 base: N=48,64,72 (10 steps); 72 is not
+#                    expected to fit (the daemon's admission refuses the rest:
+#                    a result, recorded incomplete)                                ~6.5 min
 #       mps          native 4-bit under the bench's own MPS (--mps) and
-#                    time-sliced beside it: N=4,8,16 (20 steps)                    ~6 min
+#                    time-sliced beside it: N=4,8,16 (20 steps)                    ~5.5 min
 #     The README's comparison table shows each cell as "not measured" until
 #     its result is committed.
 #
@@ -92,11 +95,12 @@ elif [[ $PLAN == comparison ]]; then
   case $PART in
     bf16-fork)
       sweep matrix --arms fork --share on --ns 8 --shapes 2x256 --steps 20 --reps 3
-      sweep matrix --arms fork --share on --ns 16 "${one20[@]}" ;;
+      sweep matrix --arms fork --share on --ns 16 "${one20[@]}"
+      sweep matrix --arms fork --share on --ns 24,32 --shapes 2x256 --steps 10 --reps 1 ;;
     bf16-native)
       sweep highn --arms native --ns 1,4,8,9 "${one20[@]}" ;;
     bf16-highn)
-      sweep highn --arms fork --share on --ns 24,32,48,64 --shapes 2x256 --steps 10 --reps 1 ;;
+      sweep highn --arms fork --share on --ns 48,64,72 --shapes 2x256 --steps 10 --reps 1 ;;
     mps)
       sweep matrix --arms native --mps --ns 4,8,16 "${one20[@]}"
       sweep matrix --arms native --ns 4,8,16 "${one20[@]}" ;;

@@ -42,8 +42,8 @@ std::vector<ComparisonArm> ComparisonArms() {
     for (int n : ns) out.push_back({n, preset});
     return out;
   };
-  auto bf16_fork = cells({8, 16}, "comparison bf16-fork");
-  for (const auto& c : cells({24, 32, 48, 64}, "comparison bf16-highn")) bf16_fork.push_back(c);
+  auto bf16_fork = cells({8, 16, 24, 32}, "comparison bf16-fork");
+  for (const auto& c : cells({48, 64, 72}, "comparison bf16-highn")) bf16_fork.push_back(c);
   return {
       {"native, time-sliced (reference)", "native", "-", true, "off", cells({1, 4, 8, 16}, "headline native")},
       {"native + MPS", "native", "-", true, "on", cells({4, 8, 16}, "comparison mps")},
