@@ -204,40 +204,50 @@ std::string BenchRatioTable(const std::vector<RunResult>& runs) {
   for (const RatioRow& r : Ratios(cells)) {
     bool hand = HandTDone(runs, r.fork) || HandTDone(runs, r.native);
     dagger |= hand;
-    rows.push_back({r.fork.share_mode, std::to_string(r.fork.n), std::to_string(r.fork.steps),
+    rows.push_back({r.fork.load_in_4bit ? "NF4 4-bit" : "bf16", r.fork.share_mode, std::to_string(r.fork.n),
+                    std::to_string(r.fork.steps),
                     Fixed(r.span_tok_s, 2) + (hand ? " †" : ""), Fixed(r.agg_tok_s, 2), Fixed(r.learner_tok_s, 2),
                     Fixed(r.peak_gpu, 2), r.note.empty() ? "-" : r.note});
   }
   if (rows.empty()) return "No fork cell has a matching native cell.\n";
-  std::string out = RenderTable({"fork share", "N", "steps", "span tok/s", "agg tok/s (seed's)",
+  std::string out = RenderTable({"base (both arms)", "fork share", "N", "steps", "span tok/s", "agg tok/s (seed's)",
                                  "tok/s per learner (seed's)", "peak GPU", "note"},
-                                rows, true, 1);
+                                rows, true, 2);
   if (dagger) out += std::string("\n") + kHandTDone + "\n";
   return out;
 }
 
 std::string BenchForkTable(const std::vector<RunResult>& runs) {
-  std::map<std::tuple<int, int, std::string>, std::vector<const RunResult*>> by;
+  // By base and MPS mode too: a bf16 golden's forks are not a 4-bit one's reps.
+  std::map<std::tuple<bool, std::string, int, int, std::string>, std::vector<const RunResult*>> by;
   for (const auto& r : runs)
-    if (r.arm == "fork" && r.device == "cuda") by[{r.n, r.steps, r.share_mode}].push_back(&r);
+    if (r.arm == "fork" && r.device == "cuda")
+      by[{!r.load_in_4bit, r.env.mps.mode, r.n, r.steps, r.share_mode}].push_back(&r);
   std::vector<TableRow> rows;
   for (const auto& [key, rs] : by) {
     std::vector<double> fork_s, ms, build;
+    std::set<std::string> requests;
     for (const RunResult* r : rs) {
       fork_s.push_back(r->fork_s);
       for (const auto& c : r->clones) ms.push_back(c.ms), build.push_back(c.build_ms);
+      requests.insert(r->fork_requests.empty() ? "not recorded" : r->fork_requests);
     }
-    auto [n, steps, share] = key;
-    rows.push_back({share, std::to_string(n), std::to_string(steps), std::to_string(rs.size()),
+    std::string how;
+    for (const auto& q : requests) how += (how.empty() ? "" : ", ") + q;
+    auto [bf16, mps, n, steps, share] = key;
+    std::string base = bf16 ? "bf16" : "NF4 4-bit";
+    if (mps != "off") base += " + MPS (" + mps + ")";
+    rows.push_back({base, share, std::to_string(n), std::to_string(steps), std::to_string(rs.size()),
                     Fixed(SpreadOf(fork_s).median, 2), Fixed(SpreadOf(ms).median, 0), Fixed(SpreadOf(build).median, 0),
-                    Fixed(SpreadOf(ms).max, 0)});
+                    Fixed(SpreadOf(ms).max, 0), how});
   }
   if (rows.empty()) return "No fork runs on cuda committed.\n";
   return "From each run's `clones` (the daemon's fork lines: request at the forkpoint → the clone's first call "
-         "served; `build_ms`: the clone's rebuild in its worker), pooled over reps.\n\n" +
-         RenderTable({"share", "N", "steps", "reps", "fork_s (all clones, median)", "per clone ms (median)",
-                      "build ms (median)", "slowest clone ms"},
-                     rows, true, 1);
+         "served; `build_ms`: the clone's rebuild in its worker), pooled over reps. `fork requests`: how the bench "
+         "asked for the clones (`fork_requests`; runs before it was recorded forked one request per clone).\n\n" +
+         RenderTable({"base", "share", "N", "steps", "reps", "fork_s (all clones, median)", "per clone ms (median)",
+                      "build ms (median)", "slowest clone ms", "fork requests"},
+                     rows, true, 2);
 }
 
 std::string DeviceRecordTables(const std::vector<DeviceRecord>& records) {
