@@ -25,8 +25,9 @@
 #     issue 18's comparison cells (qwen2.5-7b, DPO, 2x256, 4 CPUs), into
 #     bench/next/results like `headline`, one device call per PART, each
 #     under 9 minutes (estimates include making the 7B model on a fresh machine):
-#       bf16-fork    fork share on, bf16 base: N=8 (20 steps, 3 reps), N=16 (20),
-#                    N=24,32 (10)                                                  ~4.5 min
+#       bf16-fork    fork share on, bf16 base: N=8 (20 steps, 3 reps) and native
+#                    4-bit N=8 (20 steps, 3 reps) beside it; then fork bf16
+#                    N=16 (20), N=24,32 (10)                                       ~6.5 min
 #       bf16-native  native bf16: N=1,4,8 (20 steps), then N=9 unless 8 did not
 #                    fit (`bench highn` stops native at its first incomplete N)   ~3.5 min
 #       bf16-highn   fork share on, bf16 base: N=48,64,72 (10 steps); 72 is not
@@ -95,6 +96,7 @@ elif [[ $PLAN == comparison ]]; then
   case $PART in
     bf16-fork)
       sweep matrix --arms fork --share on --ns 8 --shapes 2x256 --steps 20 --reps 3
+      sweep matrix --arms native --load-in-4bit --ns 8 --shapes 2x256 --steps 20 --reps 3
       sweep matrix --arms fork --share on --ns 16 "${one20[@]}"
       sweep matrix --arms fork --share on --ns 24,32 --shapes 2x256 --steps 10 --reps 1 ;;
     bf16-native)
