@@ -110,15 +110,16 @@ daemon_stop() {
   DAEMON_PID=""
 }
 
-# nvidia_lib_path BINARY: when BINARY's libraries do not all resolve, puts the
-# toolkit's lib64 folders and pip's nvidia wheels' lib folders on
-# LD_LIBRARY_PATH (the daemon's workers inherit it and find NVIDIA's real
-# libraries there; they skip the shim folder by its .smolvm-shim marker).
+# nvidia_lib_path BINARY [PYTHON=python3]: when BINARY's libraries do not all
+# resolve, puts the toolkit's lib64 folders and the lib folders of PYTHON's
+# nvidia wheels on LD_LIBRARY_PATH (the daemon's workers inherit it and find
+# NVIDIA's real libraries there; they skip the shim folder by its
+# .smolvm-shim marker).
 nvidia_lib_path() {
   ldd "$1" 2>/dev/null | grep -q "not found" || return 0
   local d
   for d in /usr/local/cuda/lib64 /usr/local/cuda-13*/lib64 \
-           $(python3 -c 'import nvidia,os;print(" ".join(os.path.join(p,q,"lib") for p in nvidia.__path__ for q in os.listdir(p)))' 2>/dev/null); do
+           $("${2:-python3}" -c 'import nvidia,os;print(" ".join(os.path.join(p,q,"lib") for p in nvidia.__path__ for q in os.listdir(p)))' 2>/dev/null); do
     [[ -d $d ]] && export LD_LIBRARY_PATH=$d:${LD_LIBRARY_PATH:-}
   done
   return 0
