@@ -44,15 +44,12 @@ find_build() {
 }
 
 # on_exit COMMAND: evaluates COMMAND when the script exits, the command
-# registered last first. The first call also makes SIGTERM and SIGINT exit
-# (143, 130) so that the exit commands run; a script may set its own INT/TERM
-# traps after that (they must end in exit).
+# registered last first (bash runs its EXIT trap on SIGTERM, SIGINT and SIGHUP
+# too, so a timeout or ^C cleans up as well). Owns the EXIT trap: a script
+# that sources this file registers its cleanup here rather than with trap.
 _SMOLVM_ON_EXIT=()
 on_exit() {
-  if ((${#_SMOLVM_ON_EXIT[@]} == 0)); then
-    trap _smolvm_run_on_exit EXIT
-    [[ -n ${_SMOLVM_SIGNALS_SET:-} ]] || { trap 'exit 143' TERM; trap 'exit 130' INT; _SMOLVM_SIGNALS_SET=1; }
-  fi
+  ((${#_SMOLVM_ON_EXIT[@]})) || trap _smolvm_run_on_exit EXIT
   _SMOLVM_ON_EXIT=("$1" "${_SMOLVM_ON_EXIT[@]}")
 }
 _smolvm_run_on_exit() {
