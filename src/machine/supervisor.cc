@@ -16,17 +16,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <deque>
-#include <filesystem>
-#include <list>
-#include <optional>
 
+#include "guest/forkpoint_wire.h"
+#include "guest/init_loop.h"
 #include "machine/cgroups.h"
 #include "machine/cuda_link.h"
 #include "machine/disk_layers.h"
 #include "machine/errors.h"
-#include "guest/forkpoint_wire.h"
-#include "guest/init_loop.h"
 #include "machine/pack_mount.h"
 #include "machine/process.h"
 #include "machine/sandbox.h"
