@@ -44,7 +44,8 @@
 # Here: scripts/device-pack.sh; on the device, carrying .carry/build.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-[[ -e build ]] || ln -s .carry/build build
+source scripts/lib.sh
+find_build
 OUT=${OUT:-$PWD/device-bench-out}
 PLAN=main RESULTS=bench/results LOGDIR=bench/logs TIMEOUT=240
 if [[ ${1:-} == headline || ${1:-} == comparison ]]; then

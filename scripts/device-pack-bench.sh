@@ -14,6 +14,7 @@
 # On a machine without a GPU: MODEL=tiny DEVICE=cpu rehearses it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib.sh
 if [[ ${1:-} == --prepare ]]; then
   mkdir -p .carry/squashfs
   cp "$(command -v mksquashfs)" .carry/squashfs/mksquashfs.bin
@@ -26,20 +27,16 @@ if [[ ${1:-} == --prepare ]]; then
   du -sh .carry/squashfs
   exit 0
 fi
-[[ -e build ]] || ln -s .carry/build build
+find_build
 OUT=${OUT:-$PWD/device-pack-bench-out}
 MODEL=${MODEL:-qwen2.5-7b} DEVICE=${DEVICE:-cuda} STEPS=${STEPS:-5} ROUNDS=${ROUNDS:-4} CPUS=${CPUS:-4}
 mkdir -p "$OUT"
 LOG=$OUT/pack-bench.log
-log() { echo "[device-pack-bench $(date +%T)] $*" | tee -a "$LOG"; }
+LOG_TAG=device-pack-bench LOG_FILE=$LOG
 since() { python3 -c 'import sys, time; print(round(time.time() - float(sys.argv[1]), 3))' "$1"; }
 export SMOLVM_HOME=${SMOLVM_HOME:-/tmp/smolvm-pack-bench-home}
-W=$(mktemp -d /tmp/pack-bench.XXXXXX)
-cleanup() {
-  build/smolvm machine rm --force --name pb-holder >/dev/null 2>&1
-  rm -rf "$W"
-}
-trap cleanup EXIT
+make_workdir pack-bench
+on_exit "build/smolvm machine rm --force --name pb-holder >/dev/null 2>&1"
 if ! command -v mksquashfs >/dev/null; then
   [[ -x .carry/squashfs/mksquashfs ]] || { log "no mksquashfs here and none carried (run --prepare here)"; exit 1; }
   export SMOLVM_MKSQUASHFS=$PWD/.carry/squashfs/mksquashfs

@@ -124,6 +124,9 @@ class FakeBackend final : public GpuBackend {
   struct Mapping;
   struct Event;
 
+  // A Status carrying a CUresult, as the driver would return it.
+  static Status Cu(int32_t cu_result, const std::string& what);
+
   // Begins every public call: counts it, applies FailNext and the sticky fault.
   Status Enter(const char* method);
   // OK when [addr, addr+bytes) lies in mapped device memory (writable if asked);
