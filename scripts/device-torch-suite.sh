@@ -27,7 +27,7 @@
 #   OUT=DIR scripts/device-torch-suite.sh
 # Env: PY (default /opt/torch/.venv/bin/python3), CPUS (per machine, default
 #      half the host's), RUN_TIMEOUT (s per run,
-#      default 150), DEADLINE (s for the whole script, default 450), MODES
+#      default 150), DEADLINE (s for the whole script, default 420), MODES
 #      (default "off on": expandable segments), BACKEND (cuda; fake: no torch
 #      needed, rehearses the machine, op-counter and record plumbing with
 #      tests/shim's prog_driver in a --cuda machine on the fake backend).
@@ -43,7 +43,7 @@ mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
 PY=${PY:-/opt/torch/.venv/bin/python3}
 BACKEND=${BACKEND:-cuda}
 RUN_TIMEOUT=${RUN_TIMEOUT:-150}
-DEADLINE=${DEADLINE:-450}
+DEADLINE=${DEADLINE:-420}
 MODES=${MODES:-off on}
 CPUS=${CPUS:-$(( $(nproc) > 1 ? $(nproc) / 2 : 1 ))}
 BUILD=$ROOT/build
