@@ -20,6 +20,9 @@
 #     segments on;
 #   - import torch time natively and in the machine (medians);
 #   - GPU memory back to its start after the daemon stopped;
+#   - in the first run of each kind, what is not supported through the shims
+#     (CUDA graphs, torch.compile, NCCL): each probe's outcome and time, to
+#     show it fails at once with a named error instead of hanging;
 #   - what torch's libraries import (nm) against tests/testdata/torch-2.11-imports
 #     and against the shims' exports.
 #
@@ -120,12 +123,16 @@ fi
 
 ops_total() { "$SMOLVM" cuda status --json 2>/dev/null | pyj 'print(json.dumps(json.load(sys.stdin).get("ops_total", {})))' 2>/dev/null || echo '{}'; }
 
+# The not-supported probes (CUDA graphs, torch.compile, NCCL) in the first
+# run of each kind only: torch.compile's first compile costs tens of seconds.
+probes() { [[ $1 == *-off-1 ]] && echo 1 || echo 0; }
+
 # run_native NAME ALLOC / run_machine NAME ALLOC: output in $W/runs/NAME.out,
 # tensors in $W/runs/NAME/.
 run_native() {
   local name=$1 alloc=$2 t=$SECONDS
   mkdir -p "$W/runs/$name"
-  env PYTHONUNBUFFERED=1 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:$alloc \
+  env PYTHONUNBUFFERED=1 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:$alloc SUITE_PROBES=$(probes "$name") \
     timeout -k 5 "$RUN_TIMEOUT" "$PY" scripts/torch-suite/suite.py "$W/runs/$name" >"$W/runs/$name.out" 2>&1
   local rc=$?
   { echo "===== $name (native, expandable_segments:$alloc) rc=$rc $((SECONDS - t))s"; cat "$W/runs/$name.out"; } >>"$RUNS"
@@ -138,6 +145,7 @@ run_machine() {
   MACHINES+=("$name")
   "$SMOLVM" machine create --name "$name" --cuda --cpus "$CPUS" "${VOLS[@]}" -v "$W/prog:/suite-py:ro" \
     -v "$W/runs/$name:/out" -e PYTHONUNBUFFERED=1 -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:$alloc \
+    -e SUITE_PROBES="$(probes "$name")" \
     -- "${CMD[@]}" >"$W/$name.cli.log" 2>&1 &&
     "$SMOLVM" machine start --name "$name" >>"$W/$name.cli.log" 2>&1 ||
     { fail "$name: machine create/start: $(tail -n 2 "$W/$name.cli.log" | tr '\n' ' ')"; return 1; }
@@ -183,6 +191,7 @@ for name in "${RAN[@]}"; do
   else
     grep -q '^PASS driver' "$o" && pass "$name: prog_driver passed" || fail "$name: prog_driver: $(tail -n 2 "$o" | tr '\n' ' ')"
   fi
+  grep -E '^PROBE' "$o" | sed "s/^/$name: /" | while read -r l; do log "$l"; done
   if [[ $name == machine-* ]]; then
     foreign=$(grep -E '^MAPPED' "$o" | awk '{print $2}' | grep -E "$REPLACED" | grep -v '^/run/smolvm/lib/' | tr '\n' ' ')
     [[ -z $foreign ]] && pass "$name: the guest maps no NVIDIA runtime/driver/cuBLAS/cuDNN but ours ($(grep -cE "^MAPPED /run/smolvm/lib/" "$o") of ours mapped)" ||
@@ -267,7 +276,7 @@ samples=()
 for name in "${RAN[@]}"; do
   pyj 'ops = json.load(open(sys.argv[3])) if sys.argv[3] else None
 print(json.dumps({"run": sys.argv[1], "ops": ops, "lines": [l for l in open(sys.argv[2], errors="replace").read().splitlines()
-      if l.split(" ")[0] in ("RESULT", "TIME", "STATS", "MAPPED", "DONE", "ERROR", "PASS")]}))' \
+      if l.split(" ")[0] in ("RESULT", "TIME", "STATS", "MAPPED", "PROBE", "DONE", "ERROR", "PASS")]}))' \
     "$name" "$W/runs/$name.out" "$([[ -f $W/runs/$name.ops.json ]] && echo "$W/runs/$name.ops.json")" >"$W/$name.json"
   samples+=("$W/$name.json")
 done
