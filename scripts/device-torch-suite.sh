@@ -20,7 +20,7 @@
 #     segments on;
 #   - import torch time natively and in the machine (medians);
 #   - GPU memory back to its start after the daemon stopped;
-#   - in the first run of each kind, what is not supported through the shims
+#   - in the last run of each kind, what is not supported through the shims
 #     (CUDA graphs, torch.compile, NCCL): each probe's outcome and time, to
 #     show it fails at once with a named error instead of hanging;
 #   - what torch's libraries import (nm) against tests/testdata/torch-2.11-imports
@@ -123,9 +123,10 @@ fi
 
 ops_total() { "$SMOLVM" cuda status --json 2>/dev/null | pyj 'print(json.dumps(json.load(sys.stdin).get("ops_total", {})))' 2>/dev/null || echo '{}'; }
 
-# The not-supported probes (CUDA graphs, torch.compile, NCCL) in the first
-# run of each kind only: torch.compile's first compile costs tens of seconds.
-probes() { [[ $1 == *-off-1 ]] && echo 1 || echo 0; }
+# The not-supported probes (CUDA graphs, torch.compile, NCCL) in the last run
+# of each kind only: torch.compile's first compile costs tens of seconds, and
+# a probe that hung would cost only the end of the call.
+probes() { [[ $1 == *-${MODES##* }-2 ]] && echo 1 || echo 0; }
 
 # run_native NAME ALLOC / run_machine NAME ALLOC: output in $W/runs/NAME.out,
 # tensors in $W/runs/NAME/.
