@@ -4,6 +4,7 @@
 # Usage: check_torch_imports.sh <shim dir> <imports dir (*.txt: name@version per line)>
 # Exit 0: all present; 1: some missing (listed); 2: bad usage or a shim missing.
 set -euo pipefail
+shopt -s nullglob
 shim_dir=$1 imports=$2
 sonames="libcudart.so.13 libcuda.so.1 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libnvidia-ml.so.1"
 [[ -d $imports ]] || { echo "no imports directory $imports"; exit 2; }
