@@ -24,7 +24,9 @@
 #     (CUDA graphs, torch.compile, NCCL): each probe's outcome and time, to
 #     show it fails at once with a named error instead of hanging;
 #   - what torch's libraries import (nm) against tests/testdata/torch-2.11-imports
-#     and against the shims' exports.
+#     and against the shims' exports;
+#   - tests/shim's prog_driver (driver API, VMM, module globals, packed launch
+#     parameters; no torch) natively and in a --cuda machine.
 #
 # Usage (repository root, root, build/ or .carry/build carried):
 #   OUT=DIR scripts/device-torch-suite.sh
@@ -182,6 +184,22 @@ for mode in $MODES; do
   done
 done
 
+# prog_driver (no torch: the driver API, VMM, module globals, cuLaunchKernel's
+# packed parameters) natively on the venv's cudart and in a --cuda machine.
+if ((TORCH)) && [[ -x $BUILD/tests/shim/bin/prog_driver ]] && (($(left) > 60)); then
+  t=$SECONDS
+  env LD_LIBRARY_PATH="$SITE/nvidia/cu13/lib" timeout -k 5 60 "$BUILD/tests/shim/bin/prog_driver" >"$W/runs/driver-native.out" 2>&1
+  { echo "===== driver-native rc=$? $((SECONDS - t))s"; cat "$W/runs/driver-native.out"; } >>"$RUNS"
+  saved_vols=("${VOLS[@]}") saved_cmd=("${CMD[@]}")
+  VOLS=(-v "$BUILD/tests/shim/bin:/suite:ro") CMD=(/suite/prog_driver)
+  run_machine driver-machine False
+  VOLS=("${saved_vols[@]}") CMD=("${saved_cmd[@]}")
+  for d in driver-native driver-machine; do
+    grep -q '^PASS driver' "$W/runs/$d.out" && pass "$d: prog_driver passed" ||
+      fail "$d: prog_driver: $(tail -n 2 "$W/runs/$d.out" | tr '\n' ' ' | cut -c1-400)"
+  done
+fi
+
 # --- checks ---------------------------------------------------------------------
 REPLACED='libcudart|libcuda\.so|libcublas|libcudnn|libnvidia-ml'
 for name in "${RAN[@]}"; do
@@ -195,7 +213,9 @@ for name in "${RAN[@]}"; do
   grep -E '^PROBE' "$o" | sed "s/^/$name: /" | while read -r l; do log "$l"; done
   if [[ $name == machine-* ]]; then
     foreign=$(grep -E '^MAPPED' "$o" | awk '{print $2}' | grep -E "$REPLACED" | grep -v '^/run/smolvm/lib/' | tr '\n' ' ')
-    [[ -z $foreign ]] && pass "$name: the guest maps no NVIDIA runtime/driver/cuBLAS/cuDNN but ours ($(grep -cE "^MAPPED /run/smolvm/lib/" "$o") of ours mapped)" ||
+    ours=$(grep -cE "^MAPPED /run/smolvm/lib/" "$o")
+    ((TORCH && ours == 0)) && foreign="nothing of ours (no MAPPED lines: the program did not get that far)"
+    [[ -z $foreign ]] && pass "$name: the guest maps no NVIDIA runtime/driver/cuBLAS/cuDNN but ours ($ours of ours mapped)" ||
       fail "$name: the guest maps $foreign"
     ops=$(cat "$W/runs/$name.ops.json")
     log "$name ops: $ops"
