@@ -37,6 +37,11 @@ namespace {
 
 int PidfdOpen(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
 
+bool ReadableNow(const Channel& ch) {
+  struct pollfd p = {ch.fd(), POLLIN, 0};
+  return ch.HasBufferedFrame() || ::poll(&p, 1, 0) > 0;
+}
+
 std::string Hex(uint64_t v) {
   char b[32];
   std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
@@ -321,6 +326,9 @@ void Daemon::OnWorkerControl(WorkerProc& w) {
   } else if (h.op == static_cast<uint16_t>(proto::Op::kPreloadDone)) {
     proto::PreloadDoneRequest r;
     if (proto::Decode(dec, &r)) OnPreloadDone(w, r);
+  } else if (h.op == static_cast<uint16_t>(proto::Op::kWorkerOps)) {
+    proto::WorkerOpsRequest r;
+    if (proto::Decode(dec, &r) && r.session_id == w.session_id) (void)ops_.Update(r);
   } else if (h.op == static_cast<uint16_t>(proto::Op::kWorkerStats)) {
     proto::WorkerStatsRequest r;
     if (proto::Decode(dec, &r)) {
@@ -339,6 +347,10 @@ void Daemon::OnWorkerControl(WorkerProc& w) {
 void Daemon::OnWorkerExit(pid_t pid) {
   int status = 0;
   if (::waitpid(pid, &status, WNOHANG) <= 0) return;
+  // What it wrote before it exited (its session's final op counts) first.
+  for (auto c = workers_.find(pid); c != workers_.end() && c->second.control && ReadableNow(*c->second.control);
+       c = workers_.find(pid))
+    OnWorkerControl(c->second);
   auto it = workers_.find(pid);
   if (it == workers_.end()) return;
   WorkerProc& w = it->second;
@@ -347,6 +359,7 @@ void Daemon::OnWorkerExit(pid_t pid) {
   if (w.session_id) {
     Log("session %llu ended: worker %d %s", static_cast<unsigned long long>(w.session_id), pid, how.c_str());
     sessions_.erase(w.session_id);
+    ops_.End(w.session_id);
   } else if (!stopping_) {
     Log("pooled worker %d %s before serving anyone", pid, how.c_str());
   }
@@ -426,9 +439,11 @@ std::string Daemon::StatusJson() const {
                         {"allocations", s.allocations},
                         {"context_mib", static_cast<double>(context) / (1 << 20)},
                         {"preloaded_workers", PreloadedWorkers(id)},
-                        {"gpu_mem_charged", charged}});
+                        {"gpu_mem_charged", charged},
+                        {"ops", ops_.Session(id)}});
   }
   j["sessions"] = sessions;
+  j["ops_total"] = ops_.Totals();  // every session since the daemon started
   j["context_source"] = context_source;  // nvml | estimate | fixed (the fake)
   nlohmann::json machines = nlohmann::json::array();
   for (const auto& [id, e] : endpoints_) {

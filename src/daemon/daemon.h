@@ -24,6 +24,7 @@
 #include "base/status.h"
 #include "base/unique_fd.h"
 #include "daemon/machine_budget.h"
+#include "daemon/op_counts.h"
 #include "daemon/worker_uids.h"
 #include "proto/messages.h"
 #include "transport/unix_channel.h"
@@ -287,6 +288,7 @@ class Daemon {
   UniqueFd listen_, admin_listen_, signal_fd_;
   std::map<pid_t, WorkerProc> workers_;
   std::map<uint64_t, Session> sessions_;
+  OpLedger ops_;  // what each session's worker served (op_counts.h)
   std::deque<PendingGuest> waiting_;
   std::map<uint64_t, Pending> pending_;
   uint64_t next_pending_ = 1;

@@ -17,6 +17,7 @@
 #include "daemon/chunk_preload.h"
 #include "daemon/device_memory.h"
 #include "daemon/module_cache.h"
+#include "daemon/op_counts.h"
 #include "daemon/worker_cudnn.h"
 #include "proto/dispatch.h"
 #include "transport/channel.h"
@@ -196,6 +197,7 @@ class Worker {
   // OK when [addr, addr+bytes) lies inside one registered host segment.
   Status CheckHost(uint64_t addr, uint64_t bytes) const;
   void SendStats();
+  void SendOps();  // op_counts.h
   void ReleaseAll();
   // The BlasBackend, created on the session's first cuBLAS/cuBLASLt op.
   Result<BlasBackend*> Blas();
@@ -223,6 +225,7 @@ class Worker {
   bool host_reserved_ = false;
   uint64_t session_id_ = 0;
   Channel* control_ = nullptr;
+  OpCounter ops_;
   bool goodbye_ = false;
   std::map<uint64_t, HostSegment> host_;
   std::map<uint64_t, StreamInfo> streams_;  // by guest id

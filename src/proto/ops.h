@@ -237,7 +237,9 @@
   X(313, PreloadDrop, ASYNC, (), ()) \
   /* daemon -> worker before it serves a machine's session: the machine's shared \
      device-memory budget (memfd) rides along; `slot` is this worker's entry in it */ \
-  X(314, WorkerBudget, ASYNC, (F(u32, slot) F(u64, limit_bytes)), ())
+  X(314, WorkerBudget, ASYNC, (F(u32, slot) F(u64, limit_bytes)), ()) \
+  /* worker -> daemon: the cumulative counts of the guest ops its session served (op_counts.h) */ \
+  X(315, WorkerOps, ASYNC, (F(u64, session_id) F(u32s, ops) F(u64s, counts)), ())
 // clang-format on
 
 namespace smolvm::proto {

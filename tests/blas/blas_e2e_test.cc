@@ -50,6 +50,25 @@ ProgramRun RunProgram(const DaemonProcess& daemon, const std::string& name) {
   return r;
 }
 
+// `smolvm cuda status --ops`'s "ops total:" line once it lists `want`
+// (the daemon takes a session's final counts as its worker exits), else the
+// last line seen after 10 s.
+std::string OpsTotalOnceItHas(const DaemonProcess& daemon, const std::string& want) {
+  std::string cmd = std::string(SMOLVM_BINARY) + " cuda status --ops --socket " + daemon.socket();
+  std::string line;
+  for (int i = 0; i < 200; ++i) {
+    FILE* p = ::popen(cmd.c_str(), "r");
+    if (p == nullptr) return "popen failed";
+    char buf[4096];
+    while (std::fgets(buf, sizeof buf, p) != nullptr)
+      if (std::string(buf).rfind("ops total:", 0) == 0) line = buf;
+    ::pclose(p);
+    if (line.find(want) != std::string::npos) break;
+    ::usleep(50000);
+  }
+  return line;
+}
+
 class BlasE2eTest : public ::testing::Test {
  protected:
   DaemonProcess daemon{"fake", 1};
@@ -99,6 +118,12 @@ TEST_F(BlasE2eTest, CudnnBackendGraphsMirroredAndExecutedInOrder) {
   EXPECT_EQ(Count(r.out, "legacy: CUDNN_STATUS_NOT_SUPPORTED"), 2u) << r.Report();
   EXPECT_EQ(Count(r.err, "cudnnCreateTensorDescriptor is not supported"), 1u) << r.Report();
   EXPECT_NE(daemon.Log().find("cuDNN 91000 (cudart 13000) loaded from fake"), std::string::npos) << daemon.Log();
+  // The daemon's op counters saw the graphs finalized and executed in the
+  // worker: one execute per graph (pointwise, matmul, attention).
+  std::string ops = OpsTotalOnceItHas(daemon, "DnnExecute=");
+  EXPECT_NE(ops.find(" DnnExecute=3 "), std::string::npos) << ops;
+  EXPECT_NE(ops.find(" DnnFinalize="), std::string::npos) << ops;
+  EXPECT_NE(ops.find(" LaunchKernel="), std::string::npos) << ops;
 }
 
 }  // namespace
