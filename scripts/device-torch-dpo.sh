@@ -18,7 +18,8 @@
 # Usage: OUT=DIR scripts/device-torch-dpo.sh
 # Env: PY (default /opt/torch/.venv/bin/python3), BUILD (default build, else
 # .carry/build), MODELS (default "qwen2.5-0.5b qwen2.5-7b"), REPS (3), STEPS
-# (20), BUDGET_S, RUN_TIMEOUT, BACKEND (cuda; fake rehearses the script
+# (20), BUDGET_S, RUN_TIMEOUT, DPO_SCRIPT (default bench/peers/peft_dpo.py; a
+# stand-in rehearses the summary and records), BACKEND (cuda; fake rehearses the script
 # without a GPU: the daemon, the environment, the records; the runs fail
 # without torch, quickly and saying so).
 # Writes to $OUT: torch-dpo.txt (summary: per run rc, seconds, tok/s,
@@ -88,7 +89,7 @@ run() {
     failed=1
     return
   fi
-  local cmd=("$PY" bench/peers/peft_dpo.py --config "$shape" --batch 2 --maxseq 256 --steps "$STEPS" --out "$json")
+  local cmd=("$PY" "${DPO_SCRIPT:-bench/peers/peft_dpo.py}" --config "$shape" --batch 2 --maxseq 256 --steps "$STEPS" --out "$json")
   rm -f "$json"
   if [[ $mode == shim ]]; then
     (eval "$ENVLINES"; env PYTHONUNBUFFERED=1 timeout -k 5 "$RUN_TIMEOUT" "${cmd[@]}") >"$out" 2>&1

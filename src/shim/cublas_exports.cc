@@ -1,8 +1,12 @@
 // libcublas.so.13 of the shim: the cuBLAS calls remoted at their API level
 // (docs/remoted.md lists them). A cublasHandle_t is a guest object holding
 // the handle's wire id and what the program set on it (stream, modes,
-// workspace), so getters answer locally. Setters and GEMMs are ASYNC ops;
-// create, version and level-1 results on the host are SYNC.
+// workspace), so getters answer locally. Setters touch only that object:
+// before an op that uses the handle, what changed since the worker's copy was
+// last brought up to date goes ahead of it (SyncHandle), so torch's setter
+// calls around every GEMM (stream, workspace, math mode set to the values
+// they already have) cost nothing on the wire. GEMMs are ASYNC ops; create,
+// version and level-1 results on the host are SYNC.
 //
 // cuBLAS checks its arguments at call time; so does this shim (the same
 // CUBLAS_STATUS_INVALID_VALUE cases), because a failure the worker finds
@@ -29,15 +33,48 @@ namespace proto = smolvm::proto;
 
 struct cublasContext : smolvm::shim::BlasHandleHead {
   cublasContext() { kind = smolvm::shim::kBlasHandleKind; }
+  // What the program set (getters answer these).
   cudaStream_t stream = nullptr;
+  uint64_t stream_id = 0;  // the stream's wire id
   cublasPointerMode_t pointer_mode = CUBLAS_POINTER_MODE_HOST;
   cublasMath_t math_mode = CUBLAS_DEFAULT_MATH;
   cublasAtomicsMode_t atomics_mode = CUBLAS_ATOMICS_NOT_ALLOWED;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  bool workspace_set = false;
+  // What the worker's handle has: cuBLAS's defaults at create, then what
+  // SyncHandle sent.
+  struct {
+    uint64_t stream_id = 0;
+    cublasPointerMode_t pointer_mode = CUBLAS_POINTER_MODE_HOST;
+    cublasMath_t math_mode = CUBLAS_DEFAULT_MATH;
+    cublasAtomicsMode_t atomics_mode = CUBLAS_ATOMICS_NOT_ALLOWED;
+    void* workspace = nullptr;
+    size_t workspace_bytes = 0;
+    bool workspace_set = false;
+  } worker;
 };
 
 #define SMOLVM_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace {
+
+// Queues the setters that bring the worker's copy of `h` up to what the
+// program set, ahead of an op on `h` in the same call (so in order).
+void SyncHandle(LibCall& call, cublasContext* h) {
+  auto& w = h->worker;
+  if (w.stream_id != h->stream_id) call.Enqueue(proto::BlasSetStreamRequest{h->id, h->stream_id});
+  if (w.workspace_set != h->workspace_set || w.workspace != h->workspace || w.workspace_bytes != h->workspace_bytes)
+    call.Enqueue(proto::BlasSetWorkspaceRequest{h->id, reinterpret_cast<uint64_t>(h->workspace), h->workspace_bytes});
+  if (w.math_mode != h->math_mode)
+    call.Enqueue(proto::BlasSetModeRequest{h->id, static_cast<uint32_t>(BlasMode::kMath), h->math_mode});
+  if (w.pointer_mode != h->pointer_mode)
+    call.Enqueue(proto::BlasSetModeRequest{h->id, static_cast<uint32_t>(BlasMode::kPointer), h->pointer_mode});
+  if (w.atomics_mode != h->atomics_mode)
+    call.Enqueue(proto::BlasSetModeRequest{h->id, static_cast<uint32_t>(BlasMode::kAtomics), h->atomics_mode});
+  w = {h->stream_id, h->pointer_mode, h->math_mode, h->atomics_mode, h->workspace, h->workspace_bytes,
+       h->workspace_set};
+}
 
 // Ends a call: a cuBLAS failure of an earlier ASYNC op, found by the worker,
 // comes back with the first reply after it and is reported here once.
@@ -110,6 +147,7 @@ cublasStatus_t Gemm(cublasHandle_t h, BlasGemmFn fn, cublasOperation_t ta, cubla
   q.c = reinterpret_cast<uint64_t>(c), q.ctype = ctype, q.ldc = ldc, q.stride_c = sc;
   q.batch = batch, q.compute = compute, q.algo = algo;
   PutScalars(&q, h, alpha, beta, ScalarBytes(compute, ctype));
+  SyncHandle(call, h);
   call.Enqueue(q);
   return Finish(call, CUBLAS_STATUS_SUCCESS);
 }
@@ -130,6 +168,7 @@ cublasStatus_t Level1(cublasHandle_t h, BlasLevel1Fn fn, int n, const float* alp
   if ((reduce && result == nullptr) || (!reduce && alpha == nullptr)) return CUBLAS_STATUS_INVALID_VALUE;
   LibCall call;
   if (int32_t e = call.begin_error()) return BlasBeginStatus(e);
+  SyncHandle(call, h);
   if (reduce && h->pointer_mode == CUBLAS_POINTER_MODE_HOST) {
     proto::BlasLevel1HostRequest q;
     q.handle = h->id, q.fn = static_cast<uint32_t>(fn), q.n = n;
@@ -256,7 +295,7 @@ SMOLVM_EXPORT cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s
   uint64_t id = 0;
   if (call.StreamId(stream, &id) != 0) return CUBLAS_STATUS_INVALID_VALUE;
   h->stream = stream;
-  call.Enqueue(proto::BlasSetStreamRequest{h->id, id});
+  h->stream_id = id;
   return Finish(call, CUBLAS_STATUS_SUCCESS);
 }
 
@@ -270,7 +309,7 @@ SMOLVM_EXPORT cublasStatus_t cublasGetStream_v2(cublasHandle_t h, cudaStream_t* 
 SMOLVM_EXPORT cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode) {
   if (h == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   h->math_mode = mode;
-  return EnqueueOnly(h, proto::BlasSetModeRequest{h->id, static_cast<uint32_t>(BlasMode::kMath), mode});
+  return CUBLAS_STATUS_SUCCESS;
 }
 
 SMOLVM_EXPORT cublasStatus_t cublasGetMathMode(cublasHandle_t h, cublasMath_t* mode) {
@@ -284,7 +323,7 @@ SMOLVM_EXPORT cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t h, cublasPoi
   if (h == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (mode != CUBLAS_POINTER_MODE_HOST && mode != CUBLAS_POINTER_MODE_DEVICE) return CUBLAS_STATUS_INVALID_VALUE;
   h->pointer_mode = mode;
-  return EnqueueOnly(h, proto::BlasSetModeRequest{h->id, static_cast<uint32_t>(BlasMode::kPointer), mode});
+  return CUBLAS_STATUS_SUCCESS;
 }
 
 SMOLVM_EXPORT cublasStatus_t cublasGetPointerMode_v2(cublasHandle_t h, cublasPointerMode_t* mode) {
@@ -297,7 +336,7 @@ SMOLVM_EXPORT cublasStatus_t cublasGetPointerMode_v2(cublasHandle_t h, cublasPoi
 SMOLVM_EXPORT cublasStatus_t cublasSetAtomicsMode(cublasHandle_t h, cublasAtomicsMode_t mode) {
   if (h == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   h->atomics_mode = mode;
-  return EnqueueOnly(h, proto::BlasSetModeRequest{h->id, static_cast<uint32_t>(BlasMode::kAtomics), mode});
+  return CUBLAS_STATUS_SUCCESS;
 }
 
 SMOLVM_EXPORT cublasStatus_t cublasGetAtomicsMode(cublasHandle_t h, cublasAtomicsMode_t* mode) {
@@ -309,7 +348,10 @@ SMOLVM_EXPORT cublasStatus_t cublasGetAtomicsMode(cublasHandle_t h, cublasAtomic
 
 SMOLVM_EXPORT cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void* workspace, size_t bytes) {
   if (h == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
-  return EnqueueOnly(h, proto::BlasSetWorkspaceRequest{h->id, reinterpret_cast<uint64_t>(workspace), bytes});
+  h->workspace = workspace;
+  h->workspace_bytes = bytes;
+  h->workspace_set = true;
+  return CUBLAS_STATUS_SUCCESS;
 }
 
 // --- GEMMs -------------------------------------------------------------------------

@@ -193,12 +193,17 @@ cudaError_t Runtime::DeviceSetLimit(cudaLimit limit, size_t value) {
 cudaError_t Runtime::DeviceGetStreamPriorityRange(int* least, int* greatest) {
   std::lock_guard lock(session_.mu());
   if (cudaError_t e = Begin(); e != cudaSuccess) return Record(e);
-  proto::StreamPriorityRangeRequest req;
-  proto::StreamPriorityRangeReply rep;
-  Status st = session_.Call(req, &rep);
-  if (!st.ok()) return FinishStatus(st);
-  if (least != nullptr) *least = rep.least;
-  if (greatest != nullptr) *greatest = rep.greatest;
+  if (!have_priority_range_) {  // a device constant: asked once
+    proto::StreamPriorityRangeRequest req;
+    proto::StreamPriorityRangeReply rep;
+    Status st = session_.Call(req, &rep);
+    if (!st.ok()) return FinishStatus(st);
+    priority_least_ = rep.least;
+    priority_greatest_ = rep.greatest;
+    have_priority_range_ = true;
+  }
+  if (least != nullptr) *least = priority_least_;
+  if (greatest != nullptr) *greatest = priority_greatest_;
   return Finish(cudaSuccess);
 }
 
