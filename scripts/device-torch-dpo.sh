@@ -6,7 +6,8 @@
 # `smolvm cuda env` prints, against a fresh daemon running the torch
 # install's cuBLAS/cuBLASLt/cuDNN), reps alternating native / shim
 # (issue 13, must-show 3). Per run: tok/s (all steps and warm), the losses as
-# hex, and through the shims the round trips per warm step by op.
+# hex, and through the shims the round trips per warm step by op. Before
+# them, tests/blas/bin/prog_hotpath natively and through the shims (seconds).
 #
 # Estimate on the H200 (PEFT 2x256 warm steps: 0.5B ~370 ms, 7B ~430 ms;
 # docs/PERF-log.md): a run is ~10 s of imports, 2-10 s of model build and
@@ -78,6 +79,27 @@ mem0=$(smi_used)
 log "memory.used at start: ${mem0:-?} MiB"
 
 failed=0
+# First, tests/blas/bin/prog_hotpath (a torch step in miniature, no torch):
+# natively with the venv's libraries, then through the shims, where it
+# checks that a steady step costs exactly its two round trips on the real
+# backend too.
+HOT=$B/tests/blas/bin/prog_hotpath
+if [[ -x $HOT ]]; then
+  for mode in native shim; do
+    t=$SECONDS
+    if [[ $mode == shim ]]; then
+      (eval "$ENVLINES"; timeout -k 5 60 "$HOT") >"$W/hot.$mode" 2>&1
+    else
+      LD_LIBRARY_PATH=$LIBS timeout -k 5 60 "$HOT" >"$W/hot.$mode" 2>&1
+    fi
+    rc=$?
+    { echo "===== prog_hotpath $mode rc=$rc"; cat "$W/hot.$mode"; } >>"$RUNS"
+    log "prog_hotpath $mode rc=$rc $((SECONDS - t))s: $(grep -E '^(round trips|PASS|FAIL|note)' "$W/hot.$mode" | tr '\n' ';' | cut -c1-300)"
+  done
+else
+  log "no $HOT (build the tests): hot-path check skipped"
+fi
+
 declare -A last_s  # seconds the last run of a shape took, to decide whether the next fits
 # run SHAPE MODE REP
 run() {
