@@ -85,7 +85,10 @@ def build_from_config(name):
     cfg = Qwen2Config(max_position_embeddings=32768, rope_theta=1000000.0, rms_norm_eps=1e-6, hidden_act="silu",
                       use_cache=False, **CONFIGS[name])
     old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.bfloat16)
+    try:
+        torch.set_default_dtype(torch.bfloat16)  # initialised in bf16 (else fp32, then cast)
+    except (TypeError, RuntimeError):
+        pass
     try:
         with torch.device("cuda"):
             model = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa")
