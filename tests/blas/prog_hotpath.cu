@@ -31,7 +31,8 @@
 namespace {
 
 // y = a x + y: the fake backend emulates it by name (src/backend/fake_backend.cc).
-extern "C" __global__ void smolvm_test_saxpy(float a, const float* x, float* y, unsigned long long n) {
+extern "C" __global__ void smolvm_test_saxpy(float a, const float* x, float* y,
+                                             unsigned long long n) {
   unsigned long long i = blockIdx.x * 1ull * blockDim.x + threadIdx.x;
   if (i < n) y[i] = a * x[i] + y[i];
 }
@@ -100,7 +101,8 @@ Desc Tensor(int64_t uid, int64_t rows, int64_t cols) {
   CHECK_DNN(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 3, dims));
   CHECK_DNN(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 3, strides));
   CHECK_DNN(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid));
-  CHECK_DNN(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align));
+  CHECK_DNN(
+      cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align));
   CHECK_DNN(cudnnBackendFinalize(t));
   return t;
 }
@@ -111,8 +113,10 @@ Desc AddPlan(cudnnHandle_t h, int rows, int cols) {
   Desc pw = Make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
   cudnnPointwiseMode_t mode = CUDNN_POINTWISE_ADD;
   cudnnDataType_t prec = CUDNN_DATA_FLOAT;
-  CHECK_DNN(cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode));
-  CHECK_DNN(cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec));
+  CHECK_DNN(
+      cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode));
+  CHECK_DNN(
+      cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec));
   CHECK_DNN(cudnnBackendFinalize(pw));
   Desc op = Make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
   SetDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw);
@@ -121,26 +125,32 @@ Desc AddPlan(cudnnHandle_t h, int rows, int cols) {
   SetDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
   CHECK_DNN(cudnnBackendFinalize(op));
   Desc graph = Make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  CHECK_DNN(cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op));
-  CHECK_DNN(cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
+  CHECK_DNN(cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS,
+                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op));
+  CHECK_DNN(
+      cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
   CHECK_DNN(cudnnBackendFinalize(graph));
   Desc heur = Make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
   cudnnBackendHeurMode_t hm = CUDNN_HEUR_MODE_A;
   SetDesc(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
-  CHECK_DNN(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &hm));
+  CHECK_DNN(
+      cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &hm));
   CHECK_DNN(cudnnBackendFinalize(heur));
   Desc cfgs[4];
   for (Desc& c : cfgs) c = Make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
   int64_t found = 0;
-  CHECK_DNN(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 4, &found,
-                                     cfgs));
+  CHECK_DNN(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 4, &found, cfgs));
   Desc plan = nullptr;
   for (int64_t i = 0; i < std::min<int64_t>(found, 4) && plan == nullptr; ++i) {
     Desc p = Make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
     SetDesc(p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfgs[i]);
-    CHECK_DNN(cudnnBackendSetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
-    if (cudnnBackendFinalize(p) == CUDNN_STATUS_SUCCESS) plan = p;
-    else CHECK_DNN(cudnnBackendDestroyDescriptor(p));
+    CHECK_DNN(
+        cudnnBackendSetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
+    if (cudnnBackendFinalize(p) == CUDNN_STATUS_SUCCESS)
+      plan = p;
+    else
+      CHECK_DNN(cudnnBackendDestroyDescriptor(p));
   }
   for (Desc d : cfgs) CHECK_DNN(cudnnBackendDestroyDescriptor(d));
   for (Desc d : {heur, graph, op, pw, x, b, y}) CHECK_DNN(cudnnBackendDestroyDescriptor(d));
@@ -150,15 +160,18 @@ Desc AddPlan(cudnnHandle_t h, int rows, int cols) {
 // What cudnn-frontend does per execute: the workspace size, a fresh variant pack.
 void DnnExecute(cudnnHandle_t h, Desc plan, void* x, void* b, void* y, void* ws, size_t ws_have) {
   int64_t n = 0, ws_bytes = 0;
-  CHECK_DNN(cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n,
-                                     &ws_bytes));
+  CHECK_DNN(cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                     CUDNN_TYPE_INT64, 1, &n, &ws_bytes));
   EXPECT(n == 1 && ws_bytes >= 0 && size_t(ws_bytes) <= ws_have);
   Desc pack = Make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   int64_t uids[3] = {1, 2, 3};
   void* ptrs[3] = {x, b, y};
-  CHECK_DNN(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids));
-  CHECK_DNN(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs));
-  CHECK_DNN(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws));
+  CHECK_DNN(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3,
+                                     uids));
+  CHECK_DNN(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
+                                     CUDNN_TYPE_VOID_PTR, 3, ptrs));
+  CHECK_DNN(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR,
+                                     1, &ws));
   CHECK_DNN(cudnnBackendFinalize(pack));
   CHECK_DNN(cudnnBackendExecute(h, plan, pack));
   CHECK_DNN(cudnnBackendDestroyDescriptor(pack));
@@ -166,29 +179,31 @@ void DnnExecute(cudnnHandle_t h, Desc plan, void* x, void* b, void* y, void* ws,
 
 // --- cuBLASLt: D = A^T B + bias, as torch's gemm_and_bias asks for it ------------------------
 
-void LtMatmulWithBias(cublasLtHandle_t lt, cudaStream_t s, int m, int n, int k, const void* a, const void* b,
-                      void* d, const void* bias, void* ws, size_t ws_bytes) {
+void LtMatmulWithBias(cublasLtHandle_t lt, cudaStream_t s, int m, int n, int k, const void* a,
+                      const void* b, void* d, const void* bias, void* ws, size_t ws_bytes) {
   cublasLtMatmulDesc_t op;
   CHECK_BLAS(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   cublasOperation_t t = CUBLAS_OP_T;
   cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
   CHECK_BLAS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t));
   CHECK_BLAS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-  CHECK_BLAS(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  CHECK_BLAS(
+      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
   cublasLtMatrixLayout_t la, lb, ld;
   CHECK_BLAS(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, k, m, k));
   CHECK_BLAS(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, k, n, k));
   CHECK_BLAS(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, m, n, m));
   cublasLtMatmulPreference_t pref;
   CHECK_BLAS(cublasLtMatmulPreferenceCreate(&pref));
-  CHECK_BLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
-                                                  sizeof ws_bytes));
+  CHECK_BLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                  &ws_bytes, sizeof ws_bytes));
   cublasLtMatmulHeuristicResult_t heur;
   int found = 0;
   CHECK_BLAS(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, ld, ld, pref, 1, &heur, &found));
   EXPECT(found == 1);
   float alpha = 1, beta = 0;
-  CHECK_BLAS(cublasLtMatmul(lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &heur.algo, ws, ws_bytes, s));
+  CHECK_BLAS(cublasLtMatmul(lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &heur.algo, ws,
+                            ws_bytes, s));
   CHECK_BLAS(cublasLtMatmulPreferenceDestroy(pref));
   for (cublasLtMatrixLayout_t l : {la, lb, ld}) CHECK_BLAS(cublasLtMatrixLayoutDestroy(l));
   CHECK_BLAS(cublasLtMatmulDescDestroy(op));
@@ -212,8 +227,10 @@ int main() {
   CHECK_CUDA(cudaMalloc(&ws, ws_bytes));
 
   const int m = 32, n = 24, k = 40, rows = 16, cols = 64, elems = 4096;
-  Mat a(CUDA_R_32F, size_t(k) * m, rng), b(CUDA_R_32F, size_t(k) * n, rng), c(CUDA_R_32F, size_t(m) * n, rng);
-  Mat bias0(CUDA_R_32F, m + 4, rng), bias1(CUDA_R_32F, m, rng), lt_out(CUDA_R_32F, size_t(m) * n, rng);
+  Mat a(CUDA_R_32F, size_t(k) * m, rng), b(CUDA_R_32F, size_t(k) * n, rng),
+      c(CUDA_R_32F, size_t(m) * n, rng);
+  Mat bias0(CUDA_R_32F, m + 4, rng), bias1(CUDA_R_32F, m, rng),
+      lt_out(CUDA_R_32F, size_t(m) * n, rng);
   Mat dx(CUDA_R_32F, rows * cols, rng), db(CUDA_R_32F, cols, rng), dy(CUDA_R_32F, rows * cols, rng);
   float *x, *y, *pinned, *loss_dev;
   CHECK_CUDA(cudaMalloc(&x, elems * 4));
@@ -223,9 +240,11 @@ int main() {
   std::vector<float> pageable(256, 1.0f);
   for (int i = 0; i < elems; ++i) pinned[i] = float(i % 7);
   Desc plan = AddPlan(dnn, rows, cols);
-  if (plan == nullptr) std::printf("note: no cuDNN engine for the pointwise graph; cuDNN part skipped\n");
+  if (plan == nullptr)
+    std::printf("note: no cuDNN engine for the pointwise graph; cuDNN part skipped\n");
   // The dynamic shared size torch's attention kernels set before every launch, set once first.
-  CHECK_CUDA(cudaFuncSetAttribute((const void*)smolvm_test_saxpy, cudaFuncAttributeMaxDynamicSharedMemorySize, 1024));
+  CHECK_CUDA(cudaFuncSetAttribute((const void*)smolvm_test_saxpy,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, 1024));
 
   int step_no = 0;
   auto step = [&] {
@@ -247,7 +266,8 @@ int main() {
     cudaFuncAttributes fa;
     CHECK_CUDA(cudaFuncGetAttributes(&fa, (const void*)smolvm_test_saxpy));
     EXPECT(fa.maxDynamicSharedSizeBytes == 1024);
-    CHECK_CUDA(cudaFuncSetAttribute((const void*)smolvm_test_saxpy, cudaFuncAttributeMaxDynamicSharedMemorySize, 1024));
+    CHECK_CUDA(cudaFuncSetAttribute((const void*)smolvm_test_saxpy,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, 1024));
     int blocks = 0;
     CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, smolvm_test_saxpy, 256, 0));
     EXPECT(blocks > 0);
@@ -269,12 +289,14 @@ int main() {
       EXPECT(mm == CUBLAS_DEFAULT_MATH);
       CHECK_BLAS(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH));
       float alpha = 1, beta = 0;
-      CHECK_BLAS(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, a.dev, CUDA_R_32F, k, b.dev,
-                              CUDA_R_32F, k, &beta, c.dev, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      CHECK_BLAS(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, a.dev, CUDA_R_32F, k,
+                              b.dev, CUDA_R_32F, k, &beta, c.dev, CUDA_R_32F, m, CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT));
       CHECK_BLAS(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH));
     }
     // A bias at a new address every call (torch's activations), the same problem.
-    LtMatmulWithBias(lt, s, m, n, k, a.dev, b.dev, lt_out.dev, step_no % 2 ? bias1.dev : bias0.dev, ws, ws_bytes);
+    LtMatmulWithBias(lt, s, m, n, k, a.dev, b.dev, lt_out.dev, step_no % 2 ? bias1.dev : bias0.dev,
+                     ws, ws_bytes);
     if (plan != nullptr) {
       CHECK_DNN(cudnnSetStream(dnn, s));
       DnnExecute(dnn, plan, dx.dev, db.dev, dy.dev, ws, ws_bytes);
@@ -297,11 +319,11 @@ int main() {
 
   // The results are right: the last step's GEMM, Lt matmul and cuDNN add.
   std::vector<char> c_in = c.host;
-  EXPECT(CheckGemm("GemmEx after elided setters", 1, 0, m, n, k, 1, a, k, 0, b, k, 0, 0, c_in, c.Download(),
-                   CUDA_R_32F, m, 0));
+  EXPECT(CheckGemm("GemmEx after elided setters", 1, 0, m, n, k, 1, a, k, 0, b, k, 0, 0, c_in,
+                   c.Download(), CUDA_R_32F, m, 0));
   const Mat& last_bias = (step_no - 1) % 2 ? bias1 : bias0;
-  EXPECT(CheckGemm("LtMatmul with the last bias (cached heuristic)", 1, 0, m, n, k, 1, a, k, 0, b, k, 0, 0, c_in,
-                   lt_out.Download(), CUDA_R_32F, m, 0,
+  EXPECT(CheckGemm("LtMatmul with the last bias (cached heuristic)", 1, 0, m, n, k, 1, a, k, 0, b,
+                   k, 0, 0, c_in, lt_out.Download(), CUDA_R_32F, m, 0,
                    [&](double v, int i) { return v + HostLoad(last_bias.host, CUDA_R_32F, i); }));
   if (plan != nullptr) {
     std::vector<char> yv = dy.Download();
@@ -309,7 +331,8 @@ int main() {
     for (int i = 0; i < rows; ++i)
       for (int j = 0; j < cols; ++j)
         err = std::max(err, std::fabs(double(HostLoad(dx.host, CUDA_R_32F, i * cols + j)) +
-                                      HostLoad(db.host, CUDA_R_32F, j) - HostLoad(yv, CUDA_R_32F, i * cols + j)));
+                                      HostLoad(db.host, CUDA_R_32F, j) -
+                                      HostLoad(yv, CUDA_R_32F, i * cols + j)));
     EXPECT(err < 1e-5);
     std::printf("ok cuDNN add (max err %.3g)\n", err);
   }
@@ -317,13 +340,16 @@ int main() {
   if (op_counts != nullptr && op_name != nullptr) {
     std::string which;
     uint64_t rt = RoundTrips(before, after, &which);
-    std::printf("round trips in %d steady steps: %llu (%s )\n", kSteps, static_cast<unsigned long long>(rt),
-                which.c_str());
+    std::printf("round trips in %d steady steps: %llu (%s )\n", kSteps,
+                static_cast<unsigned long long>(rt), which.c_str());
     EXPECT(rt == 2ull * kSteps);  // per step: MemcpyDtoH + StreamSynchronize, nothing else
-    EXPECT(after.round_trips[Op("MemcpyDtoH")] - before.round_trips[Op("MemcpyDtoH")] == uint64_t(kSteps));
-    EXPECT(after.round_trips[Op("StreamSynchronize")] - before.round_trips[Op("StreamSynchronize")] ==
+    EXPECT(after.round_trips[Op("MemcpyDtoH")] - before.round_trips[Op("MemcpyDtoH")] ==
            uint64_t(kSteps));
-    for (const char* setter : {"BlasSetStream", "BlasSetWorkspace", "BlasSetMode", "DnnSetStream"}) {
+    EXPECT(after.round_trips[Op("StreamSynchronize")] -
+               before.round_trips[Op("StreamSynchronize")] ==
+           uint64_t(kSteps));
+    for (const char* setter :
+         {"BlasSetStream", "BlasSetWorkspace", "BlasSetMode", "DnnSetStream"}) {
       uint64_t q = Queued(before, after, setter);
       std::printf("queued %s: %llu\n", setter, static_cast<unsigned long long>(q));
       EXPECT(q == 0);
@@ -336,7 +362,8 @@ int main() {
     // once, then answered here.
     Counts h0 = Snap();
     for (int i = 0; i < 2; ++i)
-      LtMatmulWithBias(lt, s, m, n, k, a.dev, b.dev, lt_out.dev, static_cast<float*>(bias0.dev) + 4, ws, ws_bytes);
+      LtMatmulWithBias(lt, s, m, n, k, a.dev, b.dev, lt_out.dev, static_cast<float*>(bias0.dev) + 4,
+                       ws, ws_bytes);
     uint32_t heur = Op("LtHeuristic");
     EXPECT(Snap().round_trips[heur] - h0.round_trips[heur] == 1u);
   } else {
@@ -351,13 +378,15 @@ int main() {
   CHECK_CUDA(cudaMemcpy(scalars, two_zero, 8, cudaMemcpyHostToDevice));
   Counts q0 = Snap();
   CHECK_BLAS(cublasSetPointerMode(blas, CUBLAS_POINTER_MODE_DEVICE));
-  CHECK_BLAS(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, scalars, a.dev, CUDA_R_32F, k, b.dev, CUDA_R_32F,
-                          k, scalars + 1, c.dev, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  CHECK_BLAS(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, scalars, a.dev, CUDA_R_32F, k,
+                          b.dev, CUDA_R_32F, k, scalars + 1, c.dev, CUDA_R_32F, m,
+                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   CHECK_BLAS(cublasSetPointerMode(blas, CUBLAS_POINTER_MODE_HOST));
-  if (op_counts != nullptr) EXPECT(Queued(q0, Snap(), "BlasSetMode") == 1u);  // sent once, with the GEMM
+  if (op_counts != nullptr)
+    EXPECT(Queued(q0, Snap(), "BlasSetMode") == 1u);  // sent once, with the GEMM
   CHECK_CUDA(cudaStreamSynchronize(s));
-  EXPECT(CheckGemm("GemmEx with device scalars after a mode change", 1, 0, m, n, k, 2, a, k, 0, b, k, 0, 0, c_in,
-                   c.Download(), CUDA_R_32F, m, 0));
+  EXPECT(CheckGemm("GemmEx with device scalars after a mode change", 1, 0, m, n, k, 2, a, k, 0, b,
+                   k, 0, 0, c_in, c.Download(), CUDA_R_32F, m, 0));
 
   if (plan != nullptr) CHECK_DNN(cudnnBackendDestroyDescriptor(plan));
   CHECK_DNN(cudnnDestroy(dnn));
