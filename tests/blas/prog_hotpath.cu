@@ -25,10 +25,11 @@
 #include <string>
 
 #include "blas_check.h"
-
-#define CHECK_DNN(x) CHECK_BLAS(x)
+#include "dnn_graph.h"
 
 namespace {
+
+using namespace dnn_test;
 
 // y = a x + y: the fake backend emulates it by name (src/backend/fake_backend.cc).
 extern "C" __global__ void smolvm_test_saxpy(float a, const float* x, float* y,
@@ -81,100 +82,22 @@ uint64_t Queued(const Counts& a, const Counts& b, const char* name) {
 
 // --- cuDNN: Y = X + B (B broadcast over rows), fp32 ------------------------------------------
 
-using Desc = cudnnBackendDescriptor_t;
-
-Desc Make(cudnnBackendDescriptorType_t t) {
-  Desc d;
-  CHECK_DNN(cudnnBackendCreateDescriptor(t, &d));
-  return d;
-}
-
-void SetDesc(Desc d, cudnnBackendAttributeName_t n, Desc v) {
-  CHECK_DNN(cudnnBackendSetAttribute(d, n, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &v));
-}
-
-Desc Tensor(int64_t uid, int64_t rows, int64_t cols) {
-  Desc t = Make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-  cudnnDataType_t dt = CUDNN_DATA_FLOAT;
-  int64_t dims[3] = {1, rows, cols}, strides[3] = {rows * cols, cols, 1}, align = 16;
-  CHECK_DNN(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt));
-  CHECK_DNN(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 3, dims));
-  CHECK_DNN(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 3, strides));
-  CHECK_DNN(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid));
-  CHECK_DNN(
-      cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align));
-  CHECK_DNN(cudnnBackendFinalize(t));
-  return t;
-}
-
 // The plan of Y = X + B, or nullptr when no engine takes it (then the cuDNN part is skipped).
-Desc AddPlan(cudnnHandle_t h, int rows, int cols) {
+Desc AddPlan(cudnnHandle_t h, int rows, int cols, int64_t* ws_bytes) {
   Desc x = Tensor(1, rows, cols), b = Tensor(2, 1, cols), y = Tensor(3, rows, cols);
-  Desc pw = Make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
-  cudnnPointwiseMode_t mode = CUDNN_POINTWISE_ADD;
-  cudnnDataType_t prec = CUDNN_DATA_FLOAT;
-  CHECK_DNN(
-      cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode));
-  CHECK_DNN(
-      cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec));
-  CHECK_DNN(cudnnBackendFinalize(pw));
-  Desc op = Make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
-  SetDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw);
-  SetDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
-  SetDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, b);
-  SetDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
-  CHECK_DNN(cudnnBackendFinalize(op));
-  Desc graph = Make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  CHECK_DNN(cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op));
-  CHECK_DNN(
-      cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
-  CHECK_DNN(cudnnBackendFinalize(graph));
-  Desc heur = Make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-  cudnnBackendHeurMode_t hm = CUDNN_HEUR_MODE_A;
-  SetDesc(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
-  CHECK_DNN(
-      cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &hm));
-  CHECK_DNN(cudnnBackendFinalize(heur));
-  Desc cfgs[4];
-  for (Desc& c : cfgs) c = Make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-  int64_t found = 0;
-  CHECK_DNN(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 4, &found, cfgs));
-  Desc plan = nullptr;
-  for (int64_t i = 0; i < std::min<int64_t>(found, 4) && plan == nullptr; ++i) {
-    Desc p = Make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-    SetDesc(p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfgs[i]);
-    CHECK_DNN(
-        cudnnBackendSetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
-    if (cudnnBackendFinalize(p) == CUDNN_STATUS_SUCCESS)
-      plan = p;
-    else
-      CHECK_DNN(cudnnBackendDestroyDescriptor(p));
-  }
-  for (Desc d : cfgs) CHECK_DNN(cudnnBackendDestroyDescriptor(d));
-  for (Desc d : {heur, graph, op, pw, x, b, y}) CHECK_DNN(cudnnBackendDestroyDescriptor(d));
+  Desc add = Pointwise(CUDNN_POINTWISE_ADD, x, b, y);
+  Desc plan = Plan(h, {add}, ws_bytes);
+  for (Desc d : {add, x, b, y}) CHECK_DNN(cudnnBackendDestroyDescriptor(d));
   return plan;
 }
 
-// What cudnn-frontend does per execute: the workspace size, a fresh variant pack.
+// What cudnn-frontend does per execute: the workspace size, then a fresh variant pack.
 void DnnExecute(cudnnHandle_t h, Desc plan, void* x, void* b, void* y, void* ws, size_t ws_have) {
   int64_t n = 0, ws_bytes = 0;
-  CHECK_DNN(cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                     CUDNN_TYPE_INT64, 1, &n, &ws_bytes));
+  CHECK_DNN(cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n,
+                                     &ws_bytes));
   EXPECT(n == 1 && ws_bytes >= 0 && size_t(ws_bytes) <= ws_have);
-  Desc pack = Make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-  int64_t uids[3] = {1, 2, 3};
-  void* ptrs[3] = {x, b, y};
-  CHECK_DNN(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3,
-                                     uids));
-  CHECK_DNN(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
-                                     CUDNN_TYPE_VOID_PTR, 3, ptrs));
-  CHECK_DNN(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR,
-                                     1, &ws));
-  CHECK_DNN(cudnnBackendFinalize(pack));
-  CHECK_DNN(cudnnBackendExecute(h, plan, pack));
-  CHECK_DNN(cudnnBackendDestroyDescriptor(pack));
+  Execute(h, plan, {1, 2, 3}, {x, b, y}, ws);
 }
 
 // --- cuBLASLt: D = A^T B + bias, as torch's gemm_and_bias asks for it ------------------------
@@ -239,7 +162,8 @@ int main() {
   CHECK_CUDA(cudaMallocHost(&pinned, elems * 4));
   std::vector<float> pageable(256, 1.0f);
   for (int i = 0; i < elems; ++i) pinned[i] = float(i % 7);
-  Desc plan = AddPlan(dnn, rows, cols);
+  int64_t plan_ws = 0;
+  Desc plan = AddPlan(dnn, rows, cols, &plan_ws);
   if (plan == nullptr)
     std::printf("note: no cuDNN engine for the pointwise graph; cuDNN part skipped\n");
   // The dynamic shared size torch's attention kernels set before every launch, set once first.
