@@ -22,14 +22,6 @@ namespace {
 
 using namespace dnn_test;
 
-// y = a x + y. The name and parameters of the fake backend's emulated
-// kernel (src/backend/fake_backend.cc), so the ordering check runs on the fake too.
-extern "C" __global__ void smolvm_test_saxpy(float a, const float* x, float* y,
-                                             unsigned long long n) {
-  unsigned long long i = blockIdx.x * 1ull * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = a * x[i] + y[i];
-}
-
 Desc Matmul(Desc a, Desc b, Desc c) {
   Desc mm = Make(CUDNN_BACKEND_MATMUL_DESCRIPTOR);
   cudnnDataType_t comp = CUDNN_DATA_FLOAT;

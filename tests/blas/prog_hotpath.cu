@@ -31,13 +31,6 @@ namespace {
 
 using namespace dnn_test;
 
-// y = a x + y: the fake backend emulates it by name (src/backend/fake_backend.cc).
-extern "C" __global__ void smolvm_test_saxpy(float a, const float* x, float* y,
-                                             unsigned long long n) {
-  unsigned long long i = blockIdx.x * 1ull * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = a * x[i] + y[i];
-}
-
 // --- the shim's counters --------------------------------------------------------------
 
 constexpr size_t kSlots = 1024;
