@@ -11,10 +11,11 @@
 #
 # Estimate on the H200 (PEFT 2x256 warm steps: 0.5B ~370 ms, 7B ~430 ms;
 # docs/PERF-log.md): a run is ~10 s of imports, 2-10 s of model build and
-# ~9 s of steps, so 12 runs (2 shapes x 3 reps x native/shim) take ~5-6
-# minutes. BUDGET_S (default 470) stops starting runs that would not fit, so
-# the call ends within ~8.5 minutes even when the shim runs are slow; each
-# run has its own timeout (RUN_TIMEOUT, default 110 s).
+# ~9 s of steps, so 12 runs (2 shapes x 3 reps x native/shim) take ~4-6
+# minutes. BUDGET_S (default 400) stops starting runs that would not fit
+# (judged by the last run of the same shape), and each run has its own
+# timeout (RUN_TIMEOUT, default 100 s), so the call ends within 8.5 minutes
+# even when a run hangs at the end of the budget.
 #
 # Usage: OUT=DIR scripts/device-torch-dpo.sh
 # Env: PY (default /opt/torch/.venv/bin/python3), BUILD (default build, else
@@ -39,8 +40,8 @@ BUILD=${BUILD:-build}
 MODELS=${MODELS:-qwen2.5-0.5b qwen2.5-7b}
 REPS=${REPS:-3}
 STEPS=${STEPS:-20}
-BUDGET_S=${BUDGET_S:-470}
-RUN_TIMEOUT=${RUN_TIMEOUT:-110}
+BUDGET_S=${BUDGET_S:-400}
+RUN_TIMEOUT=${RUN_TIMEOUT:-100}
 BACKEND=${BACKEND:-cuda}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
