@@ -218,6 +218,7 @@ class Runtime {
   std::unordered_map<const void*, KernelRecord*> kernel_handles_;           // cudaKernel_t -> record
   std::unordered_map<const void*, std::unique_ptr<VarRecord>> vars_;        // by host variable
   bool have_device_info_ = false;
+  int device_count_ = -1;  // -1 until asked (GetDeviceCount)
   // The device's stream priority range, asked once (a device constant).
   bool have_priority_range_ = false;
   int priority_least_ = 0, priority_greatest_ = 0;

@@ -177,6 +177,9 @@ int main() {
     cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     CHECK_CUDA(cudaThreadExchangeStreamCaptureMode(&mode));
     CHECK_CUDA(cudaThreadExchangeStreamCaptureMode(&mode));
+    int count = 0;
+    CHECK_CUDA(cudaGetDeviceCount(&count));
+    EXPECT(count >= 1);  // through the shims exactly 1
     int least = 0, greatest = 0;
     CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     // Before a launch: attributes, the same dynamic shared size again, occupancy.
