@@ -24,11 +24,13 @@
 # stand-in rehearses the summary and records), BACKEND (cuda; fake rehearses the script
 # without a GPU: the daemon, the environment, the records; the runs fail
 # without torch, quickly and saying so).
-# Writes to $OUT: torch-dpo.txt (summary: per run rc, seconds, tok/s,
-# losses; per shape the shim / native medians and whether the losses
+# Writes to $OUT (five files): torch-dpo.txt (summary: per run rc, seconds,
+# tok/s, losses; per shape the shim / native medians and whether the losses
 # agree), torch-dpo-runs.log (every run's output), torch-dpo-daemon.log,
-# torch-dpo-<shape>-<mode>-<rep>.json (each run's JSON line) and
-# records/torch-dpo_<stamp>.json (scripts/device-record.py, one per run).
+# torch-dpo-runs.jsonl (each run's JSON line, with shape, mode and rep) and
+# torch-dpo-records.tar (records/torch-dpo_<stamp>.json, one per run, from
+# scripts/device-record.py: untar at the repository root into bench/ to
+# commit them).
 # Exit: 0 when every run finished; 1 on a setup failure (no python, no
 # shims, daemon did not start) or when a run failed or was skipped.
 set -uo pipefail
@@ -46,6 +48,7 @@ BACKEND=${BACKEND:-cuda}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 W=$(mktemp -d /tmp/device-torch-dpo.XXXXXX)
+mkdir -p "$W/runs" "$W/records"
 SOCK=$W/cuda.sock
 T0=$SECONDS
 SUM=$OUT/torch-dpo.txt
@@ -105,7 +108,7 @@ declare -A last_s  # seconds the last run of a shape took, to decide whether the
 # run SHAPE MODE REP
 run() {
   local shape=$1 mode=$2 rep=$3 tag="$1-$2-$3" t=$SECONDS rc
-  local json=$OUT/torch-dpo-$tag.json out=$W/$tag.out
+  local json=$W/runs/torch-dpo-$tag.json out=$W/$tag.out
   local need=${last_s[$shape]:-60}
   if (( SECONDS - T0 + need > BUDGET_S )); then
     log "$tag: skipped (budget: $((SECONDS - T0)) s spent, the last $shape run took ${need} s, budget ${BUDGET_S} s)"
@@ -150,7 +153,7 @@ if rt:
 print(json.dumps(s))
 PY
 )
-  "$PY" scripts/device-record.py torch-dpo --out "$OUT" \
+  "$PY" scripts/device-record.py torch-dpo --out "$W" \
     --command "OUT=\$OUT scripts/device-torch-dpo.sh ($shape $mode rep $rep)" --summary "$summary" "$json" \
     >>"$RUNS" 2>&1 || log "$tag: device-record.py failed"
   sleep 1  # records are named by the second
@@ -164,7 +167,7 @@ for shape in $MODELS; do
 done
 
 # Per shape: medians and whether the losses agree (native with native first).
-"$PY" - "$OUT" $MODELS <<'PY' | tee -a "$SUM"
+"$PY" - "$W/runs" $MODELS <<'PY' | tee -a "$SUM"
 import glob, json, os, statistics, sys
 out = sys.argv[1]
 for shape in sys.argv[2:]:
@@ -196,6 +199,15 @@ for shape in sys.argv[2:]:
         print(f"{shape}: shim round trips per warm step {rt[0]['per_step']} (queued ops {rt[0]['queued_per_step']}): "
               + ", ".join(f"{k} {v}" for k, v in rt[0]["by_op"].items()))
 PY
+
+# Each run's JSON line (tagged) and the records, as two files.
+for f in "$W"/runs/torch-dpo-*.json; do
+  [[ -f $f ]] || continue
+  t=$(basename "$f" .json)
+  "$PY" -c 'import json, sys; r = json.load(open(sys.argv[1])); r["run"] = sys.argv[2]; print(json.dumps(r))' "$f" "${t#torch-dpo-}"
+done >"$OUT/torch-dpo-runs.jsonl"
+tar -C "$W" -cf "$OUT/torch-dpo-records.tar" records
+log "records: $(tar -tf "$OUT/torch-dpo-records.tar" | grep -c '\.json$') in torch-dpo-records.tar (tar -xf it in bench/)"
 
 "$B/smolvm" cuda status --socket "$SOCK" >>"$SUM" 2>&1
 kill -TERM "$DAEMON" 2>/dev/null; wait "$DAEMON" 2>/dev/null
