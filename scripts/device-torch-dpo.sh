@@ -29,8 +29,8 @@
 # agree), torch-dpo-runs.log (every run's output), torch-dpo-daemon.log,
 # torch-dpo-runs.jsonl (each run's JSON line, with shape, mode and rep) and
 # torch-dpo-records.tar (records/torch-dpo_<stamp>.json, one per run, from
-# scripts/device-record.py: untar at the repository root into bench/ to
-# commit them).
+# scripts/device-record.py; `tar -xf torch-dpo-records.tar -C bench` puts
+# them in bench/records/ to commit).
 # Exit: 0 when every run finished; 1 on a setup failure (no python, no
 # shims, daemon did not start) or when a run failed or was skipped.
 set -uo pipefail
@@ -207,7 +207,7 @@ for f in "$W"/runs/torch-dpo-*.json; do
   "$PY" -c 'import json, sys; r = json.load(open(sys.argv[1])); r["run"] = sys.argv[2]; print(json.dumps(r))' "$f" "${t#torch-dpo-}"
 done >"$OUT/torch-dpo-runs.jsonl"
 tar -C "$W" -cf "$OUT/torch-dpo-records.tar" records
-log "records: $(tar -tf "$OUT/torch-dpo-records.tar" | grep -c '\.json$') in torch-dpo-records.tar (tar -xf it in bench/)"
+log "records: $(tar -tf "$OUT/torch-dpo-records.tar" | grep -c '\.json$') in torch-dpo-records.tar (tar -xf torch-dpo-records.tar -C bench)"
 
 "$B/smolvm" cuda status --socket "$SOCK" >>"$SUM" 2>&1
 kill -TERM "$DAEMON" 2>/dev/null; wait "$DAEMON" 2>/dev/null
