@@ -94,6 +94,18 @@ TEST_F(BlasE2eTest, CublasLtEpiloguesHeuristicsAndDescriptors) {
     EXPECT_NE(r.out.find(std::string("ok LtMatmul ") + e + " out bf16"), std::string::npos) << e << r.Report();
 }
 
+// Issue 13, build item 6: a torch step's queries, setters, launches, GEMMs,
+// heuristics and cuDNN executes cost no round trip; only the read-back and
+// the synchronization wait (the program checks the shim's op counters).
+TEST_F(BlasE2eTest, TorchStepHotPathCostsOnlyItsReadBackAndSync) {
+  ProgramRun r = RunProgram(daemon, "prog_hotpath");
+  ASSERT_EQ(r.rc, 0) << r.Report() << "\ndaemon log:\n" << daemon.Log();
+  EXPECT_NE(r.out.find("PASS hotpath"), std::string::npos) << r.Report();
+  EXPECT_NE(r.out.find("round trips in 5 steady steps: 10 ( MemcpyDtoH=5 StreamSynchronize=5 )"), std::string::npos)
+      << r.Report();
+  EXPECT_NE(r.out.find("ok cuDNN add"), std::string::npos) << r.Report();
+}
+
 TEST_F(BlasE2eTest, NvmlReportsTheSessionsOwnMemory) {
   ProgramRun r = RunProgram(daemon, "prog_nvml");
   ASSERT_EQ(r.rc, 0) << r.Report() << "\ndaemon log:\n" << daemon.Log();
