@@ -220,6 +220,8 @@ SMOLVM_EXPORT cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t desc) 
   return Finish(call, st, "cudnnBackendFinalize");
 }
 
+// A null element array asks for the count only (cudnn-frontend counts notes
+// and heuristics results that way): the worker's library is asked the same.
 SMOLVM_EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const desc,
                                                      cudnnBackendAttributeName_t name,
                                                      cudnnBackendAttributeType_t type,
@@ -232,12 +234,12 @@ SMOLVM_EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t co
   size_t e = proto::DnnElemBytes(type);
   if (d == nullptr || requested < 0) return Fail(CUDNN_STATUS_BAD_PARAM, what);
   if (e == 0) return Fail(CUDNN_STATUS_BAD_PARAM_ATTRIBUTE_TYPE, what);
-  if (requested > 0 && elements == nullptr) return Fail(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, what);
+  const bool no_values = elements == nullptr;
   // What the program set, on a descriptor it built, is answered here.
   const proto::DnnAttr* a = d->filled ? nullptr : d->attrs.Find(name);
   if (a != nullptr && type != CUDNN_TYPE_BACKEND_DESCRIPTOR) {
     if (a->type != type) return Fail(CUDNN_STATUS_BAD_PARAM_ATTRIBUTE_TYPE, what);
-    int64_t n = std::min(a->count(), requested);
+    int64_t n = no_values ? 0 : std::min(a->count(), requested);
     if (count) *count = a->count();
     if (type == CUDNN_TYPE_HANDLE) {
       for (int64_t i = 0; i < n; ++i) static_cast<void**>(elements)[i] = m.HandleById(a->U64(i));
@@ -248,18 +250,21 @@ SMOLVM_EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t co
   }
   if (!d->on_worker) return Fail(CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED, what);
   if (type == CUDNN_TYPE_HANDLE) return Fail(CUDNN_STATUS_NOT_SUPPORTED, what);
-  auto key = std::make_tuple(static_cast<uint32_t>(name), static_cast<uint32_t>(type), requested);
+  // Cached by (name, type, requested), requested -1 for a count-only answer.
+  auto key = std::make_tuple(static_cast<uint32_t>(name), static_cast<uint32_t>(type),
+                             no_values ? int64_t{-1} : requested);
   if (type != CUDNN_TYPE_BACKEND_DESCRIPTOR) {
     if (auto hit = d->answers.find(key); hit != d->answers.end()) {
       if (count) *count = hit->second.first;
-      std::memcpy(elements, hit->second.second.data(), hit->second.second.size());
+      if (!no_values) std::memcpy(elements, hit->second.second.data(), hit->second.second.size());
       return CUDNN_STATUS_SUCCESS;
     }
   }
   proto::DnnGetAttributeRequest q;
   q.desc = d->id, q.name = name, q.type = type, q.requested = requested;
+  q.no_values = no_values;
   std::vector<GuestDesc*> outs;
-  if (type == CUDNN_TYPE_BACKEND_DESCRIPTOR) {
+  if (type == CUDNN_TYPE_BACKEND_DESCRIPTOR && !no_values) {
     for (int64_t i = 0; i < requested; ++i) {
       GuestDesc* o = m.Find(static_cast<void**>(elements)[i]);
       if (o == nullptr || o == d) return Fail(CUDNN_STATUS_BAD_PARAM, what);
@@ -273,7 +278,7 @@ SMOLVM_EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t co
   proto::DnnGetAttributeReply rep;
   cudnnStatus_t st = DnnStatusOf(call.Call(q, &rep));
   if (st != CUDNN_STATUS_SUCCESS) return Finish(call, st, what);
-  int64_t n = std::clamp<int64_t>(rep.count, 0, requested);
+  int64_t n = no_values ? 0 : std::clamp<int64_t>(rep.count, 0, requested);
   if (count) *count = rep.count;
   if (type == CUDNN_TYPE_BACKEND_DESCRIPTOR) {
     for (int64_t i = 0; i < n; ++i) {  // now the worker's: their attributes are asked there
@@ -286,7 +291,7 @@ SMOLVM_EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t co
   } else {
     if (rep.values.size() != static_cast<size_t>(n) * e)
       return Finish(call, CUDNN_STATUS_INTERNAL_ERROR, what);
-    std::memcpy(elements, rep.values.data(), rep.values.size());
+    if (n > 0) std::memcpy(elements, rep.values.data(), rep.values.size());
     if (d->finalized) d->answers[key] = {rep.count, std::string(rep.values)};
   }
   return Finish(call, st, what);
