@@ -58,9 +58,9 @@ void Put(const void* data, int64_t n, size_t bytes, int64_t requested, int64_t* 
 
 Status WantType(uint32_t type, uint32_t want) {
   if (type == want) return Status::Ok();
-  return DnnError(CUDNN_STATUS_BAD_PARAM_ATTRIBUTE_TYPE,
-                  "fake cuDNN: attribute type " + std::to_string(type) + ", expected " +
-                      std::to_string(want));
+  return DnnError(
+      CUDNN_STATUS_BAD_PARAM_ATTRIBUTE_TYPE,
+      "fake cuDNN: attribute type " + std::to_string(type) + ", expected " + std::to_string(want));
 }
 
 }  // namespace
@@ -97,9 +97,9 @@ Status FakeDnnBackend::ValidateConfig(const Desc& cfg) const {
       if (kn.type == type) knob = &kn;
     if (knob == nullptr || value < knob->min || value > knob->max ||
         (value - knob->min) % knob->stride != 0)
-      return DnnError(CUDNN_STATUS_NOT_SUPPORTED,
-                      "fake cuDNN: engine " + std::to_string(index) + " takes no knob " +
-                          std::to_string(type) + " = " + std::to_string(value));
+      return DnnError(CUDNN_STATUS_NOT_SUPPORTED, "fake cuDNN: engine " + std::to_string(index) +
+                                                      " takes no knob " + std::to_string(type) +
+                                                      " = " + std::to_string(value));
   }
   return Status::Ok();
 }
@@ -246,10 +246,10 @@ Status FakeDnnBackend::EngineGet(const Desc& d, uint32_t name, uint32_t type, in
         choices != cfg->attrs.end())
       for (size_t i = 0; i < choices->second.values.size() / 8; ++i) {
         const Desc& k = descs_.at(RefAt(choices->second, i));
-        json += (i ? ",\"" : "\"") +
-                std::to_string(First<int32_t>(k.attrs.at(CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE))) +
-                "\":" +
-                std::to_string(First<int64_t>(k.attrs.at(CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE)));
+        json +=
+            (i ? ",\"" : "\"") +
+            std::to_string(First<int32_t>(k.attrs.at(CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE))) +
+            "\":" + std::to_string(First<int64_t>(k.attrs.at(CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE)));
       }
     json += "},\"workspace\":" + std::to_string(ws) + "}";
     Put(json.data(), static_cast<int64_t>(json.size()), 1, requested, count, values);

@@ -251,14 +251,15 @@ Built Frontend(cudnnHandle_t h, const char* name, const std::vector<Desc>& ops) 
   std::printf("query %s heuristics %lld configs\n", name, static_cast<long long>(count));
 
   std::vector<std::string> tags;
-  for (int64_t i = 0; i < count; ++i) {  // query_properties, then check_support's per-config queries
+  for (int64_t i = 0; i < count;
+       ++i) {  // query_properties, then check_support's per-config queries
     Desc engine = EngineOf(cfgs[i]);
     std::vector<int> numerical = Notes<cudnnBackendNumericalNote_t>(
         engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
         CUDNN_NUMERICAL_NOTE_TYPE_COUNT);
-    std::vector<int> behavior = Notes<cudnnBackendBehaviorNote_t>(
-        engine, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
-        CUDNN_BEHAVIOR_NOTE_TYPE_COUNT);
+    std::vector<int> behavior =
+        Notes<cudnnBackendBehaviorNote_t>(engine, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE,
+                                          CUDNN_TYPE_BEHAVIOR_NOTE, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT);
     CHECK_DNN(cudnnBackendDestroyDescriptor(engine));
     engine = EngineOf(cfgs[i]);
     tags.push_back(EngineTag(cfgs[i], engine));
@@ -274,7 +275,8 @@ Built Frontend(cudnnHandle_t h, const char* name, const std::vector<Desc>& ops) 
                 List(behavior).c_str(), smem, static_cast<long long>(ws));
   }
 
-  for (int64_t i = 0; i < count && out.plan == nullptr; ++i) {  // build_plans: the first that builds
+  for (int64_t i = 0; i < count && out.plan == nullptr;
+       ++i) {  // build_plans: the first that builds
     Desc plan = Make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
     CHECK_DNN(
         cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
@@ -335,13 +337,12 @@ Built Frontend(cudnnHandle_t h, const char* name, const std::vector<Desc>& ops) 
                                            CUDNN_TYPE_INT64, 1, &c, &mx));
         CHECK_DNN(cudnnBackendGetAttribute(infos[i], CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE,
                                            CUDNN_TYPE_INT64, 1, &c, &mn));
-        CHECK_DNN(cudnnBackendGetAttribute(infos[i], CUDNN_ATTR_KNOB_INFO_STRIDE,
-                                           CUDNN_TYPE_INT64, 1, &c, &stride));
-        line += " k" + std::to_string(type) + "[" + std::to_string(mn) + "," +
-                std::to_string(mx) + "," + std::to_string(stride) + "]";
+        CHECK_DNN(cudnnBackendGetAttribute(infos[i], CUDNN_ATTR_KNOB_INFO_STRIDE, CUDNN_TYPE_INT64,
+                                           1, &c, &stride));
+        line += " k" + std::to_string(type) + "[" + std::to_string(mn) + "," + std::to_string(mx) +
+                "," + std::to_string(stride) + "]";
       }
-      std::printf("query %s engine0 knobs %lld%s\n", name, static_cast<long long>(n),
-                  line.c_str());
+      std::printf("query %s engine0 knobs %lld%s\n", name, static_cast<long long>(n), line.c_str());
       for (Desc k : infos) CHECK_DNN(cudnnBackendDestroyDescriptor(k));
     } else {
       std::printf("query %s engine0 refused\n", name);
@@ -499,10 +500,10 @@ int main() {
               err = std::max(err, std::fabs(acc - o[(bh * S + i) * D + c]));
             }
           }
-        std::printf("%s sdpa scale %g max err %.3g\ndigest sdpa_o %016llx\ndigest sdpa_stats %016llx\n",
-                    err < 1e-4 ? "ok" : "FAIL", scale, err,
-                    static_cast<unsigned long long>(Digest(o)),
-                    static_cast<unsigned long long>(Digest(st)));
+        std::printf(
+            "%s sdpa scale %g max err %.3g\ndigest sdpa_o %016llx\ndigest sdpa_stats %016llx\n",
+            err < 1e-4 ? "ok" : "FAIL", scale, err, static_cast<unsigned long long>(Digest(o)),
+            static_cast<unsigned long long>(Digest(st)));
         fails += err >= 1e-4;
       }
       ++ran;
