@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,25 @@ cudnnStatus_t Fail(cudnnStatus_t st, const char* call) {
     std::snprintf(last_error, sizeof last_error, "smolvm cuDNN: %s returned %s", call,
                   smolvm::shim::DnnStatusName(st));
   return st;
+}
+
+// A backend-API use the shim does not remote: CUDNN_STATUS_NOT_SUPPORTED,
+// named on stderr once per use (as the generated stubs name themselves).
+cudnnStatus_t Unsupported(const std::string& use) {
+  static std::mutex mu;
+  static std::set<std::string>* named = new std::set<std::string>();  // never destroyed
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (named->insert(use).second) {
+      std::fprintf(stderr,
+                   "smolvm cudnn: %s is not supported by the remoting shim (returns "
+                   "CUDNN_STATUS_NOT_SUPPORTED)\n",
+                   use.c_str());
+      std::fflush(stderr);
+    }
+  }
+  std::snprintf(last_error, sizeof last_error, "smolvm cuDNN: %s is not supported", use.c_str());
+  return CUDNN_STATUS_NOT_SUPPORTED;
 }
 
 // Ends a call: a cuDNN failure of an earlier ASYNC op (an execute), found by
@@ -154,7 +174,8 @@ SMOLVM_EXPORT cudnnStatus_t cudnnBackendCreateDescriptor(cudnnBackendDescriptorT
   if (desc == nullptr)
     return Fail(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, "cudnnBackendCreateDescriptor");
   if (static_cast<uint32_t>(type) > CUDNN_BACKEND_OPERATION_SDPA_BWD_DESCRIPTOR)
-    return Fail(CUDNN_STATUS_NOT_SUPPORTED, "cudnnBackendCreateDescriptor");
+    return Unsupported("cudnnBackendCreateDescriptor of descriptor type " +
+                       std::to_string(static_cast<uint32_t>(type)));
   std::lock_guard<std::mutex> lock(Mirror::Get().mu());
   *desc = Mirror::Get().NewDesc(type);
   return CUDNN_STATUS_SUCCESS;
@@ -249,7 +270,8 @@ SMOLVM_EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t co
     return CUDNN_STATUS_SUCCESS;
   }
   if (!d->on_worker) return Fail(CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED, what);
-  if (type == CUDNN_TYPE_HANDLE) return Fail(CUDNN_STATUS_NOT_SUPPORTED, what);
+  if (type == CUDNN_TYPE_HANDLE)
+    return Unsupported("cudnnBackendGetAttribute of a handle the library set");
   // Cached by (name, type, requested), requested -1 for a count-only answer.
   auto key = std::make_tuple(static_cast<uint32_t>(name), static_cast<uint32_t>(type),
                              no_values ? int64_t{-1} : requested);
@@ -313,8 +335,8 @@ SMOLVM_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBacke
        v->attrs.attrs())  // what DnnExecute does not carry is refused, never dropped
     if (name != CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS &&
         name != CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS && name != CUDNN_ATTR_VARIANT_PACK_WORKSPACE)
-      return Fail(CUDNN_STATUS_NOT_SUPPORTED,
-                  "cudnnBackendExecute (variant pack overrides / intermediates)");
+      return Unsupported("cudnnBackendExecute with variant pack attribute " +
+                         std::to_string(name) + " (overrides, intermediates)");
   proto::DnnExecuteRequest q;
   q.handle = handle->id;
   q.plan = p->id;

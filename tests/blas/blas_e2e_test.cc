@@ -124,6 +124,9 @@ TEST_F(BlasE2eTest, CudnnFrontendSdpaSequenceAnsweredByTheWorker) {
        })
     EXPECT_NE(r.out.find(line), std::string::npos) << line << r.Report();
   EXPECT_EQ(Count(r.out, "ok sdpa scale"), 2u) << r.Report();
+  EXPECT_EQ(Count(r.out, "probe descriptor type 99: CUDNN_STATUS_NOT_SUPPORTED"), 2u) << r.Report();
+  EXPECT_EQ(Count(r.err, "cudnnBackendCreateDescriptor of descriptor type 99 is not supported"), 1u)
+      << r.Report();
 }
 
 }  // namespace

@@ -510,6 +510,13 @@ int main() {
       CHECK_DNN(cudnnBackendDestroyDescriptor(built.plan));
     }
   }
+  for (int i = 0; i < 2; ++i) {  // a descriptor type newer than the shim (not compared natively)
+    Desc d = nullptr;
+    cudnnStatus_t st =
+        cudnnBackendCreateDescriptor(static_cast<cudnnBackendDescriptorType_t>(99), &d);
+    std::printf("probe descriptor type 99: %s\n", cudnnGetErrorString(st));
+    if (st == CUDNN_STATUS_SUCCESS) CHECK_DNN(cudnnBackendDestroyDescriptor(d));
+  }
   CHECK_DNN(cudnnDestroy(h));
   CHECK_CUDA(cudaStreamDestroy(s));
   if (fails || ran == 0) return 1;
