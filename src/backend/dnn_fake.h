@@ -5,8 +5,9 @@
 // what cuDNN requires of the types below (tensors: data type, dimensions,
 // strides of the same rank, unique id, alignment; pointwise and matmul
 // operations: their descriptors and tensors; an operation graph: finalized
-// operations and a live handle; engine, engine config, plan: their
-// references); other types are kept unvalidated. A referenced descriptor
+// operations and a live handle; engine: a global index the fake has;
+// engine config: knob choices its engine takes, in range; plan: their
+// references; knob choice: type and value); other types are kept unvalidated. A referenced descriptor
 // must exist and be finalized (CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED);
 // destroying a descriptor leaves what references it intact, as cuDNN does.
 // Heuristics, engines, engine configs and knobs follow the fake's engine
