@@ -138,5 +138,33 @@ TEST_F(BlasE2eTest, CudnnBackendGraphsMirroredAndExecutedInOrder) {
   EXPECT_NE(ops.find(" LaunchKernel="), std::string::npos) << ops;
 }
 
+// Issue 13 (torch SDPA on cuDNN: "Heuristic query Numerical Note failed"):
+// the calls cudnn-frontend makes for SDPA, through the shim on the fake,
+// answered as the fake's engines declare them (dnn_fake_engines.cc): two
+// engine configs from heuristics, notes counted with a null element array,
+// knob choices and knob infos, workspace and shared memory per config, the
+// plan built on the first, executed twice with the scale by value.
+TEST_F(BlasE2eTest, CudnnFrontendSdpaSequenceAnsweredByTheWorker) {
+  ProgramRun r = RunProgram(daemon, "prog_sdpa");
+  ASSERT_EQ(r.rc, 0) << r.Report() << "\ndaemon log:\n" << daemon.Log();
+  EXPECT_NE(r.out.find("PASS sdpa (2 graphs ran)"), std::string::npos) << r.Report();
+  for (const char* line : {
+           "query sdpa engine_global_count 2\n",
+           "query sdpa heuristics 2 configs\n",
+           "query sdpa config 0 eng0_k2=1_k14=2 numerical=[] behavior=[0] smem=49152 ws=512\n",
+           "query sdpa config 1 eng1_k2=0 numerical=[2] behavior=[] smem=16384 ws=0\n",
+           "query sdpa plan eng0_k2=1_k14=2 ws=512 json_bytes=",
+           "query sdpa engine0 knobs 2 k2[0,2,1] k14[1,4,1]\n",
+           "query matmul config 0 eng0_k2=1_k14=2 numerical=[] behavior=[0] smem=49152 ws=256\n",
+           "query matmul plan eng0_k2=1_k14=2 ws=256 json_bytes=",
+           "ok matmul max err",
+       })
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << r.Report();
+  EXPECT_EQ(Count(r.out, "ok sdpa scale"), 2u) << r.Report();
+  EXPECT_EQ(Count(r.out, "probe descriptor type 99: CUDNN_STATUS_NOT_SUPPORTED"), 2u) << r.Report();
+  EXPECT_EQ(Count(r.err, "cudnnBackendCreateDescriptor of descriptor type 99 is not supported"), 1u)
+      << r.Report();
+}
+
 }  // namespace
 }  // namespace smolvm::testing
