@@ -1,8 +1,9 @@
 // Packs mounted on the host: each pack once, however many machines run on it.
 //
-//   $SMOLVM_HOME/packs/<digest[0:32]>/   mount point: squashfs, read-only, nosuid, nodev,
-//                                        over a read-only loop device (autoclear: the
-//                                        device detaches when the mount goes)
+//   $SMOLVM_HOME/packs/<digest[0:32]>/   mount point: the image (erofs or squashfs),
+//                                        read-only, nosuid, nodev, over a read-only loop
+//                                        device (autoclear: the device detaches when the
+//                                        mount goes; erofs: direct I/O, 4 MiB readahead)
 //   $SMOLVM_HOME/packs/.lock             flock held while mounting/unmounting
 //
 // The store's pack_users rows are the reference count: a machine adds its row
