@@ -83,7 +83,7 @@ std::vector<std::string> Leftovers(const std::string& dir) {
   for (const auto& e : fs::directory_iterator(dir)) {
     std::string n = e.path().filename().string();
     if (n.find(".tmp.") != std::string::npos || n.find(".stage.") != std::string::npos ||
-        n.find(".shift") != std::string::npos)
+        n.find(".shift") != std::string::npos || n.find(".copy.") != std::string::npos)
       out.push_back(n);
   }
   return out;
