@@ -4,8 +4,9 @@
 # host directory, for several pack variants in one call (the lead picks the
 # best from one device run):
 #   squashfs        format 1: mksquashfs lz4, 128 KiB blocks, buffered loop (the old default)
-#   erofs           format 2: uncompressed erofs, loop with direct I/O and 4 MiB readahead (default)
-#   erofs-buffered  the erofs pack over a loop with the kernel's defaults (SMOLVM_PACK_LOOP=buffered)
+#   erofs           format 2: uncompressed erofs, loop with direct I/O (the new default)
+#   erofs-buffered  the erofs pack over a buffered loop (SMOLVM_PACK_LOOP=buffered)
+# (every pack's loop device: 4 MiB readahead)
 # Rounds alternate host and every variant, the order rotated each round.
 # Round 1 is cold (caches dropped before each arm: `sync; echo 3 >
 # /proc/sys/vm/drop_caches`), the rest warm; golden load medians over the

@@ -45,15 +45,16 @@ class PackLock {
   UniqueFd fd_;
 };
 
-// How an erofs pack's loop device reads the file. Direct I/O: the pack's
-// bytes are cached once (as the image's files), not twice (also as the pack
-// file's pages); 4 MiB readahead: a cold mmap of weights through a 128 KiB
-// window ran 10x slower (docs/machines.md, "Reading speed").
-// $SMOLVM_PACK_LOOP=buffered keeps the kernel's defaults (the bench's A/B).
-// squashfs packs keep the defaults: format 1 is mounted as it always was.
+// How a pack's loop device reads the file. 4 MiB readahead, set every time
+// (a loop device keeps the last user's setting): a cold mmap of weights
+// through a 128 KiB window ran 10x slower (docs/machines.md, "Reading
+// speed"). erofs packs: direct I/O, so the pack's bytes are cached once (as
+// the image's files), not twice (also as the pack file's pages);
+// $SMOLVM_PACK_LOOP=buffered turns it off (the bench's A/B). squashfs
+// (format 1) packs keep buffered I/O.
 constexpr unsigned long kPackReadaheadSectors = (4 << 20) / 512;
 
-bool PackLoopTuned(const PackManifest& m) {
+bool PackLoopDirectIo(const PackManifest& m) {
   const char* v = std::getenv("SMOLVM_PACK_LOOP");
   return m.image_type == "erofs" && !(v != nullptr && std::strcmp(v, "buffered") == 0);
 }
@@ -82,10 +83,10 @@ Status MountImage(int file_fd, const PackManifest& m, const std::string& mp) {
     cfg.info.lo_offset = m.image_offset;
     cfg.info.lo_sizelimit = m.image_size;
     cfg.info.lo_flags = LO_FLAGS_READ_ONLY | LO_FLAGS_AUTOCLEAR;
-    const bool tuned = PackLoopTuned(m);
-    if (tuned) cfg.info.lo_flags |= LO_FLAGS_DIRECT_IO;
+    const bool dio = PackLoopDirectIo(m);
+    if (dio) cfg.info.lo_flags |= LO_FLAGS_DIRECT_IO;
     int rc = ::ioctl(loop.get(), LOOP_CONFIGURE, &cfg);
-    if (rc < 0 && errno == EINVAL && tuned) {  // a backing file without direct I/O: buffered
+    if (rc < 0 && errno == EINVAL && dio) {  // a backing file without direct I/O: buffered
       cfg.info.lo_flags &= ~static_cast<uint32_t>(LO_FLAGS_DIRECT_IO);
       rc = ::ioctl(loop.get(), LOOP_CONFIGURE, &cfg);
     }
@@ -93,7 +94,7 @@ Status MountImage(int file_fd, const PackManifest& m, const std::string& mp) {
       if (errno == EBUSY) continue;  // taken between GET_FREE and CONFIGURE
       return ErrnoStatus("LOOP_CONFIGURE " + dev, errno);
     }
-    if (tuned && ::ioctl(loop.get(), BLKRASET, kPackReadaheadSectors) < 0)
+    if (::ioctl(loop.get(), BLKRASET, kPackReadaheadSectors) < 0)
       return ErrnoStatus("set readahead of " + dev, errno);
     if (::mount(dev.c_str(), mp.c_str(), m.image_type.c_str(), MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) < 0) {
       int e = errno;

@@ -3,7 +3,7 @@
 //   $SMOLVM_HOME/packs/<digest[0:32]>/   mount point: the image (erofs or squashfs),
 //                                        read-only, nosuid, nodev, over a read-only loop
 //                                        device (autoclear: the device detaches when the
-//                                        mount goes; erofs: direct I/O, 4 MiB readahead)
+//                                        mount goes; 4 MiB readahead; erofs: direct I/O)
 //   $SMOLVM_HOME/packs/.lock             flock held while mounting/unmounting
 //
 // The store's pack_users rows are the reference count: a machine adds its row
