@@ -205,7 +205,8 @@ Result<PackManifest> ReadPackFd(const std::string& path, int fd) {
 
 }  // namespace
 
-Result<PackManifest> ReadPack(const std::string& path) {
+Result<PackManifest> ReadPack(const std::string& path, int fd_in) {
+  if (fd_in >= 0) return ReadPackFd(path, fd_in);
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return Status(Code::kInvalidArgument, "cannot open pack '" + path + "': " + std::strerror(errno));
   return ReadPackFd(path, fd.get());

@@ -91,7 +91,8 @@ Result<PackManifest> CreatePack(const PackCreateOptions& o);
 // Header and manifest only (no image hash): bad magic, a newer major format,
 // a manifest that fails its digest, a misaligned image or a file shorter or
 // longer than the manifest says are errors (kMalformed).
-Result<PackManifest> ReadPack(const std::string& path);
+// `fd` (optional, -1) reads through an already-open descriptor of the file.
+Result<PackManifest> ReadPack(const std::string& path, int fd = -1);
 
 // ReadPack plus the image's SHA-256 over exactly [offset, offset+size).
 // `fd` (optional, -1) reads through an already-open descriptor of the file,

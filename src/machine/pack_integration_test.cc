@@ -239,6 +239,24 @@ TEST_F(PackTest, CorruptOrTruncatedPackIsRefusedBeforeAnythingIsMounted) {
   EXPECT_EQ(PackMounts(), 0);
 }
 
+TEST_F(PackTest, APackOthersCanWriteIsRefusedBeforeAnythingExists) {
+  std::string pack = MakePack(10);
+  ASSERT_EQ(::chmod(pack.c_str(), 0666), 0);
+  CliRun r = Cli({"machine", "create", "--name", "ww", "--image", pack});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("chmod go-w"), std::string::npos) << r.err;
+  EXPECT_TRUE(Find("ww").is_null());
+  // Made writable after create: start refuses it, nothing mounted.
+  ASSERT_EQ(::chmod(pack.c_str(), 0644), 0);
+  ASSERT_EQ(Cli({"machine", "create", "--name", "ww", "--image", pack, "--", "true"}).rc, 0);
+  ASSERT_EQ(::chmod(pack.c_str(), 0666), 0);
+  r = Cli({"machine", "start", "--name", "ww"});
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("chmod go-w"), std::string::npos) << r.err;
+  EXPECT_EQ(PackMounts(), 0);
+  ASSERT_EQ(Cli({"machine", "rm", "--name", "ww"}).rc, 0);
+}
+
 TEST_F(PackTest, ReadOnlyMountsAreLockedAgainstTheMachinesRoot) {
   std::string ro = scratch_ + "/ro";
   fs::create_directories(ro);

@@ -11,6 +11,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -109,7 +110,67 @@ Status MountImage(int file_fd, const PackManifest& m, const std::string& mp) {
   return Unavailable("no free loop device (16 attempts)");
 }
 
+std::string VerifiedEntry(const std::string& home, const struct stat& st) {
+  auto ns = [](const struct timespec& t) { return std::to_string(t.tv_sec) + "." + std::to_string(t.tv_nsec); };
+  return home + "/packs/.verified/" + std::to_string(st.st_dev) + "-" + std::to_string(st.st_ino) + "-" +
+         std::to_string(st.st_size) + "-" + ns(st.st_mtim) + "-" + ns(st.st_ctim);
+}
+
+std::string Slurp(const std::string& path) {
+  UniqueFd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  char buf[128];
+  ssize_t n = f.valid() ? ::read(f.get(), buf, sizeof buf) : -1;
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+// Records that the file `st` describes holds an image with this digest,
+// replacing what was recorded for earlier versions of the same file.
+void RecordVerified(const std::string& home, const struct stat& st, const std::string& digest) {
+  std::string dir = home + "/packs/.verified";
+  std::error_code ec;
+  std::filesystem::create_directories(home + "/packs", ec);
+  if (::mkdir(dir.c_str(), 0700) < 0 && errno != EEXIST) return;
+  std::string entry = VerifiedEntry(home, st);
+  std::string prefix = std::to_string(st.st_dev) + "-" + std::to_string(st.st_ino) + "-";
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    if (e.path().filename().string().rfind(prefix, 0) == 0) std::filesystem::remove(e.path(), ec);
+  std::string tmp = entry + ".tmp." + std::to_string(::getpid());
+  UniqueFd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (f.valid() && ::write(f.get(), digest.data(), digest.size()) == static_cast<ssize_t>(digest.size()) &&
+      ::rename(tmp.c_str(), entry.c_str()) == 0)
+    return;
+  ::unlink(tmp.c_str());  // best effort: the next use hashes again
+}
+
 }  // namespace
+
+Result<PackManifest> VerifyPackForUse(const std::string& home, const std::string& file, int fd_in, bool* rehashed) {
+  UniqueFd own;
+  int fd = fd_in;
+  if (fd < 0) {
+    own.Reset(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!own.valid()) return InvalidArgument("cannot open pack '" + file + "': " + std::strerror(errno));
+    fd = own.get();
+  }
+  struct stat st;
+  if (::fstat(fd, &st) < 0) return ErrnoStatus("stat " + file, errno);
+  if (st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", st.st_mode & 07777);
+    return InvalidArgument("pack '" + file + "' is owned by uid " + std::to_string(st.st_uid) + " with mode " + mode +
+                           ": anyone but root who can write it could change what the kernel reads after the "
+                           "digest check (chown root and chmod go-w it)");
+  }
+  ASSIGN_OR_RETURN(PackManifest m, ReadPack(file, fd));
+  if (Slurp(VerifiedEntry(home, st)) == m.image_sha256) {
+    if (rehashed != nullptr) *rehashed = false;
+    return m;
+  }
+  ASSIGN_OR_RETURN(m, VerifyPack(file, fd));
+  RecordVerified(home, st, m.image_sha256);
+  if (rehashed != nullptr) *rehashed = true;
+  return m;
+}
 
 std::string PackMountPoint(const std::string& home, const std::string& digest) {
   return home + "/packs/" + digest.substr(0, 32);
@@ -126,7 +187,7 @@ Result<MountedPack> AcquirePack(Store& store, const std::string& home, const std
   out.manifest = m;
   if (!IsMounted(out.mount_point)) {
     // Verified through fd, which the loop device then reads.
-    ASSIGN_OR_RETURN(out.manifest, VerifyPack(file, fd.get()));
+    ASSIGN_OR_RETURN(out.manifest, VerifyPackForUse(home, file, fd.get()));
     if (::mkdir(out.mount_point.c_str(), 0755) < 0 && errno != EEXIST)
       return ErrnoStatus("mkdir " + out.mount_point, errno);
     Status s = MountImage(fd.get(), out.manifest, out.mount_point);

@@ -3,6 +3,7 @@
 // namespace, so root or user namespaces) and mksquashfs.
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "machine/pack.h"
+#include "machine/pack_mount.h"
 
 namespace smolvm::machine {
 namespace {
@@ -216,6 +218,55 @@ TEST_F(PackFormatTest, AMissingImageToolIsNotFoundAndLeavesNothing) {
   auto m = CreatePack(o);
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("not one of erofs, squashfs"), std::string::npos) << m.status().message();
+}
+
+void FlipImageByte(const std::string& pack) {
+  std::fstream f(pack, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(kPackImageOffset + 100));
+  char c = 0;
+  f.read(&c, 1);
+  f.seekp(static_cast<std::streamoff>(kPackImageOffset + 100));
+  f.put(static_cast<char>(c ^ 0x40));
+}
+
+TEST_F(PackFormatTest, AnUnchangedPackIsHashedOnceAndAnyWriteMeansHashingAgain) {
+  if (::geteuid() != 0) GTEST_SKIP() << "a pack in use must be root's";
+  std::string home = dir_ + "/home";
+  bool rehashed = false;
+  auto m = VerifyPackForUse(home, pack_, -1, &rehashed);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_TRUE(rehashed);
+  m = VerifyPackForUse(home, pack_, -1, &rehashed);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_FALSE(rehashed) << "unchanged since it was verified";
+  // A byte flipped with the mtime put back: the ctime moved, so it is hashed
+  // again and the flip caught.
+  struct stat before;
+  ASSERT_EQ(::stat(pack_.c_str(), &before), 0);
+  FlipImageByte(pack_);
+  struct timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, pack_.c_str(), times, 0), 0);
+  m = VerifyPackForUse(home, pack_, -1, &rehashed);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("is corrupt"), std::string::npos) << m.status().message();
+  FlipImageByte(pack_);
+  m = VerifyPackForUse(home, pack_, -1, &rehashed);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_TRUE(rehashed);
+  int entries = 0;
+  for (const auto& e : fs::directory_iterator(home + "/packs/.verified")) entries += e.is_regular_file();
+  EXPECT_EQ(entries, 1) << "one entry per file";
+  // Writable by someone other than root: refused, hashed or not.
+  ASSERT_EQ(::chmod(pack_.c_str(), 0664), 0);
+  m = VerifyPackForUse(home, pack_, -1, &rehashed);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), static_cast<int32_t>(Code::kInvalidArgument));
+  EXPECT_NE(m.status().message().find("mode 0664"), std::string::npos) << m.status().message();
+  ASSERT_EQ(::chmod(pack_.c_str(), 0644), 0);
+  ASSERT_EQ(::chown(pack_.c_str(), 4242, 0), 0);
+  m = VerifyPackForUse(home, pack_, -1, &rehashed);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("owned by uid 4242"), std::string::npos) << m.status().message();
 }
 
 TEST_F(PackFormatTest, BadInputsNameTheProblem) {
