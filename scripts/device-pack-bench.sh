@@ -68,6 +68,7 @@ for tool in mksquashfs mkfs.erofs; do
   [[ $tool == mkfs.erofs ]] && export SMOLVM_MKFS_EROFS=$PWD/.carry/packtools/$tool
   log "using the carried $tool: $(ldd .carry/packtools/$tool.bin | grep -c 'not found') libraries missing"
 done
+log "device-mapper: $(grep -qw device-mapper /proc/devices && echo present || echo absent)"
 for f in squashfs erofs; do grep -qw $f /proc/filesystems || modprobe $f 2>/dev/null || log "kernel: $f not in /proc/filesystems"; done
 log "kernel $(uname -r); model $MODEL on $DEVICE, $STEPS steps, $ROUNDS rounds (cold first: $COLD), variants: $VARIANTS"
 

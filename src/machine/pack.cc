@@ -247,7 +247,9 @@ Status BuildSquashfs(const PackCreateOptions& o, const std::vector<std::string>&
 // Shifts the image that starts at byte 0 of `tmp` to kPackImageOffset,
 // leaving room for header and manifest: FALLOC_FL_INSERT_RANGE moves only
 // extents (ext4, xfs); elsewhere (tmpfs, btrfs, overlayfs over them) the image
-// is copied into a fresh file (copy_file_range, else read/write).
+// is copied into a fresh file (copy_file_range, else read/write), each
+// copied range punched out of the source so the disk holds ~one image, not
+// two, while it runs.
 Status MoveToImageOffset(const std::string& tmp) {
   UniqueFd src(::open(tmp.c_str(), O_RDWR | O_CLOEXEC));
   if (!src.valid()) return ErrnoStatus("open " + tmp, errno);
@@ -267,6 +269,7 @@ Status MoveToImageOffset(const std::string& tmp) {
   while (in < st.st_size) {
     size_t want = static_cast<size_t>(std::min<loff_t>(st.st_size - in, 64 << 20));
     ssize_t n = -1;
+    const loff_t from = in;
     if (kernel_copy) {
       n = ::copy_file_range(src.get(), &in, dst.get(), &out, want, 0);
       if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == EOPNOTSUPP || errno == ENOSYS)) {
@@ -286,6 +289,8 @@ Status MoveToImageOffset(const std::string& tmp) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return fail(ErrnoStatus("copy the image into " + shifted, errno));
     if (n == 0) return fail(Internal("the image " + tmp + " shrank while being copied"));
+    // Best effort: without hole punching the copy just needs the space.
+    (void)::fallocate(src.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, from, n);
   }
   if (::rename(shifted.c_str(), tmp.c_str()) < 0) return fail(ErrnoStatus("rename " + shifted, errno));
   return Status::Ok();
