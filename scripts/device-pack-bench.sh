@@ -136,16 +136,18 @@ done
 run_arm() {  # arm round cold
   local arm=$1 res=$W/results-$1-$2
   if [[ $arm == host ]]; then unset SMOLVM_BENCH_FORK_IMAGE; else export SMOLVM_BENCH_FORK_IMAGE=${PACK[$arm]}; fi
-  [[ $3 == 1 ]] && { sync; echo 3 >/proc/sys/vm/drop_caches; }
+  local dropped=0
+  if [[ $3 == 1 ]]; then sync; echo 3 2>>"$LOG" >/proc/sys/vm/drop_caches && dropped=1 || log "cold: drop_caches failed"; fi
   build/smolvm bench run --arm fork --n 1 --model "$MODEL" --load-in-4bit --method dpo --device "$DEVICE" \
     --cpus "$CPUS" --steps "$STEPS" --reps 1 --results "$res" --timeout 240 >>"$LOG" 2>&1 || log "$arm round $2 failed: $(tail -1 "$LOG")"
-  python3 - "$arm" "$2" "$3" "$res" >>"$SAMPLES" 2>>"$LOG" <<'PY'
+  python3 - "$arm" "$2" "$3" "$res" "$dropped" >>"$SAMPLES" 2>>"$LOG" <<'PY'
 import glob, json, sys
-arm, r, cold, res = sys.argv[1:]
+arm, r, cold, res, dropped = sys.argv[1:]
 files = glob.glob(res + "/*.json")
 j = json.load(open(files[0])) if files else {}
 num = lambda k: j.get(k) if isinstance(j.get(k), (int, float)) else None
-print(json.dumps({"arm": arm, "round": int(r), "cold": cold == "1", "golden_load_s": num("golden_load_s"),
+print(json.dumps({"arm": arm, "round": int(r), "cold": cold == "1", "caches_dropped": dropped == "1",
+                  "golden_load_s": num("golden_load_s"),
                   "learner_load_s": num("golden_learner_load_s")}))
 PY
   unset SMOLVM_BENCH_FORK_IMAGE
