@@ -359,33 +359,6 @@ Status MoveToImageOffset(const std::string& tmp) {
 // sources as one tree (bind mounts in a private namespace, gone with it),
 // then move the image to the offset.
 Status BuildErofsStaged(const PackCreateOptions& o, const std::vector<std::string>& sources,
-                        const std::vector<std::string>& names, const std::string& tmp);
-
-// A source in another mount namespace (a running machine's /workspace,
-// reached through /proc/PID/root) cannot be bind-mounted from here (EINVAL,
-// open_tree too): it is copied next to the output first, and the copy goes
-// when the image is made.
-Status BuildErofs(const PackCreateOptions& o, std::vector<std::string> sources, const std::vector<std::string>& names,
-                  const std::string& tmp) {
-  namespace fs = std::filesystem;
-  std::string copies = o.out + ".copy." + std::to_string(::getpid());
-  Status s = Status::Ok();
-  for (size_t i = 0; i < sources.size() && s.ok(); ++i) {
-    if (sources[i].rfind("/proc/", 0) != 0) continue;
-    std::error_code ec;
-    fs::create_directories(copies, ec);
-    std::string to = copies + "/" + names[i];
-    if (!ec) fs::copy(sources[i], to, fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);
-    if (ec) s = Status(Code::kIo, "copy " + sources[i] + " to " + to + ": " + ec.message());
-    sources[i] = to;
-  }
-  if (s.ok()) s = BuildErofsStaged(o, sources, names, tmp);
-  std::error_code ec;
-  fs::remove_all(copies, ec);
-  return s;
-}
-
-Status BuildErofsStaged(const PackCreateOptions& o, const std::vector<std::string>& sources,
                         const std::vector<std::string>& names, const std::string& tmp) {
   std::string stage = o.out + ".stage." + std::to_string(::getpid());
   if (::mkdir(stage.c_str(), 0700) < 0) return ErrnoStatus("mkdir " + stage, errno);
@@ -417,6 +390,30 @@ Status BuildErofsStaged(const PackCreateOptions& o, const std::vector<std::strin
   if (WIFEXITED(status) && WEXITSTATUS(status) == 126) return Internal("staging the pack's tree failed (see above)");
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return Internal(o.mkfs_erofs + " failed (its message is above)");
   return MoveToImageOffset(tmp);
+}
+
+// A source in another mount namespace (a running machine's /workspace,
+// reached through /proc/PID/root) cannot be bind-mounted from here (EINVAL,
+// open_tree too): it is copied next to the output first, and the copy goes
+// when the image is made.
+Status BuildErofs(const PackCreateOptions& o, std::vector<std::string> sources, const std::vector<std::string>& names,
+                  const std::string& tmp) {
+  namespace fs = std::filesystem;
+  std::string copies = o.out + ".copy." + std::to_string(::getpid());
+  Status s = Status::Ok();
+  for (size_t i = 0; i < sources.size() && s.ok(); ++i) {
+    if (sources[i].rfind("/proc/", 0) != 0) continue;
+    std::error_code ec;
+    fs::create_directories(copies, ec);
+    std::string to = copies + "/" + names[i];
+    if (!ec) fs::copy(sources[i], to, fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);
+    if (ec) s = Status(Code::kIo, "copy " + sources[i] + " to " + to + ": " + ec.message());
+    sources[i] = to;
+  }
+  if (s.ok()) s = BuildErofsStaged(o, sources, names, tmp);
+  std::error_code ec;
+  fs::remove_all(copies, ec);
+  return s;
 }
 
 }  // namespace
