@@ -17,7 +17,8 @@
 // the worker's slot when it places the worker on the machine, from the
 // context size measured when the worker became ready) and the chunks its
 // session created (its private memory); chunks imported from a golden are
-// the golden's.
+// the golden's; and the modules it loads and the context limits it raises
+// (device_charges.h).
 //
 // Processes: the daemon creates and reclaims; workers charge and refund. A
 // slot is written only by its worker while that worker lives.
@@ -31,6 +32,7 @@
 #include "backend/gpu_backend.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "daemon/device_charges.h"
 #include "proto/frame.h"
 #include "transport/channel.h"
 
@@ -107,7 +109,8 @@ class BudgetedBackend : public GpuBackend {
   }
   Status CtxSynchronize() override { return inner_->CtxSynchronize(); }
   Result<uint64_t> CtxGetLimit(int limit) override { return inner_->CtxGetLimit(limit); }
-  Status CtxSetLimit(int limit, uint64_t value) override { return inner_->CtxSetLimit(limit, value); }
+  // Charges what the limit reserves over its value before (device_charges.h).
+  Status CtxSetLimit(int limit, uint64_t value) override;
   Status StreamPriorityRange(int* least, int* greatest) override {
     return inner_->StreamPriorityRange(least, greatest);
   }
@@ -159,8 +162,9 @@ class BudgetedBackend : public GpuBackend {
   Result<float> EventElapsedTime(uint64_t start, uint64_t end) override {
     return inner_->EventElapsedTime(start, end);
   }
-  Result<uint64_t> ModuleLoad(std::string_view image) override { return inner_->ModuleLoad(image); }
-  Status ModuleUnload(uint64_t module) override { return inner_->ModuleUnload(module); }
+  // Charge the module's device bytes and refund them (device_charges.h).
+  Result<uint64_t> ModuleLoad(std::string_view image) override;
+  Status ModuleUnload(uint64_t module) override;
   Result<uint64_t> ModuleGetFunction(uint64_t module, const std::string& name) override {
     return inner_->ModuleGetFunction(module, name);
   }
@@ -190,6 +194,7 @@ class BudgetedBackend : public GpuBackend {
   std::shared_ptr<MachineBudget> budget_;
   uint32_t slot_ = 0;
   std::map<uint64_t, uint64_t> charged_;  // chunk handle -> bytes charged
+  DeviceCharges charges_;                 // modules and context limits
 };
 
 // Worker side, before it serves anyone: reads control frames, installs a
