@@ -13,33 +13,13 @@
 
 #include "backend/device_footprint.h"
 #include "backend/fake_backend.h"
+#include "backend/testdata/test_cubin.h"
 #include "daemon/machine_budget.h"
 
 namespace smolvm {
 namespace {
 
 constexpr uint64_t kMiB = 1ull << 20;
-
-// A minimal ELF64 cubin-like image: a 4 KiB code section (its bytes in the
-// image) and a zero-initialised global section of `global_bytes` (none).
-std::string Cubin(uint64_t global_bytes) {
-  constexpr uint64_t kCode = 4096, kShoff = 64 + kCode;
-  std::string e(kShoff + 3 * 64, '\0');
-  std::memcpy(e.data(), "\x7f" "ELF", 4);
-  e[4] = 2, e[5] = 1, e[6] = 1;
-  auto put16 = [&e](size_t at, uint16_t v) { std::memcpy(&e[at], &v, 2); };
-  auto put32 = [&e](size_t at, uint32_t v) { std::memcpy(&e[at], &v, 4); };
-  auto put64 = [&e](size_t at, uint64_t v) { std::memcpy(&e[at], &v, 8); };
-  put64(0x28, kShoff);
-  put16(0x34, 64);
-  put16(0x3A, 64);
-  put16(0x3C, 3);
-  // [0] null; [1] .text: PROGBITS, ALLOC|EXEC; [2] .nv.global: NOBITS, ALLOC|WRITE.
-  size_t text = kShoff + 64, global = kShoff + 128;
-  put32(text + 4, 1), put64(text + 8, 0x6), put64(text + 24, 64), put64(text + 32, kCode), put64(text + 48, 128);
-  put32(global + 4, 8), put64(global + 8, 0x3), put64(global + 32, global_bytes), put64(global + 48, 256);
-  return e;
-}
 
 // A fatbin container carrying `cubin` (and a PTX entry of 100 bytes).
 std::string Fatbin(const std::string& cubin) {
@@ -65,15 +45,15 @@ std::string Fatbin(const std::string& cubin) {
 }
 
 TEST(DeviceFootprint, AModuleCostsItsAllocatedSectionsZeroInitialisedGlobalsIncluded) {
-  EXPECT_EQ(ModuleImageDeviceBytes(Cubin(256 * kMiB)), 4096 + 256 * kMiB);
-  EXPECT_EQ(ModuleImageDeviceBytes(Fatbin(Cubin(256 * kMiB))), 4096 + 256 * kMiB);
+  EXPECT_EQ(ModuleImageDeviceBytes(TestCubin(256 * kMiB)), 4096 + 256 * kMiB);
+  EXPECT_EQ(ModuleImageDeviceBytes(Fatbin(TestCubin(256 * kMiB))), 4096 + 256 * kMiB);
   EXPECT_EQ(ModuleImageDeviceBytes("not an image, 29 bytes long."), 28u);
   // Sizes saturate: an image that declares more than 2^64 bytes is charged
   // everything, never a wrapped small figure.
-  std::string huge = Cubin(~0ull - 10);
+  std::string huge = TestCubin(~0ull - 10);
   EXPECT_EQ(ModuleImageDeviceBytes(huge), ~0ull);
   // A section table that does not fit in the image: the image's size.
-  std::string cut = Cubin(kMiB).substr(0, 4200);
+  std::string cut = TestCubin(kMiB).substr(0, 4200);
   EXPECT_EQ(ModuleImageDeviceBytes(cut), cut.size());
 }
 
@@ -94,7 +74,7 @@ TEST(DeviceFootprint, TheFakeBackendCountsModulesAndLimitsAsUsedMemory) {
   ASSERT_TRUE(fake.Init(0).ok());
   uint64_t free0 = 0, total = 0, free1 = 0;
   ASSERT_TRUE(fake.MemGetInfo(&free0, &total).ok());
-  auto m = fake.ModuleLoad(Cubin(64 * kMiB));
+  auto m = fake.ModuleLoad(TestCubin(64 * kMiB));
   ASSERT_TRUE(m.ok());
   ASSERT_TRUE(fake.MemGetInfo(&free1, &total).ok());
   EXPECT_EQ(free0 - free1, 64 * kMiB + 4096);
@@ -106,7 +86,7 @@ TEST(DeviceFootprint, TheFakeBackendCountsModulesAndLimitsAsUsedMemory) {
   ASSERT_TRUE(fake.CtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 8 * kMiB).ok());
   ASSERT_TRUE(fake.MemGetInfo(&free1, &total).ok());
   EXPECT_EQ(free1, free0);
-  EXPECT_EQ(fake.ModuleLoad(Cubin(32ull << 30)).status().code(), CUDA_ERROR_OUT_OF_MEMORY);  // past its 16 GiB
+  EXPECT_EQ(fake.ModuleLoad(TestCubin(32ull << 30)).status().code(), CUDA_ERROR_OUT_OF_MEMORY);  // past its 16 GiB
 }
 
 class DeviceChargesTest : public ::testing::Test {
@@ -123,7 +103,7 @@ class DeviceChargesTest : public ::testing::Test {
 TEST_F(DeviceChargesTest, AModuleWithAGlobalPastTheBudgetIsRefusedAndNothingIsLoaded) {
   uint64_t free0 = 0, free1 = 0, total = 0;
   ASSERT_TRUE(b.DeviceMemGetInfo(&free0, &total).ok());
-  auto big = b.ModuleLoad(Fatbin(Cubin(128 * kMiB)));
+  auto big = b.ModuleLoad(Fatbin(TestCubin(128 * kMiB)));
   ASSERT_FALSE(big.ok());
   EXPECT_EQ(big.status().code(), CUDA_ERROR_OUT_OF_MEMORY);
   EXPECT_NE(big.status().message().find("--gpu-mem 64 MiB"), std::string::npos) << big.status().message();
@@ -131,13 +111,13 @@ TEST_F(DeviceChargesTest, AModuleWithAGlobalPastTheBudgetIsRefusedAndNothingIsLo
   EXPECT_EQ(budget->used(), 0u);
   ASSERT_TRUE(b.DeviceMemGetInfo(&free1, &total).ok());
   EXPECT_EQ(free1, free0);  // the device never saw it
-  auto small = b.ModuleLoad(Cubin(16 * kMiB));
+  auto small = b.ModuleLoad(TestCubin(16 * kMiB));
   ASSERT_TRUE(small.ok());
   EXPECT_EQ(budget->used(), 16 * kMiB + 4096);
-  EXPECT_FALSE(b.ModuleLoad(Cubin(48 * kMiB)).ok());  // two that each fit do not fit together
+  EXPECT_FALSE(b.ModuleLoad(TestCubin(48 * kMiB)).ok());  // two that each fit do not fit together
   ASSERT_TRUE(b.ModuleUnload(*small).ok());
   EXPECT_EQ(budget->used(), 0u);
-  EXPECT_TRUE(b.ModuleLoad(Cubin(48 * kMiB)).ok());
+  EXPECT_TRUE(b.ModuleLoad(TestCubin(48 * kMiB)).ok());
 }
 
 TEST_F(DeviceChargesTest, RaisingTheStackOrTheHeapPastTheBudgetIsRefused) {
