@@ -28,10 +28,10 @@ bool ChargesLimit(int limit) {
 }  // namespace
 
 Result<uint64_t> BudgetedBackend::ModuleLoad(std::string_view image) {
-  if (!budget_) return inner_->ModuleLoad(image);
+  if (!budget_) return inner().ModuleLoad(image);
   const uint64_t bytes = ModuleImageDeviceBytes(image);
   if (!budget_->Charge(slot_, bytes)) return OverBudget(*budget_, bytes, "the module");
-  auto module = inner_->ModuleLoad(image);
+  auto module = inner().ModuleLoad(image);
   if (!module.ok()) {
     budget_->Refund(slot_, bytes);
     return module;
@@ -41,7 +41,7 @@ Result<uint64_t> BudgetedBackend::ModuleLoad(std::string_view image) {
 }
 
 Status BudgetedBackend::ModuleUnload(uint64_t module) {
-  Status st = inner_->ModuleUnload(module);
+  Status st = inner().ModuleUnload(module);
   auto it = charges_.modules.find(module);
   if (st.ok() && it != charges_.modules.end()) {
     budget_->Refund(slot_, it->second);
@@ -51,13 +51,13 @@ Status BudgetedBackend::ModuleUnload(uint64_t module) {
 }
 
 Status BudgetedBackend::CtxSetLimit(int limit, uint64_t value) {
-  if (!budget_ || !ChargesLimit(limit)) return inner_->CtxSetLimit(limit, value);
+  if (!budget_ || !ChargesLimit(limit)) return inner().CtxSetLimit(limit, value);
   if (!charges_.device) {
-    ASSIGN_OR_RETURN(DeviceInfo info, inner_->GetDeviceInfo(0));
+    ASSIGN_OR_RETURN(DeviceInfo info, inner().GetDeviceInfo(0));
     charges_.device = std::move(info);
   }
   if (!charges_.limit_base.count(limit)) {
-    ASSIGN_OR_RETURN(uint64_t base, inner_->CtxGetLimit(limit));
+    ASSIGN_OR_RETURN(uint64_t base, inner().CtxGetLimit(limit));
     charges_.limit_base[limit] = base;
   }
   const uint64_t base = ContextLimitDeviceBytes(limit, charges_.limit_base[limit], *charges_.device);
@@ -70,7 +70,7 @@ Status BudgetedBackend::CtxSetLimit(int limit, uint64_t value) {
                                                             : "the printf FIFO";
     return OverBudget(*budget_, next - now, what);
   }
-  Status st = inner_->CtxSetLimit(limit, value);
+  Status st = inner().CtxSetLimit(limit, value);
   if (!st.ok()) {
     if (next > now) budget_->Refund(slot_, next - now);
     return st;

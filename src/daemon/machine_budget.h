@@ -195,6 +195,7 @@ class BudgetedBackend : public GpuBackend {
   uint32_t slot_ = 0;
   std::map<uint64_t, uint64_t> charged_;  // chunk handle -> bytes charged
   DeviceCharges charges_;                 // modules and context limits
+  GpuBackend& inner() { return *inner_; }  // as ForwardingBackend names it (device_charges.cc)
 };
 
 // Worker side, before it serves anyone: reads control frames, installs a
