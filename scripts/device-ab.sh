@@ -165,6 +165,22 @@ for (k, f), v in sorted(keys.items(), key=lambda x: str(x[0])):
 fa = [m for r in recs if r["arm"] == "A" for m in r["fork_ms"]]
 fb = [m for r in recs if r["arm"] == "B" for m in r["fork_ms"]]
 print(f"warm fork x16, ms (request -> clone serving): A median {med(fa):.1f} (n={len(fa)}), B median {med(fb):.1f} (n={len(fb)})")
+# Clones are built one after another, so a clone's ms is the sum of the
+# builds before it: one stall (clone 1's deliberate fault stops the GPU
+# for 100-150 ms when it lands inside the fork) moves every later clone.
+# The gap between consecutive clones and the build time are per clone.
+def gaps(arm):
+    out = []
+    for r in recs:
+        if r["arm"] == arm:
+            ms = sorted(r["fork_ms"])
+            out += [b - a for a, b in zip(ms, ms[1:])]
+    return out
+ga, gb = gaps("A"), gaps("B")
+ba = [m for r in recs if r["arm"] == "A" for m in r["fork_build_ms"] if m is not None]
+bb = [m for r in recs if r["arm"] == "B" for m in r["fork_build_ms"] if m is not None]
+print(f"  per clone, ms: gap to the previous clone A median {med(ga):.2f}, B median {med(gb):.2f}; "
+      f"build A median {med(ba):.2f}, B median {med(bb):.2f}")
 PY
 cat "$OUT/ab-summary.txt"
 [[ -s $REC ]] || { log "no run fit before the deadline"; FAILED=1; }

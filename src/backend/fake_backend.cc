@@ -1,5 +1,7 @@
 #include "backend/fake_backend.h"
 
+#include "backend/device_footprint.h"
+
 #include <cuda.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -133,6 +135,10 @@ Result<int> FakeBackend::DeviceCount() {
 Result<DeviceInfo> FakeBackend::GetDeviceInfo(int device) {
   RETURN_IF_ERROR(Enter("GetDeviceInfo"));
   if (device != 0) return Cu(CUDA_ERROR_INVALID_DEVICE, "the fake has one device");
+  return Info();
+}
+
+DeviceInfo FakeBackend::Info() const {
   DeviceInfo info;
   info.name = "smolvm fake GPU";
   info.uuid = std::string("smolvm-fake-gpu0", 16);
@@ -184,17 +190,41 @@ Status FakeBackend::MemGetInfo(uint64_t* free_bytes, uint64_t* total_bytes) {
 
 Status FakeBackend::CtxSynchronize() { return Enter("CtxSynchronize"); }
 
+namespace {
+// The fake context's limits before any CtxSetLimit (CUDA's defaults); their
+// memory is the context's.
+uint64_t DefaultLimit(int limit) {
+  if (limit == CU_LIMIT_STACK_SIZE) return 1024;
+  if (limit == CU_LIMIT_MALLOC_HEAP_SIZE) return 8 << 20;
+  if (limit == CU_LIMIT_PRINTF_FIFO_SIZE) return 1 << 20;
+  return 0;
+}
+}  // namespace
+
 Result<uint64_t> FakeBackend::CtxGetLimit(int limit) {
   RETURN_IF_ERROR(Enter("CtxGetLimit"));
-  if (limit == CU_LIMIT_STACK_SIZE) return uint64_t{1024};
-  if (limit == CU_LIMIT_MALLOC_HEAP_SIZE) return uint64_t{8 << 20};
-  if (limit == CU_LIMIT_PRINTF_FIFO_SIZE) return uint64_t{1 << 20};
-  return Cu(CUDA_ERROR_UNSUPPORTED_LIMIT, "limit not emulated by the fake");
+  if (DefaultLimit(limit) == 0) return Cu(CUDA_ERROR_UNSUPPORTED_LIMIT, "limit not emulated by the fake");
+  auto it = limits_.find(limit);
+  return it == limits_.end() ? DefaultLimit(limit) : it->second;
 }
 
 Status FakeBackend::CtxSetLimit(int limit, uint64_t value) {
   RETURN_IF_ERROR(Enter("CtxSetLimit"));
   if (limit < 0 || limit > CU_LIMIT_MAX) return Cu(CUDA_ERROR_UNSUPPORTED_LIMIT, "unknown limit");
+  if (DefaultLimit(limit) == 0) return Status::Ok();
+  // The reservation over the default is device memory, as on a GPU.
+  const DeviceInfo info = Info();
+  auto extra = [&](uint64_t v) {
+    uint64_t base = ContextLimitDeviceBytes(limit, DefaultLimit(limit), info);
+    uint64_t bytes = ContextLimitDeviceBytes(limit, v, info);
+    return bytes > base ? bytes - base : 0;
+  };
+  auto it = limits_.find(limit);
+  uint64_t before = extra(it == limits_.end() ? DefaultLimit(limit) : it->second), after = extra(value);
+  if (after > before && (after - before > options_.total_mem || used_bytes_ > options_.total_mem - (after - before)))
+    return Cu(CUDA_ERROR_OUT_OF_MEMORY, "fake device memory is full");
+  used_bytes_ = used_bytes_ - before + after;
+  limits_[limit] = value;
   return Status::Ok();
 }
 

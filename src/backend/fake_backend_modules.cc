@@ -6,6 +6,7 @@
 #include <cstring>
 #include <functional>
 
+#include "backend/device_footprint.h"
 #include "backend/fake_backend.h"
 
 namespace smolvm {
@@ -37,14 +38,21 @@ const std::vector<FakeBackend::Kernel*>& Kernels();
 Result<uint64_t> FakeBackend::ModuleLoad(std::string_view image) {
   RETURN_IF_ERROR(Enter("ModuleLoad"));
   if (image.empty()) return Cu(CUDA_ERROR_INVALID_IMAGE, "empty module image");
+  uint64_t bytes = ModuleImageDeviceBytes(image);
+  if (bytes > options_.total_mem || used_bytes_ > options_.total_mem - bytes)
+    return Cu(CUDA_ERROR_OUT_OF_MEMORY, "fake device memory is full");
+  used_bytes_ += bytes;
   uint64_t h = next_handle_++;
-  modules_[h] = 0;
+  modules_[h] = bytes;
   return h;
 }
 
 Status FakeBackend::ModuleUnload(uint64_t module) {
   RETURN_IF_ERROR(Enter("ModuleUnload"));
-  if (!modules_.erase(module)) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown module");
+  auto mod = modules_.find(module);
+  if (mod == modules_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown module");
+  used_bytes_ -= mod->second;
+  modules_.erase(mod);
   return Status::Ok();
 }
 

@@ -21,6 +21,7 @@
 
 #include "daemon/context_size.h"
 #include "daemon/control.h"
+#include "daemon/control_links.h"
 #include "daemon/module_cache.h"
 #include "daemon/worker_jail.h"
 #include "daemon/worker_seccomp.h"
@@ -138,6 +139,7 @@ Status Daemon::Listen() {
 Status Daemon::SpawnWorker() {
   UniqueFd mine, theirs;
   RETURN_IF_ERROR(SocketPair(&mine, &theirs));
+  RETURN_IF_ERROR(SetLinkSendTimeout(mine.get()));
   std::vector<std::string> args = {
       "smolvm-worker",     "_cuda-worker",        "--control-fd",
       "3",                 "--backend",           options_.backend,
@@ -288,7 +290,9 @@ void Daemon::OnWorkerControl(WorkerProc& w) {
   proto::FrameHeader h;
   std::string payload;
   std::vector<UniqueFd> fds;
-  Status st = w.control->ReadFrame(&h, &payload, &fds);
+  auto whole = w.control->TryReadFrame(&h, &payload, &fds);  // never waits (control_links.h)
+  if (whole.ok() && !*whole) return;
+  Status st = whole.status();
   if (!st.ok()) {
     w.control.reset();  // its exit arrives through the pidfd
     return;
@@ -490,6 +494,7 @@ struct AdminHandler {
 void Daemon::AcceptAdmin() {
   int fd = ::accept4(admin_listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
   if (fd < 0) return;
+  (void)SetLinkSendTimeout(fd);
   admin_clients_[next_admin_client_++] = std::make_unique<UnixChannel>(UniqueFd(fd));
 }
 
@@ -500,7 +505,9 @@ void Daemon::ServeAdmin(uint64_t client) {
   proto::FrameHeader h;
   std::string payload;
   std::vector<UniqueFd> fds;
-  Status st = ch.ReadFrame(&h, &payload, &fds);
+  auto whole = ch.TryReadFrame(&h, &payload, &fds);  // never waits (control_links.h)
+  if (whole.ok() && !*whole) return;
+  Status st = whole.status();
   if (!st.ok()) {
     admin_clients_.erase(it);
     DetachEndpointsOf(client);
@@ -651,7 +658,8 @@ void Daemon::OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m) 
   // the job is gone, to keep the link in step.
   std::vector<UniqueFd> fds;
   if (m.result == 0) {
-    auto got = ReceiveChunkFds(*w.control, m.num_chunks);
+    LinkReader link(*w.control, std::chrono::steady_clock::now() + kLinkFrameDeadline);
+    auto got = ReceiveChunkFds(link, m.num_chunks);
     if (!got.ok()) {
       if (it != forks_.end()) FailFork(it->second, got.status());
       return;
@@ -853,9 +861,10 @@ void Daemon::AdvanceForks() {
 }
 
 int Daemon::NextTimeoutMs() const {
-  if (forks_.empty() && pending_.empty()) return -1;
+  auto link = NextLinkDeadline();
+  if (forks_.empty() && pending_.empty() && !link) return -1;
   auto now = std::chrono::steady_clock::now();
-  auto soonest = now + std::chrono::hours(1);
+  auto soonest = link.value_or(now + std::chrono::hours(1));
   for (const auto& [id, job] : forks_) soonest = std::min(soonest, job.deadline);
   for (const auto& [id, p] : pending_) soonest = std::min(soonest, p.deadline);
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(soonest - now).count();
@@ -939,6 +948,7 @@ Status Daemon::Run() {
         ServeAdmin(id);
     }
     ExpirePending();
+    ExpireStalledLinks();
     AdvanceForks();
   }
   Shutdown();

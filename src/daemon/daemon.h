@@ -18,6 +18,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -215,6 +216,9 @@ class Daemon {
   // Ends a worker that must serve no one (e.g. half placed in a machine).
   void DiscardWorker(WorkerProc& w);
   void OnWorkerControl(WorkerProc& w);
+  // Links stopped mid-frame past kLinkFrameDeadline (control_links.cc).
+  void ExpireStalledLinks();
+  std::optional<std::chrono::steady_clock::time_point> NextLinkDeadline() const;
   void OnWorkerExit(pid_t pid);
   void ServeAdmin(uint64_t client);
   std::string StatusJson() const;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/control.h"
+#include "daemon/control_links.h"
 #include "daemon/daemon.h"
 #include "proto/frame.h"
 
@@ -15,7 +16,8 @@ namespace smolvm {
 
 void Daemon::OnForkAhead(WorkerProc& w, const proto::ForkAheadRequest& r) {
   // The descriptors follow on the same link: take them to keep it in step.
-  auto fds = ReceiveChunkFds(*w.control, r.num_chunks);
+  LinkReader link(*w.control, std::chrono::steady_clock::now() + kLinkFrameDeadline);
+  auto fds = ReceiveChunkFds(link, r.num_chunks);
   if (!fds.ok()) {
     Log("fork ahead of session %llu: %s", static_cast<unsigned long long>(r.session_id),
         fds.status().ToString().c_str());

@@ -17,7 +17,8 @@
 // the worker's slot when it places the worker on the machine, from the
 // context size measured when the worker became ready) and the chunks its
 // session created (its private memory); chunks imported from a golden are
-// the golden's.
+// the golden's; and the modules it loads and the context limits it raises
+// (device_charges.h).
 //
 // Processes: the daemon creates and reclaims; workers charge and refund. A
 // slot is written only by its worker while that worker lives.
@@ -32,6 +33,7 @@
 #include "backend/gpu_backend.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "daemon/device_charges.h"
 #include "proto/frame.h"
 #include "transport/channel.h"
 
@@ -102,15 +104,21 @@ class BudgetedBackend final : public ForwardingBackend {
   // free = min(device free, budget left), total = the limit. DeviceMemGetInfo
   // (the whole device, for fork admission) is forwarded unchanged.
   Status MemGetInfo(uint64_t* free_bytes, uint64_t* total_bytes) override;
+  // Charges what the limit reserves over its value before (device_charges.h).
+  Status CtxSetLimit(int limit, uint64_t value) override;
   // CUDA_ERROR_OUT_OF_MEMORY when the machine's budget has no room.
   Result<uint64_t> ChunkCreate(uint64_t bytes) override;
   // Refunds what ChunkCreate charged for `chunk`, once the inner release succeeded.
   Status ChunkRelease(uint64_t chunk) override;
+  // Charge the module's device bytes and refund them (device_charges.h).
+  Result<uint64_t> ModuleLoad(std::string_view image) override;
+  Status ModuleUnload(uint64_t module) override;
 
  private:
   std::shared_ptr<MachineBudget> budget_;
   uint32_t slot_ = 0;
   std::map<uint64_t, uint64_t> charged_;  // chunk handle -> bytes charged
+  DeviceCharges charges_;                 // modules and context limits
 };
 
 // Worker side, before it serves anyone: reads control frames, installs a

@@ -27,17 +27,14 @@ namespace {
 
 // Drops to the tenant's uid and loads the seccomp filter: after this the
 // worker reads guest bytes. False (the worker must end) when it cannot.
-bool EnterJail(Worker& worker, const WorkerOptions& options, uint32_t uid, SeccompMode mode, int learn_fd) {
-  auto modules = DropWorkerPrivileges(options.jail_dir, uid, options.host_bytes + (64ull << 20));
-  Status st = modules.status();
-  if (st.ok() && !modules->empty()) worker.set_module_cache_dir(*modules);
-  if (st.ok()) st = InstallWorkerSeccomp(mode, learn_fd);
-  if (!st.ok()) {
-    std::fprintf(stderr, "smolvm worker %d: cannot enter its jail (uid %u, seccomp %s): %s\n", ::getpid(), uid,
-                 SeccompModeName(mode), st.ToString().c_str());
+bool EnterJail(Worker& worker, WorkerJail& jail, uint32_t uid) {
+  auto modules = jail.Enter(uid);
+  if (modules.ok() && !modules->empty()) worker.set_module_cache_dir(*modules);
+  if (!modules.ok()) {
+    std::fprintf(stderr, "smolvm worker %d: cannot enter its jail (uid %u): %s\n", ::getpid(), uid,
+                 modules.status().ToString().c_str());
     return false;
   }
-  if (learn_fd >= 0) ::close(learn_fd);
   return true;
 }
 
@@ -62,7 +59,11 @@ int WorkerMain(int control_fd, const WorkerOptions& options) {
     }
   }
   // Before the driver starts: it reads CUDA_CACHE_PATH once.
-  SetWorkerCachePath(options.jail_dir);
+  auto jail = WorkerJail::Prepare(options.jail_dir, *mode, learn_fd, options.host_bytes + (64ull << 20));
+  if (!jail.ok()) {
+    std::fprintf(stderr, "smolvm worker: %s\n", jail.status().ToString().c_str());
+    return 1;
+  }
   WorkerOptions opts = options;
   if (const char* nr = std::getenv("SMOLVM_WORKER_TEST_SYSCALL")) opts.test_syscall = std::atol(nr);
   UnixChannel control{UniqueFd(control_fd)};
@@ -118,7 +119,7 @@ int WorkerMain(int control_fd, const WorkerOptions& options) {
       // A fork: become a copy of the golden, then wait for the clone's guest.
       proto::CloneBuildRequest build;
       if (!proto::Decode(cdec, &build)) return 4;
-      if (!EnterJail(worker, options, build.uid, *mode, learn_fd)) return 6;
+      if (!EnterJail(worker, *jail, build.uid)) return 6;
       jailed = true;
       auto chunk_fds = ReceiveChunkFds(control, build.num_chunks);
       Result<proto::CloneBuiltRequest> built =
@@ -147,7 +148,7 @@ int WorkerMain(int control_fd, const WorkerOptions& options) {
     std::fprintf(stderr, "smolvm worker %d: bad adopt message from the daemon\n", ::getpid());
     return 4;
   }
-  if (!jailed && !EnterJail(worker, options, adopt.uid, *mode, learn_fd)) return 6;
+  if (!jailed && !EnterJail(worker, *jail, adopt.uid)) return 6;
   auto guest = std::make_unique<UnixChannel>(std::move(fds[0]));
   st = worker.Serve(std::move(guest), adopt, &control);
   if (!st.ok())
