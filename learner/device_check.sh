@@ -17,6 +17,7 @@
 # Env: MODELS (default /tmp/smolvm_learner_models), STEPS (20), PY (python3).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib.sh
 out=${1:?usage: learner/device_check.sh OUTDIR [--phase P]...}
 shift
 mkdir -p "$out"
@@ -38,13 +39,8 @@ unset BATCH MAXSEQ MODEL LEARNER_ID COORD ARM DPO_BETA  # flags below say everyt
 
 # The binaries link libcudart/libcublas dynamically; find them if the
 # loader cannot (toolkit elsewhere, or only pip's nvidia wheels).
-if ldd "$BIN" | grep -q "not found"; then
-  for d in /usr/local/cuda/lib64 /usr/local/cuda-13*/lib64 \
-           $($PY -c 'import nvidia,os;print(" ".join(os.path.join(p,q,"lib") for p in nvidia.__path__ for q in os.listdir(p)))' 2>/dev/null); do
-    [[ -d $d ]] && export LD_LIBRARY_PATH=$d:${LD_LIBRARY_PATH:-}
-  done
-fi
-log() { echo "[$(date +%T)] $*" | tee -a "$out/device_check.log"; }
+nvidia_lib_path "$BIN" "$PY"
+LOG_TAG=learner LOG_FILE=$out/device_check.log
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$out/gpu.txt" 2>&1
 
 # train ARGS... : runs the learner with events in $out/ev_<tag>; prints the done line.

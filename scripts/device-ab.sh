@@ -22,7 +22,9 @@
 # skipped and says so.
 # Exit status: 0 when every run that ran passed (and one did), 1 otherwise,
 # 2 when a build is missing. BACKEND=fake rehearses it without a GPU (the
-# GPU tests and programs then fail; the fork and the records work).
+# GPU tests and programs then fail; the fork and the records work);
+# FORK="FROZEN_MIB PRIVATE_MIB COUNT" (default "8192 512 16") sizes the fork,
+# e.g. FORK="64 16 4" for a rehearsal on a small machine.
 #
 # Two packed builds pass the carry's 64 MiB only when one is compressed: a
 # build may come as a directory (.carry/build) or a tarball of one
@@ -32,10 +34,12 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+source scripts/lib.sh
 OUT=${OUT:-$ROOT/device-ab-out}
 mkdir -p "$OUT"
-ROUNDS=${ROUNDS:-2} DEADLINE=${DEADLINE:-540}
-W=$(mktemp -d /tmp/device-ab.XXXXXX)
+ROUNDS=${ROUNDS:-2} DEADLINE=${DEADLINE:-540} FORK=${FORK:-8192 512 16}
+make_workdir device-ab
+LOG_FILE=$W/ab.log LOG_FD=2
 A=$ROOT/.carry/build-prev B=$ROOT/.carry/build
 for arm in A B; do
   d=${!arm}
@@ -44,12 +48,11 @@ for arm in A B; do
   fi
 done
 for d in "$A" "$B"; do
-  [[ -x $d/smolvm ]] || { echo "device-ab: $d/smolvm missing (scripts/device-pack.sh BUILD DEST)" >&2; rm -rf "$W"; exit 2; }
+  [[ -x $d/smolvm ]] || { echo "device-ab: $d/smolvm missing (scripts/device-pack.sh BUILD DEST)" >&2; exit 2; }
 done
 REC=$OUT/ab-records.jsonl
 : >"$REC"
 FAILED=0
-log() { echo "[device-ab $(date +%T) +${SECONDS}s] $*" | tee -a "$W/ab.log" >&2; }
 CARD=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader -i 0 2>/dev/null | head -1)
 
 # A tree of links whose build/ is that arm's: the scripts find everything there.
@@ -70,11 +73,11 @@ run_one() {  # ARM ROUND
   mkdir -p "$dir"
   ((round == 1)) && phases=gpu-tests,programs,bench
   [[ $arm == B ]] && env_seccomp=(SMOLVM_WORKER_SECCOMP="${SECCOMP:-enforce}")
-  log "run $round $arm: $phases + warm fork x16"
+  log "run $round $arm: $phases + warm fork ($FORK)"
   env "${env_seccomp[@]}" OUT="$dir/check" timeout 300 "$tree/scripts/device-check.sh" --phase "$phases" \
     --build "$tree/build" --backend "${BACKEND:-cuda}" --deadline 240 >"$dir/check.log" 2>&1
   local check_rc=$?
-  env "${env_seccomp[@]}" OUT="$dir/fork" ARMS=on timeout 150 "$tree/scripts/device-fork.sh" --phase clones 8192 512 16 \
+  env "${env_seccomp[@]}" OUT="$dir/fork" ARMS=on timeout 150 "$tree/scripts/device-fork.sh" --phase clones $FORK \
     >"$dir/fork.log" 2>&1
   local fork_rc=$?
   tar xzf "$dir/fork/clones.tgz" -C "$dir/fork" fork-on.jsonl 2>/dev/null
@@ -162,9 +165,24 @@ for (k, f), v in sorted(keys.items(), key=lambda x: str(x[0])):
 fa = [m for r in recs if r["arm"] == "A" for m in r["fork_ms"]]
 fb = [m for r in recs if r["arm"] == "B" for m in r["fork_ms"]]
 print(f"warm fork x16, ms (request -> clone serving): A median {med(fa):.1f} (n={len(fa)}), B median {med(fb):.1f} (n={len(fb)})")
+# Clones are built one after another, so a clone's ms is the sum of the
+# builds before it: one stall (clone 1's deliberate fault stops the GPU
+# for 100-150 ms when it lands inside the fork) moves every later clone.
+# The gap between consecutive clones and the build time are per clone.
+def gaps(arm):
+    out = []
+    for r in recs:
+        if r["arm"] == arm:
+            ms = sorted(r["fork_ms"])
+            out += [b - a for a, b in zip(ms, ms[1:])]
+    return out
+ga, gb = gaps("A"), gaps("B")
+ba = [m for r in recs if r["arm"] == "A" for m in r["fork_build_ms"] if m is not None]
+bb = [m for r in recs if r["arm"] == "B" for m in r["fork_build_ms"] if m is not None]
+print(f"  per clone, ms: gap to the previous clone A median {med(ga):.2f}, B median {med(gb):.2f}; "
+      f"build A median {med(ba):.2f}, B median {med(bb):.2f}")
 PY
 cat "$OUT/ab-summary.txt"
 [[ -s $REC ]] || { log "no run fit before the deadline"; FAILED=1; }
 tar czf "$OUT/logs.tgz" -C "$W" --exclude='tree-*' --exclude='unpacked-*' . 2>/dev/null
-rm -rf "$W"
 exit "$FAILED"

@@ -7,7 +7,8 @@
 # Usage: scripts/device-all.sh [LEARNER_PHASES...]   (default: tests models train7b4 load)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-[[ -e build ]] || ln -s .carry/build build
+source scripts/lib.sh
+find_build
 OUT=${OUT:-$PWD/device-all-out}
 mkdir -p "$OUT"
 phases=("$@")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The H200 bench, resumable across device sessions. Two plans:
+# The H200 bench, resumable across device sessions. Three plans:
 #
 #   scripts/device-bench.sh [BUDGET_S=330]
 #     issue 7's cells: qwen2.5-7b preset, 4-bit, DPO, 2x256, 20 steps, 4 CPUs
@@ -20,18 +20,42 @@
 #     mv bench/next/results/*.json bench/results/ && scripts/gen-tables.sh
 #     (schema-2 runs of a cell supersede its schema-1 runs in every table).
 #
+#   scripts/device-bench.sh comparison PART
+#     (PART: bf16-fork | bf16-native | bf16-highn | mps)
+#     issue 18's comparison cells (qwen2.5-7b, DPO, 2x256, 4 CPUs), into
+#     bench/next/results like `headline`, one device call per PART, each
+#     under 9 minutes (estimates include making the 7B model on a fresh machine):
+#       bf16-fork    fork share on, bf16 base: N=8 (20 steps, 3 reps) and native
+#                    4-bit N=8 (20 steps, 3 reps) beside it; then fork bf16
+#                    N=16 (20), N=24,32 (10)                                       ~6.5 min
+#       bf16-native  native bf16: N=1,4,8 (20 steps), then N=9 unless 8 did not
+#                    fit (`bench highn` stops native at its first incomplete N)   ~3.5 min
+#       bf16-highn   fork share on, bf16 base: N=48,64,72 (10 steps); 72 is not
+#                    expected to fit (the daemon's admission refuses the rest:
+#                    a result, recorded incomplete)                                ~6.5 min
+#       mps          native 4-bit under the bench's own MPS (--mps) and
+#                    time-sliced beside it: N=4,8,16 (20 steps)                    ~5.5 min
+#     The README's comparison table shows each cell as "not measured" until
+#     its result is committed.
+#
 # Everything new comes back in $OUT/results.tgz (results + logs) with
 # $OUT/bench.log. A sweep that fails is reported and the next one still runs.
 #
 # Here: scripts/device-pack.sh; on the device, carrying .carry/build.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-[[ -e build ]] || ln -s .carry/build build
+source scripts/lib.sh
+find_build
 OUT=${OUT:-$PWD/device-bench-out}
 PLAN=main RESULTS=bench/results LOGDIR=bench/logs TIMEOUT=240
-if [[ ${1:-} == headline ]]; then
-  PLAN=headline PART=${2:-} RESULTS=bench/next/results LOGDIR=bench/next/logs BUDGET=100000 TIMEOUT=300
-  case $PART in native | fork-low | fork-high) ;; *) echo "usage: $0 headline native|fork-low|fork-high" >&2; exit 2 ;; esac
+if [[ ${1:-} == headline || ${1:-} == comparison ]]; then
+  PLAN=$1 PART=${2:-} RESULTS=bench/next/results LOGDIR=bench/next/logs BUDGET=100000 TIMEOUT=300
+  case $PLAN:$PART in
+    headline:native | headline:fork-low | headline:fork-high) ;;
+    comparison:bf16-fork | comparison:bf16-native | comparison:bf16-highn | comparison:mps) ;;
+    *) echo "usage: $0 headline native|fork-low|fork-high, or $0 comparison bf16-fork|bf16-native|bf16-highn|mps" >&2
+       exit 2 ;;
+  esac
   rm -rf bench/next
 else
   BUDGET=${1:-330}
@@ -39,7 +63,10 @@ fi
 export SMOLVM_HOME=${SMOLVM_HOME:-/tmp/smolvm-bench-home}
 mkdir -p "$OUT" "$RESULTS"
 start=$(date +%s)
-common=(--model qwen2.5-7b --load-in-4bit --method dpo --device cuda --cpus 4 --results "$RESULTS" --timeout "$TIMEOUT")
+base=(--model qwen2.5-7b --method dpo --device cuda --cpus 4 --results "$RESULTS" --timeout "$TIMEOUT")
+common=("${base[@]}" --load-in-4bit)
+# The comparison's bf16 cells: the same learners on the checkpoint's own bf16 weights.
+[[ $PLAN == comparison && $PART == bf16-* ]] && common=("${base[@]}")
 failed=0
 sweep() {  # matrix|highn flags...
   local kind=$1
@@ -64,6 +91,22 @@ if [[ $PLAN == headline ]]; then
       sweep matrix --arms fork --share on --ns 24 "${one10[@]}" ;;
     fork-high)
       sweep matrix --arms fork --share on --ns 32,48,64 "${one10[@]}" ;;
+  esac
+elif [[ $PLAN == comparison ]]; then
+  one20=(--shapes 2x256 --steps 20 --reps 1)
+  case $PART in
+    bf16-fork)
+      sweep matrix --arms fork --share on --ns 8 --shapes 2x256 --steps 20 --reps 3
+      sweep matrix --arms native --load-in-4bit --ns 8 --shapes 2x256 --steps 20 --reps 3
+      sweep matrix --arms fork --share on --ns 16 "${one20[@]}"
+      sweep matrix --arms fork --share on --ns 24,32 --shapes 2x256 --steps 10 --reps 1 ;;
+    bf16-native)
+      sweep highn --arms native --ns 1,4,8,9 "${one20[@]}" ;;
+    bf16-highn)
+      sweep highn --arms fork --share on --ns 48,64,72 --shapes 2x256 --steps 10 --reps 1 ;;
+    mps)
+      sweep matrix --arms native --mps --ns 4,8,16 "${one20[@]}"
+      sweep matrix --arms native --ns 4,8,16 "${one20[@]}" ;;
   esac
 else
   ratio=(--shapes 2x256 --steps 20 --reps 3)

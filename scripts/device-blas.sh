@@ -10,31 +10,26 @@
 # progs.txt nvml.txt daemon.log summary.txt. About 2-3 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib.sh
+find_build
 OUT=${OUT:-$PWD/device-blas-out}
 mkdir -p "$OUT"
-BIN=$PWD/build/tests/blas/bin
-SHIM=$PWD/build/shim
-summary() { echo "$*" | tee -a "$OUT/summary.txt"; }
+BIN=$BUILD/tests/blas/bin
+SHIM=$BUILD/shim
 
 # The programs link NVIDIA's libcudart / libcublas by soname; find them when
 # the loader cannot (toolkit elsewhere, or only pip's nvidia wheels). The
 # daemon's workers inherit this path to find the real libcublas (skipping
 # the shim directory by its .smolvm-shim marker).
-if ldd "$BIN/bench_blas" | grep -q "not found"; then
-  for d in /usr/local/cuda/lib64 /usr/local/cuda-13*/lib64 \
-           $(python3 -c 'import nvidia,os;print(" ".join(os.path.join(p,q,"lib") for p in nvidia.__path__ for q in os.listdir(p)))' 2>/dev/null); do
-    [[ -d $d ]] && export LD_LIBRARY_PATH=$d:${LD_LIBRARY_PATH:-}
-  done
-fi
+nvidia_lib_path "$BIN/bench_blas"
 summary "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)"
 summary "native libs: $(ldd "$BIN/bench_blas" | grep -E 'cublas|cudart' | tr -s ' \t' ' ' | tr '\n' ';')"
 
-sock=$(mktemp -u /tmp/smolvm-blas.XXXXXX).sock
-setsid build/smolvm _cuda-daemon "$sock" --backend "${BACKEND:-cuda}" --pool 1 2> "$OUT/daemon.log" &
-daemon=$!
-echo "daemon pid $daemon" >> "$OUT/summary.txt"
-trap 'kill -TERM $daemon 2>/dev/null; wait $daemon 2>/dev/null' EXIT
-for _ in $(seq 400); do [[ -S $sock.admin ]] && break; sleep 0.05; done
+make_workdir device-blas
+sock=$W/cuda.sock
+on_exit daemon_stop
+daemon_start "$sock" "$OUT/daemon.log" --backend "${BACKEND:-cuda}" --pool 1
+echo "daemon pid $DAEMON_PID" >> "$OUT/summary.txt"
 # shim SECONDS PROGRAM ARGS...: runs PROGRAM through the shims, with a time limit.
 shim() { local t=$1; shift; SMOLVM_CUDA_SOCKET=$sock LD_LIBRARY_PATH=$SHIM:${LD_LIBRARY_PATH:-} timeout "$t" "$@"; }
 

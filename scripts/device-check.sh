@@ -25,19 +25,20 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
+source scripts/lib.sh
 
 ALL_PHASES=(env gpu-tests programs concurrent bench memory)
 PROGRAMS=(devquery vecadd reduce streams memcpy_kinds kernel_params illegal_address)
 PHASES=()
 BACKEND=cuda
-BUILD=""
+BUILD_ARG=""
 DEADLINE=470  # seconds for the whole run; phases shrink their time-box to fit
 
 while (($#)); do
   case "$1" in
     --phase) IFS=, read -r -a PHASES <<<"$2"; shift 2 ;;
     --backend) BACKEND=$2; shift 2 ;;
-    --build) BUILD=$(cd "$2" && pwd); shift 2 ;;
+    --build) BUILD_ARG=$(cd "$2" && pwd); shift 2 ;;
     --deadline) DEADLINE=$2; shift 2 ;;
     --list) printf '%s\n' "${ALL_PHASES[@]}"; exit 0 ;;
     -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
@@ -49,25 +50,21 @@ for p in "${PHASES[@]}"; do
   [[ " ${ALL_PHASES[*]} " == *" $p "* ]] || { echo "device-check: unknown phase '$p' (--list)" >&2; exit 2; }
 done
 
-if [[ -z $BUILD ]]; then
-  BUILD=$ROOT/build
-  [[ ! -d $BUILD && -d $ROOT/.carry/build ]] && BUILD=$ROOT/.carry/build
-fi
+if [[ -n $BUILD_ARG ]]; then BUILD=$BUILD_ARG; else BUILD=""; find_build; fi
 OUT=${OUT:-$ROOT/device-check-out}
 mkdir -p "$OUT"
-WORK=$(mktemp -d /tmp/device-check.XXXXXX)
+make_workdir device-check
+WORK=$W
 LOGS=$WORK/logs
+LOG_FILE=$LOGS/device-check.log LOG_FD=2
 mkdir -p "$LOGS"/{native,shim,concurrent,bench,tests}
 SOCK=$WORK/cuda.sock
-DAEMON_PID=""
 BIN=$BUILD/tests/gpu
 SHIM_DIR=$BUILD/shim
 SMOLVM=$BUILD/smolvm
 SUMMARY=()
 FAILED=0
 START_MEM=""
-
-log() { echo "[device-check $(date +%H:%M:%S) +${SECONDS}s] $*" | tee -a "$LOGS/device-check.log" >&2; }
 
 # record PHASE STATUS NOTE: STATUS is PASS, FAIL, MISSING or SKIP.
 record() {
@@ -84,10 +81,7 @@ box() {
 }
 out_of_time() { ((SECONDS > DEADLINE - 20)); }
 
-gpu_mem_used() {
-  command -v nvidia-smi >/dev/null || { echo unknown; return; }
-  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 2>/dev/null | tr -d ' ' || echo unknown
-}
+gpu_mem_used() { local m; m=$(smi_used); echo "${m:-unknown}"; }
 
 have_shim() { [[ -f $SHIM_DIR/libcudart.so.13 ]]; }
 have_daemon() { [[ -x $SMOLVM ]] && "$SMOLVM" _cuda-daemon --help >/dev/null 2>&1; }
@@ -98,35 +92,21 @@ start_daemon() {
     log "daemon: MISSING ($SMOLVM _cuda-daemon not available)"
     return 1
   fi
-  rm -f "$SOCK"
-  setsid "$SMOLVM" _cuda-daemon "$SOCK" --backend "$BACKEND" >"$LOGS/daemon.log" 2>&1 &
-  DAEMON_PID=$!
+  daemon_start "$SOCK" "$LOGS/daemon.log" --backend "$BACKEND"
+  local rc=$?
   echo "$DAEMON_PID" >"$LOGS/daemon.pid"
   log "daemon: started pid $DAEMON_PID on $SOCK (backend $BACKEND)"
-  for _ in $(seq 100); do
-    [[ -S $SOCK ]] && return 0
-    kill -0 "$DAEMON_PID" 2>/dev/null || break
-    sleep 0.1
-  done
-  log "daemon: no socket after 10 s (see daemon.log)"
-  return 1
+  ((rc == 0)) || log "daemon: no admin socket after 20 s (see daemon.log)"
+  return "$rc"
 }
 
-# Stops the daemon we started, by its PID (it is a session leader, so its
-# process group holds only what it started): TERM, then KILL after 10 s.
+# Stops the daemon we started (daemon_stop: TERM, then KILL to its process
+# group after 10 s).
 stop_daemon() {
   [[ -n $DAEMON_PID ]] || return 0
-  if kill -0 "$DAEMON_PID" 2>/dev/null; then
-    kill -TERM "$DAEMON_PID" 2>/dev/null
-    for _ in $(seq 100); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$DAEMON_PID" 2>/dev/null; then
-      log "daemon: still alive 10 s after SIGTERM; SIGKILL to its process group"
-      kill -KILL -- "-$DAEMON_PID" 2>/dev/null
-    fi
-  fi
-  wait "$DAEMON_PID" 2>/dev/null
-  log "daemon: pid $DAEMON_PID exited with $?"
-  DAEMON_PID=""
+  local pid=$DAEMON_PID
+  daemon_stop
+  log "daemon: pid $pid exited with $DAEMON_RC"
 }
 
 # The programs find the toolkit's libcudart through their RUNPATH
@@ -179,11 +159,6 @@ run_prog() {
   return "$rc"
 }
 
-cleanup() {
-  stop_daemon
-  finish
-}
-
 finish() {
   [[ -n ${FINISHED:-} ]] && return
   FINISHED=1
@@ -198,9 +173,9 @@ finish() {
   [[ -f $LOGS/diffs.txt ]] && cp "$LOGS/diffs.txt" "$OUT/diffs.txt"
   cp "$OUT/summary.txt" "$LOGS/"
   tar -C "$WORK" -czf "$OUT/logs.tar.gz" logs
-  rm -rf "$WORK"
 }
-trap cleanup EXIT
+on_exit finish
+on_exit stop_daemon
 trap 'log "interrupted"; exit 1' INT TERM
 
 # --- phases -------------------------------------------------------------------

@@ -11,15 +11,13 @@
 # daemon.log summary.txt. About 1 minute.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib.sh
 OUT=${OUT:-$PWD/device-cudnn-out}
 mkdir -p "$OUT"
-# The build tree: build/, else what scripts/device-pack.sh made (.carry/build).
-B=${BUILD:-build}
-[[ -x $B/smolvm ]] || B=.carry/build
-B=$(cd "$B" && pwd)
-BIN=$B/tests/blas/bin
-SHIM=$B/shim
-summary() { echo "$*" | tee -a "$OUT/summary.txt"; }
+# The build tree: $BUILD or build/, else what scripts/device-pack.sh made (.carry/build).
+find_build
+BIN=$BUILD/tests/blas/bin
+SHIM=$BUILD/shim
 
 # The same cuDNN / cuBLAS both ways: the torch install's wheels when present,
 # else the toolkit's.
@@ -43,12 +41,10 @@ else
   summary "native runs: DIFFERENT digests (rc $r1, $r2): outputs are not deterministic natively"
 fi
 
-sock=$(mktemp -u /tmp/smolvm-cudnn.XXXXXX).sock
-setsid "$B/smolvm" _cuda-daemon "$sock" --backend "${BACKEND:-cuda}" --pool 1 --cuda-libs "$LIBS" \
-  2> "$OUT/daemon.log" &
-daemon=$!
-trap 'kill -TERM $daemon 2>/dev/null; wait $daemon 2>/dev/null' EXIT
-for _ in $(seq 400); do [[ -S $sock.admin ]] && break; sleep 0.05; done
+make_workdir device-cudnn
+sock=$W/cuda.sock
+on_exit daemon_stop
+daemon_start "$sock" "$OUT/daemon.log" --backend "${BACKEND:-cuda}" --pool 1 --cuda-libs "$LIBS"
 SMOLVM_CUDA_SOCKET=$sock LD_LIBRARY_PATH=$SHIM:$LD_LIBRARY_PATH timeout 120 "$BIN/prog_dnn" > "$OUT/shim.txt" 2>&1
 rs=$?
 summary "shim run: rc $rs $(grep -E '^(PASS|FAIL|skip|ok)' "$OUT/shim.txt" | tr '\n' ' ')"

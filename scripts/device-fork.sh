@@ -23,20 +23,20 @@
 # rehearses the clones phase on a machine without a GPU (no NVML numbers).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-[[ -e build ]] || ln -s .carry/build build
+source scripts/lib.sh
+find_build
 phases=()
 while [[ ${1:-} == --phase ]]; do phases+=("$2"); shift 2; done
 ((${#phases[@]})) || phases=(clones)
 FROZEN=${1:-8192} PRIVATE=${2:-512} COUNT=${3:-16}
 OUT=${OUT:-$PWD/device-fork-out}
 mkdir -p "$OUT"
-W=$(mktemp -d /tmp/device-fork.XXXXXX)
+make_workdir device-fork
 SOCK=$W/cuda.sock
 SUM=$OUT/fork-summary.txt
-log() { echo "[device-fork $(date +%T)] $*" | tee -a "$SUM"; }
+LOG_TAG=device-fork LOG_FILE=$SUM
 BACKEND=${BACKEND:-cuda}
 smi() { if command -v nvidia-smi >/dev/null; then nvidia-smi "$@"; else echo "nvidia-smi missing" >&2; fi; }
-smi_used() { smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1; }
 status_json() { build/smolvm cuda status --json 2>/dev/null; }
 jq_py() { python3 -c "import json,sys; j=json.load(sys.stdin); print($1)" 2>/dev/null; }
 # wait_for PY_EXPR SECONDS: polls the daemon's status until the expression holds.
@@ -48,22 +48,18 @@ wait_for() {
   done
   return 1
 }
-DAEMON=
 start_daemon() {  # pool
-  setsid build/smolvm _cuda-daemon "$SOCK" --backend "$BACKEND" --pool "$1" 2>>"$OUT/fork-daemon.log" &
-  DAEMON=$!
-  for _ in $(seq 200); do [[ -S $SOCK.admin ]] && break; sleep 0.05; done
+  daemon_start "$SOCK" "$OUT/fork-daemon.log" --backend "$BACKEND" --pool "$1" || log "daemon: no admin socket"
   export SMOLVM_CUDA_SOCKET=$SOCK
   wait_for "j['ready_workers'] >= $1" 60 || log "pool: only $(status_json | jq_py "j['ready_workers']") ready workers"
 }
 stop_daemon() {
-  [[ -n $DAEMON ]] || return
-  kill -TERM "$DAEMON"; wait "$DAEMON" 2>/dev/null; DAEMON=
+  [[ -n $DAEMON_PID ]] || return 0
+  daemon_stop
   sleep 1
 }
 # A timeout or ^C still stops the daemon (its workers hold the GPU memory).
-trap 'stop_daemon; exit 143' TERM INT
-trap stop_daemon EXIT
+on_exit stop_daemon
 mem0=$(smi_used)
 log "memory.used at start: $mem0 MiB; phases: ${phases[*]}"
 
@@ -163,12 +159,7 @@ phase_learner() {
   mkdir -p "$L" "$MODELS"
   # The learner links libcudart/libcublas dynamically: find NVIDIA's for the
   # native runs (the forked runs get the shims first).
-  if ldd build/smolvm-learner | grep -q "not found"; then
-    for d in /usr/local/cuda/lib64 /usr/local/cuda-13*/lib64 \
-             $(python3 -c 'import nvidia,os;print(" ".join(os.path.join(p,q,"lib") for p in nvidia.__path__ for q in os.listdir(p)))' 2>/dev/null); do
-      [[ -d $d ]] && export LD_LIBRARY_PATH=$d:${LD_LIBRARY_PATH:-}
-    done
-  fi
+  nvidia_lib_path build/smolvm-learner
   local args=(--model "$MODELS/qwen2.5-7b" --load-in-4bit --method dpo --batch 2 --maxseq 256 --steps "$STEPS" --device cuda)
   if [[ ! -f $MODELS/qwen2.5-7b/config.json ]]; then
     build/smolvm-learner make-model --preset qwen2.5-7b --seed 0 --out "$MODELS/qwen2.5-7b" >"$L/make-model.txt" 2>&1 ||
@@ -231,4 +222,3 @@ for p in "${phases[@]}"; do
 done
 stop_daemon
 log "end: memory.used $(smi_used) MiB (start $mem0 MiB)"
-rm -rf "$W"

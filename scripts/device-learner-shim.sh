@@ -3,19 +3,21 @@
 # (no fork): the same runs natively and remoted, losses compared bit for bit,
 # tok/s side by side. Runs from the repo root with build/ carried.
 # Usage: OUT=DIR scripts/device-learner-shim.sh [STEPS=20]
-# Env: MODELS (default /tmp/smolvm_learner_models; made here when missing).
+# Env: MODELS (default /tmp/smolvm_learner_models; made here when missing),
+#      BACKEND (default cuda; fake for a dry run of the script itself).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib.sh
+find_build
 STEPS=${1:-20}
 OUT=${OUT:-$PWD/device-learner-shim-out}
 MODELS=${MODELS:-/tmp/smolvm_learner_models}
 mkdir -p "$OUT" "$MODELS"
-W=$(mktemp -d /tmp/device-learner-shim.XXXXXX)
+make_workdir device-learner-shim
 SOCK=$W/cuda.sock
-BIN=$PWD/build/smolvm-learner
+BIN=$BUILD/smolvm-learner
 unset BATCH MAXSEQ MODEL LEARNER_ID COORD ARM DPO_BETA
-log() { echo "[learner-shim $(date +%T)] $*" | tee -a "$OUT/learner-shim.txt"; }
-smi_used() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1; }
+LOG_TAG=learner-shim LOG_FILE=$OUT/learner-shim.txt
 mem0=$(smi_used)
 log "memory.used at start: $mem0 MiB"
 for m in qwen2.5-0.5b qwen2.5-7b; do
@@ -23,9 +25,8 @@ for m in qwen2.5-0.5b qwen2.5-7b; do
     log "make-model $m FAILED"
 done
 
-setsid build/smolvm _cuda-daemon "$SOCK" --backend cuda --pool 1 2>"$OUT/learner-shim-daemon.log" &
-DAEMON=$!
-for _ in $(seq 200); do [[ -S $SOCK.admin ]] && break; sleep 0.05; done
+on_exit daemon_stop
+daemon_start "$SOCK" "$OUT/learner-shim-daemon.log" --backend "${BACKEND:-cuda}" --pool 1
 
 # one TAG MODE ARGS...: MODE native|shim; prints the done line's numbers.
 one() {
@@ -33,7 +34,7 @@ one() {
   local coord=$W/ev_$tag
   mkdir -p "$coord"
   if [[ $mode == shim ]]; then
-    SMOLVM_CUDA_SOCKET=$SOCK LD_LIBRARY_PATH=$PWD/build/shim:${LD_LIBRARY_PATH:-} \
+    SMOLVM_CUDA_SOCKET=$SOCK LD_LIBRARY_PATH=$BUILD/shim:${LD_LIBRARY_PATH:-} \
       "$BIN" train --coord "$coord" --arm "$tag" "$@" >"$OUT/$tag.out" 2>"$OUT/$tag.err"
   else
     "$BIN" train --coord "$coord" --arm "$tag" "$@" >"$OUT/$tag.out" 2>"$OUT/$tag.err"
@@ -66,8 +67,7 @@ for spec in "05 --model $MODELS/qwen2.5-0.5b" "7b4 --model $MODELS/qwen2.5-7b --
   one "shim_$tag" shim $args --batch 2 --maxseq 256 --steps "$STEPS" --device cuda --lid 3
   log "$tag losses native vs shim: $(same "native_$tag" "shim_$tag")"
 done
-build/smolvm cuda status --socket "$SOCK" >>"$OUT/learner-shim.txt" 2>&1
-kill -TERM "$DAEMON"; wait "$DAEMON" 2>/dev/null
+"$BUILD/smolvm" cuda status --socket "$SOCK" >>"$OUT/learner-shim.txt" 2>&1
+daemon_stop
 sleep 1
 log "daemon stopped; memory.used $(smi_used) MiB (start $mem0 MiB)"
-rm -rf "$W"

@@ -20,13 +20,14 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+source scripts/lib.sh
 PRESET=${1:-qwen2.5-0.5b} STEPS=${2:-20} COUNT=${3:-4}
 LOAD4=${LOAD4:-0} CPUS=${CPUS:-2} DEADLINE=${DEADLINE:-540} FAKE=${FAKE:-0}
 MODELS=${MODELS:-/tmp/smolvm_learner_models}
 OUT=${OUT:-$ROOT/device-machines-out}
 mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
-BUILD=$ROOT/build
-[[ -x $BUILD/smolvm ]] || BUILD=$ROOT/.carry/build
+BUILD=""
+find_build
 TAG=$PRESET$([[ $LOAD4 == 1 ]] && echo -4bit)
 ((FAKE)) && TAG=fake
 SUM=$OUT/machines-summary-$TAG.txt
@@ -34,12 +35,11 @@ T_START=$(date +%s)
 FAILS=0
 declare -A RESULT
 
-log() { echo "[device-machines $(date +%T)] $*" | tee -a "$SUM"; }
+LOG_TAG=device-machines LOG_FILE=$SUM
 fail() { FAILS=$((FAILS + 1)); log "FAIL: $*"; }
 pass() { log "ok: $*"; }
 left() { echo $((DEADLINE - ($(date +%s) - T_START))); }
 now_ms() { date +%s%3N; }
-smi_used() { ((FAKE)) && echo 0 || nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1; }
 jq_py() { python3 -c "import json,sys; d=json.load(sys.stdin); $1" 2>/dev/null; }
 
 : >"$SUM"
@@ -53,15 +53,10 @@ log "preset=$PRESET 4bit=$LOAD4 steps=$STEPS count=$COUNT cpus=$CPUS build=$BUIL
 # The daemon's workers load NVIDIA's real libcublas/libcublasLt (the guests
 # get the shims); the daemon inherits this path from the CLI through the
 # supervisor. Find them when the loader cannot.
-if ((!FAKE)) && ldd "$BUILD/smolvm-learner" | grep -q "not found"; then
-  for d in /usr/local/cuda/lib64 /usr/local/cuda-13*/lib64 \
-           $(python3 -c 'import nvidia,os;print(" ".join(os.path.join(p,q,"lib") for p in nvidia.__path__ for q in os.listdir(p)))' 2>/dev/null); do
-    [[ -d $d ]] && export LD_LIBRARY_PATH=$d:${LD_LIBRARY_PATH:-}
-  done
-fi
+((FAKE)) || nvidia_lib_path "$BUILD/smolvm-learner"
 ((FAKE)) || log "host libs for the workers: $(ldd "$BUILD/smolvm-learner" | grep -E 'cublas|cudart' | tr -s ' \t' ' ' | tr '\n' ';')"
 
-W=$(mktemp -d /tmp/device-machines.XXXXXX)
+make_workdir device-machines
 export SMOLVM_HOME=$W/home SMOLVM_CGROUP_PARENT=smolvm-dev-$$ SMOLVM_CUDA_BACKEND=$( ((FAKE)) && echo fake || echo cuda)
 export SMOLVM_CUDA_POOL=$((COUNT + 1)) SMOLVM_CUDA_SPARES=1  # warm workers for the golden and each clone
 unset SMOLVM_CUDA_SOCKET SMOLVM_SHIM_DIR
@@ -75,10 +70,10 @@ cleanup() {
   "$SMOLVM" cuda shutdown --grace 10 >>"$OUT/cli-$TAG.log" 2>&1
   rmdir /sys/fs/cgroup/"$SMOLVM_CGROUP_PARENT" 2>/dev/null
   for h in /sys/fs/cgroup/*/; do rmdir "$h$SMOLVM_CGROUP_PARENT" 2>/dev/null; done
-  rm -rf "$W"
 }
-trap cleanup EXIT
+on_exit cleanup
 mem0=$(smi_used)
+((FAKE)) && mem0=0
 log "GPU memory.used at start: $mem0 MiB"
 
 # 1. The model (synthetic, seeded).
@@ -238,6 +233,7 @@ cp -f "$SMOLVM_HOME/cuda/daemon.log" "$OUT/daemon-$TAG.log" 2>/dev/null
 "$SMOLVM" cuda shutdown --grace 10 >>"$OUT/cli-$TAG.log" 2>&1 || fail "cuda shutdown"
 sleep 1
 mem1=$(smi_used)
+((FAKE)) && mem1=0
 log "GPU memory.used after the daemon stopped: $mem1 MiB (start $mem0 MiB)"
 [[ -n $mem0 && -n $mem1 ]] && (((mem1 - mem0) <= 64)) && pass "GPU memory back at start" || fail "GPU memory not back at start"
 python3 - "$OUT/machines-summary-$TAG.json" <<EOF

@@ -21,10 +21,12 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-[[ -e build ]] || ln -s .carry/build build
+source scripts/lib.sh
+find_build
 OUT=${OUT:-$ROOT/device-seccomp-out}
 mkdir -p "$OUT"
-W=$(mktemp -d /tmp/device-seccomp.XXXXXX)
+make_workdir device-seccomp
+on_exit daemon_stop
 chmod 0755 "$W"
 LEARN=$W/learned.txt
 : >"$LEARN"
@@ -32,7 +34,7 @@ chmod 0666 "$LEARN"  # opened by workers before they drop their uid; 0666 for a 
 export SMOLVM_WORKER_SECCOMP=learn SMOLVM_WORKER_SECCOMP_LEARN=$LEARN
 SUM=$OUT/seccomp-summary.txt
 FAILED=0
-log() { echo "[device-seccomp $(date +%T) +${SECONDS}s] $*" | tee -a "$SUM"; }
+LOG_TAG=device-seccomp LOG_FILE=$SUM
 learned() { sort -u "$LEARN" | grep -v '^$' | tr '\n' ' '; }
 # phase NAME STATUS: records the phase and what it added to the learned list.
 before=""
@@ -65,9 +67,7 @@ phase_learner() {
   local L=$W/learner sock=$W/learner/cuda.sock
   mkdir -p "$L/coord"
   build/smolvm-learner make-model --preset tiny --seed 0 --out "$L/model" >"$L/make-model.log" 2>&1 || return 1
-  setsid build/smolvm _cuda-daemon "$sock" --backend cuda --pool 2 >"$L/daemon.log" 2>&1 &
-  local daemon=$!
-  for _ in $(seq 100); do [[ -S $sock.admin ]] && break; sleep 0.1; done
+  daemon_start "$sock" "$L/daemon.log" --backend "${BACKEND:-cuda}" --pool 2
   SMOLVM_CUDA_SOCKET=$sock LD_LIBRARY_PATH=$ROOT/build/shim:${LD_LIBRARY_PATH:-} timeout 90 build/smolvm-learner train \
     --model "$L/model" --method dpo --batch 2 --maxseq 64 --steps 4 --device cuda --fork --coord "$L/coord" \
     --arm fork-on >"$L/golden.out" 2>"$L/golden.err" &
@@ -90,8 +90,7 @@ phase_learner() {
     SMOLVM_CUDA_SOCKET=$sock build/smolvm cuda release --pid "$golden" >>"$L/fork.txt" 2>&1
   fi
   wait "$waiter" || ok=1
-  kill -TERM "$daemon" 2>/dev/null
-  wait "$daemon" 2>/dev/null
+  daemon_stop
   return "$ok"
 }
 if ((SECONDS > 450)); then
@@ -110,5 +109,4 @@ jail_lines=$( { tar xzf "$W/check/logs.tar.gz" -O 2>/dev/null; cat "$W"/fork/for
   grep -aE "workers: |cannot enter its jail" | sed 's/^smolvmd\[[0-9]*\] [0-9:.]*: //' | sort | uniq -c | head -6)
 log "what the daemons said of their workers' jail:"$'\n'"$jail_lines"
 tar czf "$OUT/logs.tgz" -C "$W" . 2>/dev/null
-rm -rf "$W"
 exit "$FAILED"

@@ -8,13 +8,14 @@
 # Writes $OUT/torch-rules.txt; exits 1 when a check fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib.sh
 OUT=${OUT:-$PWD/device-torch-rules-out}
 PY=${PY:-python3}
 mkdir -p "$OUT"
-B=build
-[[ -f $B/shim/libsmolvm-guest.so ]] || B=.carry/build
+find_build
+B=$BUILD
 [[ -f $B/shim/python/smolvm/__init__.py ]] || { echo "no $B/shim/python: build, then scripts/device-pack.sh" >&2; exit 2; }
 unset SMOLVM_FORKPOINT_SOCKET SMOLVM_CUDA_SOCKET
-PYTHONPATH=$PWD/$B/shim/python SMOLVM_GUEST_LIB=$PWD/$B/shim/libsmolvm-guest.so \
+PYTHONPATH=$B/shim/python SMOLVM_GUEST_LIB=$B/shim/libsmolvm-guest.so \
   "$PY" python/tests/device_torch_rules.py 2>&1 | tee "$OUT/torch-rules.txt"
 exit "${PIPESTATUS[0]}"

@@ -23,24 +23,23 @@
 # torch-not-supported.txt (the first not-supported names each shim run hit).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib.sh
 OUT=${OUT:-$PWD/device-torch-out}
 PY=${PY:-/opt/torch/.venv/bin/python3}
-BUILD=${BUILD:-build}
-[[ -x $BUILD/smolvm ]] || BUILD=.carry/build
+find_build
 PROBE_TIMEOUT=${PROBE_TIMEOUT:-40}
 PROBES=${PROBES:-driver import matmul autocast expand maps}
 BUDGET_S=270
 mkdir -p "$OUT"
-B=$(cd "$BUILD" && pwd)
-W=$(mktemp -d /tmp/device-torch.XXXXXX)
+B=$BUILD
+make_workdir device-torch
 SOCK=$W/cuda.sock
 T0=$SECONDS
 SUM=$OUT/torch.txt
 RUNS=$OUT/torch-runs.log
 NS=$OUT/torch-not-supported.txt
 : >"$SUM" && : >"$RUNS" && : >"$NS"
-log() { echo "[torch $(date +%T)] $*" | tee -a "$SUM"; }
-smi_used() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1; }
+LOG_TAG=torch LOG_FILE=$SUM
 
 [[ -x $PY ]] || { log "no python at $PY"; exit 1; }
 [[ -f $B/shim/libcuda.so.1 ]] || { log "no driver shim at $B/shim/libcuda.so.1"; exit 1; }
@@ -122,11 +121,9 @@ BL=$(grep -m1 'libcublas.so.13$' <<<"$NVLIBS")
 CUDART_DIR=$(dirname "$(grep -m1 'libcudart.so.13$' <<<"$NVLIBS")")
 if [[ -n $LT && -n $BL ]]; then export SMOLVM_LIBCUBLASLT=$LT SMOLVM_LIBCUBLAS=$BL; fi
 log "worker cuBLAS: ${SMOLVM_LIBCUBLAS:-default search} / ${SMOLVM_LIBCUBLASLT:-default search}"
-setsid "$B/smolvm" _cuda-daemon "$SOCK" --backend "${BACKEND:-cuda}" --pool 1 2>"$OUT/torch-daemon.log" &
-DAEMON=$!
-trap 'kill -TERM "$DAEMON" 2>/dev/null; rm -rf "$W"' EXIT
-for _ in $(seq 200); do [[ -S $SOCK.admin ]] && break; sleep 0.05; done
-ENVLINES=$("$B/smolvm" cuda env --socket "$SOCK") || { log "smolvm cuda env failed"; kill -TERM "$DAEMON"; exit 1; }
+on_exit daemon_stop
+daemon_start "$SOCK" "$OUT/torch-daemon.log" --backend "${BACKEND:-cuda}" --pool 1
+ENVLINES=$("$B/smolvm" cuda env --socket "$SOCK") || { log "smolvm cuda env failed"; exit 1; }
 log "shim env: $(echo "$ENVLINES" | tr '\n' ' ')"
 mem0=$(smi_used)
 log "memory.used at start: ${mem0:-?} MiB"
@@ -164,8 +161,7 @@ for p in $PROBES; do
 done
 
 "$B/smolvm" cuda status --socket "$SOCK" >>"$SUM" 2>&1
-kill -TERM "$DAEMON"; wait "$DAEMON" 2>/dev/null
+daemon_stop
 sleep 1
 log "daemon stopped; memory.used $(smi_used) MiB (start ${mem0:-?} MiB); total $((SECONDS - T0))s"
 log "not-supported names hit: $(cut -d' ' -f2- "$NS" | sort -u | tr '\n' ';' | cut -c1-600)"
-rm -rf "$W"

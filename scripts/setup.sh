@@ -12,7 +12,7 @@ packages=(
   clang libclang-rt-14-dev            # libFuzzer's runtime is only a recommendation of clang
   gnuplot-nox python3-matplotlib     # bench plot
   python3-venv python3-pip python3-setuptools python3-wheel  # the smolvm Python package's install test
-  squashfs-tools libssl-dev          # packs: mksquashfs (image), libcrypto (SHA-256)
+  erofs-utils squashfs-tools libssl-dev  # packs: mkfs.erofs (format 2), mksquashfs (format 1), libcrypto (SHA-256)
 )
 
 if [[ "${1:-}" != "--no-install" ]]; then

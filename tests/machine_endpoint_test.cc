@@ -13,6 +13,8 @@
 #include <future>
 #include <nlohmann/json.hpp>
 
+#include "backend/testdata/test_cubin.h"
+#include "worker/module_cache.h"
 #include "daemon_client.h"
 
 namespace smolvm::testing {
@@ -176,6 +178,42 @@ TEST_F(MachineEndpointTest, GpuMemIsOneBudgetPerMachine) {
   }
   EXPECT_EQ(used, 48.0);
   EXPECT_TRUE(a2.Call(MemAllocRequest{.bytes = 40 << 20}, &y).ok());
+}
+
+// Issue 15: --gpu-mem covers a session's modules and context limits. A
+// guest cannot pass its machine's budget with a module whose
+// zero-initialised global is larger than the budget, nor by raising its
+// stack size (reserved for every resident thread) or malloc heap; what fits
+// is charged, so the same budget then refuses an allocation.
+TEST_F(MachineEndpointTest, GpuMemCountsModulesAndContextLimits) {
+  Machine a;
+  ASSERT_TRUE(Attach(&a, "mmod", 128).ok());
+  RawClient g;
+  ASSERT_TRUE(g.Connect(a.socket).ok());  // its context: 32 MiB on the fake
+  ModuleLoadReply lr;
+  const std::string big = TestCubin(200 << 20);
+  CallResult r = g.Call(ModuleLoadRequest{.module = 1, .hash = ModuleHash(big), .image = big}, &lr);
+  EXPECT_TRUE(r.transport.ok());
+  EXPECT_EQ(r.head.result, CUDA_ERROR_OUT_OF_MEMORY) << r.head.message;
+  EXPECT_NE(r.head.message.find("--gpu-mem 128"), std::string::npos) << r.head.message;
+  CtxSetLimitReply sl;
+  r = g.Call(CtxSetLimitRequest{.limit = CU_LIMIT_STACK_SIZE, .value = 64 << 10}, &sl);  // 504 MiB on 4 x 2048 threads
+  EXPECT_EQ(r.head.result, CUDA_ERROR_OUT_OF_MEMORY) << r.head.message;
+  EXPECT_NE(r.head.message.find("the stack size"), std::string::npos) << r.head.message;
+  r = g.Call(CtxSetLimitRequest{.limit = CU_LIMIT_MALLOC_HEAP_SIZE, .value = 256 << 20}, &sl);
+  EXPECT_EQ(r.head.result, CUDA_ERROR_OUT_OF_MEMORY) << r.head.message;
+  // What fits is charged: 32 (context) + 40 (module) + 24 (stack) = 96 MiB,
+  // so 40 MiB more no longer fits and 32 does.
+  const std::string fits = TestCubin((40 << 20) - 4096);
+  ASSERT_TRUE(g.Call(ModuleLoadRequest{.module = 2, .hash = ModuleHash(fits), .image = fits}, &lr).ok());
+  ASSERT_TRUE(g.Call(CtxSetLimitRequest{.limit = CU_LIMIT_STACK_SIZE, .value = 4 << 10}, &sl).ok());
+  MemAllocReply m;
+  r = g.Call(MemAllocRequest{.bytes = 40 << 20}, &m);
+  EXPECT_EQ(r.head.result, CUDA_ERROR_OUT_OF_MEMORY) << r.head.message;
+  EXPECT_TRUE(g.Call(MemAllocRequest{.bytes = 32 << 20}, &m).ok());
+  MemGetInfoReply info;
+  ASSERT_TRUE(g.Call(MemGetInfoRequest{}, &info).ok());
+  EXPECT_EQ(info.free_bytes, 0u);
 }
 
 TEST_F(MachineEndpointTest, CloneTokenWorksOnlyThroughTheCloneMachinesSocket) {

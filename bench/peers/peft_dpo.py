@@ -8,11 +8,20 @@ the same base with adapters disabled, summed completion log-probs,
 Rows are exactly --maxseq byte tokens (arithmetic history + question +
 completion), as smolvm-learner's data.
 
+The model is a directory (--model, from_pretrained) or, with --config, built
+from a config of Qwen2.5-0.5B's or 7B's shapes with seeded random weights,
+initialised on the GPU (no files, no model hub: the form
+scripts/device-torch-dpo.sh runs natively and through the shims).
+
 Prints one JSON line: tok_s (steps*batch*maxseq/train_s over all steps, the
 learner's definition), tok_s_warm (excluding --warmup steps), step_ms,
-peak_gb (torch.cuda.max_memory_allocated, GiB), load_s, losses.
+peak_gb (torch.cuda.max_memory_allocated, GiB), load_s, losses and
+losses_hex (float.hex, for bit-for-bit comparison). Through the smolvm
+shims (their libcudart exports smolvm_shim_op_counts) also shim_round_trips:
+the SYNC ops (each a round trip to the worker) per warm step, all and by op.
 """
 import argparse
+import ctypes
 import json
 import random
 import sys
@@ -61,6 +70,72 @@ def batches(seed, batch, seq):
             yield torch.tensor(toks, dtype=torch.long), comp
 
 
+# Shapes of the released checkpoints (their config.json); weights random.
+CONFIGS = {
+    "qwen2.5-0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
+                         num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True),
+    "qwen2.5-7b": dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
+                       num_key_value_heads=4, vocab_size=152064, tie_word_embeddings=False),
+}
+
+
+def build_from_config(name):
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    cfg = Qwen2Config(max_position_embeddings=32768, rope_theta=1000000.0, rms_norm_eps=1e-6, hidden_act="silu",
+                      use_cache=False, **CONFIGS[name])
+    old = torch.get_default_dtype()
+    try:
+        torch.set_default_dtype(torch.bfloat16)  # initialised in bf16 (else fp32, then cast)
+    except (TypeError, RuntimeError):
+        pass
+    try:
+        with torch.device("cuda"):
+            model = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa")
+    finally:
+        torch.set_default_dtype(old)
+    return model.to(torch.bfloat16)
+
+
+class ShimCounters:
+    """The smolvm cudart shim's per-op counters (absent natively)."""
+
+    SLOTS = 1024
+
+    def __init__(self):
+        try:
+            lib = ctypes.CDLL(None)
+            self.fn = lib.smolvm_shim_op_counts
+            self.name = lib.smolvm_shim_op_name
+        except (OSError, AttributeError):
+            self.fn = None
+            return
+        self.fn.restype = ctypes.c_size_t
+        self.fn.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
+        self.name.restype = ctypes.c_char_p
+        self.name.argtypes = [ctypes.c_uint32]
+
+    def read(self):
+        """(round trips by op, queued ops by op) as lists, or None natively."""
+        if self.fn is None:
+            return None
+        sync = (ctypes.c_uint64 * self.SLOTS)()
+        queued = (ctypes.c_uint64 * self.SLOTS)()
+        n = min(self.fn(sync, queued, self.SLOTS), self.SLOTS)
+        return list(sync[:n]), list(queued[:n])
+
+    def per_step(self, a, b, steps):
+        if a is None or b is None or steps <= 0:
+            return None
+        by_op = {}
+        for op, (x, y) in enumerate(zip(a[0], b[0])):
+            if y > x:
+                by_op[self.name(op).decode()] = round((y - x) / steps, 2)
+        queued = sum(b[1]) - sum(a[1])
+        return {"per_step": round(sum(by_op.values()), 2), "queued_per_step": round(queued / steps, 1),
+                "by_op": dict(sorted(by_op.items(), key=lambda kv: -kv[1]))}
+
+
 def completion_logps(model, tokens, comp, keep):
     """Sum of log p(completion tokens) per row. keep='all' computes every
     position's logits (trl's default); 'completion' asks the model for only
@@ -84,7 +159,9 @@ def completion_logps(model, tokens, comp, keep):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", required=True)
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--model", help="a model directory (from_pretrained)")
+    src.add_argument("--config", choices=sorted(CONFIGS), help="random weights of this shape, built on the GPU")
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--maxseq", type=int, default=256)
     ap.add_argument("--steps", type=int, default=20)
@@ -105,11 +182,14 @@ def main():
     torch.manual_seed(a.seed)
     torch.cuda.reset_peak_memory_stats()
     t0 = time.time()
-    try:
-        model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.bfloat16)
-    except TypeError:
-        model = AutoModelForCausalLM.from_pretrained(a.model, torch_dtype=torch.bfloat16)
-    model = model.cuda()
+    if a.config:
+        model = build_from_config(a.config)
+    else:
+        try:
+            model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.bfloat16)
+        except TypeError:
+            model = AutoModelForCausalLM.from_pretrained(a.model, torch_dtype=torch.bfloat16)
+        model = model.cuda()
     model.config.use_cache = False
     if not a.no_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -124,7 +204,11 @@ def main():
     opt = torch.optim.AdamW(params, lr=a.lr, weight_decay=0.0)
     data = batches(a.seed, a.batch, a.maxseq)
     losses, step_ms = [], []
+    counters = ShimCounters()
+    warm_counts = None
     for step in range(a.steps):
+        if step == a.warmup:
+            warm_counts = counters.read()
         ts = time.time()
         tokens, comp = next(data)
         tokens = tokens.cuda(non_blocking=True)
@@ -139,11 +223,12 @@ def main():
         opt.step()
         losses.append(loss.item())  # syncs, like the learner's per-step loss read-back
         step_ms.append((time.time() - ts) * 1e3)
+    round_trips = counters.per_step(warm_counts, counters.read(), a.steps - a.warmup)
     train_s = sum(step_ms) / 1e3
     warm = step_ms[a.warmup:] if a.steps > a.warmup else step_ms
     res = {
         "impl": "peft",
-        "model": a.model,
+        "model": a.model or a.config,
         "batch": a.batch,
         "maxseq": a.maxseq,
         "steps": a.steps,
@@ -159,6 +244,8 @@ def main():
         "loss0": losses[0],
         "lossN": losses[-1],
         "losses": losses,
+        "losses_hex": [x.hex() for x in losses],
+        "shim_round_trips": round_trips,
         "torch": torch.__version__,
     }
     line = json.dumps(res)

@@ -75,7 +75,8 @@ class DnnBackend {
                          const void* values) = 0;
   virtual Status DescFinalize(uint64_t desc) = 0;
   // Writes at most `requested` elements to `values` (descriptor elements:
-  // backend descriptors the caller created) and their number to `*count`.
+  // backend descriptors the caller created) and their number to `*count`;
+  // `values` nullptr: the count only, as cuDNN answers a null element array.
   virtual Status DescGet(uint64_t desc, uint32_t name, uint32_t type, int64_t requested,
                          int64_t* count, void* values) = 0;
   virtual Status Execute(uint64_t handle, uint64_t plan, const DnnVariantPack& pack) = 0;

@@ -3,53 +3,14 @@
 #include <cudnn_graph.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "backend/dnn_fake_internal.h"
 #include "proto/dnn_attrs.h"
 
 namespace smolvm {
-namespace {
-
-Status Bad(const std::string& what) {
-  return DnnError(CUDNN_STATUS_BAD_PARAM, "fake cuDNN: " + what);
-}
-Status Pattern(const std::string& what) {
-  return DnnError(CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, "fake cuDNN: " + what);
-}
-
-std::vector<int64_t> Int64s(const FakeDnnBackend::Attr& a) {
-  std::vector<int64_t> v(a.values.size() / 8);
-  std::memcpy(v.data(), a.values.data(), v.size() * 8);
-  return v;
-}
-
-template <typename T>
-T First(const FakeDnnBackend::Attr& a) {
-  T v{};
-  std::memcpy(&v, a.values.data(), std::min(sizeof v, a.values.size()));
-  return v;
-}
-
-struct Tensor {
-  int64_t uid = 0;
-  int32_t dtype = -1;
-  std::vector<int64_t> dims, strides;
-  bool is_virtual = false, by_value = false;
-  int64_t Span() const {  // elements from the first to one past the last
-    int64_t s = 1;
-    for (size_t d = 0; d < dims.size(); ++d) s += (dims[d] - 1) * strides[d];
-    return s;
-  }
-  // The element at y's multi-index `idx`, dimensions of size 1 broadcast.
-  int64_t Offset(const std::vector<int64_t>& idx) const {
-    int64_t o = 0;
-    size_t lead = idx.size() - dims.size();
-    for (size_t d = 0; d < dims.size(); ++d) o += (dims[d] == 1 ? 0 : idx[lead + d]) * strides[d];
-    return o;
-  }
-};
+namespace fake_dnn {
 
 Result<Tensor> TensorOf(const FakeDnnBackend::Desc& d) {
   if (d.type != CUDNN_BACKEND_TENSOR_DESCRIPTOR) return Bad("not a tensor descriptor");
@@ -75,62 +36,9 @@ Result<Tensor> TensorOf(const FakeDnnBackend::Desc& d) {
   return t;
 }
 
-bool Binary(int32_t mode) {
-  return mode == CUDNN_POINTWISE_ADD || mode == CUDNN_POINTWISE_MUL ||
-         mode == CUDNN_POINTWISE_SUB || mode == CUDNN_POINTWISE_MIN ||
-         mode == CUDNN_POINTWISE_MAX || mode == CUDNN_POINTWISE_DIV;
-}
+}  // namespace fake_dnn
 
-float Apply(int32_t mode, float x, float b) {
-  switch (mode) {
-    case CUDNN_POINTWISE_ADD:
-      return x + b;
-    case CUDNN_POINTWISE_MUL:
-      return x * b;
-    case CUDNN_POINTWISE_SUB:
-      return x - b;
-    case CUDNN_POINTWISE_MIN:
-      return std::min(x, b);
-    case CUDNN_POINTWISE_MAX:
-      return std::max(x, b);
-    case CUDNN_POINTWISE_DIV:
-      return x / b;
-    case CUDNN_POINTWISE_RELU_FWD:
-      return x > 0 ? x : 0;
-    case CUDNN_POINTWISE_EXP:
-      return std::exp(x);
-    case CUDNN_POINTWISE_LOG:
-      return std::log(x);
-    case CUDNN_POINTWISE_NEG:
-      return -x;
-    case CUDNN_POINTWISE_RECIPROCAL:
-      return 1 / x;
-    default:
-      return x;  // IDENTITY
-  }
-}
-
-bool Supported(int32_t mode) {
-  return Binary(mode) || mode == CUDNN_POINTWISE_IDENTITY || mode == CUDNN_POINTWISE_RELU_FWD ||
-         mode == CUDNN_POINTWISE_EXP || mode == CUDNN_POINTWISE_LOG ||
-         mode == CUDNN_POINTWISE_NEG || mode == CUDNN_POINTWISE_RECIPROCAL;
-}
-
-bool SupportedReduction(int32_t op) {
-  return op == CUDNN_REDUCE_TENSOR_ADD || op == CUDNN_REDUCE_TENSOR_MAX ||
-         op == CUDNN_REDUCE_TENSOR_MIN;
-}
-
-// Steps `idx` through every multi-index below `dims`; false after the last.
-bool Next(std::vector<int64_t>& idx, const std::vector<int64_t>& dims) {
-  for (size_t d = idx.size(); d-- > 0;) {
-    if (++idx[d] < dims[d]) return true;
-    idx[d] = 0;
-  }
-  return false;
-}
-
-}  // namespace
+using namespace fake_dnn;
 
 uint64_t FakeDnnBackend::handle_stream(uint64_t handle) const {
   auto it = handles_.find(handle);
@@ -223,14 +131,6 @@ Result<const FakeDnnBackend::Desc*> FakeDnnBackend::Ref(const Desc& d, uint32_t 
   return &r->second;
 }
 
-// The operations of a plan's graph, in graph order (plan -> engine config ->
-// engine -> operation graph).
-namespace {
-struct PlanOps {
-  std::vector<const FakeDnnBackend::Desc*> ops;
-  bool matmul = false;
-};
-}  // namespace
 
 Status FakeDnnBackend::Validate(const Desc& d) const {
   auto need = [&](uint32_t n) -> Status {
@@ -288,11 +188,12 @@ Status FakeDnnBackend::Validate(const Desc& d) const {
       return Ref(d, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR)
           .status();
     case CUDNN_BACKEND_ENGINE_DESCRIPTOR:
-      RETURN_IF_ERROR(need(CUDNN_ATTR_ENGINE_GLOBAL_INDEX));
-      return Ref(d, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR)
-          .status();
+      return ValidateEngine(d);
     case CUDNN_BACKEND_ENGINECFG_DESCRIPTOR:
-      return Ref(d, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_BACKEND_ENGINE_DESCRIPTOR).status();
+      return ValidateConfig(d);
+    case CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR:
+      RETURN_IF_ERROR(need(CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE));
+      return need(CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE);
     case CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR: {
       RETURN_IF_ERROR(handle(CUDNN_ATTR_EXECUTION_PLAN_HANDLE));
       ASSIGN_OR_RETURN(const Desc* cfg, Ref(d, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
@@ -303,7 +204,7 @@ Status FakeDnnBackend::Validate(const Desc& d) const {
                                               CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR));
       const Attr& ops = graph->attrs.at(CUDNN_ATTR_OPERATIONGRAPH_OPS);
       for (size_t i = 0; i < ops.values.size() / 8; ++i) {
-        const Desc& op = descs_.at(First<uint64_t>(Attr{0, ops.values.substr(i * 8, 8)}));
+        const Desc& op = descs_.at(RefAt(ops, i));
         std::vector<uint32_t> tensors;
         if (op.type == CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR) {
           ASSIGN_OR_RETURN(const Desc* pw, Ref(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR,
@@ -366,210 +267,24 @@ Status FakeDnnBackend::DescGet(uint64_t desc, uint32_t name, uint32_t type, int6
   const Desc& d = *live;
   if (!d.finalized)
     return DnnError(CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED, "fake cuDNN: descriptor not finalized");
-  if (requested < 0) return Bad("requested count");
-  auto* out = static_cast<uint64_t*>(values);
-  if (d.type == CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR && name == CUDNN_ATTR_ENGINEHEUR_RESULTS) {
-    if (type != CUDNN_TYPE_BACKEND_DESCRIPTOR)
-      return DnnError(CUDNN_STATUS_BAD_PARAM_ATTRIBUTE_TYPE, "fake cuDNN");
-    *count = 1;
-    if (requested < 1) return Status::Ok();
-    ASSIGN_OR_RETURN(uint64_t eng, DescCreate(CUDNN_BACKEND_ENGINE_DESCRIPTOR));
-    descs_[eng].attrs[CUDNN_ATTR_ENGINE_OPERATION_GRAPH] =
-        d.attrs.at(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH);
-    descs_[eng].attrs[CUDNN_ATTR_ENGINE_GLOBAL_INDEX] =
-        Attr{CUDNN_TYPE_INT64, std::string(8, '\0')};
-    descs_[eng].finalized = true;
-    Desc* cfg = Live(out[0]);
-    if (cfg == nullptr || cfg->type != CUDNN_BACKEND_ENGINECFG_DESCRIPTOR)
-      return DnnError(CUDNN_STATUS_BAD_PARAM_DESCRIPTOR_TYPE,
-                      "fake cuDNN: heuristics results need engine configs");
-    cfg->attrs.clear();
-    cfg->attrs[CUDNN_ATTR_ENGINECFG_ENGINE] =
-        Attr{CUDNN_TYPE_BACKEND_DESCRIPTOR, std::string(8, '\0')};
-    std::memcpy(cfg->attrs[CUDNN_ATTR_ENGINECFG_ENGINE].values.data(), &eng, 8);
-    cfg->finalized = true;
-    return Status::Ok();
-  }
-  if (d.type == CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR &&
-      name == CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE) {
-    if (type != CUDNN_TYPE_INT64)
-      return DnnError(CUDNN_STATUS_BAD_PARAM_ATTRIBUTE_TYPE, "fake cuDNN");
-    const Desc& cfg =
-        descs_.at(First<uint64_t>(d.attrs.at(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG)));
-    const Desc& eng = descs_.at(First<uint64_t>(cfg.attrs.at(CUDNN_ATTR_ENGINECFG_ENGINE)));
-    const Desc& graph = descs_.at(First<uint64_t>(eng.attrs.at(CUDNN_ATTR_ENGINE_OPERATION_GRAPH)));
-    const Attr& ops = graph.attrs.at(CUDNN_ATTR_OPERATIONGRAPH_OPS);
-    int64_t ws = 0;
-    for (size_t i = 0; i < ops.values.size() / 8; ++i)
-      if (descs_.at(First<uint64_t>(Attr{0, ops.values.substr(i * 8, 8)})).type ==
-          CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR)
-        ws = 256;
-    *count = 1;
-    if (requested >= 1) std::memcpy(values, &ws, 8);
-    return Status::Ok();
-  }
-  if ((d.type == CUDNN_BACKEND_ENGINE_DESCRIPTOR &&
-       (name == CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE || name == CUDNN_ATTR_ENGINE_NUMERICAL_NOTE)) ||
-      (d.type == CUDNN_BACKEND_ENGINECFG_DESCRIPTOR && name == CUDNN_ATTR_ENGINECFG_KNOB_CHOICES)) {
-    *count = 0;
-    return Status::Ok();
-  }
-  if (d.type == CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR &&
-      name == CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT) {
-    int64_t one = 1;
-    *count = 1;
-    if (requested >= 1) std::memcpy(values, &one, 8);
-    return Status::Ok();
-  }
+  if (requested < 0 || count == nullptr) return Bad("requested count or count pointer");
+  bool handled = false;
+  RETURN_IF_ERROR(EngineGet(d, name, type, requested, count, values, &handled));
+  if (handled) return Status::Ok();
   auto a = d.attrs.find(name);
   if (a == d.attrs.end()) return Bad("attribute " + std::to_string(name) + " not available");
   if (a->second.type != type)
     return DnnError(CUDNN_STATUS_BAD_PARAM_ATTRIBUTE_TYPE, "fake cuDNN: attribute type");
   size_t e = proto::DnnElemBytes(type);
   *count = static_cast<int64_t>(a->second.values.size() / e);
+  if (values == nullptr) return Status::Ok();  // the count only
   int64_t n = std::min(*count, requested);
   if (type == CUDNN_TYPE_BACKEND_DESCRIPTOR) {  // deep copies into the caller's descriptors
     for (int64_t i = 0; i < n; ++i)
-      RETURN_IF_ERROR(
-          CopyInto(First<uint64_t>(Attr{0, a->second.values.substr(i * 8, 8)}), out[i]));
+      RETURN_IF_ERROR(CopyInto(RefAt(a->second, i), static_cast<uint64_t*>(values)[i]));
     return Status::Ok();
   }
   std::memcpy(values, a->second.values.data(), static_cast<size_t>(n) * e);
-  return Status::Ok();
-}
-
-Status FakeDnnBackend::Execute(uint64_t handle, uint64_t plan, const DnnVariantPack& pack) {
-  if (!handles_.count(handle))
-    return DnnError(CUDNN_STATUS_NOT_INITIALIZED, "fake cuDNN: unknown handle");
-  Desc* p = Live(plan);
-  if (p == nullptr || p->type != CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR || !p->finalized)
-    return Bad("execute needs a finalized execution plan");
-  if (pack.uids.size() != pack.ptrs.size())
-    return Bad("variant pack: as many pointers as unique ids");
-  int64_t ws = 0, n = 0;
-  RETURN_IF_ERROR(
-      DescGet(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &ws));
-  if (ws > 0) {
-    if (pack.workspace == nullptr) return Bad("variant pack lacks the plan's workspace");
-    RETURN_IF_ERROR(gpu_->KernelAccess(reinterpret_cast<uint64_t>(pack.workspace), ws, true));
-  }
-  const Desc& cfg =
-      descs_.at(First<uint64_t>(p->attrs.at(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG)));
-  const Desc& eng = descs_.at(First<uint64_t>(cfg.attrs.at(CUDNN_ATTR_ENGINECFG_ENGINE)));
-  const Desc& graph = descs_.at(First<uint64_t>(eng.attrs.at(CUDNN_ATTR_ENGINE_OPERATION_GRAPH)));
-  const Attr& ops = graph.attrs.at(CUDNN_ATTR_OPERATIONGRAPH_OPS);
-
-  std::map<int64_t, std::vector<float>> virtuals;  // uid -> host buffer
-  // The fp32 elements of the tensor an operation names at attribute `attr`.
-  auto buffer = [&](const Desc& op, uint32_t attr, bool write, Tensor* t) -> Result<float*> {
-    ASSIGN_OR_RETURN(const Desc* td, Ref(op, attr, CUDNN_BACKEND_TENSOR_DESCRIPTOR));
-    ASSIGN_OR_RETURN(*t, TensorOf(*td));
-    if (t->is_virtual) {
-      std::vector<float>& v = virtuals[t->uid];
-      if (v.size() < static_cast<size_t>(t->Span())) v.resize(t->Span());
-      return v.data();
-    }
-    auto u = std::find(pack.uids.begin(), pack.uids.end(), t->uid);
-    if (u == pack.uids.end()) return Bad("variant pack lacks unique id " + std::to_string(t->uid));
-    void* ptr = pack.ptrs[u - pack.uids.begin()];
-    if (ptr == nullptr)
-      return DnnError(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, "fake cuDNN: null data pointer");
-    if (t->by_value)
-      return static_cast<float*>(ptr);  // the worker's copy of the guest's host value
-    RETURN_IF_ERROR(gpu_->KernelAccess(reinterpret_cast<uint64_t>(ptr), t->Span() * 4, write));
-    return static_cast<float*>(ptr);
-  };
-  for (size_t i = 0; i < ops.values.size() / 8; ++i) {
-    const Desc& op = descs_.at(First<uint64_t>(Attr{0, ops.values.substr(i * 8, 8)}));
-    if (op.type == CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR) {
-      ASSIGN_OR_RETURN(const Desc* pw, Ref(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR,
-                                           CUDNN_BACKEND_POINTWISE_DESCRIPTOR));
-      int32_t mode = First<int32_t>(pw->attrs.at(CUDNN_ATTR_POINTWISE_MODE));
-      Tensor tx, tb, ty;
-      ASSIGN_OR_RETURN(float* x, buffer(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, false, &tx));
-      float* b = nullptr;
-      if (Binary(mode)) {
-        ASSIGN_OR_RETURN(b, buffer(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, false, &tb));
-      }
-      ASSIGN_OR_RETURN(float* y, buffer(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, true, &ty));
-      if (tx.dims.size() > ty.dims.size() || (b && tb.dims.size() > ty.dims.size()))
-        return DnnError(CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH, "fake cuDNN: pointwise ranks");
-      std::vector<int64_t> idx(ty.dims.size(), 0);
-      for (bool more = true; more;) {
-        float bv = b ? b[tb.Offset(idx)] : 0.f;
-        y[ty.Offset(idx)] = Apply(mode, x[tx.Offset(idx)], bv);
-        more = false;
-        for (size_t d = idx.size(); d-- > 0;) {
-          if (++idx[d] < ty.dims[d]) {
-            more = true;
-            break;
-          }
-          idx[d] = 0;
-        }
-      }
-    } else if (op.type ==
-               CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR) {  // Y's size-1 dims are reduced
-      ASSIGN_OR_RETURN(const Desc* rd, Ref(op, CUDNN_ATTR_OPERATION_REDUCTION_DESC,
-                                           CUDNN_BACKEND_REDUCTION_DESCRIPTOR));
-      int32_t r = First<int32_t>(rd->attrs.at(CUDNN_ATTR_REDUCTION_OPERATOR));
-      Tensor tx, ty;
-      ASSIGN_OR_RETURN(float* x, buffer(op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, false, &tx));
-      ASSIGN_OR_RETURN(float* y, buffer(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, true, &ty));
-      if (tx.dims.size() != ty.dims.size())
-        return DnnError(CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH, "fake cuDNN: reduction ranks");
-      for (size_t d = 0; d < ty.dims.size(); ++d)
-        if (ty.dims[d] != 1 && ty.dims[d] != tx.dims[d])
-          return DnnError(CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH, "fake cuDNN: reduction shapes");
-      float init = r == CUDNN_REDUCE_TENSOR_ADD   ? 0.f
-                   : r == CUDNN_REDUCE_TENSOR_MAX ? -INFINITY
-                                                  : INFINITY;
-      std::vector<int64_t> idx(ty.dims.size(), 0);
-      do y[ty.Offset(idx)] = init;
-      while (Next(idx, ty.dims));
-      idx.assign(tx.dims.size(), 0);
-      do {
-        float& acc = y[ty.Offset(idx)];
-        float v = x[tx.Offset(idx)];
-        acc = r == CUDNN_REDUCE_TENSOR_ADD   ? acc + v
-              : r == CUDNN_REDUCE_TENSOR_MAX ? std::max(acc, v)
-                                             : std::min(acc, v);
-      } while (Next(idx, tx.dims));
-    } else {  // matmul, checked at finalize: C[.., m, n] = sum_k A[.., m, k] B[.., k, n]
-      Tensor ta, tb, tc;
-      ASSIGN_OR_RETURN(float* a, buffer(op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, false, &ta));
-      ASSIGN_OR_RETURN(float* b, buffer(op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, false, &tb));
-      ASSIGN_OR_RETURN(float* c, buffer(op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, true, &tc));
-      size_t r = tc.dims.size();
-      if (r < 2 || ta.dims.size() != r || tb.dims.size() != r || ta.dims[r - 1] != tb.dims[r - 2] ||
-          ta.dims[r - 2] != tc.dims[r - 2] || tb.dims[r - 1] != tc.dims[r - 1])
-        return DnnError(CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH, "fake cuDNN: matmul shapes");
-      int64_t m = tc.dims[r - 2], nn = tc.dims[r - 1], k = ta.dims[r - 1];
-      std::vector<int64_t> idx(r, 0);
-      for (bool more = true; more;) {  // idx walks C's batch dims; its last two stay 0
-        for (int64_t i = 0; i < m; ++i)
-          for (int64_t j = 0; j < nn; ++j) {
-            double acc = 0;
-            for (int64_t q = 0; q < k; ++q) {
-              std::vector<int64_t> ia = idx, ib = idx;
-              ia[r - 2] = i, ia[r - 1] = q, ib[r - 2] = q, ib[r - 1] = j;
-              acc += static_cast<double>(a[ta.Offset(ia)]) * b[tb.Offset(ib)];
-            }
-            std::vector<int64_t> ic = idx;
-            ic[r - 2] = i, ic[r - 1] = j;
-            c[tc.Offset(ic)] = static_cast<float>(acc);
-          }
-        more = false;
-        for (size_t d = r - 2; d-- > 0;) {
-          if (++idx[d] < tc.dims[d]) {
-            more = true;
-            break;
-          }
-          idx[d] = 0;
-        }
-      }
-    }
-  }
-  ++executes_;
   return Status::Ok();
 }
 

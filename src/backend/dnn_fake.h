@@ -5,20 +5,27 @@
 // what cuDNN requires of the types below (tensors: data type, dimensions,
 // strides of the same rank, unique id, alignment; pointwise and matmul
 // operations: their descriptors and tensors; an operation graph: finalized
-// operations and a live handle; engine, engine config, plan: their
-// references); other types are kept unvalidated. A referenced descriptor
+// operations and a live handle; engine: a global index the fake has;
+// engine config: knob choices its engine takes, in range; plan: their
+// references; knob choice: type and value); other types are kept unvalidated. A referenced descriptor
 // must exist and be finalized (CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED);
 // destroying a descriptor leaves what references it intact, as cuDNN does.
-// Heuristics answer one engine config (engine 0). A plan is supported when
+// Heuristics, engines, engine configs and knobs follow the fake's engine
+// catalogue (dnn_fake_internal.h): heuristics recommend engine 0 then 1
+// (fallback mode: 1), each config carrying its engine's knob choices; an
+// engine answers its numerical and behavior notes and knob infos; a config
+// its knob choices, workspace and shared memory; a plan its config's
+// workspace and a JSON representation. A plan is supported when
 // its graph holds only fp32 pointwise (ADD, MUL, SUB, MIN, MAX, DIV,
 // IDENTITY, RELU_FWD, EXP, LOG, NEG, RECIPROCAL, with broadcasting),
 // reduction (ADD, MAX, MIN over the output's size-1 dimensions) and matmul
-// operations (so attention decomposed as cuDNN graphs spell it runs); its
-// workspace is 256 bytes when it holds a matmul, else 0. Execute checks the
-// variant pack against the graph (every non-virtual uid present, every
-// device tensor inside writable fake memory, the workspace given when the
-// plan needs one) and computes the graph in operation order.
+// operations (so attention decomposed as cuDNN graphs spell it runs).
+// Execute checks the variant pack against the graph (every non-virtual uid
+// present, every device tensor inside writable fake memory, the workspace
+// given when the plan needs one) and computes the graph in operation order.
 // Anything else answers CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN.
+// GetAttribute with a null element array answers the count only, as cuDNN
+// does (cudnn-frontend counts notes that way).
 #pragma once
 
 #include <map>
@@ -69,6 +76,20 @@ class FakeDnnBackend final : public DnnBackend {
   Status Validate(const Desc& d) const;
   Result<const Desc*> Ref(const Desc& d, uint32_t name, uint32_t want_type) const;
   Status CopyInto(uint64_t src, uint64_t dst);
+  // dnn_fake_engines.cc: the attributes heuristics, engines, configs and
+  // plans compute. Sets *handled when `name` is one of them.
+  Status EngineGet(const Desc& d, uint32_t name, uint32_t type, int64_t requested,
+                   int64_t* count, void* values, bool* handled);
+  Status ValidateEngine(const Desc& engine) const;
+  Status ValidateConfig(const Desc& cfg) const;
+  // Makes `out` (an engine config of the caller's) name engine `index` of
+  // `graph`, with the knob choices heuristics make.
+  Status FillConfig(uint64_t out, const Attr& graph, int64_t index);
+  // The plan's (or config's) engine index and its workspace in bytes.
+  Result<int64_t> ConfigEngine(const Desc& cfg) const;
+  Result<int64_t> ConfigWorkspace(const Desc& cfg) const;
+  Result<const Desc*> PlanConfig(const Desc& plan) const;
+  Result<const Desc*> GraphOf(const Desc& cfg) const;
   // A descriptor the caller may still use: nullptr when unknown or destroyed.
   Desc* Live(uint64_t desc);
 

@@ -124,6 +124,9 @@ class FakeBackend final : public GpuBackend {
   struct Mapping;
   struct Event;
 
+  // A Status carrying a CUresult, as the driver would return it.
+  static Status Cu(int32_t cu_result, const std::string& what);
+
   // Begins every public call: counts it, applies FailNext and the sticky fault.
   Status Enter(const char* method);
   // OK when [addr, addr+bytes) lies in mapped device memory (writable if asked);
@@ -142,12 +145,14 @@ class FakeBackend final : public GpuBackend {
   int32_t sticky_ = 0;
   uint64_t arena_base_ = 0, arena_bytes_ = 0;
   uint64_t next_handle_ = 1;
+  DeviceInfo Info() const;  // GetDeviceInfo(0) without counting a call
   uint64_t used_bytes_ = 0;
   std::unordered_map<uint64_t, std::unique_ptr<Chunk>> chunks_;
   std::map<uint64_t, Mapping> mappings_;  // by address
   std::unordered_map<uint64_t, uint32_t> streams_;
   std::unordered_map<uint64_t, Event> events_;
-  std::unordered_map<uint64_t, int> modules_;  // value: unused
+  std::unordered_map<uint64_t, uint64_t> modules_;  // value: its device bytes (ModuleImageDeviceBytes)
+  std::map<int, uint64_t> limits_;  // CtxSetLimit values; their bytes over the defaults count as used
   std::unordered_map<uint64_t, const Kernel*> functions_;
   std::unordered_map<uint64_t, std::vector<int32_t>> function_attrs_;
   void* global_ = nullptr;

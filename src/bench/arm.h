@@ -34,6 +34,7 @@ struct ArmContext {
   std::string home, model_dir, learner, coord, logs, id;  // id: prefix of machine/cgroup names
   Ledger* ledger = nullptr;
   MemorySampler* sampler = nullptr;
+  std::function<void()> on_poll;  // run once per poll while learners train (MPS looks), or empty
 };
 
 struct ArmOutcome {
@@ -44,6 +45,7 @@ struct ArmOutcome {
   std::string control_check;
   bool timed_out = false;
   std::string note;
+  std::string fork_requests, fork_requests_probe;  // fork arm: fork_requests.h
   std::map<std::string, LearnerProgress> learners;  // by lid
   std::map<std::string, pid_t> learner_pids;        // native: lid -> pid
   ArmOutcome();

@@ -38,6 +38,7 @@ Status WaitForLearners(const ArmContext& c, double deadline_unix, const std::fun
   for (;;) {
     if (Interrupted()) return InterruptedStatus();
     if (tick) tick();
+    if (c.on_poll) c.on_poll();
     int alive = running();
     out->learners = ReadCoordDir(c.coord);
     int done = 0;

@@ -24,6 +24,7 @@
 #include "bench/arm.h"
 #include "bench/child.h"
 #include "bench/control_check.h"
+#include "bench/fork_requests.h"
 #include "bench/interrupt.h"
 #include "bench/learner_failures.h"
 #include "daemon/daemon.h"
@@ -169,10 +170,27 @@ Status RunForkArm(const ArmContext& c, ArmOutcome* out) {
   std::snprintf(at, sizeof at, "golden at its forkpoint after %.2f s", out->golden_load_s);
   Progress(at);
 
-  // Forks, one at a time (Ctrl-C and the deadline are checked between them).
+  // Forks: all N from one request when the supervisor offers it, else one
+  // at a time (Ctrl-C and the deadline are checked between them).
+  ForkRequestsProbe probe = ProbeForkRequests(gp.ctl_sock, 2000);
+  out->fork_requests = ForkRequestsText(probe.mode);
+  out->fork_requests_probe = probe.answer;
+  Progress("forking with " + out->fork_requests + " (the supervisor's CAPS answer: " + probe.answer + ")");
   auto fork_t0 = std::chrono::steady_clock::now();
   std::vector<machine::ForkResult> forked;
-  for (int i = 0; i < c.o.n; ++i) {
+  if (probe.mode == ForkRequests::kOneForAll) {
+    for (const auto& name : clones) RETURN_IF_ERROR(c.ledger->AddMachine(name));
+    int left_ms = static_cast<int>((deadline - NowUnix()) * 1000);
+    Status f = left_ms > 0 ? machine::ForkMachine(c.home, golden, clones, c.effective_share, left_ms,
+                                                  [&](const machine::ForkResult& r) { forked.push_back(r); })
+                           : Status(Code::kTimeout, "--timeout reached before forking");
+    if (!f.ok()) {
+      if (forked.empty()) return f;
+      out->note = "fork " + std::to_string(forked.size() + 1) + " of " + std::to_string(c.o.n) + " failed: " + f.message();
+      Progress(out->note);
+    }
+  }
+  for (int i = 0; probe.mode == ForkRequests::kPerClone && i < c.o.n; ++i) {
     if (Interrupted()) return InterruptedStatus();
     int left_ms = static_cast<int>((deadline - NowUnix()) * 1000);
     if (left_ms <= 0) {

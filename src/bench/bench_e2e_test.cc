@@ -63,6 +63,10 @@ TEST_F(BenchE2eTest, BothArmsOnTheCpuPathWriteValidResults) {
   EXPECT_GT(f.golden_load_s, 0);
   EXPECT_GE(f.fork_s, 0);
   ASSERT_EQ(f.clones.size(), 2u);
+  // Today's supervisor forks one clone per request; the arm asked and says so.
+  EXPECT_EQ(f.fork_requests, "one request per clone");
+  EXPECT_NE(f.fork_requests_probe.find("unknown request"), std::string::npos) << f.fork_requests_probe;
+  EXPECT_EQ(n.env.mps.mode, "off");
   EXPECT_TRUE(std::isnan(n.golden_load_s));
   // A forked learner trains exactly like a fresh one with the same lid.
   for (const auto& fl : f.learners)

@@ -140,6 +140,28 @@ TEST(Sweep, CellsAndResume) {
   f4.share = "on";
   f4.steps = 10;
   EXPECT_EQ(ExistingReps(runs, f4), 0);
+  // A native cell under MPS is its own cell: the time-sliced reps do not count.
+  n4.mps = true;
+  EXPECT_EQ(ExistingReps(runs, n4), 0);
+}
+
+TEST(Sweep, EachMpsFlagGoesToItsOwnArm) {
+  RunOptions base;
+  base.mps = true;
+  base.mps_trusted_shared_faults = true;
+  SweepPlan plan = MatrixPlan();
+  plan.ns = {4};
+  plan.shapes = {{2, 256}};
+  auto cells = SweepCells(plan, base);
+  ASSERT_EQ(cells.size(), 2u);
+  EXPECT_EQ(MpsMode(cells[0]), "on");
+  EXPECT_TRUE(ValidateRunOptions(cells[0]).ok());
+  EXPECT_EQ(MpsMode(cells[1]), "trusted-shared-faults");
+  EXPECT_TRUE(ValidateRunOptions(cells[1]).ok());
+  RunOptions fork = cells[1];
+  fork.mps = true;  // `bench run --arm fork --mps`
+  Status s = ValidateRunOptions(fork);
+  EXPECT_NE(s.message().find("a fault in one MPS client takes down the others"), std::string::npos) << s.message();
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +14,8 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+
+extern char** environ;
 
 namespace smolvm::bench {
 namespace {
@@ -88,16 +91,41 @@ Result<GatedChild> SpawnGated(const std::vector<std::string>& argv, const std::s
 }
 
 Result<CommandOutput> RunCommand(const std::vector<std::string>& argv, int timeout_ms) {
+  return RunCommand(argv, timeout_ms, CommandInput{});
+}
+
+Result<CommandOutput> RunCommand(const std::vector<std::string>& argv, int timeout_ms, const CommandInput& input) {
+  if (argv.empty()) return InvalidArgument("no command");
   char tmpl[] = "/tmp/smolvm-bench-cmd-XXXXXX";
   if (!::mkdtemp(tmpl)) return ErrnoStatus("mkdtemp", errno);
-  std::string dir = tmpl, out = dir + "/out", err = dir + "/err";
+  std::string dir = tmpl, out = dir + "/out", err = dir + "/err", in = dir + "/in";
   std::vector<char*> a = Argv(argv);
+  // The environment is built before fork: the bench has other threads (the
+  // memory sampler), so the child may not allocate.
+  for (const auto& add : input.env)
+    if (add.find('=') == std::string::npos || add[0] == '=') return InvalidArgument("environment entry '" + add + "' is not NAME=VALUE");
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv = *e;
+    bool replaced = false;
+    for (const auto& add : input.env) replaced |= kv.compare(0, add.find('=') + 1, add, 0, add.find('=') + 1) == 0;
+    if (!replaced) env_strings.push_back(kv);
+  }
+  env_strings.insert(env_strings.end(), input.env.begin(), input.env.end());
+  std::vector<char*> envp = Argv(env_strings);
+  {
+    std::ofstream f(in, std::ios::trunc);
+    f << input.stdin_text;
+    if (!f) return ErrnoStatus("cannot write " + in, errno);
+  }
+  UniqueFd i(::open(in.c_str(), O_RDONLY | O_CLOEXEC));
   UniqueFd o(::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   UniqueFd e(::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   pid_t pid = ForkChild(o.get(), e.get());
   if (pid < 0) return ErrnoStatus("fork", errno);
   if (pid == 0) {
-    ::execv(a[0], a.data());
+    if (i.get() < 0 || ::dup2(i.get(), STDIN_FILENO) < 0) ::_exit(127);
+    ::execve(a[0], a.data(), envp.data());
     ::dprintf(STDERR_FILENO, "cannot run %s: %s\n", a[0], std::strerror(errno));
     ::_exit(127);
   }
@@ -119,8 +147,31 @@ Result<CommandOutput> RunCommand(const std::vector<std::string>& argv, int timeo
   r.err = Slurp(err);
   ::unlink(out.c_str());
   ::unlink(err.c_str());
+  ::unlink(in.c_str());
   ::rmdir(dir.c_str());
   return r;
+}
+
+Result<std::string> FindOnPath(const std::string& name) {
+  if (name.find('/') != std::string::npos) {
+    if (::access(name.c_str(), X_OK) == 0) return name;
+    return NotFound(name + " is not an executable file");
+  }
+  const char* path = std::getenv("PATH");
+  std::string p = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  size_t pos = 0;
+  while (pos <= p.size()) {
+    size_t colon = p.find(':', pos);
+    std::string dir = p.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
+    if (dir.empty()) dir = ".";
+    std::string candidate = dir + "/" + name;
+    struct stat sb;
+    if (::stat(candidate.c_str(), &sb) == 0 && S_ISREG(sb.st_mode) && ::access(candidate.c_str(), X_OK) == 0)
+      return candidate;
+    if (colon == std::string::npos) break;
+    pos = colon + 1;
+  }
+  return NotFound(name + " is not on PATH (" + p + ")");
 }
 
 bool Reaped(pid_t pid, int* rc) {

@@ -34,6 +34,19 @@ struct CommandOutput {
 // Runs argv to completion (SIGKILL after timeout_ms, then rc 137).
 Result<CommandOutput> RunCommand(const std::vector<std::string>& argv, int timeout_ms);
 
+// What else a command gets: `stdin_text` on its standard input (else
+// /dev/null), and `env` ("NAME=VALUE") added to (or replacing in) the
+// bench's own environment.
+struct CommandInput {
+  std::string stdin_text;
+  std::vector<std::string> env;
+};
+Result<CommandOutput> RunCommand(const std::vector<std::string>& argv, int timeout_ms, const CommandInput& in);
+
+// The first executable `name` in $PATH (or `name` itself when it holds a
+// '/'); NotFound when there is none.
+Result<std::string> FindOnPath(const std::string& name);
+
 // Non-blocking reap: true (and the code in *rc) when `pid` has exited.
 bool Reaped(pid_t pid, int* rc);
 

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bench/mps.h"
 #include "machine/cgroups.h"
 #include "machine/machines.h"
 #include "machine/process.h"
@@ -23,6 +24,7 @@ Status Ledger::Load() {
   machines_.clear();
   cgroups_.clear();
   processes_.clear();
+  mps_.clear();
   std::ifstream in(path_);
   if (!in) return Status::Ok();
   std::stringstream ss;
@@ -34,6 +36,9 @@ Status Ledger::Load() {
   for (const auto& c : j.value("cgroups", json::array())) cgroups_.push_back(c.get<std::string>());
   for (const auto& p : j.value("processes", json::array()))
     processes_.push_back({p.value("pid", int64_t{0}), p.value("start", int64_t{0}), p.value("what", std::string())});
+  for (const auto& m : j.value("mps", json::array()))
+    mps_.push_back({m.value("control", std::string()), m.value("root", std::string()), m.value("pid", int64_t{0}),
+                    m.value("start", int64_t{0})});
   return Status::Ok();
 }
 
@@ -42,6 +47,9 @@ Status Ledger::Save() const {
   std::filesystem::create_directories(home_ + "/bench", ec);
   json j = {{"machines", machines_}, {"cgroups", cgroups_}, {"processes", json::array()}};
   for (const auto& p : processes_) j["processes"].push_back({{"pid", p.pid}, {"start", p.start}, {"what", p.what}});
+  j["mps"] = json::array();
+  for (const auto& m : mps_)
+    j["mps"].push_back({{"control", m.control}, {"root", m.root}, {"pid", m.pid}, {"start", m.start}});
   std::string tmp = path_ + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
@@ -67,7 +75,23 @@ Status Ledger::AddProcess(pid_t pid, const std::string& what) {
   return Save();
 }
 
-Result<std::vector<std::string>> Ledger::CleanUp() {
+Status Ledger::AddMps(const std::string& control, const std::string& root) {
+  mps_.push_back({control, root, 0, 0});
+  return Save();
+}
+
+Status Ledger::SetMpsPid(const std::string& root, pid_t pid, int64_t start) {
+  for (auto& m : mps_)
+    if (m.root == root) m.pid = pid, m.start = start;
+  return Save();
+}
+
+Status Ledger::DropMps(const std::string& root) {
+  std::erase_if(mps_, [&](const RecordedMps& m) { return m.root == root; });
+  return Save();
+}
+
+Result<std::vector<std::string>> Ledger::CleanUp(bool keep_mps) {
   std::vector<std::string> done;
   // Processes first: a recorded daemon must stop before its machines' cgroups go.
   for (const auto& p : processes_) {
@@ -103,6 +127,13 @@ Result<std::vector<std::string>> Ledger::CleanUp() {
     }
   }
   if (!first_error.ok()) return first_error;
+  if (!keep_mps) {
+    for (const auto& m : mps_) {
+      std::string how = StopMpsLeftover(m.control, m.root, static_cast<pid_t>(m.pid), m.start);
+      done.push_back("mps control daemon (" + m.root + "): " + how);
+    }
+    mps_.clear();
+  }
   machines_.clear();
   cgroups_.clear();
   processes_.clear();

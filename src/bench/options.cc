@@ -26,7 +26,18 @@ Status ValidateRunOptions(const RunOptions& o) {
   if (!o.device.empty() && o.device != "cuda" && o.device != "cpu")
     return InvalidArgument("--device must be cuda or cpu");
   if (o.gpu_mem_mib < 0) return InvalidArgument("--gpu-mem must be 0 (no cap) or positive MiB");
+  if (o.mps && o.arm == "fork")
+    return InvalidArgument("--mps runs the native arm under MPS; the fork arm under MPS is the trusted mode "
+                           "--mps-trusted-shared-faults (a fault in one MPS client takes down the others)");
+  if (o.mps_trusted_shared_faults && o.arm == "native")
+    return InvalidArgument("--mps-trusted-shared-faults is the fork arm's MPS mode; the native arm's is --mps");
   return Status::Ok();
+}
+
+std::string MpsMode(const RunOptions& o) {
+  if (o.arm == "native" && o.mps) return "on";
+  if (o.arm == "fork" && o.mps_trusted_shared_faults) return "trusted-shared-faults";
+  return "off";
 }
 
 std::string NumberText(double v) {

@@ -23,7 +23,17 @@ struct RunOptions {
   std::string results;       // "" = DefaultResultsDir()
   int64_t gpu_mem_mib = 0;   // fork arm on cuda: per-machine cap (machine create --gpu-mem); 0 = none
   int first_rep = 1;         // rep numbers written are first_rep .. first_rep + reps - 1
+  // MPS (mps.h): --mps runs the native arm's learners as clients of the
+  // bench's own MPS control daemon; --mps-trusted-shared-faults runs the fork
+  // arm's CUDA daemon under it (trusted learners only: a fault in one MPS
+  // client takes down the others). A sweep applies each to its own arm.
+  bool mps = false;
+  bool mps_trusted_shared_faults = false;
 };
+
+// The MPS mode a run of `o` uses: "on" (native + --mps),
+// "trusted-shared-faults" (fork + --mps-trusted-shared-faults), else "off".
+std::string MpsMode(const RunOptions& o);
 
 // Checks ranges and names; the message names the flag and the fix.
 Status ValidateRunOptions(const RunOptions& o);

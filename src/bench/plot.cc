@@ -59,8 +59,9 @@ std::vector<PlotSeries> PlotSeriesOf(const std::vector<CellSummary>& cells) {
   std::map<std::string, PlotSeries> by_label;
   for (const auto& c : cells) {
     const CellKey& k = c.key;
-    std::string label = k.arm + (k.arm == "fork" ? " share " + k.share_mode : "") + ", " + k.model +
-                        (k.load_in_4bit ? " 4bit" : "") + " " + k.method + " " + std::to_string(k.batch) + "x" +
+    std::string arm = k.mps == "on" ? k.arm + " + MPS" : k.mps == "off" ? k.arm : k.arm + " + MPS (trusted)";
+    std::string label = arm + (k.arm == "fork" ? " share " + k.share_mode : "") + ", " + k.model +
+                        (k.load_in_4bit ? " 4bit" : " bf16") + " " + k.method + " " + std::to_string(k.batch) + "x" +
                         std::to_string(k.maxseq) + ", " + std::to_string(k.steps) + " steps" +
                         (k.device == "cpu" ? " (cpu)" : "");
     PlotSeries& s = by_label[label];
@@ -88,7 +89,7 @@ std::string GnuplotScript(const std::vector<PlotSeries>& series, const std::stri
       "set output " + Quote(out_png) + "\n"
       "set multiplot layout 1,2\n"
       "set grid\nset key font 'sans,8'\nset xlabel 'learners (N)'\n"
-      "set logscale x 2\nset xtics (1,2,4,8,16,24,32,48,64)\n"
+      "set logscale x 2\nset xtics (1,2,4,8,16,24,32,48,64,96,128)\n"
       "set offsets graph 0.05, graph 0.05, graph 0.05, 0\nset yrange [0:*]\n";
   // The key where the lines are not: under the throughput, which is about
   // flat in N; above the memory, which grows with it.

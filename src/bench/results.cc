@@ -223,6 +223,20 @@ Result<RunResult> ParseRunResult(const std::string& text) {
     r.env.cuda = Str(e, "cuda");
     r.env.host_cores = Int(e, "host_cores", 0);
     r.env.host_mem_gb = Num(e, "host_mem_gb");
+    if (auto m = e.find("mps"); m != e.end() && m->is_object()) {
+      MpsRecord& mps = r.env.mps;
+      mps.mode = Str(*m, "mode", "off");
+      mps.control = Str(*m, "control");
+      mps.pipe_dir = Str(*m, "pipe_dir");
+      mps.log_dir = Str(*m, "log_dir");
+      double pid = Num(*m, "control_pid");
+      mps.control_pid = std::isfinite(pid) ? static_cast<int64_t>(pid) : 0;
+      mps.stopped = Str(*m, "stopped");
+      if (auto sp = m->find("server_pids"); sp != m->end() && sp->is_array())
+        for (const auto& x : *sp)
+          if (std::isfinite(Num(x))) mps.server_pids.push_back(static_cast<int64_t>(Num(x)));
+      mps.max_clients = Int(*m, "max_clients", 0);
+    }
   }
   r.model = Str(j, "model");
   r.load_in_4bit = Bool(j, "load_in_4bit");
@@ -246,6 +260,8 @@ Result<RunResult> ParseRunResult(const std::string& text) {
     for (const auto& e : *it)
       if (e.is_object()) r.learner_errors.push_back({Str(e, "lid"), Str(e, "line"), Str(e, "log")});
   r.command = Str(j, "command");
+  r.fork_requests = Str(j, "fork_requests");
+  r.fork_requests_probe = Str(j, "fork_requests_probe");
   return r;
 }
 
@@ -264,6 +280,8 @@ std::string FormatRunResult(const RunResult& r) {
   j["load_in_4bit"] = r.load_in_4bit;
   j["method"] = r.method;
   j["device"] = r.device;
+  BaseWeights base = BaseOf(r.load_in_4bit);
+  j["base"] = {{"precision", base.precision}, {"quality", base.quality}};
   j["share_mode"] = r.share_mode;
   j["share_weights_env"] = r.share_weights_env ? ordered(*r.share_weights_env) : ordered(nullptr);
   j["shared_ranges"] = r.shared_ranges ? ordered(*r.shared_ranges) : ordered(nullptr);
@@ -280,6 +298,10 @@ std::string FormatRunResult(const RunResult& r) {
   j["note"] = r.note;
   j["started_at"] = r.started_at;
   j["command"] = r.command;
+  if (r.arm == "fork") {
+    j["fork_requests"] = r.fork_requests;
+    j["fork_requests_probe"] = r.fork_requests_probe;
+  }
   j["learner_errors"] = ordered::array();
   for (const auto& e : r.learner_errors) j["learner_errors"].push_back({{"lid", e.lid}, {"line", e.line}, {"log", e.log}});
   j["learners"] = ordered::array();
@@ -298,9 +320,23 @@ std::string FormatRunResult(const RunResult& r) {
               {"driver", e.driver},                 {"gpu", e.gpu},
               {"cuda", e.cuda},                     {"host_cores", e.host_cores},
               {"host_mem_gb", e.host_mem_gb}};
+  if (e.mps.mode == "off") {
+    j["env"]["mps"] = {{"mode", "off"}};
+  } else {
+    j["env"]["mps"] = {{"mode", e.mps.mode},           {"control", e.mps.control},
+                       {"pipe_dir", e.mps.pipe_dir},   {"log_dir", e.mps.log_dir},
+                       {"control_pid", e.mps.control_pid}, {"stopped", e.mps.stopped},
+                       {"server_pids", e.mps.server_pids}, {"max_clients", e.mps.max_clients}};
+  }
   std::string out;
   Dump(j, 2, 0, &out);
   return out + "\n";
+}
+
+BaseWeights BaseOf(bool load_in_4bit) {
+  if (load_in_4bit)
+    return {"nf4", "NF4 4-bit, block 64 (bitsandbytes bnb-4bit), quantized at load from the bf16 checkpoint: lossy"};
+  return {"bf16", "bf16, the checkpoint's own weights: full precision"};
 }
 
 int NanLearners(const RunResult& r) {

@@ -60,11 +60,33 @@ struct ProcessPeak {
   double peak_mib = 0;
 };
 
+// The MPS control daemon a run started (`bench run --mps`, mps.h): the
+// manifest's `env.mps`. Absent in older files: mode "off".
+struct MpsRecord {
+  std::string mode = "off";       // off | on | trusted-shared-faults
+  std::string control;            // the nvidia-cuda-mps-control that ran (path)
+  std::string pipe_dir, log_dir;  // its private CUDA_MPS_PIPE_DIRECTORY / _LOG_DIRECTORY (removed after)
+  int64_t control_pid = 0;
+  std::string stopped;            // "quit", or how it had to be stopped
+  std::vector<int64_t> server_pids;  // MPS servers seen while the learners ran
+  int max_clients = 0;               // the most clients one look saw
+};
+
 struct EnvManifest {
   std::string smolvm_version, smolvm_binary_sha256, proto_hash, shim_sha256, driver, gpu, cuda;
   int host_cores = 0;
   double host_mem_gb = 0;
+  MpsRecord mps;
 };
+
+// The base model's precision as learners load it, and what that costs in
+// quality: written into every result (`base`) and shown in the comparison
+// table, so a bf16-vs-4-bit ratio is never read as like for like.
+struct BaseWeights {
+  std::string precision;  // "bf16" | "nf4"
+  std::string quality;
+};
+BaseWeights BaseOf(bool load_in_4bit);
 
 struct RunResult {
   int schema = kResultSchema;  // 0 for the seed's files (no field)
@@ -91,6 +113,9 @@ struct RunResult {
   std::string note;                  // why learners are missing, in words ("" when none)
   std::vector<LearnerError> learner_errors;  // learners that exited before finishing
   std::string command;               // the smolvm command line that wrote the file
+  // Fork arm: "one request" (all N clones) or "one request per clone", and
+  // the supervisor's answer that decided it (fork_requests.h); "" elsewhere.
+  std::string fork_requests, fork_requests_probe;
 };
 
 // Python-json tokens NaN/Infinity/-Infinity outside strings become the

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <memory>
+#include <optional>
 
 #include "bench/arm.h"
 #include "bench/child.h"
@@ -17,6 +19,7 @@
 #include "bench/table.h"
 #include "bench/learner_failures.h"
 #include "bench/model_cache.h"
+#include "bench/mps.h"
 #include "bench/summarize.h"
 #include "machine/machines.h"
 #include "machine/paths.h"
@@ -35,6 +38,39 @@ std::string Stamp() {
   std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", std::localtime(&t));
   return buf;
 }
+
+// Sets NAME=VALUE entries for the lifetime of the object and puts back what
+// was there before: the MPS client variables reach the native learners and
+// the CUDA daemon the machine layer starts, both of which inherit the
+// bench's environment. Main thread only.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(const std::vector<std::string>& entries) {
+    for (const auto& kv : entries) {
+      size_t eq = kv.find('=');
+      std::string name = kv.substr(0, eq);
+      const char* old = std::getenv(name.c_str());
+      saved_.push_back({name, old != nullptr, old ? old : ""});
+      ::setenv(name.c_str(), kv.substr(eq + 1).c_str(), 1);
+    }
+  }
+  ~ScopedEnv() {
+    for (const auto& s : saved_) {
+      if (s.had) ::setenv(s.name.c_str(), s.value.c_str(), 1);
+      else ::unsetenv(s.name.c_str());
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  struct Saved {
+    std::string name;
+    bool had;
+    std::string value;
+  };
+  std::vector<Saved> saved_;
+};
 
 RunResult BuildResult(const RunOptions& o, const ArmOutcome& a, const MemorySampler& sampler,
                       const EnvManifest& env, const std::string& stamp, int rep) {
@@ -79,6 +115,8 @@ RunResult BuildResult(const RunOptions& o, const ArmOutcome& a, const MemorySamp
   r.started_at = stamp;
   r.timed_out = a.timed_out;
   r.note = a.note;
+  r.fork_requests = a.fork_requests;
+  r.fork_requests_probe = a.fork_requests_probe;
   if (r.learners_done < r.learners_expected && r.note.empty()) r.note = "learners missing; see the logs";
   r.command = OwnCommandLine();
   return r;
@@ -161,8 +199,22 @@ Status RunOnce(const RunOptions& o, const std::string& home, const std::string& 
   MemorySampler sampler(o.device == "cuda" ? MemorySampler::Nvml() : MemorySampler::ResidentMemory());
   c.sampler = &sampler;
 
+  const std::string mps_mode = MpsMode(o);
   Progress("run " + stem + ": " + o.arm + " N=" + std::to_string(o.n) + " on " + o.device + ", model " + o.model +
-           (o.arm == "fork" ? ", share " + c.effective_share : "") + "; logs in " + c.logs);
+           (o.arm == "fork" ? ", share " + c.effective_share : "") + (mps_mode != "off" ? ", MPS " + mps_mode : "") +
+           "; logs in " + c.logs);
+  // The run's own MPS control daemon: stopped below after the learners and
+  // machines are gone, or by its destructor on any earlier return.
+  std::unique_ptr<MpsDaemon> mps;
+  if (mps_mode != "off") {
+    if (o.device == "cpu") Progress("--mps on the CPU path: the learners do not use the GPU; MPS is started and stopped all the same");
+    ASSIGN_OR_RETURN(mps, MpsDaemon::Start(mps_mode, &ledger));
+    Progress("MPS control daemon pid " + std::to_string(mps->record().control_pid) + ", pipe directory " +
+             mps->record().pipe_dir);
+    c.on_poll = [&mps] { mps->Look(); };
+  }
+  std::optional<ScopedEnv> mps_env;
+  if (mps) mps_env.emplace(mps->ClientEnv());
   ArmOutcome a;
   sampler.Start();
   Status arm = o.arm == "native" ? RunNativeArm(c, &a) : RunForkArm(c, &a);
@@ -172,11 +224,21 @@ Status RunOnce(const RunOptions& o, const std::string& home, const std::string& 
     fs::copy_file(machine::MachinePaths(home, m).log, c.logs + "/" + m + ".log",
                   fs::copy_options::overwrite_existing, ec);
   }
-  auto cleaned = ledger.CleanUp();
+  auto cleaned = ledger.CleanUp(/*keep_mps=*/true);
+  // MPS last: `quit` waits for its clients, which are gone now.
+  Status mps_stopped = mps ? mps->Stop(c.logs) : Status::Ok();
+  mps_env.reset();
   if (!arm.ok()) return arm;
   if (!cleaned.ok()) return cleaned.status();
 
+  if (mps) env.mps = mps->record();
   RunResult r = BuildResult(o, a, sampler, env, stamp, rep);
+  if (mps) {
+    std::string verdict = MpsVerdict(env.mps);
+    if (o.arm == "native" || (verdict.rfind("!!", 0) == 0 && r.control_check.rfind("!!", 0) != 0))
+      r.control_check = verdict;
+  }
+  if (!mps_stopped.ok()) r.note += (r.note.empty() ? "" : "; ") + mps_stopped.message();
   if (!a.timed_out) r.learner_errors = FindLearnerErrors(o, c, a);
   if (!r.learner_errors.empty()) r.note += "; first error: learner " + r.learner_errors[0].lid + ": " + r.learner_errors[0].line;
   fs::create_directories(o.results, ec);
@@ -187,6 +249,7 @@ Status RunOnce(const RunOptions& o, const std::string& home, const std::string& 
   std::fflush(stdout);
   Status failed = LearnersFailed(r);
   written->push_back(std::move(r));
+  if (!mps_stopped.ok()) return mps_stopped;
   return failed;
 }
 

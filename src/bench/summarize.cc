@@ -85,7 +85,7 @@ Tables BuildTables(const std::vector<CellSummary>& cells, const std::vector<Rati
     std::string done = std::to_string(c.min_done) + "/" + std::to_string(c.expected);
     if (c.incomplete) done += " INCOMPLETE";
     for (const auto& chk : c.checks) done += " !! " + chk;
-    t.cells.push_back({c.key.arm, c.key.share_mode, ModelText(c.key), std::to_string(c.key.n), CpusText(c.key.cpus),
+    t.cells.push_back({ArmText(c.key), c.key.share_mode, ModelText(c.key), std::to_string(c.key.n), CpusText(c.key.cpus),
                        std::to_string(c.key.batch) + "×" + std::to_string(c.key.maxseq), std::to_string(c.key.steps),
                        std::to_string(c.reps), SpreadText(c.wall_s, c.reps, 1), SpreadText(c.agg_tok_s, c.reps, 0),
                        SpreadText(c.span_tok_s, c.reps, 0) + (c.hand_t_done ? " †" : ""),
@@ -118,7 +118,14 @@ CellKey KeyOf(const RunResult& r) {
   k.batch = r.batch;
   k.maxseq = r.maxseq;
   k.cpus = r.cpus_per_learner;
+  k.mps = r.env.mps.mode.empty() ? "off" : r.env.mps.mode;
   return k;
+}
+
+std::string ArmText(const CellKey& k) {
+  if (k.mps == "on") return k.arm + " + MPS";
+  if (k.mps == "trusted-shared-faults") return k.arm + " + MPS (trusted: a fault in one client takes down the others)";
+  return k.arm;
 }
 
 Spread SpreadOf(std::vector<double> v) {
@@ -176,6 +183,7 @@ std::vector<RatioRow> Ratios(const std::vector<CellSummary>& cells) {
     CellKey want = f.key;
     want.arm = "native";
     want.share_mode.assign(1, '-');  // not = "-": GCC 12 warns falsely (-Wrestrict, PR105329)
+    want.mps = "off";                 // a fork cell's twin is time-sliced native
     for (const auto& n : cells) {
       if (n.key != want) continue;
       out.push_back({f.key, n.key, Ratio(f.wall_s.median, n.wall_s.median),

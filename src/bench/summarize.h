@@ -14,12 +14,16 @@ namespace smolvm::bench {
 // (shown as "-").
 struct CellKey {
   std::string arm, share_mode, model, method, device;
+  std::string mps = "off";  // env.mps.mode: off | on | trusted-shared-faults
   bool load_in_4bit = false;
   int n = 0, steps = 0, batch = 0, maxseq = 0;
   double cpus = 0;
   auto operator<=>(const CellKey&) const = default;
 };
 CellKey KeyOf(const RunResult& r);
+// "native", "native + MPS", "fork", "fork + MPS (trusted: a fault in one
+// client takes down the others)".
+std::string ArmText(const CellKey& k);
 
 // Median, min and max over the finite values (NaN when there are none).
 struct Spread {

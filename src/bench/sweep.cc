@@ -26,6 +26,7 @@ CellKey KeyOfOptions(const RunOptions& o) {
   r.batch = o.batch;
   r.maxseq = o.maxseq;
   r.cpus_per_learner = o.cpus;
+  r.env.mps.mode = MpsMode(o);
   return KeyOf(r);
 }
 
@@ -64,6 +65,10 @@ std::vector<RunOptions> SweepCells(const SweepPlan& plan, const RunOptions& base
       for (const std::string& arm : plan.arms) {
         RunOptions o = base;
         o.arm = arm;
+        // Each MPS flag belongs to one arm: --mps to native, the trusted
+        // mode to fork.
+        if (arm == "fork") o.mps = false;
+        else o.mps_trusted_shared_faults = false;
         o.n = n;
         o.batch = batch;
         o.maxseq = maxseq;

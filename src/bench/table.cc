@@ -52,4 +52,13 @@ std::string Fixed(double v, int decimals) {
   return buf;
 }
 
+std::string Thousands(double v) {
+  if (!std::isfinite(v)) return "-";
+  std::string d = std::to_string(static_cast<long long>(std::llround(v)));
+  for (int i = static_cast<int>(d.size()) - 3; i > 0; i -= 3) d.insert(static_cast<size_t>(i), ",");
+  return d;
+}
+
+std::string GiB(double mib) { return std::isfinite(mib) ? Fixed(mib / 1024, 1) + " GiB" : "-"; }
+
 }  // namespace smolvm::bench

@@ -16,4 +16,10 @@ std::string RenderTable(const TableRow& header, const std::vector<TableRow>& row
 // "%.*f" of v, or "-" when v is not finite.
 std::string Fixed(double v, int decimals);
 
+// 2744.3 -> "2,744"; "-" when v is not finite.
+std::string Thousands(double v);
+
+// MiB as "12.3 GiB"; "-" when not finite.
+std::string GiB(double mib);
+
 }  // namespace smolvm::bench

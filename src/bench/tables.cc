@@ -11,6 +11,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "bench/comparison.h"
 #include "bench/summarize.h"
 #include "bench/table.h"
 
@@ -19,9 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kHandTDone =
-    "† `t_done` (and so this throughput) was added to these schema-1 files after the run, from learner logs that "
-    "are not committed: not from a committed record; re-measure pending (`scripts/device-bench.sh headline`).";
 
 std::string Slurp(const std::string& path, bool* ok) {
   std::ifstream in(path);
@@ -31,15 +29,6 @@ std::string Slurp(const std::string& path, bool* ok) {
   return ss.str();
 }
 
-// 2744.3 -> "2,744"
-std::string Thousands(double v) {
-  if (!std::isfinite(v)) return "-";
-  std::string d = std::to_string(static_cast<long long>(std::llround(v)));
-  for (int i = static_cast<int>(d.size()) - 3; i > 0; i -= 3) d.insert(static_cast<size_t>(i), ",");
-  return d;
-}
-
-std::string GiB(double mib) { return std::isfinite(mib) ? Fixed(mib / 1024, 1) + " GiB" : "-"; }
 double Ratio(double a, double b) { return std::isfinite(a) && std::isfinite(b) && b != 0 ? a / b : NAN; }
 
 // The configuration most runs share (model, 4-bit, method, shape, cpus,
@@ -47,9 +36,13 @@ double Ratio(double a, double b) { return std::isfinite(a) && std::isfinite(b) &
 using Config = std::tuple<std::string, bool, std::string, int, int, double, std::string>;
 Config ConfigOf(const CellKey& k) { return {k.model, k.load_in_4bit, k.method, k.batch, k.maxseq, k.cpus, k.device}; }
 
+// The seed's comparison is 4-bit on both arms: 4-bit runs decide when there
+// are any, however many bf16 cells the comparison table adds.
 Config HeadlineConfig(const std::vector<RunResult>& runs) {
+  bool any_4bit = std::any_of(runs.begin(), runs.end(), [](const RunResult& r) { return r.load_in_4bit; });
   std::map<Config, int> count;
-  for (const auto& r : runs) ++count[ConfigOf(KeyOf(r))];
+  for (const auto& r : runs)
+    if (r.load_in_4bit || !any_4bit) ++count[ConfigOf(KeyOf(r))];
   Config best;
   int most = 0;
   for (const auto& [c, k] : count)
@@ -63,7 +56,7 @@ std::map<int, const CellSummary*> PickCells(const std::vector<CellSummary>& cell
                                             const std::string& arm, const std::string& share) {
   std::map<int, const CellSummary*> out;
   for (const auto& c : cells) {
-    if (ConfigOf(c.key) != config || c.key.arm != arm || c.key.share_mode != share) continue;
+    if (ConfigOf(c.key) != config || c.key.arm != arm || c.key.share_mode != share || c.key.mps != "off") continue;
     const CellSummary*& have = out[c.key.n];
     auto rank = [](const CellSummary* x) { return std::make_tuple(!x->hand_t_done, x->key.steps, x->reps); };
     if (!have || rank(&c) > rank(have)) have = &c;
@@ -71,11 +64,13 @@ std::map<int, const CellSummary*> PickCells(const std::vector<CellSummary>& cell
   return out;
 }
 
-// True when a rep of the cell carries a span from t_done its build did not write.
-bool HandTDone(const std::vector<RunResult>& runs, const CellKey& key) {
-  for (const auto& r : runs)
-    if (KeyOf(r) == key && r.schema < 2 && std::isfinite(SpanTokS(r))) return true;
-  return false;
+
+// The headline's configuration as a cell key (arm, share, N, steps unset).
+CellKey HeadlineKey(const std::vector<RunResult>& runs) {
+  Config c = HeadlineConfig(runs);
+  CellKey k;
+  std::tie(k.model, k.load_in_4bit, k.method, k.batch, k.maxseq, k.cpus, k.device) = c;
+  return k;
 }
 
 std::string ConfigText(const Config& c) {
@@ -91,6 +86,16 @@ std::string StepsReps(const CellSummary* c) {
 }
 
 }  // namespace
+
+const char* const kHandTDone =
+    "† `t_done` (and so this throughput) was added to these schema-1 files after the run, from learner logs that "
+    "are not committed: not from a committed record; re-measure pending (`scripts/device-bench.sh headline`).";
+
+bool HandTDone(const std::vector<RunResult>& runs, const CellKey& key) {
+  for (const auto& r : runs)
+    if (KeyOf(r) == key && r.schema < 2 && std::isfinite(SpanTokS(r))) return true;
+  return false;
+}
 
 std::vector<RunResult> SupersedeHandTDone(std::vector<RunResult> runs) {
   std::set<CellKey> remeasured;
@@ -199,40 +204,50 @@ std::string BenchRatioTable(const std::vector<RunResult>& runs) {
   for (const RatioRow& r : Ratios(cells)) {
     bool hand = HandTDone(runs, r.fork) || HandTDone(runs, r.native);
     dagger |= hand;
-    rows.push_back({r.fork.share_mode, std::to_string(r.fork.n), std::to_string(r.fork.steps),
+    rows.push_back({r.fork.load_in_4bit ? "NF4 4-bit" : "bf16", r.fork.share_mode, std::to_string(r.fork.n),
+                    std::to_string(r.fork.steps),
                     Fixed(r.span_tok_s, 2) + (hand ? " †" : ""), Fixed(r.agg_tok_s, 2), Fixed(r.learner_tok_s, 2),
                     Fixed(r.peak_gpu, 2), r.note.empty() ? "-" : r.note});
   }
   if (rows.empty()) return "No fork cell has a matching native cell.\n";
-  std::string out = RenderTable({"fork share", "N", "steps", "span tok/s", "agg tok/s (seed's)",
+  std::string out = RenderTable({"base (both arms)", "fork share", "N", "steps", "span tok/s", "agg tok/s (seed's)",
                                  "tok/s per learner (seed's)", "peak GPU", "note"},
-                                rows, true, 1);
+                                rows, true, 2);
   if (dagger) out += std::string("\n") + kHandTDone + "\n";
   return out;
 }
 
 std::string BenchForkTable(const std::vector<RunResult>& runs) {
-  std::map<std::tuple<int, int, std::string>, std::vector<const RunResult*>> by;
+  // By base and MPS mode too: a bf16 golden's forks are not a 4-bit one's reps.
+  std::map<std::tuple<bool, std::string, int, int, std::string>, std::vector<const RunResult*>> by;
   for (const auto& r : runs)
-    if (r.arm == "fork" && r.device == "cuda") by[{r.n, r.steps, r.share_mode}].push_back(&r);
+    if (r.arm == "fork" && r.device == "cuda")
+      by[{!r.load_in_4bit, r.env.mps.mode, r.n, r.steps, r.share_mode}].push_back(&r);
   std::vector<TableRow> rows;
   for (const auto& [key, rs] : by) {
     std::vector<double> fork_s, ms, build;
+    std::set<std::string> requests;
     for (const RunResult* r : rs) {
       fork_s.push_back(r->fork_s);
       for (const auto& c : r->clones) ms.push_back(c.ms), build.push_back(c.build_ms);
+      requests.insert(r->fork_requests.empty() ? "not recorded" : r->fork_requests);
     }
-    auto [n, steps, share] = key;
-    rows.push_back({share, std::to_string(n), std::to_string(steps), std::to_string(rs.size()),
+    std::string how;
+    for (const auto& q : requests) how += (how.empty() ? "" : ", ") + q;
+    auto [bf16, mps, n, steps, share] = key;
+    std::string base = bf16 ? "bf16" : "NF4 4-bit";
+    if (mps != "off") base += " + MPS (" + mps + ")";
+    rows.push_back({base, share, std::to_string(n), std::to_string(steps), std::to_string(rs.size()),
                     Fixed(SpreadOf(fork_s).median, 2), Fixed(SpreadOf(ms).median, 0), Fixed(SpreadOf(build).median, 0),
-                    Fixed(SpreadOf(ms).max, 0)});
+                    Fixed(SpreadOf(ms).max, 0), how});
   }
   if (rows.empty()) return "No fork runs on cuda committed.\n";
   return "From each run's `clones` (the daemon's fork lines: request at the forkpoint → the clone's first call "
-         "served; `build_ms`: the clone's rebuild in its worker), pooled over reps.\n\n" +
-         RenderTable({"share", "N", "steps", "reps", "fork_s (all clones, median)", "per clone ms (median)",
-                      "build ms (median)", "slowest clone ms"},
-                     rows, true, 1);
+         "served; `build_ms`: the clone's rebuild in its worker), pooled over reps. `fork requests`: how the bench "
+         "asked for the clones (`fork_requests`; runs before it was recorded forked one request per clone).\n\n" +
+         RenderTable({"base", "share", "N", "steps", "reps", "fork_s (all clones, median)", "per clone ms (median)",
+                      "build ms (median)", "slowest clone ms", "fork requests"},
+                     rows, true, 2);
 }
 
 std::string DeviceRecordTables(const std::vector<DeviceRecord>& records) {
@@ -289,7 +304,7 @@ Status UpdateTables(const std::string& root, bool check, std::vector<std::string
     std::vector<std::pair<std::string, std::string>> blocks;  // empty name: the whole file
   };
   std::vector<Target> targets = {
-      {"README.md", {{"headline", HeadlineTable(runs)}}},
+      {"README.md", {{"headline", HeadlineTable(runs)}, {"comparison", ComparisonTable(runs, HeadlineKey(runs))}}},
       {"docs/PERF.md",
        {{"bench-ratios", BenchRatioTable(runs)},
         {"bench-forks", BenchForkTable(runs)},

@@ -19,6 +19,7 @@
 
 #include "base/status.h"
 #include "bench/results.h"
+#include "bench/summarize.h"
 
 namespace smolvm::bench {
 
@@ -33,7 +34,12 @@ Result<std::vector<DeviceRecord>> LoadDeviceRecords(const std::string& dir);
 // drops its schema-1 runs, whose t_done was added by hand (issue 17).
 std::vector<RunResult> SupersedeHandTDone(std::vector<RunResult> runs);
 
-// The generated blocks, by name.
+// True when a rep of the cell carries a span from t_done its build did not
+// write (schema 1); such spans are marked † with kHandTDone under the table.
+bool HandTDone(const std::vector<RunResult>& runs, const CellKey& key);
+extern const char* const kHandTDone;
+
+// The generated blocks, by name (README's `comparison`: comparison.h).
 std::string HeadlineTable(const std::vector<RunResult>& runs);   // README: headline
 std::string BenchRatioTable(const std::vector<RunResult>& runs);  // PERF: bench-ratios
 std::string BenchForkTable(const std::vector<RunResult>& runs);   // PERF: bench-forks

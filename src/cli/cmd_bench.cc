@@ -52,6 +52,12 @@ void AddRunFlags(CLI::App* c, bench::RunOptions* o) {
   c->add_option("--results", o->results,
                 "directory for the result JSON files, logs beside it in ../logs (default: $SMOLVM_HOME/bench/results)");
   c->add_option("--gpu-mem", o->gpu_mem_mib, "fork arm on cuda: device memory cap per machine, MiB (0 = none)");
+  c->add_flag("--mps", o->mps,
+              "native arm: learners run under the bench's own MPS control daemon (private pipe/log dirs, "
+              "stopped at the end of the run); recorded in the result's env.mps");
+  c->add_flag("--mps-trusted-shared-faults", o->mps_trusted_shared_faults,
+              "fork arm, trusted learners only: the CUDA daemon's workers run under MPS, where a fault in one "
+              "MPS client takes down the others (the golden and every clone)");
 }
 
 Result<std::vector<bench::RunResult>> Load(const std::string& dir) {

@@ -99,7 +99,21 @@ int Shutdown(const std::string& socket_flag, int grace_s) {
   return 0;
 }
 
-int Status(const std::string& socket_flag, bool json) {
+// `--ops`: the guest ops each session's worker served, and the daemon's totals.
+void PrintOps(const nlohmann::json& j) {
+  auto line = [](const std::string& who, const nlohmann::json& ops) {
+    std::printf("%s:", who.c_str());
+    if (!ops.is_object() || ops.empty()) std::printf(" -");
+    for (const auto& [name, n] : ops.items()) std::printf(" %s=%llu", name.c_str(), n.get<unsigned long long>());
+    std::printf("\n");
+  };
+  for (const auto& s : j.value("sessions", nlohmann::json::array()))
+    line("ops session " + std::to_string(s.value("session", 0ull)) + " pid " + std::to_string(s.value("pid", 0u)),
+         s.value("ops", nlohmann::json::object()));
+  line("ops total", j.value("ops_total", nlohmann::json::object()));
+}
+
+int Status(const std::string& socket_flag, bool json, bool ops) {
   std::string socket = DaemonSocket(socket_flag);
   if (socket.empty()) {
     std::fprintf(stderr, "smolvm cuda status: %s\n", kNoSocket);
@@ -138,6 +152,7 @@ int Status(const std::string& socket_flag, bool json) {
       std::printf("session %llu: %.1f MiB of its machine's --gpu-mem (context %.1f, chunks %.1f)\n",
                   s.value("session", 0ull), c.value("total_mib", 0.0), c.value("context_mib", 0.0),
                   c.value("chunks_mib", 0.0));
+  if (ops) PrintOps(j);
   for (const auto& m : j.value("machines", nlohmann::json::array())) {
     std::printf("machine %s: endpoint attached", m.value("machine", "?").c_str());
     if (m.contains("gpu_mem_mib"))
@@ -291,7 +306,11 @@ void RegisterCudaCommands(CLI::App& app, int* exit_code) {
   status->add_option("--socket", *socket,
                      "daemon socket (default: $SMOLVM_CUDA_SOCKET, else the daemon of $SMOLVM_HOME's machines)");
   status->add_flag("--json", *json, "print JSON");
-  status->callback([socket, json, exit_code] { *exit_code = Status(*socket, *json); });
+  auto ops = std::make_shared<bool>(false);
+  status->add_flag("--ops", *ops,
+                   "also the guest ops each session's worker served (launches, GEMMs, cuDNN executes, VMM calls ...) "
+                   "and the totals since the daemon started");
+  status->callback([socket, json, ops, exit_code] { *exit_code = Status(*socket, *json, *ops); });
 
   auto* fork = cuda->add_subcommand("fork", "fork a process waiting at its smolvmForkpoint()");
   auto fa = std::make_shared<ForkArgs>();

@@ -17,7 +17,7 @@ namespace smolvm::cli {
 namespace {
 
 struct Opts {
-  std::string from, machine, model, out, workdir;
+  std::string from, machine, model, out, workdir, fs = "erofs";
   std::vector<std::string> env, cmd;
 };
 
@@ -63,6 +63,8 @@ void AddPackCreate(CLI::App& pack, int* exit_code) {
   c->add_option("-o,--out", o->out, "output file (FILE.smolmachine)")->required();
   c->add_option("-e,--env", o->env, "KEY=VAL default environment")->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   c->add_option("--workdir", o->workdir, "where the program starts (default /workspace)");
+  c->add_option("--fs", o->fs, "image filesystem: erofs (default; format 2) or squashfs (lz4; format 1)")
+      ->check(CLI::IsMember({"erofs", "squashfs"}));
   c->add_option("cmd", o->cmd, "the default command, after --")->expected(-1);
   c->callback([o, exit_code] {
     if (o->from.empty() && o->machine.empty()) {
@@ -77,7 +79,9 @@ void AddPackCreate(CLI::App& pack, int* exit_code) {
     p.env = o->env;
     p.workdir = o->workdir.empty() ? "/workspace" : o->workdir;
     p.created_by = std::string("smolvm ") + SMOLVM_VERSION;
+    p.image_type = o->fs;
     if (const char* tool = std::getenv("SMOLVM_MKSQUASHFS"); tool != nullptr && tool[0] != '\0') p.mksquashfs = tool;
+    if (const char* tool = std::getenv("SMOLVM_MKFS_EROFS"); tool != nullptr && tool[0] != '\0') p.mkfs_erofs = tool;
     if (!o->machine.empty()) {
       Status s = FromMachine(*o, &p);
       if (!s.ok()) {

@@ -4,6 +4,7 @@
 // (fork_engine.cc), whose reply comes when the clones are attached.
 #include <sys/socket.h>
 
+#include "daemon/control_links.h"
 #include "daemon/daemon.h"
 #include "proto/control_dispatch.h"
 
@@ -39,6 +40,7 @@ struct Daemon::AdminLink {
 void Daemon::AcceptAdmin() {
   int fd = ::accept4(admin_listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
   if (fd < 0) return;
+  (void)SetLinkSendTimeout(fd);
   admin_clients_[next_admin_client_++] = std::make_unique<UnixChannel>(UniqueFd(fd));
 }
 
@@ -49,7 +51,9 @@ void Daemon::ServeAdmin(uint64_t client) {
   proto::FrameHeader h;
   std::string payload;
   std::vector<UniqueFd> fds;
-  Status st = ch.ReadFrame(&h, &payload, &fds);
+  auto whole = ch.TryReadFrame(&h, &payload, &fds);  // never waits (control_links.h)
+  if (whole.ok() && !*whole) return;
+  Status st = whole.status();
   if (!st.ok()) {
     admin_clients_.erase(it);
     DetachEndpointsOf(client);

@@ -117,9 +117,10 @@ Status Daemon::Listen() {
 }
 
 int Daemon::NextTimeoutMs() const {
-  if (forks_.empty() && pending_.empty()) return -1;
+  auto link = NextLinkDeadline();
+  if (forks_.empty() && pending_.empty() && !link) return -1;
   auto now = std::chrono::steady_clock::now();
-  auto soonest = now + std::chrono::hours(1);
+  auto soonest = link.value_or(now + std::chrono::hours(1));
   for (const auto& [id, job] : forks_) soonest = std::min(soonest, job.deadline);
   for (const auto& [id, p] : pending_) soonest = std::min(soonest, p.deadline);
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(soonest - now).count();
@@ -204,6 +205,7 @@ Status Daemon::Run() {
         ServeAdmin(id);
     }
     ExpirePending();
+    ExpireStalledLinks();
     AdvanceForks();
   }
   Shutdown();

@@ -31,6 +31,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,7 @@
 #include "base/unique_fd.h"
 #include "daemon/daemon_status.h"
 #include "daemon/machine_budget.h"
+#include "worker/op_counts.h"
 #include "worker/worker_uids.h"
 #include "proto/enums.h"
 #include "proto/messages.h"
@@ -232,6 +234,9 @@ class Daemon {
   // dispatch into WorkerLink (worker_link.cc).
   struct WorkerLink;
   void OnWorkerControl(WorkerProc& w);
+  // Links stopped mid-frame past kLinkFrameDeadline (control_links.cc).
+  void ExpireStalledLinks();
+  std::optional<std::chrono::steady_clock::time_point> NextLinkDeadline() const;
   void OnWorkerExit(pid_t pid);
   // --- session registry (session_registry.cc) ---
   Session* FindSession(uint64_t session, uint32_t pid);
@@ -316,6 +321,7 @@ class Daemon {
   UniqueFd listen_, admin_listen_, signal_fd_;
   std::map<pid_t, WorkerProc> workers_;
   std::map<uint64_t, Session> sessions_;
+  OpLedger ops_;  // what each session's worker served (op_counts.h)
   std::deque<PendingGuest> waiting_;
   std::map<uint64_t, Pending> pending_;
   uint64_t next_pending_ = 1;

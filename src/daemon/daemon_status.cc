@@ -19,6 +19,13 @@ namespace {
 
 constexpr double Mib(uint64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
+// The ledger's {"LaunchKernel": n, ...} as a typed map.
+std::map<std::string, uint64_t> OpsByName(const nlohmann::json& j) {
+  std::map<std::string, uint64_t> out;
+  for (const auto& [name, n] : j.items()) out[name] = n.get<uint64_t>();
+  return out;
+}
+
 nlohmann::json ToJson(const SessionStatus& s) {
   nlohmann::json charged;  // null without a --gpu-mem
   if (s.gpu_mem_charged)
@@ -39,7 +46,8 @@ nlohmann::json ToJson(const SessionStatus& s) {
           {"allocations", s.allocations},
           {"context_mib", s.context_mib},
           {"preloaded_workers", s.preloaded_workers},
-          {"gpu_mem_charged", charged}};
+          {"gpu_mem_charged", charged},
+          {"ops", s.ops}};
 }
 
 }  // namespace
@@ -52,6 +60,7 @@ std::string StatusJson(const DaemonStatus& s) {
   j["control_hash"] = s.control_hash;
   j["sessions"] = nlohmann::json::array();
   for (const auto& x : s.sessions) j["sessions"].push_back(ToJson(x));
+  j["ops_total"] = s.ops_total;
   j["context_source"] = s.context_source;
   j["machines"] = nlohmann::json::array();
   for (const auto& m : s.machines) {
@@ -75,6 +84,7 @@ DaemonStatus Daemon::CollectStatus() const {
   out.backend = options_.backend;
   out.proto_hash = proto::HashHex(proto::kProtoHash);
   out.control_hash = proto::HashHex(proto::kControlHash);
+  out.ops_total = OpsByName(ops_.Totals());
   // Context memory per session: what NVML counts for its worker minus the
   // chunks it owns (a golden owns its shared chunks; a clone's are imports,
   // which NVML does not count in the importer); else the estimate.
@@ -114,6 +124,7 @@ DaemonStatus Daemon::CollectStatus() const {
     x.allocations = s.allocations;
     x.context_mib = Mib(context);
     x.preloaded_workers = PreloadedWorkers(id);
+    x.ops = OpsByName(ops_.Session(id));
     out.sessions.push_back(std::move(x));
   }
   for (const auto& [id, e] : endpoints_) {

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,6 +33,7 @@ struct SessionStatus {
     double context_mib = 0, chunks_mib = 0, total_mib = 0;
   };
   std::optional<Charged> gpu_mem_charged;
+  std::map<std::string, uint64_t> ops;  // guest ops served, by name (op_counts.h)
 };
 
 struct MachineStatus {
@@ -52,6 +54,7 @@ struct DaemonStatus {
   std::string proto_hash;    // the guest table's (smolvm --proto-hash)
   std::string control_hash;  // the control table's
   std::vector<SessionStatus> sessions;
+  std::map<std::string, uint64_t> ops_total;  // every session since the daemon started
   std::string context_source;  // nvml | estimate | fixed (the fake)
   std::vector<MachineStatus> machines;
   size_t pooled_workers = 0;

@@ -5,6 +5,7 @@
 // copies private chunks and rebuilds handles.
 #include <fcntl.h>
 
+#include "daemon/control_links.h"
 #include "worker/control.h"
 #include "daemon/daemon.h"
 #include "proto/fork_manifest.h"
@@ -14,7 +15,8 @@ namespace smolvm {
 
 void Daemon::OnForkAhead(WorkerProc& w, const proto::ForkAheadRequest& r) {
   // The descriptors follow on the same link: take them to keep it in step.
-  auto fds = ReceiveChunkFds(*w.control, r.num_chunks);
+  LinkReader link(*w.control, std::chrono::steady_clock::now() + kLinkFrameDeadline);
+  auto fds = ReceiveChunkFds(link, r.num_chunks);
   if (!fds.ok()) {
     Log("fork ahead of session %llu: %s", static_cast<unsigned long long>(r.session_id),
         fds.status().ToString().c_str());

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "daemon/control_links.h"
 #include "daemon/daemon.h"
 #include "proto/frame.h"
 #include "worker/control.h"
@@ -71,7 +72,8 @@ void Daemon::OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m) 
   // the job is gone, to keep the link in step.
   std::vector<UniqueFd> fds;
   if (m.result == 0) {
-    auto got = ReceiveChunkFds(*w.control, m.num_chunks);
+    LinkReader link(*w.control, std::chrono::steady_clock::now() + kLinkFrameDeadline);
+    auto got = ReceiveChunkFds(link, m.num_chunks);
     if (!got.ok()) {
       if (it != forks_.end()) FailFork(it->second, got.status());
       return;

@@ -82,13 +82,13 @@ void MachineBudget::ReclaimSlot(uint32_t slot) {
 }
 
 Result<DeviceInfo> BudgetedBackend::GetDeviceInfo(int device) {
-  ASSIGN_OR_RETURN(DeviceInfo info, inner_->GetDeviceInfo(device));
+  ASSIGN_OR_RETURN(DeviceInfo info, inner().GetDeviceInfo(device));
   if (budget_) info.total_mem = std::min(info.total_mem, budget_->limit());
   return info;
 }
 
 Status BudgetedBackend::MemGetInfo(uint64_t* free_bytes, uint64_t* total_bytes) {
-  RETURN_IF_ERROR(inner_->MemGetInfo(free_bytes, total_bytes));
+  RETURN_IF_ERROR(inner().MemGetInfo(free_bytes, total_bytes));
   if (budget_) {
     *total_bytes = std::min(*total_bytes, budget_->limit());
     *free_bytes = std::min(*free_bytes, budget_->left());
@@ -97,11 +97,11 @@ Status BudgetedBackend::MemGetInfo(uint64_t* free_bytes, uint64_t* total_bytes) 
 }
 
 Result<uint64_t> BudgetedBackend::ChunkCreate(uint64_t bytes) {
-  if (!budget_) return inner_->ChunkCreate(bytes);
+  if (!budget_) return inner().ChunkCreate(bytes);
   if (!budget_->Charge(slot_, bytes))
     return OutOfMemory("the machine's GPU memory limit (--gpu-mem " + std::to_string(budget_->limit() >> 20) +
                        " MiB) is reached: " + std::to_string(budget_->used() >> 20) + " MiB in use");
-  auto chunk = inner_->ChunkCreate(bytes);
+  auto chunk = inner().ChunkCreate(bytes);
   if (!chunk.ok()) {
     budget_->Refund(slot_, bytes);
     return chunk;
@@ -111,7 +111,7 @@ Result<uint64_t> BudgetedBackend::ChunkCreate(uint64_t bytes) {
 }
 
 Status BudgetedBackend::ChunkRelease(uint64_t chunk) {
-  Status st = inner_->ChunkRelease(chunk);
+  Status st = inner().ChunkRelease(chunk);
   auto it = charged_.find(chunk);
   if (it != charged_.end() && st.ok()) {
     budget_->Refund(slot_, it->second);

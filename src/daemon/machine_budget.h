@@ -17,7 +17,8 @@
 // the worker's slot when it places the worker on the machine, from the
 // context size measured when the worker became ready) and the chunks its
 // session created (its private memory); chunks imported from a golden are
-// the golden's.
+// the golden's; and the modules it loads and the context limits it raises
+// (device_charges.h).
 //
 // Processes: the daemon creates and reclaims; workers charge and refund. A
 // slot is written only by its worker while that worker lives.
@@ -28,9 +29,11 @@
 #include <map>
 #include <memory>
 
+#include "backend/forwarding_backend.h"
 #include "backend/gpu_backend.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "daemon/device_charges.h"
 #include "proto/frame.h"
 #include "transport/channel.h"
 
@@ -84,10 +87,11 @@ class MachineBudget {
 
 // A GpuBackend that charges the chunks it creates to a machine's budget and
 // shows the budget as the device's memory (MemGetInfo). Until SetBudget it
-// passes everything through unchanged. Owned by the worker's one thread.
-class BudgetedBackend : public GpuBackend {
+// passes everything through unchanged; every call it does not override goes
+// to the inner backend as it is. Owned by the worker's one thread.
+class BudgetedBackend final : public ForwardingBackend {
  public:
-  explicit BudgetedBackend(std::unique_ptr<GpuBackend> inner) : inner_(std::move(inner)) {}
+  explicit BudgetedBackend(std::unique_ptr<GpuBackend> inner) : ForwardingBackend(std::move(inner)) {}
 
   void SetBudget(std::shared_ptr<MachineBudget> budget, uint32_t slot) {
     budget_ = std::move(budget);
@@ -95,101 +99,26 @@ class BudgetedBackend : public GpuBackend {
   }
   const MachineBudget* budget() const { return budget_.get(); }
 
-  std::string_view Name() const override { return inner_->Name(); }
-  GpuBackend* Innermost() override { return inner_->Innermost(); }
-  Status Init(int device) override { return inner_->Init(device); }
-  Result<int> DeviceCount() override { return inner_->DeviceCount(); }
+  // total_mem = min(device total, the limit).
   Result<DeviceInfo> GetDeviceInfo(int device) override;
-  // free = min(device free, budget left), total = the limit.
+  // free = min(device free, budget left), total = the limit. DeviceMemGetInfo
+  // (the whole device, for fork admission) is forwarded unchanged.
   Status MemGetInfo(uint64_t* free_bytes, uint64_t* total_bytes) override;
-  Status DeviceMemGetInfo(uint64_t* free_bytes, uint64_t* total_bytes) override {
-    return inner_->DeviceMemGetInfo(free_bytes, total_bytes);
-  }
-  Status CtxSynchronize() override { return inner_->CtxSynchronize(); }
-  Result<uint64_t> CtxGetLimit(int limit) override { return inner_->CtxGetLimit(limit); }
-  Status CtxSetLimit(int limit, uint64_t value) override { return inner_->CtxSetLimit(limit, value); }
-  Status StreamPriorityRange(int* least, int* greatest) override {
-    return inner_->StreamPriorityRange(least, greatest);
-  }
-  Status ReserveArena(uint64_t base, uint64_t bytes) override { return inner_->ReserveArena(base, bytes); }
-  uint64_t Granularity() const override { return inner_->Granularity(); }
+  // Charges what the limit reserves over its value before (device_charges.h).
+  Status CtxSetLimit(int limit, uint64_t value) override;
   // CUDA_ERROR_OUT_OF_MEMORY when the machine's budget has no room.
   Result<uint64_t> ChunkCreate(uint64_t bytes) override;
-  Result<UniqueFd> ChunkExport(uint64_t chunk) override { return inner_->ChunkExport(chunk); }
-  Result<uint64_t> ChunkImport(int fd, uint64_t bytes) override { return inner_->ChunkImport(fd, bytes); }
+  // Refunds what ChunkCreate charged for `chunk`, once the inner release succeeded.
   Status ChunkRelease(uint64_t chunk) override;
-  Status ChunkMap(uint64_t addr, uint64_t chunk, uint64_t bytes, bool writable) override {
-    return inner_->ChunkMap(addr, chunk, bytes, writable);
-  }
-  Status ChunkMapRun(uint64_t addr, std::span<const ChunkPiece> pieces, bool writable) override {
-    return inner_->ChunkMapRun(addr, pieces, writable);
-  }
-  Status ChunkSetAccess(uint64_t addr, uint64_t bytes, bool writable) override {
-    return inner_->ChunkSetAccess(addr, bytes, writable);
-  }
-  Status ChunkUnmap(uint64_t addr, uint64_t bytes) override { return inner_->ChunkUnmap(addr, bytes); }
-  Status HostRegister(void* p, uint64_t bytes) override { return inner_->HostRegister(p, bytes); }
-  Status HostUnregister(void* p) override { return inner_->HostUnregister(p); }
-  Status MemcpyHtoD(uint64_t dst, const void* src, uint64_t bytes, uint64_t stream) override {
-    return inner_->MemcpyHtoD(dst, src, bytes, stream);
-  }
-  Status MemcpyDtoH(void* dst, uint64_t src, uint64_t bytes, uint64_t stream) override {
-    return inner_->MemcpyDtoH(dst, src, bytes, stream);
-  }
-  Status MemcpyDtoD(uint64_t dst, uint64_t src, uint64_t bytes, uint64_t stream) override {
-    return inner_->MemcpyDtoD(dst, src, bytes, stream);
-  }
-  Status Memset(uint64_t dst, uint32_t value, uint32_t elem_bytes, uint64_t count, uint64_t stream) override {
-    return inner_->Memset(dst, value, elem_bytes, count, stream);
-  }
-  Result<uint64_t> StreamCreate(uint32_t flags, int32_t priority) override {
-    return inner_->StreamCreate(flags, priority);
-  }
-  Status StreamDestroy(uint64_t stream) override { return inner_->StreamDestroy(stream); }
-  Status StreamSynchronize(uint64_t stream) override { return inner_->StreamSynchronize(stream); }
-  Status StreamQuery(uint64_t stream) override { return inner_->StreamQuery(stream); }
-  Status StreamWaitEvent(uint64_t stream, uint64_t event, uint32_t flags) override {
-    return inner_->StreamWaitEvent(stream, event, flags);
-  }
-  Result<uint64_t> EventCreate(uint32_t flags) override { return inner_->EventCreate(flags); }
-  Status EventDestroy(uint64_t event) override { return inner_->EventDestroy(event); }
-  Status EventRecord(uint64_t event, uint64_t stream) override { return inner_->EventRecord(event, stream); }
-  Status EventSynchronize(uint64_t event) override { return inner_->EventSynchronize(event); }
-  Status EventQuery(uint64_t event) override { return inner_->EventQuery(event); }
-  Result<float> EventElapsedTime(uint64_t start, uint64_t end) override {
-    return inner_->EventElapsedTime(start, end);
-  }
-  Result<uint64_t> ModuleLoad(std::string_view image) override { return inner_->ModuleLoad(image); }
-  Status ModuleUnload(uint64_t module) override { return inner_->ModuleUnload(module); }
-  Result<uint64_t> ModuleGetFunction(uint64_t module, const std::string& name) override {
-    return inner_->ModuleGetFunction(module, name);
-  }
-  Status ModuleGetGlobal(uint64_t module, const std::string& name, uint64_t* dptr, uint64_t* bytes) override {
-    return inner_->ModuleGetGlobal(module, name, dptr, bytes);
-  }
-  Result<std::vector<ParamInfo>> FuncGetParamInfo(uint64_t function) override {
-    return inner_->FuncGetParamInfo(function);
-  }
-  Result<std::vector<int32_t>> FuncGetAttributes(uint64_t function) override {
-    return inner_->FuncGetAttributes(function);
-  }
-  Status FuncSetAttribute(uint64_t function, int32_t attr, int32_t value) override {
-    return inner_->FuncSetAttribute(function, attr, value);
-  }
-  Status LaunchKernel(uint64_t function, const LaunchConfig& config, uint64_t stream,
-                      std::string_view params) override {
-    return inner_->LaunchKernel(function, config, stream, params);
-  }
-  Result<int32_t> OccupancyMaxBlocks(uint64_t function, int32_t block_size, uint64_t dynamic_smem,
-                                     uint32_t flags) override {
-    return inner_->OccupancyMaxBlocks(function, block_size, dynamic_smem, flags);
-  }
+  // Charge the module's device bytes and refund them (device_charges.h).
+  Result<uint64_t> ModuleLoad(std::string_view image) override;
+  Status ModuleUnload(uint64_t module) override;
 
  private:
-  std::unique_ptr<GpuBackend> inner_;
   std::shared_ptr<MachineBudget> budget_;
   uint32_t slot_ = 0;
   std::map<uint64_t, uint64_t> charged_;  // chunk handle -> bytes charged
+  DeviceCharges charges_;                 // modules and context limits
 };
 
 // Worker side, before it serves anyone: reads control frames, installs a

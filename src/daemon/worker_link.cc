@@ -1,5 +1,6 @@
 // What workers send the daemon on their control links (control_ops.h
 // 300-314), decoded by the generated control dispatch.
+#include "daemon/control_links.h"
 #include "daemon/daemon.h"
 #include "proto/control_dispatch.h"
 
@@ -43,13 +44,19 @@ struct Daemon::WorkerLink {
     d.OnPreloadDone(w, r);
     return Status::Ok();
   }
+  Status Handle(const proto::WorkerOpsRequest& r, Ctx*) {
+    if (r.session_id == w.session_id) (void)d.ops_.Update(r);
+    return Status::Ok();
+  }
 };
 
 void Daemon::OnWorkerControl(WorkerProc& w) {
   proto::FrameHeader h;
   std::string payload;
   std::vector<UniqueFd> fds;
-  Status st = w.control->ReadFrame(&h, &payload, &fds);
+  auto whole = w.control->TryReadFrame(&h, &payload, &fds);  // never waits (control_links.h)
+  if (whole.ok() && !*whole) return;
+  Status st = whole.status();
   if (!st.ok()) {
     w.control.reset();  // its exit arrives through the pidfd
     return;

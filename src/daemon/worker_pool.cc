@@ -2,6 +2,7 @@
 // the pool full, handing a pooled worker to a guest, reaping every exit.
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -9,6 +10,7 @@
 
 #include <cstdio>
 
+#include "daemon/control_links.h"
 #include "daemon/daemon.h"
 #include "proto/frame.h"
 #include "worker/worker_jail.h"
@@ -29,11 +31,17 @@ std::string Hex(uint64_t v) {
 // in a row, and tells waiting guests why.
 constexpr int kMaxStartFailures = 3;
 
+bool ReadableNow(const Channel& ch) {
+  struct pollfd p = {ch.fd(), POLLIN, 0};
+  return ch.HasBufferedFrame() || ::poll(&p, 1, 0) > 0;
+}
+
 }  // namespace
 
 Status Daemon::SpawnWorker() {
   UniqueFd mine, theirs;
   RETURN_IF_ERROR(SocketPair(&mine, &theirs));
+  RETURN_IF_ERROR(SetLinkSendTimeout(mine.get()));
   std::vector<std::string> args = {
       "smolvm-worker",     "_cuda-worker",        "--control-fd",
       "3",                 "--backend",           options_.backend,
@@ -183,6 +191,10 @@ void Daemon::AssignWorkers() {
 void Daemon::OnWorkerExit(pid_t pid) {
   int status = 0;
   if (::waitpid(pid, &status, WNOHANG) <= 0) return;
+  // What it wrote before it exited (its session's final op counts) first.
+  for (auto c = workers_.find(pid); c != workers_.end() && c->second.control && ReadableNow(*c->second.control);
+       c = workers_.find(pid))
+    OnWorkerControl(c->second);
   auto it = workers_.find(pid);
   if (it == workers_.end()) return;
   WorkerProc& w = it->second;
@@ -191,6 +203,7 @@ void Daemon::OnWorkerExit(pid_t pid) {
   if (w.session_id) {
     Log("session %llu ended: worker %d %s", static_cast<unsigned long long>(w.session_id), pid, how.c_str());
     sessions_.erase(w.session_id);
+    ops_.End(w.session_id);
   } else if (!stopping_) {
     Log("pooled worker %d %s before serving anyone", pid, how.c_str());
   }

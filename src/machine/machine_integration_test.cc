@@ -408,6 +408,64 @@ TEST_F(CudaMachineTest, GpuMemCapsTheMachine) {
   EXPECT_EQ(Find("small")["state"], "failed");
   ASSERT_EQ(Cli({"machine", "rm", "--name", "small"}).rc, 0);
 }
+
+// Torch's wheels carry their own libcudart/cuBLAS/cuDNN (loaded by absolute
+// path by torch's __init__) and torchvision a renamed libcudart: inside a
+// --cuda machine each of those paths opens our shim (cuda_libs.h); other
+// libraries and the host's files are untouched.
+TEST_F(CudaMachineTest, BundledCopiesOfReplacedLibrariesAreOursInside) {
+  std::string venv = scratch_ + "/venv", nv = venv + "/lib/python3.12/site-packages/nvidia";
+  fs::create_directories(nv + "/cu13/lib");
+  fs::create_directories(nv + "/cudnn/lib");
+  fs::create_directories(venv + "/lib/python3.12/site-packages/torchvision.libs");
+  fs::create_directory_symlink("lib", venv + "/lib64");
+  for (const char* f : {"cu13/lib/libcudart.so.13", "cu13/lib/libcublas.so.13", "cu13/lib/libcublasLt.so.13.1.0.3",
+                        "cu13/lib/libnvrtc.so.13", "cudnn/lib/libcudnn.so.9", "cudnn/lib/libcudnn_graph.so.9"})
+    std::ofstream(nv + "/" + f) << "nvidia's " << f;
+  fs::create_symlink("libcublasLt.so.13.1.0.3", nv + "/cu13/lib/libcublasLt.so.13");
+  std::string tv = venv + "/lib/python3.12/site-packages/torchvision.libs/libcudart.faf08d9a.so.13";
+  std::ofstream(tv) << "torchvision's cudart";
+  // What torch's __init__ and torchvision do: load copies by absolute path.
+  std::ofstream(venv + "/load.py")
+      << "import ctypes\n"
+         "site = '/opt/venv/lib64/python3.12/site-packages'\n"
+         "for p in ('torchvision.libs/libcudart.faf08d9a.so.13', 'nvidia/cu13/lib/libcublas.so.13',\n"
+         "          'nvidia/cudnn/lib/libcudnn.so.9'):\n"
+         "    ctypes.CDLL(site + '/' + p)\n"
+         "print('\\n'.join(sorted({l.split()[-1] for l in open('/proc/self/maps') if '/libcu' in l})))\n";
+  ASSERT_EQ(Cli({"machine", "create", "--name", "tv", "--cuda", "-v", venv + ":/opt/venv:ro", "--", "sleep", "1000"}).rc,
+            0);
+  ASSERT_EQ(Cli({"machine", "start", "--name", "tv"}).rc, 0);
+  std::string site = "/opt/venv/lib64/python3.12/site-packages";
+  for (const auto& [path, shim] : std::vector<std::pair<std::string, std::string>>{
+           {"nvidia/cu13/lib/libcudart.so.13", "libcudart.so.13"},
+           {"nvidia/cu13/lib/libcublas.so.13", "libcublas.so.13"},
+           {"nvidia/cu13/lib/libcublasLt.so.13", "libcublasLt.so.13"},
+           {"nvidia/cudnn/lib/libcudnn.so.9", "libcudnn.so.9"},
+           {"torchvision.libs/libcudart.faf08d9a.so.13", "libcudart.so.13"}})
+    EXPECT_EQ(Sh("tv", "cmp " + site + "/" + path + " /run/smolvm/lib/" + shim + " && echo ours").out, "ours\n")
+        << path;
+  EXPECT_EQ(Sh("tv", "cat " + site + "/nvidia/cu13/lib/libnvrtc.so.13").out, "nvidia's cu13/lib/libnvrtc.so.13");
+  EXPECT_EQ(Sh("tv", "cat " + site + "/nvidia/cudnn/lib/libcudnn_graph.so.9").out,
+            "nvidia's cudnn/lib/libcudnn_graph.so.9");
+  EXPECT_NE(Sh("tv", "echo x > " + site + "/nvidia/cu13/lib/libcudart.so.13").rc, 0) << "covered read-only";
+  // Loaded by path, each is the shim the process already has: only ours mapped.
+  CliRun loaded = Sh("tv", "python3 /opt/venv/load.py");
+  EXPECT_EQ(loaded.rc, 0) << loaded.out << loaded.err;
+  EXPECT_EQ(loaded.out,
+            "/run/smolvm/lib/libcublas.so.13\n/run/smolvm/lib/libcublasLt.so.13\n/run/smolvm/lib/libcuda.so.1\n"
+            "/run/smolvm/lib/libcudart.so.13\n/run/smolvm/lib/libcudnn.so.9\n")
+      << loaded.err;
+  // The host's own copies in its system library directories too (the toolkit's here, a driver's libcuda.so.1).
+  for (const char* host : {"/usr/local/cuda/lib64/libcudart.so.13", "/usr/lib/x86_64-linux-gnu/libcuda.so.1"})
+    if (fs::exists(host))
+      EXPECT_EQ(Sh("tv", std::string("cmp ") + host + " /run/smolvm/lib/" + fs::path(host).filename().string() +
+                             " && echo ours").out,
+                "ours\n")
+          << host;
+  ASSERT_EQ(Cli({"machine", "rm", "--name", "tv", "--force"}).rc, 0);
+  EXPECT_EQ(Slurp(tv), "torchvision's cudart") << "the host's file is untouched";
+}
 #endif
 
 }  // namespace

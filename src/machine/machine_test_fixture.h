@@ -76,10 +76,10 @@ class MachineTest : public ::testing::Test {
     char tmpl[] = "/tmp/smolvm-mt-bin-XXXXXX";
     bin_dir_ = mkdtemp(tmpl);
     chmod(bin_dir_.c_str(), 0755);
-    std::string src = std::string(SMOLVM_SOURCE_DIR) + "/src/machine/";
-    std::string cc = "cc -O1 -o " + bin_dir_ + "/golden " + src + "testdata_golden.c -I" + SMOLVM_GUEST_INCLUDE +
+    std::string src = std::string(SMOLVM_SOURCE_DIR) + "/src/machine/testdata/";
+    std::string cc = "cc -O1 -o " + bin_dir_ + "/golden " + src + "golden.c -I" + SMOLVM_GUEST_INCLUDE +
                      " -L" + SMOLVM_GUEST_LIB_DIR + " -lsmolvm-guest && cc -O1 -o " + bin_dir_ + "/syscalls " + src +
-                     "testdata_syscalls.c && cc -O1 -o " + bin_dir_ + "/locks " + src + "testdata_locks.c";
+                     "syscalls.c && cc -O1 -o " + bin_dir_ + "/locks " + src + "locks.c";
     compiled_ = system(cc.c_str()) == 0;
   }
   static void TearDownTestSuite() {

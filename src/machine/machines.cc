@@ -201,10 +201,11 @@ std::string NameList(const std::vector<MachineRecord>& rs) {
 
 // A pack's defaults under what the caller gave: its command when none is
 // given, its env before -e, its workdir unless --workdir. The pack is
-// verified in full here, so a corrupt one is refused before anything exists.
-Status ApplyPack(MachineSpec& spec) {
+// verified here (in full unless unchanged since), so a corrupt one is refused
+// before anything exists.
+Status ApplyPack(const std::string& home, MachineSpec& spec) {
   if (spec.image.empty() || spec.image[0] != '/' || !IsPackFile(spec.image)) return Status::Ok();
-  auto m = VerifyPack(spec.image);
+  auto m = VerifyPackForUse(home, spec.image);
   if (!m.ok()) return Status(Code::kInvalidArgument, "--image: " + m.status().message());
   if (spec.cmd.empty()) spec.cmd = m->command;
   std::vector<std::string> env = m->env;
@@ -218,7 +219,7 @@ Status ApplyPack(MachineSpec& spec) {
 Status CreateMachine(const std::string& home, const std::string& name, const MachineSpec& given) {
   RETURN_IF_ERROR(ValidateName(name));
   MachineSpec spec = given;
-  RETURN_IF_ERROR(ApplyPack(spec));
+  RETURN_IF_ERROR(ApplyPack(home, spec));
   RETURN_IF_ERROR(ValidateSpec(spec));
   ASSIGN_OR_RETURN(auto store, Store::Open(home));
   RETURN_IF_ERROR(store->Transaction([&]() -> Status {

@@ -4,7 +4,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <linux/falloc.h>
+#include <sched.h>
 #include <spawn.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -12,6 +15,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -64,15 +68,16 @@ Status WriteAll(int fd, const void* p, size_t n, uint64_t off) {
   return Status::Ok();
 }
 
-Status RunTool(std::vector<std::string> argv) {
+Status RunTool(std::vector<std::string> argv, const char* package = "squashfs-tools",
+               const char* env = "$SMOLVM_MKSQUASHFS") {
   std::vector<char*> a;
   for (auto& s : argv) a.push_back(s.data());
   a.push_back(nullptr);
   pid_t pid;
   int rc = ::posix_spawnp(&pid, a[0], nullptr, nullptr, a.data(), environ);
   if (rc != 0)
-    return Status(Code::kNotFound, "cannot run " + argv[0] + ": " + std::strerror(rc) +
-                                       " (install squashfs-tools, or point $SMOLVM_MKSQUASHFS at mksquashfs)");
+    return Status(Code::kNotFound, "cannot run " + argv[0] + ": " + std::strerror(rc) + " (install " + package +
+                                       ", or point " + env + " at it)");
   int status;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
@@ -132,7 +137,8 @@ Result<PackManifest> ManifestFromJson(const std::string& text) {
   } catch (const nlohmann::json::exception& e) {
     return Malformed(std::string("pack manifest: ") + e.what());
   }
-  if (m.image_type != "squashfs") return Malformed("pack image type '" + m.image_type + "' is not supported (squashfs)");
+  if (m.image_type != "erofs" && m.image_type != "squashfs")
+    return Malformed("pack image type '" + m.image_type + "' is not supported (erofs, squashfs)");
   if (m.image_sha256.size() != 64) return Malformed("pack manifest: image.sha256 is not a SHA-256");
   if (m.workdir.empty() || m.workdir[0] != '/') return Malformed("pack manifest: workdir must be absolute");
   for (const auto& e : m.env)
@@ -199,7 +205,8 @@ Result<PackManifest> ReadPackFd(const std::string& path, int fd) {
 
 }  // namespace
 
-Result<PackManifest> ReadPack(const std::string& path) {
+Result<PackManifest> ReadPack(const std::string& path, int fd_in) {
+  if (fd_in >= 0) return ReadPackFd(path, fd_in);
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return Status(Code::kInvalidArgument, "cannot open pack '" + path + "': " + std::strerror(errno));
   return ReadPackFd(path, fd.get());
@@ -221,13 +228,207 @@ Result<PackManifest> VerifyPack(const std::string& path, int fd_in) {
   return m;
 }
 
+namespace {
+
+// mksquashfs writes the image at the offset itself and takes every source,
+// each landing at the root under its basename (one source keeps its name
+// only with -keep-as-directory).
+Status BuildSquashfs(const PackCreateOptions& o, const std::vector<std::string>& sources, const std::string& tmp) {
+  std::vector<std::string> argv = {o.mksquashfs};
+  argv.insert(argv.end(), sources.begin(), sources.end());
+  argv.push_back(tmp);
+  for (const char* a : {"-noappend", "-quiet", "-no-progress", "-comp", "lz4", "-all-root", "-no-xattrs", "-offset"})
+    argv.push_back(a);
+  argv.push_back(std::to_string(kPackImageOffset));
+  if (sources.size() == 1) argv.push_back("-keep-as-directory");
+  return RunTool(argv);
+}
+
+// Shifts the image that starts at byte 0 of `tmp` to kPackImageOffset,
+// leaving room for header and manifest: FALLOC_FL_INSERT_RANGE moves only
+// extents (ext4, xfs); elsewhere (tmpfs, btrfs, overlayfs over them) the image
+// is copied into a fresh file (copy_file_range, else read/write), each
+// copied range punched out of the source so the disk holds ~one image, not
+// two, while it runs.
+Status MoveToImageOffset(const std::string& tmp) {
+  UniqueFd src(::open(tmp.c_str(), O_RDWR | O_CLOEXEC));
+  if (!src.valid()) return ErrnoStatus("open " + tmp, errno);
+  if (::fallocate(src.get(), FALLOC_FL_INSERT_RANGE, 0, static_cast<off_t>(kPackImageOffset)) == 0) return Status::Ok();
+  struct stat st;
+  if (::fstat(src.get(), &st) < 0) return ErrnoStatus("stat " + tmp, errno);
+  std::string shifted = tmp + ".shift";
+  UniqueFd dst(::open(shifted.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!dst.valid()) return ErrnoStatus("create " + shifted, errno);
+  auto fail = [&](Status s) {
+    ::unlink(shifted.c_str());
+    return s;
+  };
+  loff_t in = 0, out = static_cast<loff_t>(kPackImageOffset);
+  bool kernel_copy = true;
+  std::vector<char> buf;
+  while (in < st.st_size) {
+    size_t want = static_cast<size_t>(std::min<loff_t>(st.st_size - in, 64 << 20));
+    ssize_t n = -1;
+    const loff_t from = in;
+    if (kernel_copy) {
+      n = ::copy_file_range(src.get(), &in, dst.get(), &out, want, 0);
+      if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == EOPNOTSUPP || errno == ENOSYS)) {
+        kernel_copy = false;
+        continue;
+      }
+    } else {
+      buf.resize(4 << 20);
+      n = ::pread(src.get(), buf.data(), std::min(want, buf.size()), in);
+      if (n > 0) {
+        Status w = WriteAll(dst.get(), buf.data(), static_cast<size_t>(n), static_cast<uint64_t>(out));
+        if (!w.ok()) return fail(w);
+        in += n;
+        out += n;
+      }
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return fail(ErrnoStatus("copy the image into " + shifted, errno));
+    if (n == 0) return fail(Internal("the image " + tmp + " shrank while being copied"));
+    // Best effort: without hole punching the copy just needs the space.
+    (void)::fallocate(src.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, from, n);
+  }
+  if (::rename(shifted.c_str(), tmp.c_str()) < 0) return fail(ErrnoStatus("rename " + shifted, errno));
+  return Status::Ok();
+}
+
+[[noreturn]] void ChildDie(const char* what, const std::string& path) {
+  int e = errno;
+  std::string msg = std::string("smolvm pack create: ") + what + " " + path + ": " + std::strerror(e) + "\n";
+  if (::write(2, msg.data(), msg.size()) < 0) {
+  }
+  ::_exit(126);
+}
+
+// Child of BuildErofs, between fork and exec, on strings the parent built.
+// Exit 127: the tool is missing; 126: staging failed (said on stderr).
+[[noreturn]] void ErofsChild(const std::vector<std::string>& sources, const std::vector<std::string>& at,
+                             const std::string& stage, char* const* argv, const std::string& uid_map,
+                             const std::string& gid_map) {
+  auto die = ChildDie;
+  auto write_file = [&](const char* path, const std::string& text) {
+    UniqueFd f(::open(path, O_WRONLY | O_CLOEXEC));
+    if (!f.valid() || ::write(f.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
+      die("write", path);
+  };
+  // Unprivileged: a user namespace mapping the caller to root, for the mounts.
+  int flags = CLONE_NEWNS | (uid_map.empty() ? 0 : CLONE_NEWUSER);
+  if (::unshare(flags) < 0) die("unshare", "(mount namespace)");
+  if (!uid_map.empty()) {
+    write_file("/proc/self/setgroups", "deny");
+    write_file("/proc/self/uid_map", uid_map);
+    write_file("/proc/self/gid_map", gid_map);
+  }
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) < 0) die("make private", "/");
+  if (::mount("smolvm-pack-stage", stage.c_str(), "tmpfs", MS_NOSUID, "mode=0755,size=1m") < 0)
+    die("mount tmpfs on", stage);
+  for (size_t i = 0; i < sources.size(); ++i) {
+    struct stat st;
+    const char* src = sources[i].c_str();
+    const char* dst = at[i].c_str();
+    if (::lstat(src, &st) < 0) die("stat", sources[i]);
+    if (S_ISLNK(st.st_mode)) {
+      char target[4096];
+      ssize_t n = ::readlink(src, target, sizeof target - 1);
+      if (n < 0) die("readlink", sources[i]);
+      target[n] = '\0';
+      if (::symlink(target, dst) < 0) die("symlink", at[i]);
+      continue;
+    }
+    if (S_ISDIR(st.st_mode)) {
+      if (::mkdir(dst, 0755) < 0) die("mkdir", at[i]);
+    } else if (S_ISREG(st.st_mode)) {
+      UniqueFd f(::open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+      if (!f.valid()) die("create", at[i]);
+    } else {
+      if (::mknod(dst, st.st_mode, st.st_rdev) < 0) die("mknod", at[i]);
+      continue;
+    }
+    if (::mount(src, dst, nullptr, MS_BIND | MS_REC, nullptr) < 0) die("bind-mount", sources[i]);
+  }
+  ::execvp(argv[0], argv);
+  if (errno == ENOENT) ::_exit(127);
+  die("exec", argv[0]);
+}
+
+// mkfs.erofs 1.5 reads one directory and writes at offset 0: stage the
+// sources as one tree (bind mounts in a private namespace, gone with it),
+// then move the image to the offset.
+Status BuildErofsStaged(const PackCreateOptions& o, const std::vector<std::string>& sources,
+                        const std::vector<std::string>& names, const std::string& tmp) {
+  std::string stage = o.out + ".stage." + std::to_string(::getpid());
+  if (::mkdir(stage.c_str(), 0700) < 0) return ErrnoStatus("mkdir " + stage, errno);
+  std::vector<std::string> at;
+  for (const auto& n : names) at.push_back(stage + "/" + n);
+  std::vector<std::string> args = {o.mkfs_erofs, "--quiet", "--all-root", "-x-1", tmp, stage};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::string uid_map, gid_map;
+  if (::geteuid() != 0) {
+    uid_map = "0 " + std::to_string(::geteuid()) + " 1";
+    gid_map = "0 " + std::to_string(::getegid()) + " 1";
+  }
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    int e = errno;
+    ::rmdir(stage.c_str());
+    return ErrnoStatus("fork", e);
+  }
+  if (pid == 0) ErofsChild(sources, at, stage, argv.data(), uid_map, gid_map);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  ::rmdir(stage.c_str());  // its tmpfs went with the child's namespace
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+    return Status(Code::kNotFound, "cannot run " + o.mkfs_erofs +
+                                       " (install erofs-utils, or point $SMOLVM_MKFS_EROFS at mkfs.erofs)");
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 126) return Internal("staging the pack's tree failed (see above)");
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return Internal(o.mkfs_erofs + " failed (its message is above)");
+  return MoveToImageOffset(tmp);
+}
+
+// A source in another mount namespace (a running machine's /workspace,
+// reached through /proc/PID/root) cannot be bind-mounted from here (EINVAL,
+// open_tree too): it is copied next to the output first, and the copy goes
+// when the image is made.
+Status BuildErofs(const PackCreateOptions& o, std::vector<std::string> sources, const std::vector<std::string>& names,
+                  const std::string& tmp) {
+  namespace fs = std::filesystem;
+  std::string copies = o.out + ".copy." + std::to_string(::getpid());
+  Status s = Status::Ok();
+  for (size_t i = 0; i < sources.size() && s.ok(); ++i) {
+    if (sources[i].rfind("/proc/", 0) != 0) continue;
+    std::error_code ec;
+    fs::create_directories(copies, ec);
+    std::string to = copies + "/" + names[i];
+    if (!ec) fs::copy(sources[i], to, fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);
+    if (ec) s = Status(Code::kIo, "copy " + sources[i] + " to " + to + ": " + ec.message());
+    sources[i] = to;
+  }
+  if (s.ok()) s = BuildErofsStaged(o, sources, names, tmp);
+  std::error_code ec;
+  fs::remove_all(copies, ec);
+  return s;
+}
+
+}  // namespace
+
 Result<PackManifest> CreatePack(const PackCreateOptions& o) {
   if (!o.from.empty()) RETURN_IF_ERROR(CheckDir("--from", o.from));
   if (!o.model.empty()) RETURN_IF_ERROR(CheckDir("--model", o.model));
   if (o.out.empty()) return InvalidArgument("give the output file with -o FILE.smolmachine");
   if (o.workdir.empty() || o.workdir[0] != '/') return InvalidArgument("--workdir '" + o.workdir + "' must be absolute");
   for (const auto& e : o.env) RETURN_IF_ERROR(ValidateEnv(e));
+  if (o.image_type != "erofs" && o.image_type != "squashfs")
+    return InvalidArgument("image type '" + o.image_type + "' is not one of erofs, squashfs");
   PackManifest m;
+  m.image_type = o.image_type;
+  m.format_version = o.image_type == "squashfs" ? 1 : 2;
   m.command = o.command;
   m.env = o.env;
   m.workdir = o.workdir;
@@ -272,14 +473,7 @@ Result<PackManifest> CreatePack(const PackCreateOptions& o) {
     ::unlink(tmp.c_str());
     return s;
   };
-  std::vector<std::string> argv = {o.mksquashfs};
-  argv.insert(argv.end(), sources.begin(), sources.end());
-  for (const char* a : {"-noappend", "-quiet", "-no-progress", "-comp", "lz4", "-all-root", "-no-xattrs", "-offset"})
-    argv.push_back(a);
-  argv.push_back(std::to_string(kPackImageOffset));
-  if (sources.size() == 1) argv.push_back("-keep-as-directory");
-  argv.insert(argv.begin() + 1 + static_cast<long>(sources.size()), tmp);
-  Status s = RunTool(argv);
+  Status s = o.image_type == "erofs" ? BuildErofs(o, sources, names, tmp) : BuildSquashfs(o, sources, tmp);
   if (!s.ok()) return fail(s);
   UniqueFd fd(::open(tmp.c_str(), O_RDWR | O_CLOEXEC));
   if (!fd.valid()) return fail(ErrnoStatus("open " + tmp, errno));

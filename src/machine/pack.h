@@ -1,5 +1,7 @@
 // Packed machines (.smolmachine): one file holding a versioned manifest and a
-// read-only squashfs image of a root tree (docs/machines.md, "Pack format").
+// read-only filesystem image of a root tree (docs/machines.md, "Format"):
+// erofs (format 2, what `pack create` writes) or squashfs (format 1, still
+// read and, with image_type "squashfs", still written).
 //
 //   offset 0      header, 64 bytes, little-endian:
 //                   char     magic[8] = "SMOLPACK"
@@ -8,7 +10,7 @@
 //                   uint8    manifest_sha256[32]
 //                   uint8    reserved[16]     (zero)
 //   offset 64     manifest, UTF-8 JSON (PackManifest), at most kPackManifestMax bytes
-//   image.offset  the squashfs image (4 KiB-aligned; 64 KiB in format 1), image.size bytes;
+//   image.offset  the image (4 KiB-aligned; 64 KiB in formats 1 and 2), image.size bytes;
 //                 the file ends there
 //
 // Readers accept every header_version up to their own and every manifest
@@ -28,7 +30,10 @@ namespace smolvm::machine {
 
 inline constexpr char kPackMagic[8] = {'S', 'M', 'O', 'L', 'P', 'A', 'C', 'K'};
 inline constexpr uint32_t kPackHeaderVersion = 1;
-inline constexpr int kPackFormatVersion = 1;       // manifest "format_version"
+// Manifest "format_version": 1 = squashfs image, 2 = erofs image too (a
+// reader of format 1 could not mount it). Writers write the lowest version
+// that describes the pack, so a squashfs pack stays readable by format-1 readers.
+inline constexpr int kPackFormatVersion = 2;
 inline constexpr uint64_t kPackHeaderSize = 64;
 inline constexpr uint64_t kPackImageOffset = 65536;  // format 1 writers
 inline constexpr uint64_t kPackManifestMax = kPackImageOffset - kPackHeaderSize;
@@ -36,7 +41,7 @@ inline constexpr uint64_t kPackAlign = 4096;
 
 struct PackManifest {
   int format_version = kPackFormatVersion;
-  std::string image_type = "squashfs";
+  std::string image_type = "erofs";  // "erofs" or "squashfs"
   uint64_t image_offset = kPackImageOffset;
   uint64_t image_size = 0;
   std::string image_sha256;          // lowercase hex
@@ -64,18 +69,30 @@ struct PackCreateOptions {
   std::string workdir = "/workspace";
   std::string created_by;
   std::string out;  // FILE.smolmachine (replaced atomically)
+  // "erofs": uncompressed erofs (mkfs.erofs), the default: its page cache
+  // holds large folios, so warm reads of weights run at the host
+  // filesystem's speed (squashfs: ~2.4x slower, order-0 pages; see
+  // docs/machines.md). "squashfs": mksquashfs lz4, format 1.
+  std::string image_type = "erofs";
   std::string mksquashfs = "mksquashfs";  // $SMOLVM_MKSQUASHFS overrides
+  std::string mkfs_erofs = "mkfs.erofs";  // $SMOLVM_MKFS_EROFS overrides
 };
 
-// Builds the image with mksquashfs (lz4) straight into out at the image
-// offset, hashes it and writes header + manifest. Nothing is left at `out`
-// (or its temporary) on failure.
+// Builds the image (see image_type) into out at the image offset, hashes it
+// and writes header + manifest. mksquashfs writes at the offset itself;
+// mkfs.erofs (1.5 takes one directory and no offset) runs in a private mount
+// namespace over a tmpfs staging root with each source bind-mounted at its
+// name, and the image is then moved to the offset (FALLOC_FL_INSERT_RANGE,
+// or a copy where the filesystem lacks it). Nothing is left at `out`, its
+// temporaries or the staging directory on failure. A missing tool is
+// kNotFound.
 Result<PackManifest> CreatePack(const PackCreateOptions& o);
 
 // Header and manifest only (no image hash): bad magic, a newer major format,
 // a manifest that fails its digest, a misaligned image or a file shorter or
 // longer than the manifest says are errors (kMalformed).
-Result<PackManifest> ReadPack(const std::string& path);
+// `fd` (optional, -1) reads through an already-open descriptor of the file.
+Result<PackManifest> ReadPack(const std::string& path, int fd = -1);
 
 // ReadPack plus the image's SHA-256 over exactly [offset, offset+size).
 // `fd` (optional, -1) reads through an already-open descriptor of the file,

@@ -36,9 +36,10 @@ if sys.argv[1:] == ["fork"]:
 class PackTest : public MachineTest {
  protected:
   // A tree with the program, `files` small files and a tiny model, packed.
-  std::string MakePack(int files = 3000) {
+  std::string MakePack(int files = 3000, const std::string& image_fs = "erofs") {
     std::string tree = scratch_ + "/tree";
     fs::create_directories(tree + "/app/data");
+    fs::create_directory_symlink("app", tree + "/app-link");  // a link at the root stays a link
     std::ofstream(tree + "/app/main.py") << kPackProgram;
     for (int i = 0; i < files; ++i) {
       std::string dir = tree + "/app/data/d" + std::to_string(i / 100);
@@ -48,7 +49,8 @@ class PackTest : public MachineTest {
     std::string model = scratch_ + "/model-tiny";
     EXPECT_EQ(system((std::string(SMOLVM_LEARNER) + " make-model --preset tiny --out " + model + " >/dev/null").c_str()), 0);
     std::string pack = scratch_ + "/x.smolmachine";
-    CliRun r = Cli({"pack", "create", "--from", tree, "--model", model, "-o", pack, "--", "python3", "/app/main.py"});
+    CliRun r = Cli({"pack", "create", "--fs", image_fs, "--from", tree, "--model", model, "-o", pack, "--", "python3",
+                    "/app/main.py"});
     EXPECT_EQ(r.rc, 0) << r.err;
     return pack;
   }
@@ -73,6 +75,22 @@ class PackTest : public MachineTest {
     return -1;
   }
 
+  // The one mounted pack's filesystem type and its loop device's settings:
+  // "TYPE dio=D ra_kb=R" (or "" with no pack mounted).
+  std::string PackMountSettings() {
+    std::istringstream mi(Slurp("/proc/self/mountinfo"));
+    for (std::string line; std::getline(mi, line);) {
+      if (line.find(home_ + "/packs/") == std::string::npos) continue;
+      std::istringstream rest(line.substr(line.find(" - ") + 3));
+      std::string type, source;
+      rest >> type >> source;
+      std::string dev = "/sys/block/" + source.substr(source.rfind('/') + 1);
+      auto trim = [](std::string v) { return v.substr(0, v.find('\n')); };
+      return type + " dio=" + trim(Slurp(dev + "/loop/dio")) + " ra_kb=" + trim(Slurp(dev + "/queue/read_ahead_kb"));
+    }
+    return "";
+  }
+
   static double ForkMs(const std::string& out) {
     size_t at = out.find(" in ");
     return at == std::string::npos ? -1 : std::stod(out.substr(at + 4));
@@ -84,11 +102,11 @@ TEST_F(PackTest, PackedProgramRunsAndTheManifestSaysWhatIsInside) {
   CliRun r = Cli({"pack", "inspect", pack});
   ASSERT_EQ(r.rc, 0) << r.err;
   auto m = nlohmann::json::parse(r.out);
-  EXPECT_EQ(m["format_version"], 1);
+  EXPECT_EQ(m["format_version"], 2);
   EXPECT_EQ(m["command"], (std::vector<std::string>{"python3", "/app/main.py"}));
   EXPECT_EQ(m["model"], "/model-tiny");
   EXPECT_EQ(m["workdir"], "/workspace");
-  EXPECT_EQ(m["image"]["type"], "squashfs");
+  EXPECT_EQ(m["image"]["type"], "erofs");
   EXPECT_EQ(m["image"]["offset"].get<int64_t>() % 4096, 0);
   EXPECT_EQ(m["image"]["offset"].get<int64_t>() + m["image"]["size"].get<int64_t>(), fs::file_size(pack));
   EXPECT_NE(m["created_by"].get<std::string>().find("smolvm "), std::string::npos);
@@ -102,14 +120,31 @@ TEST_F(PackTest, PackedProgramRunsAndTheManifestSaysWhatIsInside) {
   EXPECT_EQ(PackMounts(), 1);
   ASSERT_EQ(Cli({"machine", "start", "--name", "p1"}).rc, 0);
   EXPECT_TRUE(WaitForLog("p1", "pack-ok files=3000 layers=2 cwd=/workspace")) << Logs("p1");
-  EXPECT_EQ(Sh("p2", "ls /model-tiny; test -w /app || echo app-read-only").out,
-            "config.json\ngeneration_config.json\nmodel.safetensors\napp-read-only\n");
+  EXPECT_EQ(Sh("p2", "ls /model-tiny; test -w /app || echo app-read-only; readlink /app-link").out,
+            "config.json\ngeneration_config.json\nmodel.safetensors\napp-read-only\napp\n");
   EXPECT_EQ(PackMounts(), 1);
+  // The reading-speed choices (docs/machines.md, "Reading speed"): erofs over
+  // a direct-I/O loop device with 4 MiB readahead.
+  EXPECT_EQ(PackMountSettings(), "erofs dio=1 ra_kb=4096");
   ASSERT_EQ(Cli({"machine", "stop", "--name", "p2"}).rc, 0);
   for (int i = 0; i < 200 && Find("p1")["state"] == "running"; ++i) usleep(20000);
   EXPECT_EQ(PackMounts(), 0);
   ASSERT_EQ(Cli({"machine", "rm", "--name", "p1"}).rc, 0);
   ASSERT_EQ(Cli({"machine", "rm", "--name", "p2"}).rc, 0);
+}
+
+TEST_F(PackTest, AFormat1SquashfsPackStillRuns) {
+  std::string pack = MakePack(50, "squashfs");
+  CliRun r = Cli({"pack", "inspect", pack});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["format_version"], 1);
+  ASSERT_EQ(Cli({"machine", "create", "--name", "sq", "--image", pack, "--", "sleep", "1000"}).rc, 0);
+  ASSERT_EQ(Cli({"machine", "start", "--name", "sq"}).rc, 0);
+  EXPECT_EQ(Sh("sq", "cd /workspace && python3 /app/main.py").out, "pack-ok files=50 layers=2 cwd=/workspace\n");
+  EXPECT_EQ(PackMountSettings(), "squashfs dio=0 ra_kb=4096") << "format 1: buffered";
+  ASSERT_EQ(Cli({"machine", "stop", "--name", "sq"}).rc, 0);
+  EXPECT_EQ(PackMounts(), 0);
+  ASSERT_EQ(Cli({"machine", "rm", "--name", "sq"}).rc, 0);
 }
 
 TEST_F(PackTest, FourForksOfAPackedGolden) {
@@ -202,6 +237,24 @@ TEST_F(PackTest, CorruptOrTruncatedPackIsRefusedBeforeAnythingIsMounted) {
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("truncated"), std::string::npos) << r.err;
   EXPECT_EQ(PackMounts(), 0);
+}
+
+TEST_F(PackTest, APackOthersCanWriteIsRefusedBeforeAnythingExists) {
+  std::string pack = MakePack(10);
+  ASSERT_EQ(::chmod(pack.c_str(), 0666), 0);
+  CliRun r = Cli({"machine", "create", "--name", "ww", "--image", pack});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("chmod go-w"), std::string::npos) << r.err;
+  EXPECT_TRUE(Find("ww").is_null());
+  // Made writable after create: start refuses it, nothing mounted.
+  ASSERT_EQ(::chmod(pack.c_str(), 0644), 0);
+  ASSERT_EQ(Cli({"machine", "create", "--name", "ww", "--image", pack, "--", "true"}).rc, 0);
+  ASSERT_EQ(::chmod(pack.c_str(), 0666), 0);
+  r = Cli({"machine", "start", "--name", "ww"});
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("chmod go-w"), std::string::npos) << r.err;
+  EXPECT_EQ(PackMounts(), 0);
+  ASSERT_EQ(Cli({"machine", "rm", "--name", "ww"}).rc, 0);
 }
 
 TEST_F(PackTest, ReadOnlyMountsAreLockedAgainstTheMachinesRoot) {

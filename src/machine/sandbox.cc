@@ -18,8 +18,8 @@
 
 #include <cstring>
 
-#include "machine/forkpoint_wire.h"
-#include "machine/init_loop.h"
+#include "guest/forkpoint_wire.h"
+#include "guest/init_loop.h"
 #include "machine/sandbox_internal.h"
 #include "machine/seccomp.h"
 #include "shim/preload.h"

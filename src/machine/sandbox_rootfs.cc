@@ -9,6 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "machine/cuda_libs.h"
 #include "machine/sandbox_internal.h"
 
 namespace smolvm::machine {
@@ -242,6 +243,7 @@ Status BuildRootfs(const SandboxConfig& cfg, const HostFds& fds) {
     }
     RETURN_IF_ERROR(Bind(fds.volumes[i].get(), dst, v.read_only));
   }
+  if (cfg.spec.cuda && fds.shim.valid()) RETURN_IF_ERROR(CoverMachineCudaLibraries(cfg, pack || image_dir));
   if (::syscall(SYS_pivot_root, ".", ".") < 0) return ErrnoStatus("pivot_root", errno);
   if (::umount2(".", MNT_DETACH) < 0) return ErrnoStatus("detaching the host root", errno);
   if (::chdir("/") < 0) return ErrnoStatus("chdir /", errno);

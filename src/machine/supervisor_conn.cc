@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "machine/forkpoint_wire.h"
+#include "guest/forkpoint_wire.h"
 
 namespace smolvm::machine {
 namespace {

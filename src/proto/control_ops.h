@@ -2,7 +2,7 @@
 //
 //   admin (200-204):  an operator or the machine supervisor -> the daemon's
 //                     admin socket (<socket>.admin, 0600).
-//   daemon <-> worker (300-314): the control link of each worker process
+//   daemon <-> worker (300-315): the control link of each worker process
 //                     (same binary on both ends).
 //
 // Same format and generated code as the guest table (ops.h): request/reply
@@ -95,6 +95,8 @@
   /* daemon -> worker before it serves a machine's session: the machine's shared \
      device-memory budget (memfd) rides along; `slot` is this worker's entry in it */ \
   X(314, WorkerBudget, ASYNC, (F(u32, slot) F(u64, limit_bytes)), ()) \
+  /* worker -> daemon: the cumulative counts of the guest ops its session served (op_counts.h) */ \
+  X(315, WorkerOps, ASYNC, (F(u64, session_id) F(u32s, ops) F(u64s, counts)), ()) \
   SMOLVM_CONTROL_OPS_EXTRA(X)
 // clang-format on
 

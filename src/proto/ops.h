@@ -158,9 +158,11 @@
   X(124, DnnFinalize, SYNC, (F(u64, desc) F(u32, type) F(bytes, attrs)), ()) \
   X(125, DnnDestroyDesc, ASYNC, (F(u64, desc)), ()) \
   /* an attribute the worker's library computed; outs/out_types: the guest's */ \
-  /* descriptors a BACKEND_DESCRIPTOR attribute is written into (ids, types) */ \
+  /* descriptors a BACKEND_DESCRIPTOR attribute is written into (ids, types); */ \
+  /* no_values 1: the caller passed no element array (the count only) */ \
   X(126, DnnGetAttribute, SYNC, \
-    (F(u64, desc) F(u32, name) F(u32, type) F(i64, requested) F(u64s, outs) F(u32s, out_types)), \
+    (F(u64, desc) F(u32, name) F(u32, type) F(i64, requested) F(u64s, outs) F(u32s, out_types) \
+     F(u8, no_values)), \
     (F(i64, count) F(bytes, values))) \
   /* the variant pack by value: ptrs are arena addresses, except entries with */ \
   /* sizes[i] > 0, whose value (a by-value tensor) is the next sizes[i] bytes of values */ \

@@ -1,8 +1,12 @@
 // libcublas.so.13 of the shim: the cuBLAS calls remoted at their API level
 // (docs/remoted.md lists them). A cublasHandle_t is a guest object holding
 // the handle's wire id and what the program set on it (stream, modes,
-// workspace), so getters answer locally. Setters and GEMMs are ASYNC ops;
-// create, version and level-1 results on the host are SYNC.
+// workspace), so getters answer locally. Setters touch only that object:
+// before an op that uses the handle, what changed since the worker's copy was
+// last brought up to date goes ahead of it (SyncHandle), so torch's setter
+// calls around every GEMM (stream, workspace, math mode set to the values
+// they already have) cost nothing on the wire. GEMMs are ASYNC ops; create,
+// version and level-1 results on the host are SYNC.
 //
 // cuBLAS checks its arguments at call time; so does this shim (the same
 // CUBLAS_STATUS_INVALID_VALUE cases), because a failure the worker finds
@@ -27,17 +31,44 @@ using smolvm::shim::BlasStatusOf;
 using smolvm::shim::LibCall;
 namespace proto = smolvm::proto;
 
-struct cublasContext : smolvm::shim::BlasHandleHead {
-  cublasContext() { kind = smolvm::shim::kBlasHandleKind; }
-  cudaStream_t stream = nullptr;
+// What a cuBLAS handle holds besides its stream: cuBLAS's defaults at create.
+struct BlasHandleState {
+  uint64_t stream_id = 0;  // the stream's wire id
   cublasPointerMode_t pointer_mode = CUBLAS_POINTER_MODE_HOST;
   cublasMath_t math_mode = CUBLAS_DEFAULT_MATH;
   cublasAtomicsMode_t atomics_mode = CUBLAS_ATOMICS_NOT_ALLOWED;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  bool workspace_set = false;  // cublasSetWorkspace was called (NULL, 0 differs from cuBLAS's own)
+};
+
+struct cublasContext : smolvm::shim::BlasHandleHead {
+  cublasContext() { kind = smolvm::shim::kBlasHandleKind; }
+  cudaStream_t stream = nullptr;
+  BlasHandleState set;     // what the program set (getters answer it)
+  BlasHandleState worker;  // what the worker's handle has (SyncHandle)
 };
 
 #define SMOLVM_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace {
+
+// Queues the setters that bring the worker's copy of `h` up to what the
+// program set, ahead of an op on `h` in the same call (so in order).
+void SyncHandle(LibCall& call, cublasContext* h) {
+  const BlasHandleState& p = h->set;
+  BlasHandleState& w = h->worker;
+  if (w.stream_id != p.stream_id) call.Enqueue(proto::BlasSetStreamRequest{h->id, p.stream_id});
+  if (w.workspace_set != p.workspace_set || w.workspace != p.workspace || w.workspace_bytes != p.workspace_bytes)
+    call.Enqueue(proto::BlasSetWorkspaceRequest{h->id, reinterpret_cast<uint64_t>(p.workspace), p.workspace_bytes});
+  auto mode = [&](BlasMode what, uint32_t have, uint32_t want) {
+    if (have != want) call.Enqueue(proto::BlasSetModeRequest{h->id, static_cast<uint32_t>(what), want});
+  };
+  mode(BlasMode::kMath, w.math_mode, p.math_mode);
+  mode(BlasMode::kPointer, w.pointer_mode, p.pointer_mode);
+  mode(BlasMode::kAtomics, w.atomics_mode, p.atomics_mode);
+  w = p;
+}
 
 // Ends a call: a cuBLAS failure of an earlier ASYNC op, found by the worker,
 // comes back with the first reply after it and is reported here once.
@@ -74,7 +105,7 @@ size_t ScalarBytes(cublasComputeType_t compute, cudaDataType ctype) {
 // device addresses otherwise.
 template <typename Req>
 void PutScalars(Req* q, const cublasContext* h, const void* alpha, const void* beta, size_t bytes) {
-  if (h->pointer_mode == CUBLAS_POINTER_MODE_HOST) {
+  if (h->set.pointer_mode == CUBLAS_POINTER_MODE_HOST) {
     q->alpha = std::string_view(static_cast<const char*>(alpha), bytes);
     q->beta = std::string_view(static_cast<const char*>(beta), bytes);
   } else {
@@ -110,6 +141,7 @@ cublasStatus_t Gemm(cublasHandle_t h, BlasGemmFn fn, cublasOperation_t ta, cubla
   q.c = reinterpret_cast<uint64_t>(c), q.ctype = ctype, q.ldc = ldc, q.stride_c = sc;
   q.batch = batch, q.compute = compute, q.algo = algo;
   PutScalars(&q, h, alpha, beta, ScalarBytes(compute, ctype));
+  SyncHandle(call, h);
   call.Enqueue(q);
   return Finish(call, CUBLAS_STATUS_SUCCESS);
 }
@@ -130,7 +162,8 @@ cublasStatus_t Level1(cublasHandle_t h, BlasLevel1Fn fn, int n, const float* alp
   if ((reduce && result == nullptr) || (!reduce && alpha == nullptr)) return CUBLAS_STATUS_INVALID_VALUE;
   LibCall call;
   if (int32_t e = call.begin_error()) return BlasBeginStatus(e);
-  if (reduce && h->pointer_mode == CUBLAS_POINTER_MODE_HOST) {
+  SyncHandle(call, h);
+  if (reduce && h->set.pointer_mode == CUBLAS_POINTER_MODE_HOST) {
     proto::BlasLevel1HostRequest q;
     q.handle = h->id, q.fn = static_cast<uint32_t>(fn), q.n = n;
     q.x = reinterpret_cast<uint64_t>(x), q.incx = incx, q.y = reinterpret_cast<uint64_t>(y), q.incy = incy;
@@ -142,7 +175,7 @@ cublasStatus_t Level1(cublasHandle_t h, BlasLevel1Fn fn, int n, const float* alp
   proto::BlasLevel1Request q;
   q.handle = h->id, q.fn = static_cast<uint32_t>(fn), q.n = n;
   if (!reduce) {
-    if (h->pointer_mode == CUBLAS_POINTER_MODE_HOST) {
+    if (h->set.pointer_mode == CUBLAS_POINTER_MODE_HOST) {
       q.alpha = std::string_view(reinterpret_cast<const char*>(alpha), sizeof(float));
     } else {
       q.alpha_ptr = reinterpret_cast<uint64_t>(alpha);
@@ -256,7 +289,7 @@ SMOLVM_EXPORT cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s
   uint64_t id = 0;
   if (call.StreamId(stream, &id) != 0) return CUBLAS_STATUS_INVALID_VALUE;
   h->stream = stream;
-  call.Enqueue(proto::BlasSetStreamRequest{h->id, id});
+  h->set.stream_id = id;
   return Finish(call, CUBLAS_STATUS_SUCCESS);
 }
 
@@ -269,47 +302,50 @@ SMOLVM_EXPORT cublasStatus_t cublasGetStream_v2(cublasHandle_t h, cudaStream_t* 
 
 SMOLVM_EXPORT cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode) {
   if (h == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
-  h->math_mode = mode;
-  return EnqueueOnly(h, proto::BlasSetModeRequest{h->id, static_cast<uint32_t>(BlasMode::kMath), mode});
+  h->set.math_mode = mode;
+  return CUBLAS_STATUS_SUCCESS;
 }
 
 SMOLVM_EXPORT cublasStatus_t cublasGetMathMode(cublasHandle_t h, cublasMath_t* mode) {
   if (h == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (mode == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  *mode = h->math_mode;
+  *mode = h->set.math_mode;
   return CUBLAS_STATUS_SUCCESS;
 }
 
 SMOLVM_EXPORT cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t h, cublasPointerMode_t mode) {
   if (h == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (mode != CUBLAS_POINTER_MODE_HOST && mode != CUBLAS_POINTER_MODE_DEVICE) return CUBLAS_STATUS_INVALID_VALUE;
-  h->pointer_mode = mode;
-  return EnqueueOnly(h, proto::BlasSetModeRequest{h->id, static_cast<uint32_t>(BlasMode::kPointer), mode});
+  h->set.pointer_mode = mode;
+  return CUBLAS_STATUS_SUCCESS;
 }
 
 SMOLVM_EXPORT cublasStatus_t cublasGetPointerMode_v2(cublasHandle_t h, cublasPointerMode_t* mode) {
   if (h == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (mode == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  *mode = h->pointer_mode;
+  *mode = h->set.pointer_mode;
   return CUBLAS_STATUS_SUCCESS;
 }
 
 SMOLVM_EXPORT cublasStatus_t cublasSetAtomicsMode(cublasHandle_t h, cublasAtomicsMode_t mode) {
   if (h == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
-  h->atomics_mode = mode;
-  return EnqueueOnly(h, proto::BlasSetModeRequest{h->id, static_cast<uint32_t>(BlasMode::kAtomics), mode});
+  h->set.atomics_mode = mode;
+  return CUBLAS_STATUS_SUCCESS;
 }
 
 SMOLVM_EXPORT cublasStatus_t cublasGetAtomicsMode(cublasHandle_t h, cublasAtomicsMode_t* mode) {
   if (h == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (mode == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
-  *mode = h->atomics_mode;
+  *mode = h->set.atomics_mode;
   return CUBLAS_STATUS_SUCCESS;
 }
 
 SMOLVM_EXPORT cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void* workspace, size_t bytes) {
   if (h == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
-  return EnqueueOnly(h, proto::BlasSetWorkspaceRequest{h->id, reinterpret_cast<uint64_t>(workspace), bytes});
+  h->set.workspace = workspace;
+  h->set.workspace_bytes = bytes;
+  h->set.workspace_set = true;
+  return CUBLAS_STATUS_SUCCESS;
 }
 
 // --- GEMMs -------------------------------------------------------------------------

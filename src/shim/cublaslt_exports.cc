@@ -4,7 +4,9 @@
 // and cublasLtMatmulAlgoGetHeuristic (SYNC) carry them by value; the worker
 // rebuilds the library's objects from them and caches them by content.
 // Algorithms (cublasLtMatmulAlgo_t) come from the worker's heuristic and go
-// back to it unchanged. Every other export is a not-supported stub.
+// back to it unchanged. Heuristic answers are kept in the guest by content
+// (HeuristicCache): torch asks before every matmul with a bias, the worker
+// once per problem. Every other export is a not-supported stub.
 #include <cublasLt.h>
 
 #include <cstring>
@@ -157,6 +159,61 @@ uint64_t LtWireId(LibCall& call, cublasLtHandle_t h, cublasStatus_t* st) {
     head->lt_id = id;
   }
   return head->lt_id;
+}
+
+// The heuristic's answers by question. cuBLASLt's heuristic is a function of
+// the problem (descriptor, layouts, preference) and the device; it reads no
+// memory, so the addresses in a descriptor (bias, scale, aux pointers, which
+// torch sets to each call's tensors) enter the key only as their alignment
+// (mod 256, and whether null). REQUIRES the session lock (a LibCall).
+class HeuristicCache {
+ public:
+  static std::string Key(uint64_t handle, int requested, const LtAttrs& desc, const std::string& a,
+                         const std::string& b, const std::string& c, const std::string& d, const std::string& pref) {
+    LtAttrs shape = desc;
+    for (const auto& [attr, v] : desc.attrs()) {
+      if (!IsPointer(attr) || v.size() != sizeof(uint64_t)) continue;
+      uint64_t p;
+      std::memcpy(&p, v.data(), sizeof p);
+      shape.SetValue<uint64_t>(attr, p == 0 ? 0 : (p & 0xff) | 0x100);
+    }
+    std::string key;
+    proto::Encoder enc(&key);
+    enc.Put(handle);
+    enc.Put(requested);
+    for (const std::string& part : {shape.Encode(), a, b, c, d, pref}) enc.Put(std::string_view(part));
+    return key;
+  }
+  // nullptr when not asked yet.
+  const std::string* Find(const std::string& key) const {
+    auto it = answers_.find(key);
+    return it == answers_.end() ? nullptr : &it->second;
+  }
+  void Add(std::string key, std::string results) {
+    if (answers_.size() >= kMaxAnswers) answers_.clear();  // a program that never repeats a problem
+    answers_.emplace(std::move(key), std::move(results));
+  }
+
+ private:
+  static bool IsPointer(uint32_t attr) {
+    switch (attr) {
+      case CUBLASLT_MATMUL_DESC_BIAS_POINTER: case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+      case CUBLASLT_MATMUL_DESC_A_SCALE_POINTER: case CUBLASLT_MATMUL_DESC_B_SCALE_POINTER:
+      case CUBLASLT_MATMUL_DESC_C_SCALE_POINTER: case CUBLASLT_MATMUL_DESC_D_SCALE_POINTER:
+      case CUBLASLT_MATMUL_DESC_AMAX_D_POINTER: case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_SCALE_POINTER:
+      case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_AMAX_POINTER:
+        return true;
+      default:
+        return false;
+    }
+  }
+  static constexpr size_t kMaxAnswers = 4096;
+  std::map<std::string, std::string> answers_;  // key -> the raw results (count = size / sizeof result)
+};
+
+HeuristicCache& Heuristics() {
+  static HeuristicCache* cache = new HeuristicCache();  // never destroyed: atexit-time calls may still use it
+  return *cache;
 }
 
 cublasStatus_t Finish(LibCall& call, cublasStatus_t st) {
@@ -351,13 +408,22 @@ SMOLVM_EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, 
               cs = Obj(cdesc)->attrs.Encode(), dd = Obj(ddesc)->attrs.Encode(), ps = Obj(pref)->attrs.Encode();
   q.desc = ds, q.adesc = as, q.bdesc = bs, q.cdesc = cs, q.ddesc = dd, q.pref = ps;
   q.requested = requested;
-  proto::LtHeuristicReply rep;
-  int32_t r = call.Call(q, &rep);
-  if (r != 0) return Finish(call, BlasStatusOf(r));
-  size_t n = rep.results.size() / sizeof(cublasLtMatmulHeuristicResult_t);
-  if (rep.count < 0 || static_cast<size_t>(rep.count) != n || rep.count > requested)
-    return CUBLAS_STATUS_INTERNAL_ERROR;
-  std::memcpy(results, rep.results.data(), rep.results.size());
-  *count = rep.count;
-  return Finish(call, rep.count == 0 ? CUBLAS_STATUS_NOT_SUPPORTED : CUBLAS_STATUS_SUCCESS);
+  std::string key = HeuristicCache::Key(q.handle, requested, Obj(desc)->attrs, as, bs, cs, dd, ps);
+  std::string answer;
+  if (const std::string* hit = Heuristics().Find(key)) {
+    answer = *hit;
+  } else {
+    proto::LtHeuristicReply rep;
+    int32_t r = call.Call(q, &rep);
+    if (r != 0) return Finish(call, BlasStatusOf(r));
+    size_t n = rep.results.size() / sizeof(cublasLtMatmulHeuristicResult_t);
+    if (rep.count < 0 || static_cast<size_t>(rep.count) != n ||
+        n * sizeof(cublasLtMatmulHeuristicResult_t) != rep.results.size() || rep.count > requested)
+      return CUBLAS_STATUS_INTERNAL_ERROR;
+    answer.assign(rep.results.data(), rep.results.size());
+    Heuristics().Add(std::move(key), answer);
+  }
+  std::memcpy(results, answer.data(), answer.size());
+  *count = static_cast<int>(answer.size() / sizeof(cublasLtMatmulHeuristicResult_t));
+  return Finish(call, *count == 0 ? CUBLAS_STATUS_NOT_SUPPORTED : CUBLAS_STATUS_SUCCESS);
 }

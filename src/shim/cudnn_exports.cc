@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,25 @@ cudnnStatus_t Fail(cudnnStatus_t st, const char* call) {
     std::snprintf(last_error, sizeof last_error, "smolvm cuDNN: %s returned %s", call,
                   smolvm::shim::DnnStatusName(st));
   return st;
+}
+
+// A backend-API use the shim does not remote: CUDNN_STATUS_NOT_SUPPORTED,
+// named on stderr once per use (as the generated stubs name themselves).
+cudnnStatus_t Unsupported(const std::string& use) {
+  static std::mutex mu;
+  static std::set<std::string>* named = new std::set<std::string>();  // never destroyed
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (named->insert(use).second) {
+      std::fprintf(stderr,
+                   "smolvm cudnn: %s is not supported by the remoting shim (returns "
+                   "CUDNN_STATUS_NOT_SUPPORTED)\n",
+                   use.c_str());
+      std::fflush(stderr);
+    }
+  }
+  std::snprintf(last_error, sizeof last_error, "smolvm cuDNN: %s is not supported", use.c_str());
+  return CUDNN_STATUS_NOT_SUPPORTED;
 }
 
 // Ends a call: a cuDNN failure of an earlier ASYNC op (an execute), found by
@@ -154,7 +174,8 @@ SMOLVM_EXPORT cudnnStatus_t cudnnBackendCreateDescriptor(cudnnBackendDescriptorT
   if (desc == nullptr)
     return Fail(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, "cudnnBackendCreateDescriptor");
   if (static_cast<uint32_t>(type) > CUDNN_BACKEND_OPERATION_SDPA_BWD_DESCRIPTOR)
-    return Fail(CUDNN_STATUS_NOT_SUPPORTED, "cudnnBackendCreateDescriptor");
+    return Unsupported("cudnnBackendCreateDescriptor of descriptor type " +
+                       std::to_string(static_cast<uint32_t>(type)));
   std::lock_guard<std::mutex> lock(Mirror::Get().mu());
   *desc = Mirror::Get().NewDesc(type);
   return CUDNN_STATUS_SUCCESS;
@@ -220,6 +241,8 @@ SMOLVM_EXPORT cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t desc) 
   return Finish(call, st, "cudnnBackendFinalize");
 }
 
+// A null element array asks for the count only (cudnn-frontend counts notes
+// and heuristics results that way): the worker's library is asked the same.
 SMOLVM_EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const desc,
                                                      cudnnBackendAttributeName_t name,
                                                      cudnnBackendAttributeType_t type,
@@ -232,12 +255,12 @@ SMOLVM_EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t co
   size_t e = proto::DnnElemBytes(type);
   if (d == nullptr || requested < 0) return Fail(CUDNN_STATUS_BAD_PARAM, what);
   if (e == 0) return Fail(CUDNN_STATUS_BAD_PARAM_ATTRIBUTE_TYPE, what);
-  if (requested > 0 && elements == nullptr) return Fail(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, what);
+  const bool no_values = elements == nullptr;
   // What the program set, on a descriptor it built, is answered here.
   const proto::DnnAttr* a = d->filled ? nullptr : d->attrs.Find(name);
   if (a != nullptr && type != CUDNN_TYPE_BACKEND_DESCRIPTOR) {
     if (a->type != type) return Fail(CUDNN_STATUS_BAD_PARAM_ATTRIBUTE_TYPE, what);
-    int64_t n = std::min(a->count(), requested);
+    int64_t n = no_values ? 0 : std::min(a->count(), requested);
     if (count) *count = a->count();
     if (type == CUDNN_TYPE_HANDLE) {
       for (int64_t i = 0; i < n; ++i) static_cast<void**>(elements)[i] = m.HandleById(a->U64(i));
@@ -247,19 +270,23 @@ SMOLVM_EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t co
     return CUDNN_STATUS_SUCCESS;
   }
   if (!d->on_worker) return Fail(CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED, what);
-  if (type == CUDNN_TYPE_HANDLE) return Fail(CUDNN_STATUS_NOT_SUPPORTED, what);
-  auto key = std::make_tuple(static_cast<uint32_t>(name), static_cast<uint32_t>(type), requested);
+  if (type == CUDNN_TYPE_HANDLE)
+    return Unsupported("cudnnBackendGetAttribute of a handle the library set");
+  // Cached by (name, type, requested), requested -1 for a count-only answer.
+  auto key = std::make_tuple(static_cast<uint32_t>(name), static_cast<uint32_t>(type),
+                             no_values ? int64_t{-1} : requested);
   if (type != CUDNN_TYPE_BACKEND_DESCRIPTOR) {
     if (auto hit = d->answers.find(key); hit != d->answers.end()) {
       if (count) *count = hit->second.first;
-      std::memcpy(elements, hit->second.second.data(), hit->second.second.size());
+      if (!no_values) std::memcpy(elements, hit->second.second.data(), hit->second.second.size());
       return CUDNN_STATUS_SUCCESS;
     }
   }
   proto::DnnGetAttributeRequest q;
   q.desc = d->id, q.name = name, q.type = type, q.requested = requested;
+  q.no_values = no_values;
   std::vector<GuestDesc*> outs;
-  if (type == CUDNN_TYPE_BACKEND_DESCRIPTOR) {
+  if (type == CUDNN_TYPE_BACKEND_DESCRIPTOR && !no_values) {
     for (int64_t i = 0; i < requested; ++i) {
       GuestDesc* o = m.Find(static_cast<void**>(elements)[i]);
       if (o == nullptr || o == d) return Fail(CUDNN_STATUS_BAD_PARAM, what);
@@ -273,7 +300,7 @@ SMOLVM_EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t co
   proto::DnnGetAttributeReply rep;
   cudnnStatus_t st = DnnStatusOf(call.Call(q, &rep));
   if (st != CUDNN_STATUS_SUCCESS) return Finish(call, st, what);
-  int64_t n = std::clamp<int64_t>(rep.count, 0, requested);
+  int64_t n = no_values ? 0 : std::clamp<int64_t>(rep.count, 0, requested);
   if (count) *count = rep.count;
   if (type == CUDNN_TYPE_BACKEND_DESCRIPTOR) {
     for (int64_t i = 0; i < n; ++i) {  // now the worker's: their attributes are asked there
@@ -286,7 +313,7 @@ SMOLVM_EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t co
   } else {
     if (rep.values.size() != static_cast<size_t>(n) * e)
       return Finish(call, CUDNN_STATUS_INTERNAL_ERROR, what);
-    std::memcpy(elements, rep.values.data(), rep.values.size());
+    if (n > 0) std::memcpy(elements, rep.values.data(), rep.values.size());
     if (d->finalized) d->answers[key] = {rep.count, std::string(rep.values)};
   }
   return Finish(call, st, what);
@@ -308,8 +335,8 @@ SMOLVM_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBacke
        v->attrs.attrs())  // what DnnExecute does not carry is refused, never dropped
     if (name != CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS &&
         name != CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS && name != CUDNN_ATTR_VARIANT_PACK_WORKSPACE)
-      return Fail(CUDNN_STATUS_NOT_SUPPORTED,
-                  "cudnnBackendExecute (variant pack overrides / intermediates)");
+      return Unsupported("cudnnBackendExecute with variant pack attribute " +
+                         std::to_string(name) + " (overrides, intermediates)");
   proto::DnnExecuteRequest q;
   q.handle = handle->id;
   q.plan = p->id;

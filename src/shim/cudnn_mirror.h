@@ -40,7 +40,8 @@ struct GuestDesc {
   bool filled = false;     // written by the worker (GetAttribute): attrs are not known here
   proto::DnnAttrs attrs;
   std::shared_ptr<const DnnByValue> by_value;
-  // Answers of the worker for this finalized descriptor, by (name, type, requested).
+  // Answers of the worker for this finalized descriptor, by (name, type,
+  // requested); requested -1 for a count-only answer (no element array).
   std::map<std::tuple<uint32_t, uint32_t, int64_t>, std::pair<int64_t, std::string>> answers;
 };
 

@@ -30,11 +30,14 @@ cudaError_t Runtime::GetDeviceCount(int* count) {
   std::lock_guard lock(session_.mu());
   *count = 0;
   if (cudaError_t e = Begin(); e != cudaSuccess) return Record(e);
-  proto::DeviceGetCountRequest req;
-  proto::DeviceGetCountReply rep;
-  Status st = session_.Call(req, &rep);
-  if (!st.ok()) return FinishStatus(st);
-  *count = std::min(rep.count, 1);
+  if (device_count_ < 0) {  // a session's device does not come or go: asked once
+    proto::DeviceGetCountRequest req;
+    proto::DeviceGetCountReply rep;
+    Status st = session_.Call(req, &rep);
+    if (!st.ok()) return FinishStatus(st);
+    device_count_ = std::clamp(rep.count, 0, 1);
+  }
+  *count = device_count_;
   return Finish(*count == 0 ? cudaErrorNoDevice : cudaSuccess);
 }
 
@@ -193,12 +196,17 @@ cudaError_t Runtime::DeviceSetLimit(cudaLimit limit, size_t value) {
 cudaError_t Runtime::DeviceGetStreamPriorityRange(int* least, int* greatest) {
   std::lock_guard lock(session_.mu());
   if (cudaError_t e = Begin(); e != cudaSuccess) return Record(e);
-  proto::StreamPriorityRangeRequest req;
-  proto::StreamPriorityRangeReply rep;
-  Status st = session_.Call(req, &rep);
-  if (!st.ok()) return FinishStatus(st);
-  if (least != nullptr) *least = rep.least;
-  if (greatest != nullptr) *greatest = rep.greatest;
+  if (!have_priority_range_) {  // a device constant: asked once
+    proto::StreamPriorityRangeRequest req;
+    proto::StreamPriorityRangeReply rep;
+    Status st = session_.Call(req, &rep);
+    if (!st.ok()) return FinishStatus(st);
+    priority_least_ = rep.least;
+    priority_greatest_ = rep.greatest;
+    have_priority_range_ = true;
+  }
+  if (least != nullptr) *least = priority_least_;
+  if (greatest != nullptr) *greatest = priority_greatest_;
   return Finish(cudaSuccess);
 }
 

@@ -399,6 +399,9 @@ CUresult Driver::PackedArgs(CUfunction f, void** extra, std::vector<void*>* args
     }
   }
   if (buf == nullptr || !have_size || size < k->params_bytes) return CUDA_ERROR_INVALID_VALUE;
+  // A buffer longer than the parameters (a struct's tail padding) is refused
+  // by the driver with this code (measured on the H200).
+  if (size > k->params_bytes) return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
   for (size_t i = 0; i + 1 < k->params.size(); i += 2) args->push_back(buf + k->params[i]);
   return CUDA_SUCCESS;
 }

@@ -74,7 +74,10 @@ void Runtime::UnregisterFatBinary(void** handle) {
   session_.Enqueue(req);
   m->id = 0;
   for (auto& [fn, k] : kernels_)
-    if (k->module == m) k->id = 0;
+    if (k->module == m) {
+      k->id = 0;
+      k->occupancy.clear();
+    }
   for (auto& [var, v] : vars_)
     if (v->module == m) v->dptr = 0;
 }
@@ -294,6 +297,11 @@ cudaError_t Runtime::FuncSetAttribute(const void* func, cudaFuncAttribute attr, 
   if (k == nullptr) return Finish(cudaErrorInvalidDeviceFunction);
   if (cudaError_t e = EnsureKernel(k); e != cudaSuccess) return Finish(e);
   // cudaFuncAttribute values equal the CUfunction_attribute ones they set.
+  // Setting the value the function already has changes nothing and cannot
+  // fail: answered here (torch sets the dynamic shared size before every
+  // launch of its attention kernels).
+  size_t i = static_cast<size_t>(attr);
+  if (i < k->attrs.size() && k->attrs[i] == value) return Finish(cudaSuccess);
   proto::FuncSetAttributeRequest req;
   req.function = k->id;
   req.attr = static_cast<int32_t>(attr);
@@ -301,9 +309,9 @@ cudaError_t Runtime::FuncSetAttribute(const void* func, cudaFuncAttribute attr, 
   proto::FuncSetAttributeReply rep;
   Status st = session_.Call(req, &rep);
   if (!st.ok()) return FinishStatus(st);
-  size_t i = static_cast<size_t>(attr);
   if (i >= k->attrs.size()) k->attrs.resize(i + 1);
   k->attrs[i] = value;
+  k->occupancy.clear();
   return Finish(cudaSuccess);
 }
 
@@ -315,6 +323,11 @@ cudaError_t Runtime::OccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, cons
   KernelRecord* k = FindKernel(func, false);
   if (k == nullptr) return Finish(cudaErrorInvalidDeviceFunction);
   if (cudaError_t e = EnsureKernel(k); e != cudaSuccess) return Finish(e);
+  auto key = std::make_tuple(block_size, dynamic_smem, flags);
+  if (auto hit = k->occupancy.find(key); hit != k->occupancy.end()) {
+    *blocks = hit->second;
+    return Finish(cudaSuccess);
+  }
   proto::OccupancyMaxBlocksRequest req;
   req.function = k->id;
   req.block_size = block_size;
@@ -324,6 +337,7 @@ cudaError_t Runtime::OccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, cons
   Status st = session_.Call(req, &rep);
   if (!st.ok()) return FinishStatus(st);
   *blocks = rep.blocks;
+  k->occupancy[key] = rep.blocks;
   return Finish(cudaSuccess);
 }
 

@@ -1,5 +1,7 @@
 #include "shim/runtime.h"
 
+#include "shim/foreign_libs.h"
+
 #include "shim/errors.h"
 
 namespace smolvm::shim {
@@ -29,7 +31,10 @@ cudaError_t Runtime::Begin() {
   if (sticky_ != cudaSuccess) return sticky_;
   Status st = session_.Connect();
   if (!st.ok()) return ToCuda(st);
-  if (!host_mem_.initialized()) host_mem_.Init(session_.hello().host_base, session_.hello().host_bytes);
+  if (!host_mem_.initialized()) {
+    host_mem_.Init(session_.hello().host_base, session_.hello().host_bytes);
+    WarnForeignCudaLibraries();  // once: the session's start
+  }
   return cudaSuccess;
 }
 

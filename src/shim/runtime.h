@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -169,6 +170,11 @@ class Runtime {
     std::vector<uint32_t> params;  // (offset, size) pairs
     std::vector<int32_t> attrs;    // by CUfunction_attribute
     uint32_t params_bytes = 0;
+    // Occupancy answers by (block size, dynamic shared bytes, flags): they
+    // depend only on the function's attributes, so a FuncSetAttribute that
+    // changes one clears them. Torch and cub ask before every launch of some
+    // kernels; the worker is asked once per configuration.
+    std::map<std::tuple<int, size_t, unsigned>, int> occupancy;
   };
   struct VarRecord {
     ModuleRecord* module = nullptr;
@@ -212,6 +218,10 @@ class Runtime {
   std::unordered_map<const void*, KernelRecord*> kernel_handles_;           // cudaKernel_t -> record
   std::unordered_map<const void*, std::unique_ptr<VarRecord>> vars_;        // by host variable
   bool have_device_info_ = false;
+  int device_count_ = -1;  // -1 until asked (GetDeviceCount)
+  // The device's stream priority range, asked once (a device constant).
+  bool have_priority_range_ = false;
+  int priority_least_ = 0, priority_greatest_ = 0;
   proto::DeviceGetInfoReply device_info_;
   std::string device_uuid_;
   cudaError_t sticky_ = cudaSuccess;

@@ -16,6 +16,11 @@ SessionOptions SessionOptions::FromEnv() {
   SessionOptions o;
   if (const char* s = std::getenv("SMOLVM_CUDA_SOCKET")) o.socket_path = s;
   if (const char* t = std::getenv("SMOLVM_CUDA_TOKEN")) o.token = t;
+  if (const char* f = std::getenv("SMOLVM_SHIM_FLUSH_OPS")) {
+    char* end = nullptr;
+    unsigned long v = std::strtoul(f, &end, 10);
+    if (end != f && *end == '\0' && v <= 1000000) o.flush_ops = v;  // else the default stays
+  }
   return o;
 }
 
@@ -187,11 +192,13 @@ void AppendRawFrame(std::string* out, uint16_t op, bool async, uint32_t seq, std
 void Session::EnqueueRaw(uint16_t op, std::string_view payload) {
   AppendRawFrame(&queue_, op, true, next_seq_++, payload);
   ++queued_ops_;
-  if (queue_.size() >= options_.flush_bytes) (void)Flush();
+  Count(&queued_by_op_, op);
+  if (QueueFull()) (void)Flush();
 }
 
 Status Session::CallRaw(uint16_t op, std::string_view payload, std::string_view* fields) {
   RETURN_IF_ERROR(Connect());
+  Count(&round_trips_by_op_, op);
   uint32_t seq = next_seq_++;
   AppendRawFrame(&queue_, op, false, seq, payload);
   RETURN_IF_ERROR(WriteQueue({}));

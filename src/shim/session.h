@@ -17,6 +17,7 @@
 // one to the caller exactly once.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -46,8 +47,14 @@ struct SessionOptions {
   // Reserve [arena) and [host) ranges in this process (off in unit tests that
   // run several sessions in one process against fake servers).
   bool reserve_ranges = true;
-  // Queued bytes that trigger a flush without waiting for a SYNC op.
-  size_t flush_bytes = 4u << 20;
+  // Queued bytes, and queued ops, that trigger a flush without waiting for
+  // a SYNC op (0 ops: by bytes only). A program that issues work for a long
+  // time between synchronizations (torch: one loss.item() per step) would
+  // otherwise leave the GPU idle until it synchronizes; a batch of a few
+  // dozen ops keeps the worker and the GPU busy behind it at the cost of one
+  // write per batch. SMOLVM_SHIM_FLUSH_OPS overrides the op count.
+  size_t flush_bytes = 1u << 20;
+  size_t flush_ops = 32;
 
   static SessionOptions FromEnv();
 };
@@ -76,7 +83,8 @@ class Session {
     static_assert(Req::kKind == proto::OpKind::ASYNC);
     proto::AppendRequest(&queue_, m, next_seq_++);
     ++queued_ops_;
-    if (queue_.size() >= options_.flush_bytes) (void)Flush();
+    Count(&queued_by_op_, static_cast<uint16_t>(Req::kOp));
+    if (QueueFull()) (void)Flush();
   }
 
   // Sends the queue and `m` in one write and waits for m's reply. Returns the
@@ -89,6 +97,7 @@ class Session {
   Status Call(const Req& m, Rep* rep, int fd = -1) {
     static_assert(Req::kKind == proto::OpKind::SYNC);
     RETURN_IF_ERROR(Connect());
+    Count(&round_trips_by_op_, static_cast<uint16_t>(Req::kOp));
     uint32_t seq = next_seq_++;
     if (fd >= 0) {
       RETURN_IF_ERROR(Flush());
@@ -123,6 +132,15 @@ class Session {
   Status Flush();
   size_t queued_ops() const { return queued_ops_; }
 
+  // What this session sent, by wire op: SYNC ops, each one round trip (the
+  // caller waited for the worker's reply), and ASYNC ops queued. Lifetime
+  // totals, never reset (a clone keeps its parent's). The hot-path tests and
+  // smolvm_shim_op_counts (shim_stats.cc) read them.
+  static constexpr size_t kOpSlots = 1024;
+  using OpCounts = std::array<uint64_t, kOpSlots>;
+  const OpCounts& round_trips_by_op() const { return round_trips_by_op_; }
+  const OpCounts& queued_by_op() const { return queued_by_op_; }
+
   // The first unreported failure of an earlier ASYNC op (0 when none);
   // cleared by the call.
   int32_t TakeDeferred();
@@ -139,6 +157,10 @@ class Session {
   // Marks the session failed (printing `message` once) and returns the failure.
   Status Fail(SessionFailure how, const std::string& message);
   Status Broken(const std::string& message) { return Fail(SessionFailure::kDevicesUnavailable, message); }
+  static void Count(OpCounts* counts, uint16_t op) { ++(*counts)[op < kOpSlots ? op : 0]; }
+  bool QueueFull() const {
+    return queue_.size() >= options_.flush_bytes || (options_.flush_ops != 0 && queued_ops_ >= options_.flush_ops);
+  }
 
   SessionOptions options_;
   std::mutex mu_;
@@ -154,6 +176,8 @@ class Session {
   int32_t deferred_ = 0;
   void* arena_reservation_ = nullptr;
   void* host_reservation_ = nullptr;
+  OpCounts round_trips_by_op_{};
+  OpCounts queued_by_op_{};
 };
 
 }  // namespace smolvm::shim

@@ -55,7 +55,7 @@ Status UnixChannel::Write(std::string_view bytes, std::span<const int> fds) {
   return Status::Ok();
 }
 
-Status UnixChannel::Fill() {
+Status UnixChannel::Fill(int flags) {
   if (start_ > 0 && start_ == buf_.size()) {
     buf_.clear();
     start_ = 0;
@@ -74,7 +74,7 @@ Status UnixChannel::Fill() {
   msg.msg_controllen = sizeof control;
   ssize_t r;
   do {
-    r = ::recvmsg(sock_.get(), &msg, MSG_CMSG_CLOEXEC);
+    r = ::recvmsg(sock_.get(), &msg, MSG_CMSG_CLOEXEC | flags);
   } while (r < 0 && errno == EINTR);
   int err = errno;
   buf_.resize(old + (r > 0 ? static_cast<size_t>(r) : 0));
@@ -159,6 +159,27 @@ Status UnixChannel::ReadFrame(proto::FrameHeader* header, std::string* payload,
   DropUnclaimedFds();
   *header = h;
   return Status::Ok();
+}
+
+Result<bool> UnixChannel::TryReadFrame(proto::FrameHeader* header, std::string* payload,
+                                       std::vector<UniqueFd>* fds) {
+  while (!HasBufferedFrame()) {
+    size_t have = buf_.size() - start_;
+    if (have >= proto::kFrameHeaderBytes) {
+      proto::FrameHeader h = proto::DecodeHeader(reinterpret_cast<const uint8_t*>(buf_.data() + start_));
+      if (h.payload_bytes > proto::kMaxPayloadBytes) break;  // ReadFrame refuses it
+    }
+    Status st = Fill(MSG_DONTWAIT);
+    if (st.code() == static_cast<int32_t>(Code::kTimeout)) {
+      if (buf_.size() > start_ && !partial_since_) partial_since_ = std::chrono::steady_clock::now();
+      return false;
+    }
+    RETURN_IF_ERROR(st);
+  }
+  RETURN_IF_ERROR(ReadFrame(header, payload, fds));
+  partial_since_.reset();
+  if (buf_.size() > start_ && !HasBufferedFrame()) partial_since_ = std::chrono::steady_clock::now();
+  return true;
 }
 
 Result<UniqueFd> UnixChannel::TakeSocket() {

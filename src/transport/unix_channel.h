@@ -9,7 +9,9 @@
 // grows with the bytes that actually arrive, never with the declared length.
 #pragma once
 
+#include <chrono>
 #include <deque>
+#include <optional>
 #include <string>
 
 #include "transport/channel.h"
@@ -26,13 +28,24 @@ class UnixChannel final : public Channel {
   bool HasBufferedFrame() const override;
   int fd() const override { return sock_.get(); }
 
+  // For a poll loop that must never wait on one peer: reads what has
+  // arrived without waiting (MSG_DONTWAIT) and returns true with the next
+  // frame once it is whole; false, consuming nothing, while it is not (the
+  // bytes stay buffered, the buffer growing with what arrives). Errors as
+  // ReadFrame's.
+  Result<bool> TryReadFrame(proto::FrameHeader* header, std::string* payload, std::vector<UniqueFd>* fds);
+  // Since when bytes of a frame that is not whole yet have been waiting in
+  // the buffer (TryReadFrame sets it); nullopt when none are.
+  std::optional<std::chrono::steady_clock::time_point> PartialSince() const { return partial_since_; }
+
   // Takes the socket back (for handing the connection to another process).
   // Fails when bytes or descriptors are already buffered.
   Result<UniqueFd> TakeSocket();
 
  private:
   // Reads at least one more byte into the buffer (and any descriptors).
-  Status Fill();
+  // flags MSG_DONTWAIT: kTimeout when nothing has arrived.
+  Status Fill(int flags = 0);
 
   // Closes the descriptors no frame can claim any more: those that arrived
   // with bytes wholly before the next unread frame (a frame's descriptors
@@ -50,6 +63,7 @@ class UnixChannel final : public Channel {
   uint64_t consumed_ = 0;   // stream offset of the next unread frame
   uint64_t received_ = 0;   // stream offset just past the last byte received
   std::deque<ArrivedFd> fds_;
+  std::optional<std::chrono::steady_clock::time_point> partial_since_;
 };
 
 // Busy-waits up to `spin_us` microseconds for `fd` to become readable,

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <thread>
 
 #include "proto/frame.h"
@@ -32,6 +33,59 @@ TEST(UnixChannel, BatchedFramesArriveOneByOne) {
     ASSERT_TRUE(proto::Decode(dec, &m));
     EXPECT_EQ(m.dst, i);
   }
+}
+
+// For the daemon's poll loop (daemon/control_links.h): a frame that
+// arrives in pieces is taken only when whole, without ever waiting, and
+// its descriptors, which came with its first byte, come with it.
+TEST(UnixChannel, TryReadFrameTakesAFrameOnlyWhenWholeAndNeverWaits) {
+  UniqueFd a, b;
+  ASSERT_TRUE(SocketPair(&a, &b).ok());
+  int raw = a.get();
+  UnixChannel cb(std::move(b));
+  std::string frame;
+  proto::AppendRequest(&frame, proto::MemcpyHtoDRequest{.dst = 5, .data = std::string(100000, 'q')}, 3, 1);
+  int pipefd[2];
+  ASSERT_EQ(::pipe(pipefd), 0);
+  proto::FrameHeader h;
+  std::string payload;
+  std::vector<UniqueFd> fds;
+  auto got = cb.TryReadFrame(&h, &payload, &fds);
+  ASSERT_TRUE(got.ok());
+  EXPECT_FALSE(*got);  // nothing yet, and no wait
+  EXPECT_FALSE(cb.PartialSince());
+  // The first 10 bytes with the descriptor, then the rest in two pieces.
+  char dummy_ctl[CMSG_SPACE(sizeof(int))] = {};
+  struct iovec iov = {frame.data(), 10};
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = dummy_ctl;
+  msg.msg_controllen = sizeof dummy_ctl;
+  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &pipefd[1], sizeof(int));
+  ASSERT_EQ(::sendmsg(raw, &msg, 0), 10);
+  got = cb.TryReadFrame(&h, &payload, &fds);
+  ASSERT_TRUE(got.ok());
+  EXPECT_FALSE(*got);
+  EXPECT_TRUE(cb.PartialSince());
+  ASSERT_EQ(::send(raw, frame.data() + 10, 50000, 0), 50000);
+  got = cb.TryReadFrame(&h, &payload, &fds);
+  ASSERT_TRUE(got.ok());
+  EXPECT_FALSE(*got);
+  ASSERT_EQ(::send(raw, frame.data() + 50010, frame.size() - 50010, 0), static_cast<ssize_t>(frame.size() - 50010));
+  got = cb.TryReadFrame(&h, &payload, &fds);
+  ASSERT_TRUE(got.ok());
+  ASSERT_TRUE(*got);
+  EXPECT_EQ(h.seq, 3u);
+  EXPECT_EQ(payload.size(), frame.size() - proto::kFrameHeaderBytes);
+  ASSERT_EQ(fds.size(), 1u);
+  EXPECT_FALSE(cb.PartialSince());
+  ::close(pipefd[0]);
+  ::close(pipefd[1]);
 }
 
 TEST(UnixChannel, LargePayloadAndDescriptorsTravel) {

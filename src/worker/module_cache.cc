@@ -61,6 +61,11 @@ Result<std::string> CreateModuleCacheDir(const std::string& prefix) {
   return tmpl;
 }
 
+ModuleCache::ModuleCache(std::string dir, uint64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {
+  static const bool sha256_ready = !Sha256("").empty();
+  (void)sha256_ready;
+}
+
 std::string ModuleCache::PathOf(std::string_view sha256) const { return dir_ + "/" + HexOfBytes(sha256); }
 
 std::string ModuleCache::Sha256Of(std::string_view hash) const {

@@ -40,8 +40,11 @@ Result<std::string> CreateModuleCacheDir(const std::string& prefix);
 
 class ModuleCache {
  public:
-  // max_bytes 0: no bound.
-  ModuleCache(std::string dir, uint64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {}
+  // max_bytes 0: no bound. The first one a process makes initialises
+  // libcrypto's SHA-256 (OpenSSL loads its configuration and providers on
+  // first use: 1-5 ms), so a pooled worker has paid for it before a
+  // clone's build hashes its first image.
+  ModuleCache(std::string dir, uint64_t max_bytes);
 
   // The image this tenant knows under `hash`, read back and checked against
   // its SHA-256. kNotFound when this tenant never stored it, it was evicted,

@@ -134,6 +134,10 @@ Status Worker::Serve(std::unique_ptr<Channel> guest, const proto::WorkerAdoptReq
                      Channel* control) {
   session_id_ = adopt.session_id;
   control_ = control;
+  struct FlushOps {
+    Worker* w;
+    ~FlushOps() { w->SendOps(); }
+  } flush_ops{this};  // the final counts, however the session ends
   std::string out;
   proto::HelloReply hello;
   hello.session_id = adopt.session_id;
@@ -177,6 +181,7 @@ Status Worker::Serve(std::unique_ptr<Channel> guest, const proto::WorkerAdoptReq
       return st;
     }
     RETURN_IF_ERROR(ServeFrame(*guest, h, payload, &fds));
+    if (!(h.flags & proto::kFlagAsync) && ops_.Due(std::chrono::steady_clock::now())) SendOps();
   }
   return Status::Ok();
 }
@@ -197,6 +202,7 @@ Status Worker::ServeFrame(Channel& guest, const proto::FrameHeader& h, std::stri
     return AnswerForkpoint(guest);
   }
   if (MayWriteDeviceMemory(h.op)) ++epoch_;
+  ops_.Add(h.op);
   std::string out;
   proto::CallContext ctx;
   ctx.header = &h;
@@ -263,6 +269,13 @@ void Worker::SendStats() {
   s.allocations = memory_->allocation_count();
   std::string out;
   proto::AppendRequest(&out, s, 0);
+  (void)control_->Write(out);
+}
+
+void Worker::SendOps() {
+  if (!control_) return;
+  std::string out;
+  proto::AppendRequest(&out, ops_.Take(session_id_, std::chrono::steady_clock::now()), 0);
   (void)control_->Write(out);
 }
 

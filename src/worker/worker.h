@@ -24,6 +24,7 @@
 #include "worker/chunk_preload.h"
 #include "worker/device_memory.h"
 #include "worker/module_cache.h"
+#include "worker/op_counts.h"
 #include "worker/worker_cudnn.h"
 #include "proto/dispatch.h"
 #include "proto/enums.h"
@@ -206,6 +207,7 @@ class Worker {
   // OK when [addr, addr+bytes) lies inside one registered host segment.
   Status CheckHost(uint64_t addr, uint64_t bytes) const;
   void SendStats();
+  void SendOps();  // op_counts.h
   void ReleaseAll();
   // The BlasBackend, created on the session's first cuBLAS/cuBLASLt op.
   Result<BlasBackend*> Blas();
@@ -234,6 +236,7 @@ class Worker {
   bool host_reserved_ = false;
   uint64_t session_id_ = 0;
   Channel* control_ = nullptr;
+  OpCounter ops_;
   bool goodbye_ = false;
   std::map<uint64_t, HostSegment> host_;
   std::map<uint64_t, StreamInfo> streams_;  // by guest id

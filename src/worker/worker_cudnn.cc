@@ -143,6 +143,10 @@ Status Worker::Handle(const proto::DnnGetAttributeRequest& q, proto::DnnGetAttri
   if (q.requested < 0 || q.requested > kMaxGetBytes / static_cast<int64_t>(e))
     return BadParam("requested element count");
   DnnBackend* dnn = dnn_.backend.get();
+  if (q.no_values) {  // the count only: the library is given no element array either
+    if (!q.outs.empty()) return BadParam("a count-only query names no output descriptors");
+    return dnn->DescGet(it->second.value, q.name, q.type, q.requested, &r->count, nullptr);
+  }
   if (q.type != proto::kDnnTypeDescriptor) {
     dnn_.scratch.assign(static_cast<size_t>(q.requested) * e, '\0');
     RETURN_IF_ERROR(dnn->DescGet(it->second.value, q.name, q.type, q.requested, &r->count,

@@ -4,7 +4,11 @@
 // and is drawn for a session; then, before it adopts a guest or rebuilds a
 // clone, it drops to its tenant's uid (WorkerUids), with no supplementary
 // groups and no capabilities, and loads its seccomp filter
-// (worker_seccomp.h).
+// (worker_seccomp.h). What can be done before the draw is done while it
+// is pooled (WorkerJail::Prepare: the filter compiled, RLIMIT_MEMLOCK
+// raised, root's supplementary groups cleared while it has one thread), so
+// that entering the jail costs a clone's fork little (issue 15: the H200
+// A/B found ~3 ms per clone; build/src/daemon/worker_jail_benchmark).
 //
 // Files, under the daemon's jail directory (MakeJailDir; only root writes
 // in it):
@@ -29,6 +33,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "worker/worker_seccomp.h"
 
 namespace smolvm {
 
@@ -39,12 +44,39 @@ namespace smolvm {
 void SetWorkerCachePath(const std::string& jail_dir);
 // Drops the whole process (every thread) to uid:uid, with no supplementary
 // groups and no capabilities. Before that, as root: makes u<uid> and its
-// directories, links w<pid>, and raises RLIMIT_MEMLOCK to `memlock_bytes`
-// (what the worker may pin: its host range). Afterwards re-arms the
-// parent-death signal (a uid change clears it). Returns the tenant's module
-// cache directory. uid 0: no drop; w<pid> is made as a directory and ""
-// is returned (the module cache stays where it was).
-Result<std::string> DropWorkerPrivileges(const std::string& jail_dir, uint32_t uid, uint64_t memlock_bytes);
+// directories and links w<pid>. Afterwards re-arms the parent-death signal
+// (a uid change clears it). Returns the tenant's module cache directory.
+// uid 0: no drop; w<pid> is made as a directory and "" is returned (the
+// module cache stays where it was).
+Result<std::string> DropWorkerPrivileges(const std::string& jail_dir, uint32_t uid);
+
+// A worker's way into its jail, made ready while it is pooled (as the
+// daemon's user, before it reads any guest byte), so that what is left for
+// the moment it is drawn, on a clone's critical path, is the uid change and
+// one seccomp load: the filter is compiled ahead (WorkerSeccompFilter) and
+// RLIMIT_MEMLOCK raised ahead.
+class WorkerJail {
+ public:
+  // Also does what SetWorkerCachePath does: call it before the backend
+  // initialises the driver. learn_fd: SeccompMode::kLearn's file, kept open
+  // until Enter.
+  static Result<WorkerJail> Prepare(std::string jail_dir, SeccompMode mode, int learn_fd, uint64_t memlock_bytes);
+  WorkerJail(WorkerJail&&) noexcept;
+  WorkerJail& operator=(WorkerJail&&) noexcept;
+  ~WorkerJail();
+
+  // Drops every thread to uid (see DropWorkerPrivileges), then loads the
+  // seccomp filter on every thread. Returns the tenant's module cache
+  // directory ("" for uid 0). Once only.
+  Result<std::string> Enter(uint32_t uid);
+
+ private:
+  WorkerJail() = default;
+  std::string jail_dir_;
+  WorkerSeccompFilter filter_;
+  int learn_fd_ = -1;
+  bool entered_ = false;
+};
 
 // --- daemon side ---
 

@@ -28,17 +28,14 @@ namespace {
 
 // Drops to the tenant's uid and loads the seccomp filter: after this the
 // worker reads guest bytes. False (the worker must end) when it cannot.
-bool EnterJail(Worker& worker, const WorkerOptions& options, uint32_t uid, SeccompMode mode, int learn_fd) {
-  auto modules = DropWorkerPrivileges(options.jail_dir, uid, options.host_bytes + (64ull << 20));
-  Status st = modules.status();
-  if (st.ok() && !modules->empty()) worker.set_module_cache_dir(*modules);
-  if (st.ok()) st = InstallWorkerSeccomp(mode, learn_fd);
-  if (!st.ok()) {
-    std::fprintf(stderr, "smolvm worker %d: cannot enter its jail (uid %u, seccomp %s): %s\n", ::getpid(), uid,
-                 SeccompModeName(mode), st.ToString().c_str());
+bool EnterJail(Worker& worker, WorkerJail& jail, uint32_t uid) {
+  auto modules = jail.Enter(uid);
+  if (modules.ok() && !modules->empty()) worker.set_module_cache_dir(*modules);
+  if (!modules.ok()) {
+    std::fprintf(stderr, "smolvm worker %d: cannot enter its jail (uid %u): %s\n", ::getpid(), uid,
+                 modules.status().ToString().c_str());
     return false;
   }
-  if (learn_fd >= 0) ::close(learn_fd);
   return true;
 }
 
@@ -48,9 +45,7 @@ bool EnterJail(Worker& worker, const WorkerOptions& options, uint32_t uid, Secco
 struct PooledLink {
   Worker& worker;
   UnixChannel& control;
-  const WorkerOptions& options;
-  SeccompMode mode;
-  int learn_fd;
+  WorkerJail& jail;
   bool built_clone = false;
   bool jailed = false;
   int exit = kWorkerExitServed;
@@ -84,7 +79,7 @@ struct PooledLink {
   Status Handle(const proto::CloneBuildRequest& build, Ctx*) {
     // A fork: become a copy of the golden, then wait for the clone's guest.
     if (built_clone) return Malformed("a second CloneBuild");
-    if (!EnterJail(worker, options, build.uid, mode, learn_fd)) return Fail(kWorkerExitJailFailed, Internal("jail"));
+    if (!EnterJail(worker, jail, build.uid)) return Fail(kWorkerExitJailFailed, Internal("jail"));
     jailed = true;
     auto chunk_fds = ReceiveChunkFds(control, build.num_chunks);
     Result<proto::CloneBuiltRequest> built =
@@ -134,7 +129,11 @@ int WorkerMain(int control_fd, const WorkerOptions& options) {
     }
   }
   // Before the driver starts: it reads CUDA_CACHE_PATH once.
-  SetWorkerCachePath(options.jail_dir);
+  auto jail = WorkerJail::Prepare(options.jail_dir, *mode, learn_fd, options.host_bytes + (64ull << 20));
+  if (!jail.ok()) {
+    std::fprintf(stderr, "smolvm worker: %s\n", jail.status().ToString().c_str());
+    return kWorkerExitBadOptions;
+  }
   WorkerOptions opts = options;
   if (const char* nr = std::getenv("SMOLVM_WORKER_TEST_SYSCALL")) opts.test_syscall = std::atol(nr);
   UnixChannel control{UniqueFd(control_fd)};
@@ -159,7 +158,7 @@ int WorkerMain(int control_fd, const WorkerOptions& options) {
   if (!control.Write(out).ok()) return kWorkerExitControlLost;
 
   // Pooled: preload orders until a clone build, then an adoption.
-  PooledLink link{worker, control, options, *mode, learn_fd};
+  PooledLink link{worker, control, *jail};
   while (!link.adopted) {
     proto::FrameHeader h;
     std::string payload;
@@ -177,7 +176,7 @@ int WorkerMain(int control_fd, const WorkerOptions& options) {
   }
   // Serving an unrelated session: hold no other session's chunks.
   if (!link.built_clone) worker.DropPreload();
-  if (!link.jailed && !EnterJail(worker, options, link.adopt.uid, *mode, learn_fd)) return kWorkerExitJailFailed;
+  if (!link.jailed && !EnterJail(worker, *jail, link.adopt.uid)) return kWorkerExitJailFailed;
   auto guest = std::make_unique<UnixChannel>(std::move(link.guest));
   st = worker.Serve(std::move(guest), link.adopt, &control);
   if (!st.ok())

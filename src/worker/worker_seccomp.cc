@@ -8,11 +8,15 @@
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <memory>
+
+#include "base/unique_fd.h"
 
 namespace smolvm {
 namespace {
@@ -199,16 +203,19 @@ std::vector<std::string> WorkerSeccompAllowlist() {
   return out;
 }
 
-Status InstallWorkerSeccomp(SeccompMode mode, int learn_fd) {
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) return ErrnoStatus("prctl(PR_SET_NO_NEW_PRIVS)", errno);
-  if (mode == SeccompMode::kOff) return Status::Ok();
-  if (mode == SeccompMode::kLearn && learn_fd < 0) return InvalidArgument("seccomp learn mode needs a learn file");
+namespace {
+
+using FilterCtx = std::unique_ptr<void, CtxDeleter>;
+
+// The rule database for `mode` (kEnforce, kLog or kLearn), with the names
+// the SIGSYS reporter prints resolved.
+Result<FilterCtx> BuildFilter(SeccompMode mode) {
   for (int nr = 0; nr < kMaxNr; ++nr)
     if (!g_names[nr]) g_names[nr] = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);  // kept for life
   uint32_t other = mode == SeccompMode::kEnforce ? SCMP_ACT_TRAP
                    : mode == SeccompMode::kLog   ? SCMP_ACT_LOG
                                                  : SCMP_ACT_NOTIFY;
-  std::unique_ptr<void, CtxDeleter> ctx(seccomp_init(other));
+  FilterCtx ctx(seccomp_init(other));
   if (!ctx) return Internal("seccomp_init failed");
   RETURN_IF_ERROR(Rc(seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_TSYNC, 1), "seccomp TSYNC"));
   (void)seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_OPTIMIZE, 2);  // a binary tree when the library can
@@ -217,7 +224,7 @@ Status InstallWorkerSeccomp(SeccompMode mode, int learn_fd) {
   // worker's memcpy-heavy paths up to 25 % and its round trip ~3 us. The
   // mitigation guards a process against code it runs itself; a worker runs
   // no guest code on the CPU (it parses frames), so it is left off
-  // (docs/threat-model.md).
+  // (docs/threat-model.md). WorkerSeccompFilter::Load passes the same flag.
   (void)seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_SSB, 1);
   for (const Allowed& a : kAllowlist) {
     int nr = seccomp_syscall_resolve_name(a.name);
@@ -235,15 +242,37 @@ Status InstallWorkerSeccomp(SeccompMode mode, int learn_fd) {
   for (int opt : kPrctlAllowed)
     RETURN_IF_ERROR(Rc(seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1, scmp_arg_cmp{0, SCMP_CMP_EQ, static_cast<scmp_datum_t>(opt), 0}),
                        "seccomp allow prctl"));
-  if (mode == SeccompMode::kEnforce) {
-    struct sigaction sa = {};
-    sa.sa_sigaction = OnSigsys;
-    sa.sa_flags = SA_SIGINFO;
-    sigemptyset(&sa.sa_mask);
-    if (::sigaction(SIGSYS, &sa, nullptr) < 0) return ErrnoStatus("sigaction(SIGSYS)", errno);
-  }
-  if (mode != SeccompMode::kLearn) return Rc(seccomp_load(ctx.get()), "loading the worker's seccomp filter");
+  return ctx;
+}
 
+// The BPF program libseccomp generates for `ctx` (libseccomp 2.5 exports
+// only to a descriptor).
+Result<std::vector<struct sock_filter>> ExportProgram(void* ctx) {
+  UniqueFd fd(::memfd_create("smolvm-seccomp-bpf", MFD_CLOEXEC));
+  if (!fd.valid()) return ErrnoStatus("memfd_create (seccomp program)", errno);
+  RETURN_IF_ERROR(Rc(seccomp_export_bpf(ctx, fd.get()), "exporting the seccomp program"));
+  off_t bytes = ::lseek(fd.get(), 0, SEEK_END);
+  if (bytes <= 0 || bytes % sizeof(struct sock_filter) || bytes / sizeof(struct sock_filter) > BPF_MAXINSNS)
+    return Internal("the exported seccomp program has " + std::to_string(bytes) + " bytes");
+  std::vector<struct sock_filter> program(static_cast<size_t>(bytes) / sizeof(struct sock_filter));
+  if (::pread(fd.get(), program.data(), static_cast<size_t>(bytes), 0) != bytes)
+    return ErrnoStatus("reading the seccomp program back", errno);
+  return program;
+}
+
+Status InstallSigsysReporter() {
+  struct sigaction sa = {};
+  sa.sa_sigaction = OnSigsys;
+  sa.sa_flags = SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  if (::sigaction(SIGSYS, &sa, nullptr) < 0) return ErrnoStatus("sigaction(SIGSYS)", errno);
+  return Status::Ok();
+}
+
+// Learn: a supervisor process (forked before the filter, so unfiltered)
+// answers the filter's notifications.
+Status LoadLearning(int learn_fd) {
+  ASSIGN_OR_RETURN(FilterCtx ctx, BuildFilter(SeccompMode::kLearn));
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) return ErrnoStatus("socketpair", errno);
   pid_t child = ::fork();
@@ -265,6 +294,45 @@ Status InstallWorkerSeccomp(SeccompMode mode, int learn_fd) {
   if (notify >= 0) ::close(notify);
   ::close(sv[0]);
   return st;
+}
+
+}  // namespace
+
+Result<WorkerSeccompFilter> WorkerSeccompFilter::Compile(SeccompMode mode, int learn_fd) {
+  if (mode == SeccompMode::kLearn && learn_fd < 0) return InvalidArgument("seccomp learn mode needs a learn file");
+  WorkerSeccompFilter f;
+  f.mode_ = mode;
+  f.learn_fd_ = learn_fd;
+  if (mode == SeccompMode::kEnforce || mode == SeccompMode::kLog) {
+    ASSIGN_OR_RETURN(FilterCtx ctx, BuildFilter(mode));
+    ASSIGN_OR_RETURN(f.program_, ExportProgram(ctx.get()));
+  }
+  return f;
+}
+
+Status WorkerSeccompFilter::Load() const {
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) return ErrnoStatus("prctl(PR_SET_NO_NEW_PRIVS)", errno);
+  if (mode_ == SeccompMode::kOff) return Status::Ok();
+  if (mode_ == SeccompMode::kLearn) return LoadLearning(learn_fd_);
+  if (program_.empty()) return Internal("the seccomp filter was not compiled");
+  if (mode_ == SeccompMode::kEnforce) RETURN_IF_ERROR(InstallSigsysReporter());
+  struct sock_fprog prog = {static_cast<unsigned short>(program_.size()),
+                            const_cast<struct sock_filter*>(program_.data())};
+  unsigned long flags = SECCOMP_FILTER_FLAG_TSYNC | SECCOMP_FILTER_FLAG_SPEC_ALLOW;
+  long rc = ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog);
+  if (rc < 0 && errno == EINVAL) {
+    // A kernel before 4.17 knows no SPEC_ALLOW (libseccomp drops it there too).
+    flags &= ~SECCOMP_FILTER_FLAG_SPEC_ALLOW;
+    rc = ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog);
+  }
+  if (rc < 0) return ErrnoStatus("loading the worker's seccomp filter", errno);
+  if (rc > 0) return Internal("thread " + std::to_string(rc) + " could not take the worker's seccomp filter (TSYNC)");
+  return Status::Ok();
+}
+
+Status InstallWorkerSeccomp(SeccompMode mode, int learn_fd) {
+  ASSIGN_OR_RETURN(WorkerSeccompFilter filter, WorkerSeccompFilter::Compile(mode, learn_fd));
+  return filter.Load();
 }
 
 }  // namespace smolvm

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -104,6 +105,36 @@ TEST(WorkerSeccomp, LearnRecordsEachCallOffTheListOnceAndLetsItRun) {
   ::unlink(path);
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
   EXPECT_EQ(text, "unshare\n");
+}
+
+// The filter is compiled while a worker is pooled and loaded when it is
+// drawn: the program made ahead must hold in the process that loads it.
+TEST(WorkerSeccomp, AFilterCompiledAheadIsLoadedLaterInOneCall) {
+  auto filter = WorkerSeccompFilter::Compile(SeccompMode::kEnforce);
+  ASSERT_TRUE(filter.ok()) << filter.status().ToString();
+  EXPECT_GT(filter->instructions(), 100u);  // every allowed call is in it
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    // TSYNC: a thread that existed before the load is filtered too.
+    std::atomic<bool> loaded{false};
+    std::thread t([&loaded] {
+      while (!loaded.load()) std::this_thread::yield();
+      ::_exit(Unshare());
+    });
+    if (!filter->Load().ok()) ::_exit(100);
+    if (::prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1) ::_exit(101);
+    loaded = true;
+    t.join();
+    ::_exit(102);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), kWorkerExitSeccomp);
+  auto off = WorkerSeccompFilter::Compile(SeccompMode::kOff);
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->instructions(), 0u);
+  EXPECT_FALSE(WorkerSeccompFilter::Compile(SeccompMode::kLearn).ok());  // needs its file
 }
 
 TEST(WorkerSeccomp, ModesParseAndTheAllowlistHoldsNoProcessOrPrivilegeCalls) {

@@ -37,6 +37,13 @@
     }                                                                                           \
   } while (0)
 
+// y = a x + y. The name and parameters of the fake backend's emulated kernel
+// (src/backend/fake_backend.cc), so ordering checks run on the fake too.
+extern "C" __global__ void smolvm_test_saxpy(float a, const float* x, float* y, unsigned long long n) {
+  unsigned long long i = blockIdx.x * 1ull * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+
 // Element access on host copies by cudaDataType.
 inline float HostLoad(const std::vector<char>& v, cudaDataType t, size_t i) {
   if (t == CUDA_R_32F) return reinterpret_cast<const float*>(v.data())[i];

@@ -50,6 +50,25 @@ ProgramRun RunProgram(const DaemonProcess& daemon, const std::string& name) {
   return r;
 }
 
+// `smolvm cuda status --ops`'s "ops total:" line once it lists `want`
+// (the daemon takes a session's final counts as its worker exits), else the
+// last line seen after 10 s.
+std::string OpsTotalOnceItHas(const DaemonProcess& daemon, const std::string& want) {
+  std::string cmd = std::string(SMOLVM_BINARY) + " cuda status --ops --socket " + daemon.socket();
+  std::string line;
+  for (int i = 0; i < 200; ++i) {
+    FILE* p = ::popen(cmd.c_str(), "r");
+    if (p == nullptr) return "popen failed";
+    char buf[4096];
+    while (std::fgets(buf, sizeof buf, p) != nullptr)
+      if (std::string(buf).rfind("ops total:", 0) == 0) line = buf;
+    ::pclose(p);
+    if (line.find(want) != std::string::npos) break;
+    ::usleep(50000);
+  }
+  return line;
+}
+
 class BlasE2eTest : public ::testing::Test {
  protected:
   DaemonProcess daemon{"fake", 1};
@@ -73,6 +92,18 @@ TEST_F(BlasE2eTest, CublasLtEpiloguesHeuristicsAndDescriptors) {
   EXPECT_NE(r.out.find("PASS lt"), std::string::npos) << r.Report();
   for (const char* e : {"DEFAULT", "RELU", "BIAS", "GELU", "RELU_BIAS", "GELU_BIAS"})
     EXPECT_NE(r.out.find(std::string("ok LtMatmul ") + e + " out bf16"), std::string::npos) << e << r.Report();
+}
+
+// Issue 13, build item 6: a torch step's queries, setters, launches, GEMMs,
+// heuristics and cuDNN executes cost no round trip; only the read-back and
+// the synchronization wait (the program checks the shim's op counters).
+TEST_F(BlasE2eTest, TorchStepHotPathCostsOnlyItsReadBackAndSync) {
+  ProgramRun r = RunProgram(daemon, "prog_hotpath");
+  ASSERT_EQ(r.rc, 0) << r.Report() << "\ndaemon log:\n" << daemon.Log();
+  EXPECT_NE(r.out.find("PASS hotpath"), std::string::npos) << r.Report();
+  EXPECT_NE(r.out.find("round trips in 5 steady steps: 10 ( MemcpyDtoH=5 StreamSynchronize=5 )"), std::string::npos)
+      << r.Report();
+  EXPECT_NE(r.out.find("ok cuDNN add"), std::string::npos) << r.Report();
 }
 
 TEST_F(BlasE2eTest, NvmlReportsTheSessionsOwnMemory) {
@@ -99,6 +130,40 @@ TEST_F(BlasE2eTest, CudnnBackendGraphsMirroredAndExecutedInOrder) {
   EXPECT_EQ(Count(r.out, "legacy: CUDNN_STATUS_NOT_SUPPORTED"), 2u) << r.Report();
   EXPECT_EQ(Count(r.err, "cudnnCreateTensorDescriptor is not supported"), 1u) << r.Report();
   EXPECT_NE(daemon.Log().find("cuDNN 91000 (cudart 13000) loaded from fake"), std::string::npos) << daemon.Log();
+  // The daemon's op counters saw the graphs finalized and executed in the
+  // worker: one execute per graph (pointwise, matmul, attention).
+  std::string ops = OpsTotalOnceItHas(daemon, "DnnExecute=");
+  EXPECT_NE(ops.find(" DnnExecute=3 "), std::string::npos) << ops;
+  EXPECT_NE(ops.find(" DnnFinalize="), std::string::npos) << ops;
+  EXPECT_NE(ops.find(" LaunchKernel="), std::string::npos) << ops;
+}
+
+// Issue 13 (torch SDPA on cuDNN: "Heuristic query Numerical Note failed"):
+// the calls cudnn-frontend makes for SDPA, through the shim on the fake,
+// answered as the fake's engines declare them (dnn_fake_engines.cc): two
+// engine configs from heuristics, notes counted with a null element array,
+// knob choices and knob infos, workspace and shared memory per config, the
+// plan built on the first, executed twice with the scale by value.
+TEST_F(BlasE2eTest, CudnnFrontendSdpaSequenceAnsweredByTheWorker) {
+  ProgramRun r = RunProgram(daemon, "prog_sdpa");
+  ASSERT_EQ(r.rc, 0) << r.Report() << "\ndaemon log:\n" << daemon.Log();
+  EXPECT_NE(r.out.find("PASS sdpa (2 graphs ran)"), std::string::npos) << r.Report();
+  for (const char* line : {
+           "query sdpa engine_global_count 2\n",
+           "query sdpa heuristics 2 configs\n",
+           "query sdpa config 0 eng0_k2=1_k14=2 numerical=[] behavior=[0] smem=49152 ws=512\n",
+           "query sdpa config 1 eng1_k2=0 numerical=[2] behavior=[] smem=16384 ws=0\n",
+           "query sdpa plan eng0_k2=1_k14=2 ws=512 json_bytes=",
+           "query sdpa engine0 knobs 2 k2[0,2,1] k14[1,4,1]\n",
+           "query matmul config 0 eng0_k2=1_k14=2 numerical=[] behavior=[0] smem=49152 ws=256\n",
+           "query matmul plan eng0_k2=1_k14=2 ws=256 json_bytes=",
+           "ok matmul max err",
+       })
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << r.Report();
+  EXPECT_EQ(Count(r.out, "ok sdpa scale"), 2u) << r.Report();
+  EXPECT_EQ(Count(r.out, "probe descriptor type 99: CUDNN_STATUS_NOT_SUPPORTED"), 2u) << r.Report();
+  EXPECT_EQ(Count(r.err, "cudnnBackendCreateDescriptor of descriptor type 99 is not supported"), 1u)
+      << r.Report();
 }
 
 }  // namespace

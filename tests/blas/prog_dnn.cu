@@ -16,106 +16,11 @@
 #include <random>
 #include <vector>
 
-#define CHECK_CUDA(x)                                                                     \
-  do {                                                                                    \
-    cudaError_t e_ = (x);                                                                 \
-    if (e_ != cudaSuccess) {                                                              \
-      std::printf("FAIL %s:%d %s -> %s\n", __FILE__, __LINE__, #x, cudaGetErrorName(e_)); \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
-#define CHECK_DNN(x)                                                                             \
-  do {                                                                                           \
-    cudnnStatus_t s_ = (x);                                                                      \
-    if (s_ != CUDNN_STATUS_SUCCESS) {                                                            \
-      char m_[256];                                                                              \
-      cudnnGetLastErrorString(m_, sizeof m_);                                                    \
-      std::printf("FAIL %s:%d %s -> %s (%s)\n", __FILE__, __LINE__, #x, cudnnGetErrorString(s_), \
-                  m_);                                                                           \
-      std::exit(1);                                                                              \
-    }                                                                                            \
-  } while (0)
-#define EXPECT(c)                                                      \
-  do {                                                                 \
-    if (!(c)) {                                                        \
-      std::printf("FAIL %s:%d expected %s\n", __FILE__, __LINE__, #c); \
-      std::exit(1);                                                    \
-    }                                                                  \
-  } while (0)
+#include "dnn_graph.h"
 
 namespace {
 
-using Desc = cudnnBackendDescriptor_t;
-
-// y = a x + y. The name and parameters of the fake backend's emulated
-// kernel (src/backend/fake_backend.cc), so the ordering check runs on the fake too.
-extern "C" __global__ void smolvm_test_saxpy(float a, const float* x, float* y,
-                                             unsigned long long n) {
-  unsigned long long i = blockIdx.x * 1ull * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = a * x[i] + y[i];
-}
-
-Desc Make(cudnnBackendDescriptorType_t t) {
-  Desc d;
-  CHECK_DNN(cudnnBackendCreateDescriptor(t, &d));
-  return d;
-}
-
-void SetDesc(Desc d, cudnnBackendAttributeName_t n, Desc v) {
-  CHECK_DNN(cudnnBackendSetAttribute(d, n, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &v));
-}
-
-// An fp32 tensor [1, rows, cols] with the given strides.
-Desc Strided(int64_t uid, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride,
-             bool is_virtual = false, bool by_value = false) {
-  Desc t = Make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-  cudnnDataType_t dt = CUDNN_DATA_FLOAT;
-  int64_t dims[3] = {1, rows, cols}, strides[3] = {rows * cols, row_stride, col_stride}, align = 16;
-  CHECK_DNN(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt));
-  CHECK_DNN(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 3, dims));
-  CHECK_DNN(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 3, strides));
-  CHECK_DNN(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid));
-  CHECK_DNN(
-      cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align));
-  if (is_virtual)
-    CHECK_DNN(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1,
-                                       &is_virtual));
-  if (by_value)
-    CHECK_DNN(cudnnBackendSetAttribute(t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1,
-                                       &by_value));
-  CHECK_DNN(cudnnBackendFinalize(t));
-  return t;
-}
-
-// A packed fp32 tensor [1, rows, cols].
-Desc Tensor(int64_t uid, int64_t rows, int64_t cols, bool is_virtual = false,
-            bool by_value = false) {
-  return Strided(uid, rows, cols, cols, 1, is_virtual, by_value);
-}
-
-// y = mode(x, b); b == nullptr for a unary mode.
-Desc Pointwise(cudnnPointwiseMode_t mode, Desc x, Desc b, Desc y) {
-  Desc pw = Make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
-  cudnnDataType_t prec = CUDNN_DATA_FLOAT;
-  CHECK_DNN(
-      cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode));
-  CHECK_DNN(
-      cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec));
-  CHECK_DNN(cudnnBackendFinalize(pw));
-  Desc op = Make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
-  SetDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw);
-  SetDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
-  if (b != nullptr) SetDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, b);
-  SetDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
-  CHECK_DNN(cudnnBackendFinalize(op));
-  // What the program set is read back as set (answered in the guest by the shim).
-  int64_t n = 0;
-  cudnnPointwiseMode_t back;
-  CHECK_DNN(cudnnBackendGetAttribute(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1,
-                                     &n, &back));
-  EXPECT(n == 1 && back == mode);
-  return op;
-}
+using namespace dnn_test;
 
 Desc Matmul(Desc a, Desc b, Desc c) {
   Desc mm = Make(CUDNN_BACKEND_MATMUL_DESCRIPTOR);
@@ -149,67 +54,6 @@ Desc Reduction(cudnnReduceTensorOp_t how, Desc x, Desc y) {
   CHECK_DNN(cudnnBackendFinalize(op));
   CHECK_DNN(cudnnBackendDestroyDescriptor(rd));
   return op;
-}
-
-// Operation graph -> heuristics -> the first engine config whose plan
-// finalizes. Returns the plan (nullptr: no engine takes this graph here).
-Desc Plan(cudnnHandle_t h, std::vector<Desc> ops, int64_t* workspace) {
-  Desc graph = Make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  CHECK_DNN(cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                     static_cast<int64_t>(ops.size()), ops.data()));
-  CHECK_DNN(
-      cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
-  CHECK_DNN(cudnnBackendFinalize(graph));
-  Desc heur = Make(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-  cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
-  SetDesc(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
-  CHECK_DNN(
-      cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode));
-  CHECK_DNN(cudnnBackendFinalize(heur));
-  Desc cfgs[8];
-  for (Desc& c : cfgs) c = Make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-  int64_t found = 0;
-  CHECK_DNN(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 8, &found, cfgs));
-  std::printf("heuristics: %lld engine configs\n", static_cast<long long>(found));
-  Desc plan = nullptr;
-  for (int64_t i = 0; i < std::min<int64_t>(found, 8) && plan == nullptr; ++i) {
-    Desc p = Make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-    SetDesc(p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfgs[i]);
-    CHECK_DNN(
-        cudnnBackendSetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
-    if (cudnnBackendFinalize(p) == CUDNN_STATUS_SUCCESS) {
-      plan = p;
-    } else {
-      CHECK_DNN(cudnnBackendDestroyDescriptor(p));
-    }
-  }
-  // The engine configs, the heuristics and the graph may go: the plan holds what it needs.
-  for (Desc& c : cfgs) CHECK_DNN(cudnnBackendDestroyDescriptor(c));
-  CHECK_DNN(cudnnBackendDestroyDescriptor(heur));
-  CHECK_DNN(cudnnBackendDestroyDescriptor(graph));
-  if (plan == nullptr) return nullptr;
-  int64_t n = 0;
-  CHECK_DNN(cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                     CUDNN_TYPE_INT64, 1, &n, workspace));
-  EXPECT(n == 1 && *workspace >= 0);
-  return plan;
-}
-
-void Execute(cudnnHandle_t h, Desc plan, std::vector<int64_t> uids, std::vector<void*> ptrs,
-             void* ws) {
-  Desc pack = Make(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-  CHECK_DNN(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64,
-                                     static_cast<int64_t>(uids.size()), uids.data()));
-  CHECK_DNN(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
-                                     CUDNN_TYPE_VOID_PTR, static_cast<int64_t>(ptrs.size()),
-                                     ptrs.data()));
-  CHECK_DNN(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR,
-                                     1, &ws));
-  CHECK_DNN(cudnnBackendFinalize(pack));
-  CHECK_DNN(cudnnBackendExecute(h, plan, pack));
-  CHECK_DNN(cudnnBackendDestroyDescriptor(pack));
 }
 
 uint64_t Digest(const std::vector<float>& v) {

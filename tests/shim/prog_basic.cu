@@ -28,6 +28,26 @@ int main(int argc, char** argv) {
     cudaGraph_t g;
     std::printf("stub: %s\n", cudaGetErrorName(cudaGraphCreate(&g, 0)));
     std::printf("stub: %s\n", cudaGetErrorName(cudaGraphCreate(&g, 0)));
+    // What torch.cuda.graph() does first: through the shim an immediate
+    // not-supported (never a hang), and the stream goes on working.
+    cudaStream_t s;
+    void* e = nullptr;
+    if (cudaStreamCreate(&s) == cudaSuccess && cudaMalloc(&e, 4096) == cudaSuccess) {
+      cudaError_t begin = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+      std::printf("capture: %s\n", cudaGetErrorName(begin));
+      if (begin == cudaSuccess) {  // natively
+        (void)cudaStreamEndCapture(s, &g);
+        (void)cudaGraphDestroy(g);
+      }
+      cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusActive;
+      (void)cudaStreamIsCapturing(s, &capturing);
+      std::printf("capturing: %d\n", static_cast<int>(capturing));
+      (void)cudaGetLastError();
+      cudaError_t m = cudaMemsetAsync(e, 1, 4096, s);
+      std::printf("after capture: %s\n", cudaGetErrorName(m == cudaSuccess ? cudaStreamSynchronize(s) : m));
+      (void)cudaFree(e);
+      (void)cudaStreamDestroy(s);
+    }
   }
   std::printf("last: %s\n", cudaGetErrorName(cudaGetLastError()));
   return 0;

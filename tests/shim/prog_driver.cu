@@ -15,6 +15,7 @@
 // arena, and unimplemented entry points return CUDA_ERROR_NOT_SUPPORTED.
 #include <cuda.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -104,14 +105,21 @@ void ModulesAndLaunches(bool through_shim) {
   unsigned value = rng.Next(), single = rng.Next();
   void* args[] = {&d, &value, const_cast<unsigned long long*>(&n)};
   CHECK_CU(cuLaunchKernel(fill, 4, 1, 1, 64, 1, 1, 0, nullptr, args, nullptr));
-  // The packed form: one buffer by the parameter layout (pointer at 0, value at 8).
+  // The packed form: one buffer by the parameter layout (pointer at 0, value
+  // at 8): 12 bytes. The struct's tail padding makes it 16, and a buffer
+  // larger than the parameters is refused as the H200 refuses it
+  // (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), a smaller one as invalid.
   struct {
     CUdeviceptr p;
     unsigned v;
   } packed = {d + 4 * 10, single};
-  size_t packed_bytes = sizeof packed;
+  size_t packed_bytes = offsetof(decltype(packed), v) + sizeof packed.v;
   void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &packed, CU_LAUNCH_PARAM_BUFFER_SIZE, &packed_bytes,
                    CU_LAUNCH_PARAM_END};
+  size_t padded_bytes = sizeof packed;
+  void* padded[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &packed, CU_LAUNCH_PARAM_BUFFER_SIZE, &padded_bytes,
+                    CU_LAUNCH_PARAM_END};
+  EXPECT_CU(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, cuLaunchKernel(write, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, padded));
   CHECK_CU(cuLaunchKernel(write, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, extra));
   EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuLaunchKernel(fill, 0, 1, 1, 64, 1, 1, 0, nullptr, args, nullptr));
   // cuLaunchKernelEx without attributes.
@@ -134,7 +142,7 @@ void ModulesAndLaunches(bool through_shim) {
   CHECK_CU(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d + 100));
   CHECK(start == d && range >= n * 4 && type == CU_MEMORYTYPE_DEVICE);
   CHECK_CU(cuMemFree(d));
-  if (through_shim) {  // the fake backend's module global, found in any module
+  {  // driver_kernels.cu's global (the fake backend has one of that name in every module)
     CUdeviceptr g = 0;
     size_t g_bytes = 0;
     CHECK_CU(cuModuleGetGlobal(&g, &g_bytes, m1, "smolvm_test_global"));

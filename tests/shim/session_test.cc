@@ -136,6 +136,33 @@ TEST(Session, NothingIsWrittenUntilAFlushOrASyncOp) {
   EXPECT_EQ(frames, 2);
 }
 
+// Issue 13: a long stretch of ASYNC ops (a torch step between two
+// synchronizations) reaches the worker in batches, so the GPU is not idle
+// until the program synchronizes.
+TEST(Session, AsyncOpsAreWrittenInBatchesOfFlushOps) {
+  int frames = 0;
+  auto server = std::make_unique<FakeServer>([&](UnixChannel& ch) {
+    AnswerHello(ch);
+    for (int i = 0; i < 8; ++i) {
+      Read(ch);
+      ++frames;
+    }
+  });
+  {
+    SessionOptions o = Options(*server);
+    o.flush_ops = 4;
+    Session s(o);
+    std::lock_guard lock(s.mu());
+    ASSERT_TRUE(s.Connect().ok());
+    for (uint32_t i = 0; i < 9; ++i) {
+      s.Enqueue(MemsetRequest{.dst = 0x600000000000ull, .value = i, .elem_bytes = 1, .count = 4});
+      EXPECT_EQ(s.queued_ops(), (i + 1) % 4) << i;
+    }
+    server.reset();  // the server read the first eight without any SYNC op or Flush
+  }
+  EXPECT_EQ(frames, 8);
+}
+
 TEST(Session, DeferredErrorIsHandedOutOnce) {
   FakeServer server([&](UnixChannel& ch) {
     AnswerHello(ch);

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 #include <nlohmann/json.hpp>
@@ -135,6 +136,11 @@ TEST_F(ShimE2eTest, KernelFaultIsDeferredAndSticky) {
   // Unimplemented exports say so once and return cudaErrorNotSupported.
   EXPECT_EQ(Count(q.Out(), "stub: cudaErrorNotSupported"), 2u) << q.Report();
   EXPECT_EQ(Count(q.Err(), "cudaGraphCreate is not supported"), 1u) << q.Report();
+  // CUDA graphs (torch.cuda.graph): capture refused at once, the stream still works.
+  EXPECT_NE(q.Out().find("capture: cudaErrorNotSupported\ncapturing: 0\nafter capture: cudaSuccess\n"),
+            std::string::npos)
+      << q.Report();
+  EXPECT_EQ(Count(q.Err(), "cudaStreamBeginCapture is not supported"), 1u) << q.Report();
 }
 
 // The driver API (libcuda.so.1) and the runtime in one process, one session:
@@ -149,6 +155,21 @@ TEST_F(ShimE2eTest, DriverApiSharesTheRuntimesSessionAndOrder) {
   EXPECT_EQ(Count(p.Err(), "smolvm cuda: cuGetExportTable is not supported"), 1u) << p.Report();
   // One session for both libraries: the daemon saw exactly one guest.
   EXPECT_EQ(Count(daemon.Log(), "guest pid " + std::to_string(pid) + " served by"), 1u) << daemon.Log();
+  // The driver calls went through the wire: the daemon's op counters (the
+  // session's final counts arrive as its worker exits).
+  nlohmann::json ops;
+  for (int i = 0; i < 200 && !ops.contains("VmmUnmap"); ++i, ::usleep(50000))
+    ops = AdminStatus(daemon).value("ops_total", nlohmann::json::object());
+  EXPECT_EQ(ops.value("VmmReserve", 0), 1) << ops.dump();  // cuMemAddressReserve
+  EXPECT_EQ(ops.value("VmmCreate", 0), 2) << ops.dump();   // two cuMemCreate
+  EXPECT_EQ(ops.value("VmmMap", 0), 2) << ops.dump();
+  EXPECT_EQ(ops.value("VmmUnmap", 0), 2) << ops.dump();
+  EXPECT_GE(ops.value("LaunchKernel", 0), 5) << ops.dump();  // runtime and driver launches
+  EXPECT_GE(ops.value("Memset", 0), 4) << ops.dump();        // memsetD32 and cudaMemset
+  // Modules by content hash: three images (the program's fatbin, the PTX
+  // twice) cost five ModuleLoad ops: a miss answered by the bytes for each
+  // new image, the hash alone for the PTX's second load.
+  EXPECT_EQ(ops.value("ModuleLoad", 0), 5) << ops.dump();
 }
 
 // What torch needs: a program whose DT_RPATH names NVIDIA's real runtime
@@ -174,6 +195,18 @@ TEST_F(ShimE2eTest, CudaEnvPreloadWinsOverTheProgramsRpath) {
   Program p(daemon, "prog_driver_rpath", {}, SHIM_DIR, env);
   EXPECT_EQ(p.Wait(), 0) << p.Report() << "\ndaemon log:\n" << daemon.Log();
   EXPECT_NE(p.Out().find("PASS driver"), std::string::npos) << p.Report();
+  EXPECT_EQ(p.Err().find("is mapped beside the shims"), std::string::npos) << p.Report();
+
+  // A copy loaded by path (as torch's __init__ loads nvidia/cu13/lib/...):
+  // calls still reach the shims; the shim names the copy once.
+  std::string copy = daemon.dir() + "/nvidia/cu13/lib/libcudart.so.13";
+  std::filesystem::create_directories(daemon.dir() + "/nvidia/cu13/lib");
+  std::filesystem::copy_file(std::string(SHIM_DIR) + "/libcudart.so.13", copy);
+  env[1] += ":" + copy;
+  Program q(daemon, "prog_driver_rpath", {}, SHIM_DIR, env);
+  EXPECT_EQ(q.Wait(), 0) << q.Report() << "\ndaemon log:\n" << daemon.Log();
+  EXPECT_NE(q.Out().find("PASS driver"), std::string::npos) << q.Report();
+  EXPECT_EQ(Count(q.Err(), "smolvm cuda: " + copy + " is mapped beside the shims"), 1u) << q.Report();
 }
 
 TEST_F(ShimE2eTest, HandshakeMismatchFailsEveryCallWithInitializationError) {

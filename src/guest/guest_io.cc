@@ -1,5 +1,5 @@
 // Line I/O of libsmolvm-guest: see guest_io.h.
-#include "shim/guest/guest_io.h"
+#include "guest/guest_io.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -9,7 +9,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "machine/forkpoint_wire.h"
+#include "guest/forkpoint_wire.h"
 
 namespace smolvm_guest {
 namespace {

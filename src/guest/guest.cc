@@ -6,7 +6,7 @@
 // works inside an --image root that has nothing else.
 //
 // Inside a machine the controller is the machine's supervisor; the protocol is
-// in machine/forkpoint_wire.h. Process tree of one fork:
+// in guest/forkpoint_wire.h. Process tree of one fork:
 //   golden --fork()--> C1: joins the clone cgroup (supervisor), unshares
 //                          namespaces, gets /tmp,/workspace mounted (supervisor)
 //                          --fork()--> C2: pid 1 of the clone, runs the init loop
@@ -35,9 +35,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "machine/forkpoint_wire.h"
-#include "machine/init_loop.h"
-#include "shim/guest/guest_io.h"
+#include "guest/forkpoint_wire.h"
+#include "guest/init_loop.h"
+#include "guest/guest_io.h"
 
 #define SMOLVM_EXPORT extern "C" __attribute__((visibility("default")))
 

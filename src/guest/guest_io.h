@@ -1,4 +1,4 @@
-// Line I/O of libsmolvm-guest over the forkpoint socket (machine/forkpoint_wire.h).
+// Line I/O of libsmolvm-guest over the forkpoint socket (guest/forkpoint_wire.h).
 // Plain C-style helpers for the guest library only: libc, no smolvm library.
 // Every function returns 0 (or a descriptor) or a negative errno.
 #pragma once

@@ -1,7 +1,7 @@
 // The forkpoint protocol: how libsmolvm-guest (inside a machine) and the
 // machine's supervisor (host side) talk over SMOLVM_FORKPOINT_SOCKET.
-// Shared by src/shim/guest (plain C-style code, no smolvm libraries) and
-// src/machine/supervisor.cc, so this header holds constants only.
+// Shared by src/guest (plain C-style code, no smolvm libraries) and
+// src/machine/supervisor*.cc, so this header holds constants only.
 //
 // Text lines ending in '\n', at most kFpMaxLine bytes. The supervisor treats
 // everything the guest sends as hostile: it bounds lines, parses strictly,

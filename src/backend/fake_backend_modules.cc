@@ -1,0 +1,183 @@
+// FakeBackend's modules, functions and launches, and its built-in test
+// kernels (fake_backend.h lists them).
+#include <cuda.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+
+#include "backend/device_footprint.h"
+#include "backend/fake_backend.h"
+
+namespace smolvm {
+
+struct FakeBackend::Kernel {
+  const char* name;
+  std::vector<ParamInfo> params;
+  std::function<Status(FakeBackend&, const LaunchConfig&, std::string_view)> run;
+};
+
+namespace {
+
+template <typename T>
+T ParamAt(std::string_view params, uint32_t offset) {
+  T v{};
+  std::memcpy(&v, params.data() + offset, sizeof(T));
+  return v;
+}
+
+uint64_t ThreadsOf(const LaunchConfig& c) {
+  return uint64_t{c.grid[0]} * c.grid[1] * c.grid[2] * c.block[0] * c.block[1] * c.block[2];
+}
+
+// The built-in test kernels. Each checks its pointers as a GPU would fault.
+const std::vector<FakeBackend::Kernel*>& Kernels();
+
+}  // namespace
+
+Result<uint64_t> FakeBackend::ModuleLoad(std::string_view image) {
+  RETURN_IF_ERROR(Enter("ModuleLoad"));
+  if (image.empty()) return Cu(CUDA_ERROR_INVALID_IMAGE, "empty module image");
+  uint64_t bytes = ModuleImageDeviceBytes(image);
+  if (bytes > options_.total_mem || used_bytes_ > options_.total_mem - bytes)
+    return Cu(CUDA_ERROR_OUT_OF_MEMORY, "fake device memory is full");
+  used_bytes_ += bytes;
+  uint64_t h = next_handle_++;
+  modules_[h] = bytes;
+  return h;
+}
+
+Status FakeBackend::ModuleUnload(uint64_t module) {
+  RETURN_IF_ERROR(Enter("ModuleUnload"));
+  auto mod = modules_.find(module);
+  if (mod == modules_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown module");
+  used_bytes_ -= mod->second;
+  modules_.erase(mod);
+  return Status::Ok();
+}
+
+Result<uint64_t> FakeBackend::ModuleGetFunction(uint64_t module, const std::string& name) {
+  RETURN_IF_ERROR(Enter("ModuleGetFunction"));
+  if (!modules_.count(module)) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown module");
+  for (const Kernel* k : Kernels()) {
+    if (name == k->name) {
+      uint64_t h = next_handle_++;
+      functions_[h] = k;
+      std::vector<int32_t> attrs(CU_FUNC_ATTRIBUTE_MAX, 0);
+      attrs[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] = 1024;
+      attrs[CU_FUNC_ATTRIBUTE_NUM_REGS] = 16;
+      attrs[CU_FUNC_ATTRIBUTE_PTX_VERSION] = 90;
+      attrs[CU_FUNC_ATTRIBUTE_BINARY_VERSION] = 90;
+      attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] = 49152;
+      function_attrs_[h] = std::move(attrs);
+      return h;
+    }
+  }
+  return Cu(CUDA_ERROR_NOT_FOUND, "the fake backend has no kernel named '" + name + "'");
+}
+
+Status FakeBackend::ModuleGetGlobal(uint64_t module, const std::string& name, uint64_t* dptr,
+                                    uint64_t* bytes) {
+  RETURN_IF_ERROR(Enter("ModuleGetGlobal"));
+  if (!modules_.count(module)) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown module");
+  if (name != "smolvm_test_global") return Cu(CUDA_ERROR_NOT_FOUND, "no global named '" + name + "'");
+  *dptr = reinterpret_cast<uint64_t>(global_);
+  *bytes = 4096;
+  return Status::Ok();
+}
+
+Result<std::vector<ParamInfo>> FakeBackend::FuncGetParamInfo(uint64_t function) {
+  RETURN_IF_ERROR(Enter("FuncGetParamInfo"));
+  auto it = functions_.find(function);
+  if (it == functions_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown function");
+  return it->second->params;
+}
+
+Result<std::vector<int32_t>> FakeBackend::FuncGetAttributes(uint64_t function) {
+  RETURN_IF_ERROR(Enter("FuncGetAttributes"));
+  auto it = function_attrs_.find(function);
+  if (it == function_attrs_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown function");
+  return it->second;
+}
+
+Status FakeBackend::FuncSetAttribute(uint64_t function, int32_t attr, int32_t value) {
+  RETURN_IF_ERROR(Enter("FuncSetAttribute"));
+  auto it = function_attrs_.find(function);
+  if (it == function_attrs_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown function");
+  if (attr != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES &&
+      attr != CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT)
+    return Cu(CUDA_ERROR_INVALID_VALUE, "attribute is not settable");
+  if (attr == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES && (value < 0 || value > 232448))
+    return Cu(CUDA_ERROR_INVALID_VALUE, "dynamic shared memory above the device limit");
+  it->second[attr] = value;
+  return Status::Ok();
+}
+
+Status FakeBackend::LaunchKernel(uint64_t function, const LaunchConfig& config, uint64_t stream,
+                                 std::string_view params) {
+  RETURN_IF_ERROR(Enter("LaunchKernel"));
+  RETURN_IF_ERROR(CheckStream(stream));
+  auto it = functions_.find(function);
+  if (it == functions_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown function");
+  const Kernel* k = it->second;
+  uint32_t need = 0;
+  for (const ParamInfo& p : k->params) need = std::max(need, p.offset + p.size);
+  if (params.size() < need) return Cu(CUDA_ERROR_INVALID_VALUE, "parameter buffer too small");
+  uint64_t threads = ThreadsOf(config);
+  if (threads == 0 || uint64_t{config.block[0]} * config.block[1] * config.block[2] > 1024)
+    return Cu(CUDA_ERROR_INVALID_VALUE, "invalid launch configuration");
+  auto& attrs = function_attrs_[function];
+  if (config.shared_bytes > static_cast<uint32_t>(std::max(attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES], 0)))
+    return Cu(CUDA_ERROR_INVALID_VALUE, "too much dynamic shared memory");
+  return k->run(*this, config, params);
+}
+
+Result<int32_t> FakeBackend::OccupancyMaxBlocks(uint64_t function, int32_t block_size,
+                                                uint64_t dynamic_smem, uint32_t flags) {
+  RETURN_IF_ERROR(Enter("OccupancyMaxBlocks"));
+  if (!functions_.count(function)) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown function");
+  if (block_size <= 0 || block_size > 1024) return Cu(CUDA_ERROR_INVALID_VALUE, "bad block size");
+  return std::min(32, 2048 / block_size);
+}
+
+namespace {
+
+const std::vector<FakeBackend::Kernel*>& Kernels() {
+  using K = FakeBackend::Kernel;
+  static K fill{"smolvm_test_fill_u32", {{0, 8}, {8, 4}, {16, 8}},
+                [](FakeBackend& b, const LaunchConfig& c, std::string_view prm) -> Status {
+                  auto* p = ParamAt<uint32_t*>(prm, 0);
+                  uint32_t value = ParamAt<uint32_t>(prm, 8);
+                  uint64_t n = ParamAt<uint64_t>(prm, 16);
+                  RETURN_IF_ERROR(b.KernelAccess(reinterpret_cast<uint64_t>(p), n, 4, true));
+                  for (uint64_t i = 0; i < n; ++i) p[i] = value + static_cast<uint32_t>(i);
+                  return Status::Ok();
+                }};
+  static K saxpy{"smolvm_test_saxpy", {{0, 4}, {8, 8}, {16, 8}, {24, 8}},
+                 [](FakeBackend& b, const LaunchConfig& c, std::string_view prm) -> Status {
+                   float a = ParamAt<float>(prm, 0);
+                   auto* x = ParamAt<const float*>(prm, 8);
+                   auto* y = ParamAt<float*>(prm, 16);
+                   uint64_t n = ParamAt<uint64_t>(prm, 24);
+                   RETURN_IF_ERROR(b.KernelAccess(reinterpret_cast<uint64_t>(x), n, 4, false));
+                   RETURN_IF_ERROR(b.KernelAccess(reinterpret_cast<uint64_t>(y), n, 4, true));
+                   for (uint64_t i = 0; i < n; ++i) y[i] = a * x[i] + y[i];
+                   return Status::Ok();
+                 }};
+  static K empty{"smolvm_test_empty", {},
+                 [](FakeBackend&, const LaunchConfig&, std::string_view) { return Status::Ok(); }};
+  static K write{"smolvm_test_write_u32", {{0, 8}, {8, 4}},
+                 [](FakeBackend& b, const LaunchConfig& c, std::string_view prm) -> Status {
+                   auto* p = ParamAt<uint32_t*>(prm, 0);
+                   uint32_t value = ParamAt<uint32_t>(prm, 8);
+                   RETURN_IF_ERROR(b.KernelAccess(reinterpret_cast<uint64_t>(p), 4, true));
+                   *p = value;
+                   return Status::Ok();
+                 }};
+  static const std::vector<K*> all = {&fill, &saxpy, &empty, &write};
+  return all;
+}
+
+}  // namespace
+
+}  // namespace smolvm

@@ -1,0 +1,103 @@
+#include "backend/forwarding_backend.h"
+
+namespace smolvm {
+
+std::string_view ForwardingBackend::Name() const { return inner_->Name(); }
+GpuBackend* ForwardingBackend::Innermost() { return inner_->Innermost(); }
+
+Status ForwardingBackend::Init(int device) { return inner_->Init(device); }
+Result<int> ForwardingBackend::DeviceCount() { return inner_->DeviceCount(); }
+Result<DeviceInfo> ForwardingBackend::GetDeviceInfo(int device) { return inner_->GetDeviceInfo(device); }
+Status ForwardingBackend::MemGetInfo(uint64_t* free_bytes, uint64_t* total_bytes) {
+  return inner_->MemGetInfo(free_bytes, total_bytes);
+}
+Status ForwardingBackend::DeviceMemGetInfo(uint64_t* free_bytes, uint64_t* total_bytes) {
+  return inner_->DeviceMemGetInfo(free_bytes, total_bytes);
+}
+Status ForwardingBackend::CtxSynchronize() { return inner_->CtxSynchronize(); }
+Result<uint64_t> ForwardingBackend::CtxGetLimit(int limit) { return inner_->CtxGetLimit(limit); }
+Status ForwardingBackend::CtxSetLimit(int limit, uint64_t value) { return inner_->CtxSetLimit(limit, value); }
+Status ForwardingBackend::StreamPriorityRange(int* least, int* greatest) {
+  return inner_->StreamPriorityRange(least, greatest);
+}
+
+Status ForwardingBackend::ReserveArena(uint64_t base, uint64_t bytes) { return inner_->ReserveArena(base, bytes); }
+uint64_t ForwardingBackend::Granularity() const { return inner_->Granularity(); }
+Result<uint64_t> ForwardingBackend::ChunkCreate(uint64_t bytes) { return inner_->ChunkCreate(bytes); }
+Result<UniqueFd> ForwardingBackend::ChunkExport(uint64_t chunk) { return inner_->ChunkExport(chunk); }
+Result<uint64_t> ForwardingBackend::ChunkImport(int fd, uint64_t bytes) { return inner_->ChunkImport(fd, bytes); }
+Status ForwardingBackend::ChunkRelease(uint64_t chunk) { return inner_->ChunkRelease(chunk); }
+Status ForwardingBackend::ChunkMap(uint64_t addr, uint64_t chunk, uint64_t bytes, bool writable) {
+  return inner_->ChunkMap(addr, chunk, bytes, writable);
+}
+Status ForwardingBackend::ChunkMapRun(uint64_t addr, std::span<const ChunkPiece> pieces, bool writable) {
+  return inner_->ChunkMapRun(addr, pieces, writable);
+}
+Status ForwardingBackend::ChunkSetAccess(uint64_t addr, uint64_t bytes, bool writable) {
+  return inner_->ChunkSetAccess(addr, bytes, writable);
+}
+Status ForwardingBackend::ChunkUnmap(uint64_t addr, uint64_t bytes) { return inner_->ChunkUnmap(addr, bytes); }
+
+Status ForwardingBackend::HostRegister(void* p, uint64_t bytes) { return inner_->HostRegister(p, bytes); }
+Status ForwardingBackend::HostUnregister(void* p) { return inner_->HostUnregister(p); }
+
+Status ForwardingBackend::MemcpyHtoD(uint64_t dst, const void* src, uint64_t bytes, uint64_t stream) {
+  return inner_->MemcpyHtoD(dst, src, bytes, stream);
+}
+Status ForwardingBackend::MemcpyDtoH(void* dst, uint64_t src, uint64_t bytes, uint64_t stream) {
+  return inner_->MemcpyDtoH(dst, src, bytes, stream);
+}
+Status ForwardingBackend::MemcpyDtoD(uint64_t dst, uint64_t src, uint64_t bytes, uint64_t stream) {
+  return inner_->MemcpyDtoD(dst, src, bytes, stream);
+}
+Status ForwardingBackend::Memset(uint64_t dst, uint32_t value, uint32_t elem_bytes, uint64_t count,
+                                 uint64_t stream) {
+  return inner_->Memset(dst, value, elem_bytes, count, stream);
+}
+
+Result<uint64_t> ForwardingBackend::StreamCreate(uint32_t flags, int32_t priority) {
+  return inner_->StreamCreate(flags, priority);
+}
+Status ForwardingBackend::StreamDestroy(uint64_t stream) { return inner_->StreamDestroy(stream); }
+Status ForwardingBackend::StreamSynchronize(uint64_t stream) { return inner_->StreamSynchronize(stream); }
+Status ForwardingBackend::StreamQuery(uint64_t stream) { return inner_->StreamQuery(stream); }
+Status ForwardingBackend::StreamWaitEvent(uint64_t stream, uint64_t event, uint32_t flags) {
+  return inner_->StreamWaitEvent(stream, event, flags);
+}
+Result<uint64_t> ForwardingBackend::EventCreate(uint32_t flags) { return inner_->EventCreate(flags); }
+Status ForwardingBackend::EventDestroy(uint64_t event) { return inner_->EventDestroy(event); }
+Status ForwardingBackend::EventRecord(uint64_t event, uint64_t stream) { return inner_->EventRecord(event, stream); }
+Status ForwardingBackend::EventSynchronize(uint64_t event) { return inner_->EventSynchronize(event); }
+Status ForwardingBackend::EventQuery(uint64_t event) { return inner_->EventQuery(event); }
+Result<float> ForwardingBackend::EventElapsedTime(uint64_t start, uint64_t end) {
+  return inner_->EventElapsedTime(start, end);
+}
+
+Result<uint64_t> ForwardingBackend::ModuleLoad(std::string_view image) { return inner_->ModuleLoad(image); }
+Status ForwardingBackend::ModuleUnload(uint64_t module) { return inner_->ModuleUnload(module); }
+Result<uint64_t> ForwardingBackend::ModuleGetFunction(uint64_t module, const std::string& name) {
+  return inner_->ModuleGetFunction(module, name);
+}
+Status ForwardingBackend::ModuleGetGlobal(uint64_t module, const std::string& name, uint64_t* dptr,
+                                          uint64_t* bytes) {
+  return inner_->ModuleGetGlobal(module, name, dptr, bytes);
+}
+Result<std::vector<ParamInfo>> ForwardingBackend::FuncGetParamInfo(uint64_t function) {
+  return inner_->FuncGetParamInfo(function);
+}
+Result<std::vector<int32_t>> ForwardingBackend::FuncGetAttributes(uint64_t function) {
+  return inner_->FuncGetAttributes(function);
+}
+Status ForwardingBackend::FuncSetAttribute(uint64_t function, int32_t attr, int32_t value) {
+  return inner_->FuncSetAttribute(function, attr, value);
+}
+Status ForwardingBackend::LaunchKernel(uint64_t function, const LaunchConfig& config, uint64_t stream,
+                                       std::string_view params) {
+  return inner_->LaunchKernel(function, config, stream, params);
+}
+Result<int32_t> ForwardingBackend::OccupancyMaxBlocks(uint64_t function, int32_t block_size,
+                                                      uint64_t dynamic_smem, uint32_t flags) {
+  return inner_->OccupancyMaxBlocks(function, block_size, dynamic_smem, flags);
+}
+
+}  // namespace smolvm

@@ -1,0 +1,322 @@
+// ForwardingBackend against a recording fake: every GpuBackend virtual, called
+// through the forwarder, reaches the inner backend with the same arguments
+// and returns what the inner backend returned (values, out-parameters and
+// errors alike). The list of virtuals is read from gpu_backend.h, so a new
+// virtual without a case here fails the test.
+#include "backend/forwarding_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <functional>
+#include <regex>
+#include <set>
+#include <sstream>
+
+namespace smolvm {
+namespace {
+
+// An inner code no real backend uses, so a forwarded error is recognisably the inner's.
+constexpr int32_t kInnerCode = 7001;
+
+template <typename... A>
+std::string Call(std::string_view name, const A&... args) {
+  std::ostringstream os;
+  os << name << "(";
+  const char* sep = "";
+  ((os << sep << args, sep = ","), ...);
+  os << ")";
+  return os.str();
+}
+
+// Logs each call with its arguments; answers errors named after the call,
+// and distinctive values and out-parameters where a call returns some.
+class RecordingBackend final : public GpuBackend {
+ public:
+  mutable std::vector<std::string> calls;
+
+  std::string_view Name() const override { return Log("Name"), "recording"; }
+  GpuBackend* Innermost() override { return Log("Innermost"), this; }
+  Status Init(int device) override { return Fail(Call("Init", device)); }
+  Result<int> DeviceCount() override { return Log("DeviceCount"), 3; }
+  Result<DeviceInfo> GetDeviceInfo(int device) override {
+    Log(Call("GetDeviceInfo", device));
+    DeviceInfo info;
+    info.name = "recorded";
+    info.total_mem = 12345;
+    return info;
+  }
+  Status MemGetInfo(uint64_t* free_bytes, uint64_t* total_bytes) override {
+    *free_bytes = 11;
+    *total_bytes = 22;
+    return Fail("MemGetInfo");
+  }
+  Status DeviceMemGetInfo(uint64_t* free_bytes, uint64_t* total_bytes) override {
+    *free_bytes = 33;
+    *total_bytes = 44;
+    return Fail("DeviceMemGetInfo");
+  }
+  Status CtxSynchronize() override { return Fail("CtxSynchronize"); }
+  Result<uint64_t> CtxGetLimit(int limit) override { return Log(Call("CtxGetLimit", limit)), 555u; }
+  Status CtxSetLimit(int limit, uint64_t value) override { return Fail(Call("CtxSetLimit", limit, value)); }
+  Status StreamPriorityRange(int* least, int* greatest) override {
+    *least = 7;
+    *greatest = -9;
+    return Fail("StreamPriorityRange");
+  }
+  Status ReserveArena(uint64_t base, uint64_t bytes) override { return Fail(Call("ReserveArena", base, bytes)); }
+  uint64_t Granularity() const override { return Log("Granularity"), 4242; }
+  Result<uint64_t> ChunkCreate(uint64_t bytes) override { return Log(Call("ChunkCreate", bytes)), bytes + 1; }
+  Result<UniqueFd> ChunkExport(uint64_t chunk) override { return Fail(Call("ChunkExport", chunk)); }
+  Result<uint64_t> ChunkImport(int fd, uint64_t bytes) override {
+    return Log(Call("ChunkImport", fd, bytes)), bytes + 2;
+  }
+  Status ChunkRelease(uint64_t chunk) override { return Fail(Call("ChunkRelease", chunk)); }
+  Status ChunkMap(uint64_t addr, uint64_t chunk, uint64_t bytes, bool writable) override {
+    return Fail(Call("ChunkMap", addr, chunk, bytes, writable));
+  }
+  Status ChunkMapRun(uint64_t addr, std::span<const ChunkPiece> pieces, bool writable) override {
+    std::string p;
+    for (const ChunkPiece& piece : pieces) p += std::to_string(piece.chunk) + "/" + std::to_string(piece.bytes) + " ";
+    return Fail(Call("ChunkMapRun", addr, p, writable));
+  }
+  Status ChunkSetAccess(uint64_t addr, uint64_t bytes, bool writable) override {
+    return Fail(Call("ChunkSetAccess", addr, bytes, writable));
+  }
+  Status ChunkUnmap(uint64_t addr, uint64_t bytes) override { return Fail(Call("ChunkUnmap", addr, bytes)); }
+  Status HostRegister(void* p, uint64_t bytes) override { return Fail(Call("HostRegister", p, bytes)); }
+  Status HostUnregister(void* p) override { return Fail(Call("HostUnregister", p)); }
+  Status MemcpyHtoD(uint64_t dst, const void* src, uint64_t bytes, uint64_t stream) override {
+    return Fail(Call("MemcpyHtoD", dst, src, bytes, stream));
+  }
+  Status MemcpyDtoH(void* dst, uint64_t src, uint64_t bytes, uint64_t stream) override {
+    return Fail(Call("MemcpyDtoH", dst, src, bytes, stream));
+  }
+  Status MemcpyDtoD(uint64_t dst, uint64_t src, uint64_t bytes, uint64_t stream) override {
+    return Fail(Call("MemcpyDtoD", dst, src, bytes, stream));
+  }
+  Status Memset(uint64_t dst, uint32_t value, uint32_t elem_bytes, uint64_t count, uint64_t stream) override {
+    return Fail(Call("Memset", dst, value, elem_bytes, count, stream));
+  }
+  Result<uint64_t> StreamCreate(uint32_t flags, int32_t priority) override {
+    return Log(Call("StreamCreate", flags, priority)), 900u;
+  }
+  Status StreamDestroy(uint64_t stream) override { return Fail(Call("StreamDestroy", stream)); }
+  Status StreamSynchronize(uint64_t stream) override { return Fail(Call("StreamSynchronize", stream)); }
+  Status StreamQuery(uint64_t stream) override { return Fail(Call("StreamQuery", stream)); }
+  Status StreamWaitEvent(uint64_t stream, uint64_t event, uint32_t flags) override {
+    return Fail(Call("StreamWaitEvent", stream, event, flags));
+  }
+  Result<uint64_t> EventCreate(uint32_t flags) override { return Log(Call("EventCreate", flags)), 901u; }
+  Status EventDestroy(uint64_t event) override { return Fail(Call("EventDestroy", event)); }
+  Status EventRecord(uint64_t event, uint64_t stream) override { return Fail(Call("EventRecord", event, stream)); }
+  Status EventSynchronize(uint64_t event) override { return Fail(Call("EventSynchronize", event)); }
+  Status EventQuery(uint64_t event) override { return Fail(Call("EventQuery", event)); }
+  Result<float> EventElapsedTime(uint64_t start, uint64_t end) override {
+    return Log(Call("EventElapsedTime", start, end)), 1.5f;
+  }
+  Result<uint64_t> ModuleLoad(std::string_view image) override { return Log(Call("ModuleLoad", image)), 902u; }
+  Status ModuleUnload(uint64_t module) override { return Fail(Call("ModuleUnload", module)); }
+  Result<uint64_t> ModuleGetFunction(uint64_t module, const std::string& name) override {
+    return Log(Call("ModuleGetFunction", module, name)), 903u;
+  }
+  Status ModuleGetGlobal(uint64_t module, const std::string& name, uint64_t* dptr, uint64_t* bytes) override {
+    *dptr = 0xd000;
+    *bytes = 64;
+    return Fail(Call("ModuleGetGlobal", module, name));
+  }
+  Result<std::vector<ParamInfo>> FuncGetParamInfo(uint64_t function) override {
+    Log(Call("FuncGetParamInfo", function));
+    return std::vector<ParamInfo>{{0, 8}, {8, 4}};
+  }
+  Result<std::vector<int32_t>> FuncGetAttributes(uint64_t function) override {
+    Log(Call("FuncGetAttributes", function));
+    return std::vector<int32_t>{5, 6, 7};
+  }
+  Status FuncSetAttribute(uint64_t function, int32_t attr, int32_t value) override {
+    return Fail(Call("FuncSetAttribute", function, attr, value));
+  }
+  Status LaunchKernel(uint64_t function, const LaunchConfig& c, uint64_t stream, std::string_view params) override {
+    return Fail(Call("LaunchKernel", function, c.grid[0], c.grid[1], c.grid[2], c.block[0], c.block[1], c.block[2],
+                     c.shared_bytes, stream, params));
+  }
+  Result<int32_t> OccupancyMaxBlocks(uint64_t function, int32_t block_size, uint64_t dynamic_smem,
+                                     uint32_t flags) override {
+    return Log(Call("OccupancyMaxBlocks", function, block_size, dynamic_smem, flags)), 17;
+  }
+
+ private:
+  void Log(std::string call) const { calls.push_back(std::move(call)); }
+  Status Fail(std::string call) const {
+    Log(call);
+    return Status(kInnerCode, std::move(call));
+  }
+};
+
+std::string Show(const Status& st) { return std::to_string(st.code()) + ":" + st.message(); }
+template <typename T>
+std::string Show(const Result<T>& r) {
+  if (!r.ok()) return Show(r.status());
+  std::ostringstream os;
+  os << r.value();
+  return os.str();
+}
+
+// One call of each virtual; returns what came back (value, error, out-parameters).
+struct Case {
+  std::string method;
+  std::function<std::string(GpuBackend&, RecordingBackend& inner)> run;
+};
+
+std::vector<Case> Cases() {
+  static const char kHost[16] = {};
+  void* host = const_cast<char*>(kHost);
+  auto pair = [](const Status& st, auto a, auto b) {
+    return Show(st) + " " + std::to_string(a) + " " + std::to_string(b);
+  };
+  return {
+      {"Name", [](GpuBackend& b, RecordingBackend&) { return std::string(b.Name()); }},
+      {"Innermost",
+       [](GpuBackend& b, RecordingBackend& inner) { return std::string(b.Innermost() == &inner ? "inner" : "not"); }},
+      {"Init", [](GpuBackend& b, RecordingBackend&) { return Show(b.Init(5)); }},
+      {"DeviceCount", [](GpuBackend& b, RecordingBackend&) { return Show(b.DeviceCount()); }},
+      {"GetDeviceInfo",
+       [](GpuBackend& b, RecordingBackend&) {
+         auto r = b.GetDeviceInfo(2);
+         return r.ok() ? r->name + " " + std::to_string(r->total_mem) : Show(r.status());
+       }},
+      {"MemGetInfo",
+       [pair](GpuBackend& b, RecordingBackend&) {
+         uint64_t f = 0, t = 0;
+         Status st = b.MemGetInfo(&f, &t);
+         return pair(st, f, t);
+       }},
+      {"DeviceMemGetInfo",
+       [pair](GpuBackend& b, RecordingBackend&) {
+         uint64_t f = 0, t = 0;
+         Status st = b.DeviceMemGetInfo(&f, &t);
+         return pair(st, f, t);
+       }},
+      {"CtxSynchronize", [](GpuBackend& b, RecordingBackend&) { return Show(b.CtxSynchronize()); }},
+      {"CtxGetLimit", [](GpuBackend& b, RecordingBackend&) { return Show(b.CtxGetLimit(4)); }},
+      {"CtxSetLimit", [](GpuBackend& b, RecordingBackend&) { return Show(b.CtxSetLimit(4, 1ull << 40)); }},
+      {"StreamPriorityRange",
+       [pair](GpuBackend& b, RecordingBackend&) {
+         int least = 0, greatest = 0;
+         Status st = b.StreamPriorityRange(&least, &greatest);
+         return pair(st, least, greatest);
+       }},
+      {"ReserveArena", [](GpuBackend& b, RecordingBackend&) { return Show(b.ReserveArena(1ull << 44, 1ull << 36)); }},
+      {"Granularity", [](GpuBackend& b, RecordingBackend&) { return std::to_string(b.Granularity()); }},
+      {"ChunkCreate", [](GpuBackend& b, RecordingBackend&) { return Show(b.ChunkCreate(2u << 20)); }},
+      {"ChunkExport",
+       [](GpuBackend& b, RecordingBackend&) {
+         auto r = b.ChunkExport(77);
+         return r.ok() ? std::string("fd") : Show(r.status());
+       }},
+      {"ChunkImport", [](GpuBackend& b, RecordingBackend&) { return Show(b.ChunkImport(9, 4u << 20)); }},
+      {"ChunkRelease", [](GpuBackend& b, RecordingBackend&) { return Show(b.ChunkRelease(78)); }},
+      {"ChunkMap", [](GpuBackend& b, RecordingBackend&) { return Show(b.ChunkMap(0x1000, 79, 2u << 20, true)); }},
+      {"ChunkMapRun",
+       [](GpuBackend& b, RecordingBackend&) {
+         ChunkPiece pieces[2] = {{80, 2u << 20}, {81, 4u << 20}};
+         return Show(b.ChunkMapRun(0x2000, pieces, false));
+       }},
+      {"ChunkSetAccess", [](GpuBackend& b, RecordingBackend&) { return Show(b.ChunkSetAccess(0x3000, 6u << 20, true)); }},
+      {"ChunkUnmap", [](GpuBackend& b, RecordingBackend&) { return Show(b.ChunkUnmap(0x4000, 8u << 20)); }},
+      {"HostRegister", [host](GpuBackend& b, RecordingBackend&) { return Show(b.HostRegister(host, 16)); }},
+      {"HostUnregister", [host](GpuBackend& b, RecordingBackend&) { return Show(b.HostUnregister(host)); }},
+      {"MemcpyHtoD", [host](GpuBackend& b, RecordingBackend&) { return Show(b.MemcpyHtoD(0x5000, host, 16, 3)); }},
+      {"MemcpyDtoH", [host](GpuBackend& b, RecordingBackend&) { return Show(b.MemcpyDtoH(host, 0x6000, 8, 4)); }},
+      {"MemcpyDtoD", [](GpuBackend& b, RecordingBackend&) { return Show(b.MemcpyDtoD(0x7000, 0x8000, 32, 5)); }},
+      {"Memset", [](GpuBackend& b, RecordingBackend&) { return Show(b.Memset(0x9000, 0xab, 2, 100, 6)); }},
+      {"StreamCreate", [](GpuBackend& b, RecordingBackend&) { return Show(b.StreamCreate(1, -2)); }},
+      {"StreamDestroy", [](GpuBackend& b, RecordingBackend&) { return Show(b.StreamDestroy(10)); }},
+      {"StreamSynchronize", [](GpuBackend& b, RecordingBackend&) { return Show(b.StreamSynchronize(11)); }},
+      {"StreamQuery", [](GpuBackend& b, RecordingBackend&) { return Show(b.StreamQuery(12)); }},
+      {"StreamWaitEvent", [](GpuBackend& b, RecordingBackend&) { return Show(b.StreamWaitEvent(13, 14, 1)); }},
+      {"EventCreate", [](GpuBackend& b, RecordingBackend&) { return Show(b.EventCreate(2)); }},
+      {"EventDestroy", [](GpuBackend& b, RecordingBackend&) { return Show(b.EventDestroy(15)); }},
+      {"EventRecord", [](GpuBackend& b, RecordingBackend&) { return Show(b.EventRecord(16, 17)); }},
+      {"EventSynchronize", [](GpuBackend& b, RecordingBackend&) { return Show(b.EventSynchronize(18)); }},
+      {"EventQuery", [](GpuBackend& b, RecordingBackend&) { return Show(b.EventQuery(19)); }},
+      {"EventElapsedTime", [](GpuBackend& b, RecordingBackend&) { return Show(b.EventElapsedTime(20, 21)); }},
+      {"ModuleLoad", [](GpuBackend& b, RecordingBackend&) { return Show(b.ModuleLoad("image-bytes")); }},
+      {"ModuleUnload", [](GpuBackend& b, RecordingBackend&) { return Show(b.ModuleUnload(22)); }},
+      {"ModuleGetFunction", [](GpuBackend& b, RecordingBackend&) { return Show(b.ModuleGetFunction(23, "kern")); }},
+      {"ModuleGetGlobal",
+       [pair](GpuBackend& b, RecordingBackend&) {
+         uint64_t dptr = 0, bytes = 0;
+         Status st = b.ModuleGetGlobal(24, "glob", &dptr, &bytes);
+         return pair(st, dptr, bytes);
+       }},
+      {"FuncGetParamInfo",
+       [](GpuBackend& b, RecordingBackend&) {
+         auto r = b.FuncGetParamInfo(25);
+         if (!r.ok()) return Show(r.status());
+         std::string s;
+         for (const ParamInfo& p : *r) s += std::to_string(p.offset) + "/" + std::to_string(p.size) + " ";
+         return s;
+       }},
+      {"FuncGetAttributes",
+       [](GpuBackend& b, RecordingBackend&) {
+         auto r = b.FuncGetAttributes(26);
+         if (!r.ok()) return Show(r.status());
+         std::string s;
+         for (int32_t a : *r) s += std::to_string(a) + " ";
+         return s;
+       }},
+      {"FuncSetAttribute", [](GpuBackend& b, RecordingBackend&) { return Show(b.FuncSetAttribute(27, 8, 9)); }},
+      {"LaunchKernel",
+       [](GpuBackend& b, RecordingBackend&) {
+         LaunchConfig c;
+         c.grid[0] = 2, c.grid[1] = 3, c.grid[2] = 4;
+         c.block[0] = 32, c.block[1] = 2, c.block[2] = 1;
+         c.shared_bytes = 1024;
+         return Show(b.LaunchKernel(28, c, 29, "params"));
+       }},
+      {"OccupancyMaxBlocks", [](GpuBackend& b, RecordingBackend&) { return Show(b.OccupancyMaxBlocks(30, 256, 512, 1)); }},
+  };
+}
+
+// The virtuals GpuBackend declares, read from its header.
+std::set<std::string> DeclaredVirtuals() {
+  std::ifstream in(SMOLVM_GPU_BACKEND_HEADER);
+  std::set<std::string> names;
+  std::regex decl(R"(^\s*virtual\s+[^(~]*?\b(\w+)\()");
+  std::string line;
+  std::smatch m;
+  while (std::getline(in, line))
+    if (std::regex_search(line, m, decl)) names.insert(m[1]);
+  return names;
+}
+
+TEST(ForwardingBackend, EveryVirtualReachesTheInnerBackendAndItsAnswerComesBack) {
+  auto owned = std::make_unique<RecordingBackend>();
+  RecordingBackend& inner = *owned;
+  ForwardingBackend fwd(std::move(owned));
+  RecordingBackend direct;
+
+  for (const Case& c : Cases()) {
+    SCOPED_TRACE(c.method);
+    inner.calls.clear();
+    direct.calls.clear();
+    std::string want = c.run(direct, direct);
+    std::string got = c.run(fwd, inner);
+    EXPECT_EQ(got, want) << "the forwarder answered differently from the inner backend";
+    EXPECT_EQ(inner.calls, direct.calls) << "the inner backend saw a different call";
+    ASSERT_EQ(inner.calls.size(), 1u);
+    EXPECT_EQ(inner.calls[0].substr(0, c.method.size()), c.method);
+  }
+}
+
+TEST(ForwardingBackend, CasesCoverEveryVirtualOfGpuBackend) {
+  std::set<std::string> declared = DeclaredVirtuals();
+  ASSERT_GE(declared.size(), 40u) << "could not read the virtuals from " << SMOLVM_GPU_BACKEND_HEADER;
+  std::set<std::string> covered;
+  for (const Case& c : Cases()) covered.insert(c.method);
+  EXPECT_EQ(covered, declared) << "a GpuBackend virtual without a case here (or a case for none)";
+}
+
+}  // namespace
+}  // namespace smolvm

@@ -1,0 +1,121 @@
+// The comparison table (issue 18): every arm a user chooses between, ratios
+// to native 4-bit at the same N and steps, the base's precision named, and
+// "not measured" — never a number — where no result exists yet.
+#include "bench/comparison.h"
+
+#include <gtest/gtest.h>
+
+#include "bench/tables.h"
+
+namespace smolvm::bench {
+namespace {
+
+// One run: n learners each at tok_s for 10 s, finishing together.
+RunResult MakeRun(const std::string& arm, bool four_bit, const std::string& mps, int n, double tok_s, double peak_mib,
+              int done = -1, double loss = 0.5) {
+  RunResult r;
+  r.arm = arm;
+  r.share_mode = arm == "native" ? "-" : "on";
+  r.model = "qwen2.5-7b";
+  r.load_in_4bit = four_bit;
+  r.n = n;
+  r.steps = 20;
+  r.batch = 2;
+  r.maxseq = 256;
+  r.cpus_per_learner = 4;
+  r.env.mps.mode = mps;
+  r.learners_expected = n;
+  r.learners_done = done < 0 ? n : done;
+  for (int i = 0; i < r.learners_done; ++i) {
+    LearnerResult l;
+    l.lid = std::to_string(i);
+    l.tok_s = tok_s / n;
+    l.train_s = 10;
+    l.t_done = 1.8e9;
+    l.lossN = loss;
+    r.learners.push_back(l);
+  }
+  r.peak_gpu_mib = peak_mib;
+  return r;
+}
+
+CellKey Config() {
+  CellKey k;
+  k.model = "qwen2.5-7b";
+  k.method = "dpo";
+  k.device = "cuda";
+  k.batch = 2;
+  k.maxseq = 256;
+  k.cpus = 4;
+  return k;
+}
+
+// The table's row for N and arm label and base, or "".
+std::string Row(const std::string& table, int n, const std::string& label, const std::string& base) {
+  std::string want = "| " + std::to_string(n);
+  size_t pos = 0;
+  while ((pos = table.find('\n', pos)) != std::string::npos) {
+    size_t end = table.find('\n', pos + 1);
+    std::string line = table.substr(pos + 1, end == std::string::npos ? std::string::npos : end - pos - 1);
+    if (line.rfind(want + " ", 0) == 0 && line.find("| " + label + " ") != std::string::npos &&
+        line.find(base) != std::string::npos)
+      return line;
+    pos = end;
+  }
+  return "";
+}
+
+TEST(ComparisonTableTest, RatiosToNative4BitAtTheSameNAndBasesNamed) {
+  std::vector<RunResult> runs = {
+      MakeRun("native", true, "off", 8, 2632, 59636, -1, 0.61), MakeRun("native", true, "off", 8, 2632, 59636, -1, 0.61),
+      MakeRun("fork", false, "off", 8, 5883, 30924, -1, 0.42), MakeRun("native", true, "on", 8, 3165, 60000, -1, 0.61),
+      MakeRun("native", false, "off", 8, 5000, 140000, 5)};
+  std::string t = ComparisonTable(runs, Config());
+  std::string fork = Row(t, 8, "fork, share on", "bf16 (full precision)");
+  ASSERT_FALSE(fork.empty()) << t;
+  EXPECT_NE(fork.find(" 5,883 |"), std::string::npos) << fork;
+  EXPECT_NE(fork.find(" 2.24 |"), std::string::npos) << fork;  // 5883 / 2632
+  EXPECT_NE(fork.find(" 0.52 |"), std::string::npos) << fork;  // 30924 / 59636
+  EXPECT_NE(fork.find(" 0.4200 |"), std::string::npos) << fork;
+  std::string mps = Row(t, 8, "native + MPS", "NF4 4-bit (lossy)");
+  EXPECT_NE(mps.find(" 1.20 |"), std::string::npos) << t;
+  std::string ref = Row(t, 8, "native, time-sliced (reference)", "NF4 4-bit");
+  EXPECT_NE(ref.find(" 1.00 |"), std::string::npos) << t;
+  EXPECT_NE(ref.find("20×2"), std::string::npos) << ref;
+  // Native bf16 that did not fit: the count, no ratio.
+  std::string bf16 = Row(t, 8, "native", "bf16 (full precision)");
+  EXPECT_NE(bf16.find("incomplete: 5 of 8 finished"), std::string::npos) << t;
+  // The quality of each base is said in words.
+  EXPECT_NE(t.find(BaseOf(true).quality), std::string::npos);
+  EXPECT_NE(t.find(BaseOf(false).quality), std::string::npos);
+}
+
+TEST(ComparisonTableTest, PlannedCellsWithoutRecordsAreNotMeasuredNeverInvented) {
+  std::string t = ComparisonTable({MakeRun("native", true, "off", 8, 2632, 59636)}, Config());
+  std::string mps = Row(t, 16, "native + MPS", "NF4");
+  EXPECT_NE(mps.find("not measured"), std::string::npos) << t;
+  EXPECT_NE(mps.find("`scripts/device-bench.sh comparison mps`"), std::string::npos) << mps;
+  std::string fork = Row(t, 64, "fork, share on", "bf16");
+  EXPECT_NE(fork.find("not measured"), std::string::npos) << t;
+  EXPECT_NE(fork.find("`scripts/device-bench.sh comparison bf16-highn`"), std::string::npos) << fork;
+  // Arms listed only once measured (the trusted MPS fork) have no rows.
+  EXPECT_EQ(t.find("trusted"), std::string::npos) << t;
+  // No number in a not-measured row past N.
+  EXPECT_EQ(mps.substr(mps.find("not measured")).find_first_of("0123456789"), std::string::npos) << mps;
+}
+
+TEST(ComparisonTableTest, TheSeedsHeadlineStays4BitAndTimeSliced) {
+  // More bf16 and MPS cells than 4-bit ones: the headline is still the
+  // seed's comparison, 4-bit on both arms, native without MPS.
+  std::vector<RunResult> runs = {MakeRun("native", true, "off", 8, 2632, 59636), MakeRun("fork", true, "off", 8, 2623, 22448),
+                                 MakeRun("native", true, "on", 8, 3165, 60000)};
+  for (int i = 0; i < 5; ++i) runs.push_back(MakeRun("fork", false, "off", 8, 5883, 30924));
+  std::string h = HeadlineTable(runs);
+  EXPECT_NE(h.find("qwen2.5-7b 4-bit"), std::string::npos) << h;
+  EXPECT_NE(h.find(" 2,632 |"), std::string::npos) << h;
+  EXPECT_EQ(h.find("3,165"), std::string::npos) << h;
+  EXPECT_EQ(h.find("5,883"), std::string::npos) << h;
+}
+
+}  // namespace
+}  // namespace smolvm::bench

@@ -1,0 +1,44 @@
+#include "bench/fork_requests.h"
+
+#include <chrono>
+#include <sstream>
+
+#include "machine/supervisor_conn.h"
+#include "transport/unix_channel.h"
+
+namespace smolvm::bench {
+
+ForkRequests ForkRequestsOf(const std::string& answer) {
+  std::istringstream in(answer);
+  std::string word;
+  if (!(in >> word) || word != "CAPS") return ForkRequests::kPerClone;
+  while (in >> word)
+    if (word == "fork-count") return ForkRequests::kOneForAll;
+  return ForkRequests::kPerClone;
+}
+
+ForkRequestsProbe ProbeForkRequests(const std::string& ctl_sock, int timeout_ms) {
+  ForkRequestsProbe p;
+  auto sock = ConnectUnix(ctl_sock);
+  if (!sock.ok()) {
+    p.answer = "no answer: " + sock.status().message();
+    return p;
+  }
+  // The CLI's side of ctl.sock, with the supervisor's own line helpers.
+  machine::Conn conn{machine::Conn::kCtl, std::move(*sock)};
+  Status sent = machine::SendLine(conn.fd.get(), "CAPS");
+  if (!sent.ok()) {
+    p.answer = "no answer: " + sent.message();
+    return p;
+  }
+  auto line = machine::ReadLine(conn, machine::SupervisorClock::now() + std::chrono::milliseconds(timeout_ms));
+  p.answer = line.ok() ? *line : "no answer: " + line.status().message();
+  p.mode = ForkRequestsOf(p.answer);
+  return p;
+}
+
+std::string ForkRequestsText(ForkRequests mode) {
+  return mode == ForkRequests::kOneForAll ? "one request" : "one request per clone";
+}
+
+}  // namespace smolvm::bench

@@ -1,0 +1,90 @@
+// The fork arm's probe: one request for all N clones only when the
+// supervisor answers CAPS with fork-count; anything else is per clone.
+#include "bench/fork_requests.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+namespace smolvm::bench {
+namespace {
+
+TEST(ForkRequestsTest, OnlyAnAdvertisedForkCountMeansOneRequest) {
+  EXPECT_EQ(ForkRequestsOf("CAPS fork-count"), ForkRequests::kOneForAll);
+  EXPECT_EQ(ForkRequestsOf("CAPS share-auto fork-count vm"), ForkRequests::kOneForAll);
+  EXPECT_EQ(ForkRequestsOf("CAPS share-auto"), ForkRequests::kPerClone);
+  EXPECT_EQ(ForkRequestsOf("ERR 3 unknown request"), ForkRequests::kPerClone);
+  EXPECT_EQ(ForkRequestsOf("fork-count"), ForkRequests::kPerClone);
+  EXPECT_EQ(ForkRequestsOf(""), ForkRequests::kPerClone);
+  EXPECT_EQ(ForkRequestsText(ForkRequests::kOneForAll), "one request");
+  EXPECT_EQ(ForkRequestsText(ForkRequests::kPerClone), "one request per clone");
+}
+
+// A one-connection supervisor stand-in answering `answer` to the probe.
+class FakeSupervisor {
+ public:
+  explicit FakeSupervisor(std::string answer) {
+    char tmpl[] = "/tmp/smolvm-forkreq-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    path_ = dir_ + "/ctl.sock";
+    fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a = {};
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, path_.c_str(), sizeof a.sun_path - 1);
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(listen(fd_, 1), 0);
+    thread_ = std::thread([this, answer] {
+      int c = accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      char buf[64] = {};
+      ssize_t n = read(c, buf, sizeof buf - 1);
+      asked_ = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+      std::string line = answer + "\n";
+      (void)!write(c, line.data(), line.size());
+      close(c);
+    });
+  }
+  // What the probe sent (waits for the one connection to be served).
+  std::string Asked() {
+    if (thread_.joinable()) thread_.join();
+    return asked_;
+  }
+  ~FakeSupervisor() {
+    if (thread_.joinable()) thread_.join();
+    close(fd_);
+    unlink(path_.c_str());
+    rmdir(dir_.c_str());
+  }
+  std::string path_, dir_, asked_;
+  int fd_ = -1;
+  std::thread thread_;
+};
+
+TEST(ForkRequestsTest, ProbeAsksCapsAndReadsTheAnswer) {
+  {
+    FakeSupervisor sup("CAPS fork-count");
+    ForkRequestsProbe p = ProbeForkRequests(sup.path_, 2000);
+    EXPECT_EQ(p.mode, ForkRequests::kOneForAll);
+    EXPECT_EQ(p.answer, "CAPS fork-count");
+    EXPECT_EQ(sup.Asked(), "CAPS\n");
+  }
+  {
+    FakeSupervisor sup("ERR 3 unknown request");
+    ForkRequestsProbe p = ProbeForkRequests(sup.path_, 2000);
+    EXPECT_EQ(p.mode, ForkRequests::kPerClone);
+    EXPECT_EQ(p.answer, "ERR 3 unknown request");
+  }
+  ForkRequestsProbe none = ProbeForkRequests("/nonexistent/ctl.sock", 100);
+  EXPECT_EQ(none.mode, ForkRequests::kPerClone);
+  EXPECT_NE(none.answer.find("no answer"), std::string::npos) << none.answer;
+}
+
+}  // namespace
+}  // namespace smolvm::bench

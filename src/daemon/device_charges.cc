@@ -1,0 +1,83 @@
+// BudgetedBackend's charges for modules and context limits (the contract is
+// in device_charges.h); chunks are charged in machine_budget.cc.
+#include "daemon/device_charges.h"
+
+#include <cuda.h>
+
+#include <string>
+
+#include "backend/device_footprint.h"
+#include "daemon/machine_budget.h"
+
+namespace smolvm {
+namespace {
+
+std::string Mib(uint64_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; }
+
+Status OverBudget(const MachineBudget& budget, uint64_t bytes, const std::string& what) {
+  return Status(static_cast<int32_t>(CUDA_ERROR_OUT_OF_MEMORY),
+                "the machine's GPU memory limit (--gpu-mem " + std::to_string(budget.limit() >> 20) +
+                    " MiB) is reached: " + std::to_string(budget.used() >> 20) + " MiB in use, " + what + " needs " +
+                    Mib(bytes));
+}
+
+bool ChargesLimit(int limit) {
+  return limit == CU_LIMIT_STACK_SIZE || limit == CU_LIMIT_MALLOC_HEAP_SIZE || limit == CU_LIMIT_PRINTF_FIFO_SIZE;
+}
+
+}  // namespace
+
+Result<uint64_t> BudgetedBackend::ModuleLoad(std::string_view image) {
+  if (!budget_) return inner().ModuleLoad(image);
+  const uint64_t bytes = ModuleImageDeviceBytes(image);
+  if (!budget_->Charge(slot_, bytes)) return OverBudget(*budget_, bytes, "the module");
+  auto module = inner().ModuleLoad(image);
+  if (!module.ok()) {
+    budget_->Refund(slot_, bytes);
+    return module;
+  }
+  charges_.modules[*module] = bytes;
+  return module;
+}
+
+Status BudgetedBackend::ModuleUnload(uint64_t module) {
+  Status st = inner().ModuleUnload(module);
+  auto it = charges_.modules.find(module);
+  if (st.ok() && it != charges_.modules.end()) {
+    budget_->Refund(slot_, it->second);
+    charges_.modules.erase(it);
+  }
+  return st;
+}
+
+Status BudgetedBackend::CtxSetLimit(int limit, uint64_t value) {
+  if (!budget_ || !ChargesLimit(limit)) return inner().CtxSetLimit(limit, value);
+  if (!charges_.device) {
+    ASSIGN_OR_RETURN(DeviceInfo info, inner().GetDeviceInfo(0));
+    charges_.device = std::move(info);
+  }
+  if (!charges_.limit_base.count(limit)) {
+    ASSIGN_OR_RETURN(uint64_t base, inner().CtxGetLimit(limit));
+    charges_.limit_base[limit] = base;
+  }
+  const uint64_t base = ContextLimitDeviceBytes(limit, charges_.limit_base[limit], *charges_.device);
+  const uint64_t want = ContextLimitDeviceBytes(limit, value, *charges_.device);
+  const uint64_t now = charges_.limits[limit];
+  const uint64_t next = want > base ? want - base : 0;
+  if (next > now && !budget_->Charge(slot_, next - now)) {
+    const char* what = limit == CU_LIMIT_STACK_SIZE         ? "the stack size (per resident thread)"
+                       : limit == CU_LIMIT_MALLOC_HEAP_SIZE ? "the malloc heap"
+                                                            : "the printf FIFO";
+    return OverBudget(*budget_, next - now, what);
+  }
+  Status st = inner().CtxSetLimit(limit, value);
+  if (!st.ok()) {
+    if (next > now) budget_->Refund(slot_, next - now);
+    return st;
+  }
+  if (next < now) budget_->Refund(slot_, now - next);
+  charges_.limits[limit] = next;
+  return st;
+}
+
+}  // namespace smolvm
