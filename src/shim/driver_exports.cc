@@ -76,18 +76,20 @@ SMOLVM_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int v
       if (p->version <= version)
         sym = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && *p->ptsym ? p->ptsym
                                                                                    : p->sym;
-    if (sym == nullptr) {
+    if (sym == nullptr) {  // as the driver (580): CUDA_SUCCESS, a null pointer, and why
+      *pfn = nullptr;
       set_status(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
-      return CUDA_ERROR_NOT_FOUND;
+      return CUDA_SUCCESS;
     }
   } else {
     sym = symbol;  // no ABI history: the name itself, when this library exports it
   }
   void* self = Self();
   void* fn = self != nullptr && name.substr(0, 2) == "cu" ? dlsym(self, sym) : nullptr;
-  if (fn == nullptr) {
+  if (fn == nullptr) {  // as the driver (580; cuda.h): CUDA_SUCCESS and a null pointer
+    *pfn = nullptr;
     set_status(CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
-    return CUDA_ERROR_NOT_FOUND;
+    return CUDA_SUCCESS;
   }
   *pfn = fn;
   set_status(CU_GET_PROC_ADDRESS_SUCCESS);

@@ -62,7 +62,10 @@ cudaError_t EntryPoint(const char* symbol, void** fn, int version, unsigned long
   CUdriverProcAddressQueryResult q = CU_GET_PROC_ADDRESS_SUCCESS;
   CUresult r = lookup(symbol, fn, version, cu_flags, &q);
   if (status != nullptr) *status = static_cast<cudaDriverEntryPointQueryResult>(q);
-  if (r == CUDA_SUCCESS || (r == CUDA_ERROR_NOT_FOUND && status != nullptr)) return cudaSuccess;
+  // Not found (a null pointer and why in q): said through `status` when the
+  // caller passed one, else as cudaErrorSymbolNotFound.
+  if (r == CUDA_SUCCESS && (q == CU_GET_PROC_ADDRESS_SUCCESS || status != nullptr)) return cudaSuccess;
+  if (r == CUDA_SUCCESS) r = CUDA_ERROR_NOT_FOUND;
   return Runtime::Get().Record(r == CUDA_ERROR_NOT_FOUND ? cudaErrorSymbolNotFound
                                                          : cudaErrorInvalidValue);
 }
