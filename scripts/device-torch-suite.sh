@@ -104,7 +104,7 @@ log "GPU memory.used at start: ${mem0:-?} MiB"
 VENV=$(dirname "$(dirname "$PY")")
 VOLS=()
 if ((TORCH)); then
-  cp scripts/torch-suite/suite.py "$W/prog/"
+  cp scripts/torch-suite/suite.py scripts/torch-suite/probes.py "$W/prog/"
   VOLS=(-v "$VENV:$VENV:ro")
   # A venv's python is a link to the interpreter it was made from: when that
   # lives outside the host directories a machine sees, bind its prefix too.
