@@ -184,7 +184,10 @@ TEST_F(PackTest, APreparedMachineIsPackedWithItsWorkspace) {
             0);
   ASSERT_EQ(Cli({"machine", "start", "--name", "again"}).rc, 0);
   EXPECT_TRUE(WaitForLog("again", "warm\nprepared\n10\ncache\nm\n")) << Logs("again");
-  // A machine that is not running has no /workspace to pack.
+  // A machine that is not running has no /workspace to pack (its program's
+  // last line is logged before the machine is recorded as ended: wait for that).
+  for (int i = 0; i < 500 && Find("again")["state"] == "running"; ++i) usleep(10000);
+  ASSERT_EQ(Find("again")["state"], "stopped") << Logs("again");
   r = Cli({"pack", "create", "--machine", "again", "-o", scratch_ + "/no.smolmachine"});
   EXPECT_EQ(r.rc, 5) << r.err;
   EXPECT_EQ(Cli({"pack", "create", "--machine", "nope", "-o", scratch_ + "/no.smolmachine"}).rc, 3);
