@@ -214,6 +214,21 @@ TEST_F(MachineEndpointTest, GpuMemCountsModulesAndContextLimits) {
   MemGetInfoReply info;
   ASSERT_TRUE(g.Call(MemGetInfoRequest{}, &info).ok());
   EXPECT_EQ(info.free_bytes, 0u);
+  // Status shows each part: 32 context + 32 chunks + 40 module + 24 stack.
+  nlohmann::json charged;
+  for (int i = 0; i < 200; ++i) {
+    auto status = StatusOf(daemon);  // kept: the loop reads into it
+    for (const auto& s : status["sessions"])
+      if (s["machine"] == "mmod") charged = s["gpu_mem_charged"];
+    if (!charged.is_null() && charged["chunks_mib"] == 32.0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(charged.is_object()) << StatusOf(daemon).dump();
+  EXPECT_EQ(charged["context_mib"], 32.0) << charged.dump();
+  EXPECT_EQ(charged["chunks_mib"], 32.0) << charged.dump();
+  EXPECT_NEAR(charged["modules_mib"].get<double>(), 40.0, 0.01) << charged.dump();
+  EXPECT_NEAR(charged["limits_mib"].get<double>(), 24.0, 0.01) << charged.dump();
+  EXPECT_EQ(charged["total_mib"], 128.0) << charged.dump();
 }
 
 TEST_F(MachineEndpointTest, CloneTokenWorksOnlyThroughTheCloneMachinesSocket) {

@@ -149,9 +149,10 @@ int Status(const std::string& socket_flag, bool json, bool ops) {
                 s.value("machine", "").empty() ? "-" : s.value("machine", "").c_str());
   for (const auto& s : j["sessions"])
     if (auto c = s.value("gpu_mem_charged", nlohmann::json()); c.is_object())
-      std::printf("session %llu: %.1f MiB of its machine's --gpu-mem (context %.1f, chunks %.1f)\n",
+      std::printf("session %llu: %.1f MiB of its machine's --gpu-mem (context %.1f, chunks %.1f, modules %.1f, "
+                  "limits %.1f)\n",
                   s.value("session", 0ull), c.value("total_mib", 0.0), c.value("context_mib", 0.0),
-                  c.value("chunks_mib", 0.0));
+                  c.value("chunks_mib", 0.0), c.value("modules_mib", 0.0), c.value("limits_mib", 0.0));
   if (ops) PrintOps(j);
   for (const auto& m : j.value("machines", nlohmann::json::array())) {
     std::printf("machine %s: endpoint attached", m.value("machine", "?").c_str());

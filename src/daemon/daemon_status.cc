@@ -31,6 +31,8 @@ nlohmann::json ToJson(const SessionStatus& s) {
   if (s.gpu_mem_charged)
     charged = {{"context_mib", s.gpu_mem_charged->context_mib},
                {"chunks_mib", s.gpu_mem_charged->chunks_mib},
+               {"modules_mib", s.gpu_mem_charged->modules_mib},
+               {"limits_mib", s.gpu_mem_charged->limits_mib},
                {"total_mib", s.gpu_mem_charged->total_mib}};
   return {{"session", s.session},
           {"pid", s.pid},
@@ -108,7 +110,10 @@ DaemonStatus Daemon::CollectStatus() const {
     if (auto w = workers_.find(s.worker_pid); w != workers_.end() && w->second.budget && w->second.budget_slot >= 0) {
       const uint64_t held = w->second.budget->SlotUsed(static_cast<uint32_t>(w->second.budget_slot));
       const uint64_t ctx = std::min(held, w->second.context_bytes);
-      x.gpu_mem_charged = SessionStatus::Charged{Mib(ctx), Mib(held - ctx), Mib(held)};
+      const uint64_t modules = std::min(held - ctx, s.module_bytes);
+      const uint64_t limits = std::min(held - ctx - modules, s.limit_bytes);
+      x.gpu_mem_charged =
+          SessionStatus::Charged{Mib(ctx), Mib(held - ctx - modules - limits), Mib(modules), Mib(limits), Mib(held)};
     }
     x.session = id;
     x.pid = s.guest_pid;

@@ -30,7 +30,7 @@ struct SessionStatus {
   size_t preloaded_workers = 0;
   // What it holds of its machine's --gpu-mem, when the machine has one.
   struct Charged {
-    double context_mib = 0, chunks_mib = 0, total_mib = 0;
+    double context_mib = 0, chunks_mib = 0, modules_mib = 0, limits_mib = 0, total_mib = 0;
   };
   std::optional<Charged> gpu_mem_charged;
   std::map<std::string, uint64_t> ops;  // guest ops served, by name (op_counts.h)

@@ -98,6 +98,17 @@ class BudgetedBackend final : public ForwardingBackend {
     slot_ = slot;
   }
   const MachineBudget* budget() const { return budget_.get(); }
+  // What the session's modules and context limits hold of the budget now.
+  uint64_t module_bytes() const {
+    uint64_t n = 0;
+    for (const auto& [handle, bytes] : charges_.modules) n += bytes;
+    return n;
+  }
+  uint64_t limit_bytes() const {
+    uint64_t n = 0;
+    for (const auto& [limit, bytes] : charges_.limits) n += bytes;
+    return n;
+  }
 
   // total_mem = min(device total, the limit).
   Result<DeviceInfo> GetDeviceInfo(int device) override;

@@ -40,6 +40,8 @@ void Daemon::OnSessionStats(const WorkerProc& w, const proto::WorkerStatsRequest
   it->second.private_chunks = r.private_chunks;
   it->second.private_bytes = r.private_bytes;
   it->second.allocations = r.allocations;
+  it->second.module_bytes = r.module_bytes;
+  it->second.limit_bytes = r.limit_bytes;
 }
 
 }  // namespace smolvm

@@ -1,5 +1,7 @@
 #include "worker/worker.h"
 
+#include "daemon/machine_budget.h"
+
 #include <cuda.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -267,9 +269,18 @@ void Worker::SendStats() {
     }
   }
   s.allocations = memory_->allocation_count();
+  if (const auto* b = dynamic_cast<const BudgetedBackend*>(backend_.get())) {
+    s.module_bytes = b->module_bytes();
+    s.limit_bytes = b->limit_bytes();
+  }
   std::string out;
   proto::AppendRequest(&out, s, 0);
   (void)control_->Write(out);
+}
+
+void Worker::SendChargedStats() {
+  const auto* b = dynamic_cast<const BudgetedBackend*>(backend_.get());
+  if (b != nullptr && b->budget() != nullptr) SendStats();
 }
 
 void Worker::SendOps() {

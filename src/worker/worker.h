@@ -207,6 +207,9 @@ class Worker {
   // OK when [addr, addr+bytes) lies inside one registered host segment.
   Status CheckHost(uint64_t addr, uint64_t bytes) const;
   void SendStats();
+  // SendStats when the session is charged to a machine's --gpu-mem (its
+  // modules and limits changed what it holds there).
+  void SendChargedStats();
   void SendOps();  // op_counts.h
   void ReleaseAll();
   // The BlasBackend, created on the session's first cuBLAS/cuBLASLt op.

@@ -49,7 +49,9 @@ Status Worker::Handle(const proto::CtxGetLimitRequest& q, proto::CtxGetLimitRepl
 }
 
 Status Worker::Handle(const proto::CtxSetLimitRequest& q, proto::CtxSetLimitReply*, Ctx*) {
-  return backend_->CtxSetLimit(q.limit, q.value);
+  RETURN_IF_ERROR(backend_->CtxSetLimit(q.limit, q.value));
+  SendChargedStats();
+  return Status::Ok();
 }
 
 Status Worker::Handle(const proto::StreamPriorityRangeRequest&, proto::StreamPriorityRangeReply* r,

@@ -32,6 +32,7 @@ Status Worker::Handle(const proto::ModuleLoadRequest& q, proto::ModuleLoadReply*
   }
   ASSIGN_OR_RETURN(uint64_t h, backend_->ModuleLoad(image));
   modules_[q.module] = ModuleInfo{h, std::string(q.hash)};
+  SendChargedStats();
   return Status::Ok();
 }
 
@@ -40,6 +41,7 @@ Status Worker::Handle(const proto::ModuleUnloadRequest& q, proto::ModuleUnloadRe
   if (it == modules_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown module");
   Status st = backend_->ModuleUnload(it->second.handle);
   modules_.erase(it);
+  SendChargedStats();
   return st;
 }
 
