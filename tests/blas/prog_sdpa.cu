@@ -35,46 +35,17 @@
 #include <string>
 #include <vector>
 
-#define CHECK_CUDA(x)                                                                     \
-  do {                                                                                    \
-    cudaError_t e_ = (x);                                                                 \
-    if (e_ != cudaSuccess) {                                                              \
-      std::printf("FAIL %s:%d %s -> %s\n", __FILE__, __LINE__, #x, cudaGetErrorName(e_)); \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
-#define CHECK_DNN(x)                                                                             \
-  do {                                                                                           \
-    cudnnStatus_t s_ = (x);                                                                      \
-    if (s_ != CUDNN_STATUS_SUCCESS) {                                                            \
-      char m_[256];                                                                              \
-      cudnnGetLastErrorString(m_, sizeof m_);                                                    \
-      std::printf("FAIL %s:%d %s -> %s (%s)\n", __FILE__, __LINE__, #x, cudnnGetErrorString(s_), \
-                  m_);                                                                           \
-      std::exit(1);                                                                              \
-    }                                                                                            \
-  } while (0)
-#define EXPECT(c)                                                      \
-  do {                                                                 \
-    if (!(c)) {                                                        \
-      std::printf("FAIL %s:%d expected %s\n", __FILE__, __LINE__, #c); \
-      std::exit(1);                                                    \
-    }                                                                  \
-  } while (0)
+#include "dnn_graph.h"
 
 namespace {
 
-using Desc = cudnnBackendDescriptor_t;
-
-Desc Make(cudnnBackendDescriptorType_t t) {
-  Desc d;
-  CHECK_DNN(cudnnBackendCreateDescriptor(t, &d));
-  return d;
-}
-
-void SetDesc(Desc d, cudnnBackendAttributeName_t n, Desc v) {
-  CHECK_DNN(cudnnBackendSetAttribute(d, n, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &v));
-}
+// Descriptors and the CHECK_*/EXPECT macros are the cuDNN test programs'
+// (dnn_graph.h, blas_check.h); tensors of any rank and the operations below
+// are this program's own (Pointwise here reads nothing back and frees its
+// descriptor, as the frontend does).
+using dnn_test::Desc;
+using dnn_test::Make;
+using dnn_test::SetDesc;
 
 // An fp32 tensor of any rank.
 Desc Tensor(int64_t uid, std::vector<int64_t> dims, std::vector<int64_t> strides,
