@@ -83,12 +83,8 @@ inline Desc Pointwise(cudnnPointwiseMode_t mode, Desc x, Desc b, Desc y) {
   if (b != nullptr) SetDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, b);
   SetDesc(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
   CHECK_DNN(cudnnBackendFinalize(op));
-  // What the program set is read back as set (answered in the guest by the shim).
-  int64_t n = 0;
-  cudnnPointwiseMode_t back;
-  CHECK_DNN(cudnnBackendGetAttribute(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1,
-                                     &n, &back));
-  EXPECT(n == 1 && back == mode);
+  // No read-back of POINTWISE_MODE here: cuDNN 9.19 on the H200 answers it
+  // NOT_SUPPORTED (2026-12-03), so a program that expected it failed natively.
   return op;
 }
 

@@ -217,7 +217,12 @@ Built Frontend(cudnnHandle_t h, const char* name, const std::vector<Desc>& ops) 
   int64_t got = -1;
   CHECK_DNN(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
                                      CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, cfgs.data()));
-  EXPECT(got == count);
+  // The count-only answer is an upper bound: cuDNN 9.19 on the H200 fills
+  // fewer configs than it counted (cudnn-frontend resizes to `got` too).
+  EXPECT(got >= 0 && got <= count);
+  for (int64_t i = got; i < count; ++i) CHECK_DNN(cudnnBackendDestroyDescriptor(cfgs[i]));
+  cfgs.resize(static_cast<size_t>(got));
+  count = got;
   CHECK_DNN(cudnnBackendDestroyDescriptor(heur));
   std::printf("query %s heuristics %lld configs\n", name, static_cast<long long>(count));
 
