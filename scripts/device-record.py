@@ -43,11 +43,16 @@ def card():
 
 
 def build_id(root):
-    path = os.path.join(root, "build", "smolvm")
-    try:
-        return hashlib.sha256(open(path, "rb").read()).hexdigest()
-    except OSError:
-        return "unknown"
+    # $BUILD (scripts/lib.sh's find_build), else build/, else .carry/build:
+    # a script that never linked build/ still names the binary it ran.
+    for d in (os.environ.get("BUILD"), os.path.join(root, "build"), os.path.join(root, ".carry", "build")):
+        if not d:
+            continue
+        try:
+            return hashlib.sha256(open(os.path.join(d, "smolvm"), "rb").read()).hexdigest()
+        except OSError:
+            continue
+    return "unknown"
 
 
 def micro_summary(samples):
