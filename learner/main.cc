@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   tr->add_option("--steps", o.steps, "training steps")->envname("STEPS")->check(CLI::PositiveNumber)->capture_default_str();
   tr->add_option("--batch", o.batch, "preference pairs (dpo) or rows (sft) per step")->envname("BATCH")->check(CLI::PositiveNumber)->capture_default_str();
   tr->add_option("--maxseq", o.maxseq, "tokens per row")->envname("MAXSEQ")->check(CLI::PositiveNumber)->capture_default_str();
-  tr->add_option("--lid", o.lid, "learner id (seeds the data->capture_default_str(); names the event file)")->envname("LEARNER_ID");
+  tr->add_option("--lid", o.lid, "learner id (seeds the data; names the event file)")->envname("LEARNER_ID")->capture_default_str();
   tr->add_option("--coord", o.coord, "directory for learner_<lid>.jsonl")->envname("COORD");
   tr->add_option("--arm", o.arm, "bench arm name echoed in events")->envname("ARM");
   tr->add_option("--device", o.device, "cuda|cpu (default: cuda when a GPU is present)")

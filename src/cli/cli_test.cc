@@ -167,8 +167,10 @@ TEST_F(CliTest, HelpNamesWhatUsersRun) {
   Outcome plot = Smolvm({"bench", "plot", "--help"});
   EXPECT_NE(plot.out.find("span tok/s"), std::string::npos) << plot.out;
   Outcome train = Learner({"train", "--help"});
-  EXPECT_NE(train.out.find("20"), std::string::npos) << train.out;  // --steps default
-  EXPECT_NE(train.out.find("256"), std::string::npos) << train.out;  // --maxseq default
+  for (const char* shown : {"--steps INT:POSITIVE=20", "--batch INT:POSITIVE=2", "--maxseq INT:POSITIVE=256",
+                            "--lid INT=0", "--method TEXT:{dpo,sft}=dpo", "learner id (seeds the data; names"})
+    EXPECT_NE(train.out.find(shown), std::string::npos) << shown << "\n" << train.out;
+  EXPECT_EQ(train.out.find("->"), std::string::npos) << train.out;  // no code pasted into a description
 }
 
 TEST_F(CliTest, LearnerSaysWhatItDidAndWhatIsMissing) {
