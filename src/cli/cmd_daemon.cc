@@ -68,7 +68,7 @@ void AddCudaDaemonCommand(CLI::App& parent, const std::string& name, const std::
       ->check(CLI::Range(1u, 1u << 20))
       ->capture_default_str();
   d->add_option("--worker-seccomp", dopt->worker_seccomp,
-                "workers' seccomp filter: enforce, log, off or learn (default: enforce on fake, log on cuda)")
+                "workers' seccomp filter: enforce, log, off or learn (default: enforce)")
       ->envname("SMOLVM_WORKER_SECCOMP")
       ->check(CLI::IsMember({"enforce", "log", "off", "learn"}));
   d->add_option("--worker-seccomp-learn", dopt->worker_seccomp_learn,

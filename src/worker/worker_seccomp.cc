@@ -183,7 +183,7 @@ Result<SeccompMode> ParseSeccompMode(std::string_view name) {
   return InvalidArgument("seccomp mode must be enforce, log, off or learn, not '" + std::string(name) + "'");
 }
 
-const char* DefaultSeccompMode(std::string_view backend) { return backend == "fake" ? "enforce" : "log"; }
+const char* DefaultSeccompMode(std::string_view /*backend*/) { return "enforce"; }
 
 const char* SeccompModeName(SeccompMode mode) {
   switch (mode) {

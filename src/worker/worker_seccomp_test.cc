@@ -151,3 +151,8 @@ TEST(WorkerSeccomp, ModesParseAndTheAllowlistHoldsNoProcessOrPrivilegeCalls) {
 
 }  // namespace
 }  // namespace smolvm
+
+TEST(WorkerSeccomp, EveryBackendDefaultsToEnforce) {
+  EXPECT_STREQ(smolvm::DefaultSeccompMode("fake"), "enforce");
+  EXPECT_STREQ(smolvm::DefaultSeccompMode("cuda"), "enforce");
+}
