@@ -9,16 +9,29 @@
 #     (so the next session skips what is done). No new run starts after
 #     BUDGET seconds.
 #
-#   scripts/device-bench.sh headline PART      (PART: native | fork-low | fork-high)
-#     re-measures the README headline's cells, 1 rep each, by a build that
+#   scripts/device-bench.sh headline PART
+#     (PART: native | native-16 | fork-low | fork-16 | fork-high | extra)
+#     re-measures the README headline's cells with their steps x reps
+#     (N=1: 20x1; N=4,8,16: 20x3; N=24,32,48,64: 10x1), by a build that
 #     writes t_done and learner_errors itself (result schema 2), into
-#     bench/next/results (logs in bench/next/logs); one device call per PART, each under 9 minutes:
-#       native     native N=1,4,8,16 (20 steps), N=24 (10 steps)   ~4.5 min
-#       fork-low   fork share on N=1,4,8,16 (20 steps), N=24 (10)  ~4.5 min
-#       fork-high  fork share on N=32,48,64 (10 steps)             ~8 min
+#     bench/next/results (logs in bench/next/logs). One device call per PART,
+#     each under 9 minutes (no run starts after BUDGET s; estimates from the
+#     committed runs' walls + ~3 s per run + 11 s to make the 7B model on a
+#     fresh machine):
+#       native     native N=1 (20), N=4,8 (20 x3), N=24 (10: ~5 of 24 learners
+#                  run out of GPU memory; their error lines are in the result)  ~4.2 min
+#       native-16  native N=16 (20 x3)                                           ~3.9 min
+#       fork-low   fork share on N=1 (20), N=4,8 (20 x3), N=24 (10)               ~4.4 min
+#       fork-16    fork share on N=16 (20 x3)                                    ~3.7 min
+#       fork-high  fork share on N=32,48,64 (10)                                 ~5.7 min
+#       extra      the other cells of docs/PERF.md and bench/RESULTS.md: fork
+#                  share off N=4 (20 x3), native and fork N=16 (10), fork N=32
+#                  (20)                                                          ~4.9 min
 #     Back here, per part: tar xzf <files_at>/results.tgz; then
 #     mv bench/next/results/*.json bench/results/ && scripts/gen-tables.sh
 #     (schema-2 runs of a cell supersede its schema-1 runs in every table).
+#     KEEP_NEXT=1 keeps bench/next (carry it to resume a part cut short: the
+#     sweeps skip the reps already there).
 #
 #   scripts/device-bench.sh comparison PART
 #     (PART: bf16-fork | bf16-native | bf16-highn | mps)
@@ -51,12 +64,19 @@ PLAN=main RESULTS=bench/results LOGDIR=bench/logs TIMEOUT=240
 if [[ ${1:-} == headline || ${1:-} == comparison ]]; then
   PLAN=$1 PART=${2:-} RESULTS=bench/next/results LOGDIR=bench/next/logs BUDGET=100000 TIMEOUT=300
   case $PLAN:$PART in
-    headline:native | headline:fork-low | headline:fork-high) ;;
+    headline:native | headline:native-16 | headline:fork-low | headline:fork-16 | headline:fork-high | headline:extra) ;;
     comparison:bf16-fork | comparison:bf16-native | comparison:bf16-highn | comparison:mps) ;;
-    *) echo "usage: $0 headline native|fork-low|fork-high, or $0 comparison bf16-fork|bf16-native|bf16-highn|mps" >&2
+    *) echo "usage: $0 headline native|native-16|fork-low|fork-16|fork-high|extra, or $0 comparison bf16-fork|bf16-native|bf16-highn|mps" >&2
        exit 2 ;;
   esac
-  rm -rf bench/next
+  [[ ${KEEP_NEXT:-0} == 1 ]] || rm -rf bench/next
+  # No run starts after BUDGET s: the part's longest run and the tar still
+  # end before 9 minutes.
+  case $PART in
+    fork-high) BUDGET=330 ;;
+    native-16 | fork-16 | extra) BUDGET=400 ;;
+    *) BUDGET=420 ;;
+  esac
 else
   BUDGET=${1:-330}
 fi
@@ -81,16 +101,28 @@ sweep() {  # matrix|highn flags...
 }
 if [[ $PLAN == headline ]]; then
   one20=(--shapes 2x256 --steps 20 --reps 1)
+  three20=(--shapes 2x256 --steps 20 --reps 3)
   one10=(--shapes 2x256 --steps 10 --reps 1)
   case $PART in
     native)
-      sweep matrix --arms native --ns 1,4,8,16 "${one20[@]}"
+      sweep matrix --arms native --ns 1 "${one20[@]}"
+      sweep matrix --arms native --ns 4,8 "${three20[@]}"
       sweep matrix --arms native --ns 24 "${one10[@]}" ;;
+    native-16)
+      sweep matrix --arms native --ns 16 "${three20[@]}" ;;
     fork-low)
-      sweep matrix --arms fork --share on --ns 1,4,8,16 "${one20[@]}"
+      sweep matrix --arms fork --share on --ns 1 "${one20[@]}"
+      sweep matrix --arms fork --share on --ns 4,8 "${three20[@]}"
       sweep matrix --arms fork --share on --ns 24 "${one10[@]}" ;;
+    fork-16)
+      sweep matrix --arms fork --share on --ns 16 "${three20[@]}" ;;
     fork-high)
       sweep matrix --arms fork --share on --ns 32,48,64 "${one10[@]}" ;;
+    extra)
+      sweep matrix --arms fork --share off --ns 4 "${three20[@]}"
+      sweep matrix --arms native --ns 16 "${one10[@]}"
+      sweep matrix --arms fork --share on --ns 16 "${one10[@]}"
+      sweep matrix --arms fork --share on --ns 32 "${one20[@]}" ;;
   esac
 elif [[ $PLAN == comparison ]]; then
   one20=(--shapes 2x256 --steps 20 --reps 1)
@@ -117,6 +149,12 @@ else
   sweep matrix --arms native --ns 1 "${single[@]}"
   sweep matrix --arms fork --share on --ns 1,32 "${single[@]}"
   sweep highn --share on --batch 2 --maxseq 256 --steps 10
+fi
+if [[ $PLAN != main ]]; then  # every new result must carry what its build measured itself
+  for f in "$RESULTS"/*.json; do
+    [[ -e $f ]] || continue
+    grep -qE '"schema": *[2-9]' "$f" || { echo "!! $f: not written by a schema-2 build (no t_done of its own)" | tee -a "$OUT/bench.log"; failed=1; }
+  done
 fi
 build/smolvm bench summarize "$RESULTS" | tee "$OUT/summary.txt"
 build/smolvm bench census "$RESULTS" | tail -1 | tee -a "$OUT/summary.txt"
