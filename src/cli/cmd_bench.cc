@@ -60,10 +60,14 @@ void AddRunFlags(CLI::App* c, bench::RunOptions* o) {
               "MPS client takes down the others (the golden and every clone)");
 }
 
+// The runs that summarize and plot show: as `bench tables` shows them (a
+// cell re-measured by a schema-2 build drops its hand-marked schema-1 runs),
+// so `summarize --markdown` and `plot` of bench/results give what the
+// committed RESULTS.md and bench.png show.
 Result<std::vector<bench::RunResult>> Load(const std::string& dir) {
   ASSIGN_OR_RETURN(auto runs, bench::LoadRunResults(dir));
   if (runs.empty()) return NotFound("no result files (*.json) in " + dir);
-  return runs;
+  return bench::SupersedeHandTDone(std::move(runs));
 }
 
 int Summarize(const std::string& dir, const std::string& markdown) {
