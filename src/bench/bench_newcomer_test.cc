@@ -5,6 +5,8 @@
 // $SMOLVM_HOME/bench/results unless --results says otherwise.
 #include <sys/stat.h>
 
+#include <ctime>
+
 #include <set>
 #include <string>
 #include <vector>
@@ -13,6 +15,7 @@
 
 #include "bench/bench_e2e_fixture.h"
 #include "bench/results.h"
+#include "bench/table.h"
 
 namespace smolvm::bench {
 namespace {
@@ -38,27 +41,46 @@ TEST_F(BenchNewcomerTest, SameSecondRunsGetTheirOwnNamesAndEvents) {
   std::vector<std::string> args = {"bench", "run", "--arm", "native", "--n", "1", "--steps", "2", "--cpus", "1",
                                    "--maxseq", "32", "--batch", "1", "--device", "cpu", "--model", "tiny",
                                    "--results", results_};
-  std::set<std::string> lines;
+  // What a run of the same name in the same second leaves (whether or not the
+  // three runs below share a second): for every name the next 30 seconds can
+  // give, a log directory whose events say its learner finished long ago.
+  const std::string stale_tok_s = "12345.5";
+  std::time_t now = std::time(nullptr);
+  for (int s = 0; s < 30; ++s) {
+    std::time_t t = now + s;
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&t));
+    std::string coord = home_ + "/out/logs/native_n1_s2_c1_" + stamp + "_r1/coord";
+    fs::create_directories(coord);
+    double then = static_cast<double>(now) - 3600;
+    std::ofstream(coord + "/learner_0.jsonl")
+        << "{\"event\":\"ready\",\"lid\":0,\"load_ms\":1,\"t\":" << then << "}\n"
+        << "{\"event\":\"done\",\"lid\":0,\"loss0\":0.5,\"lossN\":0.5,\"losses\":[0.5,0.5],\"peak_gb\":0,"
+        << "\"step_ms\":1,\"t\":" << then + 1 << ",\"tok_s\":" << stale_tok_s << ",\"train_s\":1}\n";
+  }
   for (int i = 0; i < 3; ++i) {
     CliRun r = Cli(args);
     ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_EQ(r.out.find("wall=-"), std::string::npos) << r.out;
-    lines.insert(r.out);
   }
   auto runs = Results();
   ASSERT_EQ(runs.size(), 3u);
   for (const auto& r : runs) {
     EXPECT_GT(r.wall_s, 0);
     EXPECT_EQ(r.learners_done, 1);
+    ASSERT_EQ(r.learners.size(), 1u);
+    EXPECT_NE(Fixed(r.learners[0].tok_s, 1), stale_tok_s) << "a run read another run's events";
   }
-  // Three log directories, each with one learner's events.
+  // Each result's own log directory holds its one learner's events, none stale.
   int dirs = 0;
-  for (const auto& e : fs::directory_iterator(home_ + "/out/logs")) {
-    ++dirs;
-    std::string events = Slurp(e.path().string() + "/coord/learner_0.jsonl");
+  for (const auto& e : fs::directory_iterator(results_)) {
+    std::string stem = e.path().stem().string();
+    std::string events = Slurp(home_ + "/out/logs/" + stem + "/coord/learner_0.jsonl");
     size_t done = 0;
     for (size_t at = events.find("\"done\""); at != std::string::npos; at = events.find("\"done\"", at + 1)) ++done;
-    EXPECT_EQ(done, 1u) << e.path();
+    EXPECT_EQ(done, 1u) << stem;
+    EXPECT_EQ(events.find(stale_tok_s), std::string::npos) << stem << ": another run's events";
+    ++dirs;
   }
   EXPECT_EQ(dirs, 3);
 }
