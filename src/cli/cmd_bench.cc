@@ -23,7 +23,7 @@ constexpr const char* kResultsHelp = "results directory (default: $SMOLVM_HOME/b
 
 // Exit codes (docs/bench.md): 0 ok, 1 learners exited before finishing (the
 // result is written) or the host failed, 2 invalid argument, 3 not found,
-// 7 needs root, 130 interrupted.
+// 6 timed out waiting (machine layer), 7 needs root, 130 interrupted.
 int ReportBenchError(const Status& s) {
   if (s.ok()) return 0;
   std::fprintf(stderr, "smolvm bench: %s\n", s.message().c_str());
@@ -155,7 +155,7 @@ void RegisterBenchCommands(CLI::App& app, int* exit_code) {
   b->require_subcommand(1);
   b->footer("Exit codes: 0 ok, 1 learners exited before finishing (the result is written) or the host failed "
             "(tables --check: a table is stale), 2 invalid argument (every command-line error too), 3 no such "
-            "results directory, 7 needs root, 130 interrupted. See docs/bench.md.");
+            "results directory, 6 timed out waiting (machine layer), 7 needs root, 130 interrupted. See docs/bench.md.");
 
   auto ro = std::make_shared<bench::RunOptions>();
   CLI::App* run = b->add_subcommand("run", "run one arm N learners wide, write one result JSON per rep");
