@@ -250,11 +250,19 @@ std::string BenchForkTable(const std::vector<RunResult>& runs) {
                      rows, true, 2);
 }
 
-std::string DeviceRecordTables(const std::vector<DeviceRecord>& records) {
-  if (records.empty())
-    return "No device record is committed yet (`bench/records/` is empty). The device scripts now write one "
-           "(`$OUT/records/*.json`, see docs/bench.md \"Records\"); until one is committed, the figures in the "
-           "sections below are not from a committed record; re-measure pending.\n";
+SplitRecords SplitCurrentRecords(const std::vector<DeviceRecord>& records) {
+  std::map<std::string, const DeviceRecord*> newest;  // by kind
+  for (const auto& r : records) {
+    auto& n = newest[r.kind];
+    if (!n || r.date > n->date) n = &r;
+  }
+  SplitRecords out;
+  for (const auto& r : records) (r.build == newest[r.kind]->build ? out.current : out.history).push_back(r);
+  return out;
+}
+
+std::string DeviceRecordTables(const std::vector<DeviceRecord>& records, const std::string& none) {
+  if (records.empty()) return none + "\n";
   std::map<std::string, std::vector<const DeviceRecord*>> by_kind;
   for (const auto& r : records) by_kind[r.kind].push_back(&r);
   std::string out;
@@ -298,6 +306,7 @@ Status UpdateTables(const std::string& root, bool check, std::vector<std::string
   ASSIGN_OR_RETURN(std::vector<RunResult> all, LoadRunResults(root + "/bench/results"));
   std::vector<RunResult> runs = SupersedeHandTDone(std::move(all));
   ASSIGN_OR_RETURN(std::vector<DeviceRecord> records, LoadDeviceRecords(root + "/bench/records"));
+  SplitRecords split = SplitCurrentRecords(records);
   std::vector<CellSummary> cells = Summarize(runs);
   struct Target {
     std::string file;
@@ -308,7 +317,12 @@ Status UpdateTables(const std::string& root, bool check, std::vector<std::string
       {"docs/PERF.md",
        {{"bench-ratios", BenchRatioTable(runs)},
         {"bench-forks", BenchForkTable(runs)},
-        {"device-records", DeviceRecordTables(records)}}},
+        {"device-records",
+         DeviceRecordTables(split.current,
+                            "No device record is committed yet (`bench/records/` is empty): the figures below are "
+                            "not from a committed record.")}}},
+      {"docs/PERF-log.md",
+       {{"device-records-history", DeviceRecordTables(split.history, "No older device record.")}}},
       {"bench/RESULTS.md", {{"", FormatSummaryMarkdown(cells, Ratios(cells), "bench/results")}}},
   };
   for (const auto& t : targets) {

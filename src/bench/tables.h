@@ -30,6 +30,13 @@ struct DeviceRecord {
 };
 Result<std::vector<DeviceRecord>> LoadDeviceRecords(const std::string& dir);
 
+// PERF.md shows each kind's current records: those made by the build of the
+// kind's newest record (by date). The rest are history (PERF-log.md).
+struct SplitRecords {
+  std::vector<DeviceRecord> current, history;
+};
+SplitRecords SplitCurrentRecords(const std::vector<DeviceRecord>& records);
+
 // A cell re-measured by a build that writes t_done itself (schema >= 2)
 // drops its schema-1 runs, whose t_done was added by hand (issue 17).
 std::vector<RunResult> SupersedeHandTDone(std::vector<RunResult> runs);
@@ -43,7 +50,9 @@ extern const char* const kHandTDone;
 std::string HeadlineTable(const std::vector<RunResult>& runs);   // README: headline
 std::string BenchRatioTable(const std::vector<RunResult>& runs);  // PERF: bench-ratios
 std::string BenchForkTable(const std::vector<RunResult>& runs);   // PERF: bench-forks
-std::string DeviceRecordTables(const std::vector<DeviceRecord>& records);  // PERF: device-records
+// PERF: device-records (current), PERF-log: device-records-history; `none`
+// is the text when there is no record.
+std::string DeviceRecordTables(const std::vector<DeviceRecord>& records, const std::string& none);
 
 // Replaces the text between the markers of block `name` in `text`.
 Result<std::string> SpliceBlock(const std::string& text, const std::string& name, const std::string& content);

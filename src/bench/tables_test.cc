@@ -38,6 +38,7 @@ class TablesTest : public ::testing::Test {
       fs::copy_file(e.path(), root_ + "/bench/results/" + e.path().filename().string());
     std::ofstream(root_ + "/README.md") << "# x\n\n" << Block("headline") << "\ntext\n" << Block("comparison");
     std::ofstream(root_ + "/docs/PERF.md") << Block("bench-ratios") << Block("bench-forks") << Block("device-records");
+    std::ofstream(root_ + "/docs/PERF-log.md") << Block("device-records-history");
     std::ofstream(root_ + "/bench/RESULTS.md") << "old\n";
     std::ofstream(root_ + "/bench/records/warm-fork_20261203-120000.json")
         << R"({"kind": "warm-fork", "date": "2026-12-03T12:00:00Z", "card": "NVIDIA H200", "build": "abc123",
@@ -51,7 +52,7 @@ class TablesTest : public ::testing::Test {
 TEST_F(TablesTest, GeneratedThenCurrentThenStaleWhenARecordChanges) {
   std::vector<std::string> stale;
   ASSERT_TRUE(UpdateTables(root_, false, &stale).ok());
-  EXPECT_EQ(stale.size(), 6u);  // every block and RESULTS.md were rewritten
+  EXPECT_EQ(stale.size(), 7u);  // every block and RESULTS.md were rewritten
   std::string readme = Slurp(root_ + "/README.md");
   EXPECT_NE(readme.find("| N "), std::string::npos) << readme;
   EXPECT_NE(readme.find("\ntext\n"), std::string::npos);  // outside the block: untouched
@@ -79,6 +80,29 @@ TEST_F(TablesTest, GeneratedThenCurrentThenStaleWhenARecordChanges) {
   ASSERT_TRUE(UpdateTables(root_, true, &stale).ok());
   EXPECT_NE(std::find(stale.begin(), stale.end(), "README.md (headline)"), stale.end());
   EXPECT_NE(std::find(stale.begin(), stale.end(), "bench/RESULTS.md"), stale.end());
+}
+
+TEST_F(TablesTest, PerfShowsTheNewestBuildsRecordsAndTheLogTheOlderOnes) {
+  // An older build's run of the same kind, and a newer one's.
+  std::ofstream(root_ + "/bench/records/warm-fork_20261202-090000.json")
+      << R"({"kind": "warm-fork", "date": "2026-12-02T09:00:00Z", "card": "NVIDIA H200", "build": "old999",
+            "command": "c", "summary": {"clones": 16, "fork_ms_median": 80.1}, "samples": {}})";
+  std::vector<std::string> stale;
+  ASSERT_TRUE(UpdateTables(root_, false, &stale).ok());
+  std::string perf = Slurp(root_ + "/docs/PERF.md"), log = Slurp(root_ + "/docs/PERF-log.md");
+  EXPECT_NE(perf.find("abc123"), std::string::npos) << perf;
+  EXPECT_EQ(perf.find("old999"), std::string::npos) << perf;
+  EXPECT_NE(log.find("old999"), std::string::npos) << log;
+  EXPECT_EQ(log.find("abc123"), std::string::npos) << log;
+
+  auto split = SplitCurrentRecords({{"a", "k", "2026-12-03T10:00:00Z", "", "b2", "", {}},
+                                    {"b", "k", "2026-12-03T09:00:00Z", "", "b1", "", {}},
+                                    {"c", "k", "2026-12-03T08:00:00Z", "", "b2", "", {}},
+                                    {"d", "other", "2026-12-01T00:00:00Z", "", "b1", "", {}}});
+  ASSERT_EQ(split.current.size(), 3u);  // both of b2's for k, b1's only one of "other"
+  EXPECT_EQ(split.current[0].file + split.current[1].file + split.current[2].file, "acd");
+  ASSERT_EQ(split.history.size(), 1u);
+  EXPECT_EQ(split.history[0].file, "b");
 }
 
 TEST_F(TablesTest, AMissingBlockIsAnError) {
