@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The learner through the shim on the device machine, one session at a time
 # (no fork): the same runs natively and remoted, losses compared bit for bit,
-# tok/s side by side. Runs from the repo root with build/ carried.
+# tok/s side by side, and one record in $OUT/records/ (kind learner-shim).
+# Runs from the repo root with build/ carried.
 # Usage: OUT=DIR scripts/device-learner-shim.sh [STEPS=20]
 # Env: MODELS (default /tmp/smolvm_learner_models; made here when missing),
 #      BACKEND (default cuda; fake for a dry run of the script itself).
@@ -67,6 +68,30 @@ for spec in "05 --model $MODELS/qwen2.5-0.5b" "7b4 --model $MODELS/qwen2.5-7b --
   one "shim_$tag" shim $args --batch 2 --maxseq 256 --steps "$STEPS" --device cuda --lid 3
   log "$tag losses native vs shim: $(same "native_$tag" "shim_$tag")"
 done
+# One record of this run for bench/records (docs/bench.md, "Records"): per
+# model, tok/s natively and through the shim and whether the losses match.
+summary=$(python3 - "$OUT" <<'PY'
+import json, os, struct, sys
+out, s = sys.argv[1], {}
+def events(tag):
+    p = os.path.join(out, f"ev_{tag}.jsonl")
+    return [json.loads(l) for l in open(p)] if os.path.exists(p) else []
+for m in ("05", "7b4"):
+    done = {}
+    for mode in ("native", "shim"):
+        d = [e for e in events(f"{mode}_{m}") if e.get("event") == "done"]
+        if d:
+            done[mode] = d[0]
+            s[f"{m}_{mode}_tok_s"] = d[0]["tok_s"]
+    if len(done) == 2:
+        s[f"{m}_shim_over_native"] = done["shim"]["tok_s"] / done["native"]["tok_s"]
+        bits = lambda tag: [struct.pack("<f", e["loss"]) for e in events(tag) if e.get("event") == "step"]
+        s[f"{m}_losses_identical"] = bool(bits(f"native_{m}")) and bits(f"native_{m}") == bits(f"shim_{m}")
+print(json.dumps(s))
+PY
+)
+python3 scripts/device-record.py learner-shim --out "$OUT" --command "scripts/device-learner-shim.sh $STEPS" \
+  --summary "${summary:-{\}}" "$OUT"/ev_*.jsonl >>"$OUT/learner-shim.txt" 2>&1 || log "device-record.py failed"
 "$BUILD/smolvm" cuda status --socket "$SOCK" >>"$OUT/learner-shim.txt" 2>&1
 daemon_stop
 sleep 1
