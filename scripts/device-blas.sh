@@ -7,7 +7,8 @@
 #   3. prog_gemm / prog_lt both ways (host-reference checks), prog_nvml
 #      through the shim (the session's memory).
 # Writes to $OUT (8 files at most): sweep_native.txt sweep_shim.txt perf.txt
-# progs.txt nvml.txt daemon.log summary.txt. About 2-3 minutes.
+# progs.txt nvml.txt daemon.log summary.txt, and records/blas_*.json (one
+# record for bench/records). About 2-3 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -57,3 +58,32 @@ summary "perf: $(grep -E '^(==|perf)' "$OUT/perf.txt" | tr '\n' ' ')"
 summary "progs: $(grep -E '^(== |PASS|FAIL|rc )' "$OUT/progs.txt" | tr '\n' ' ')"
 shim 60 "$BIN/prog_nvml" > "$OUT/nvml.txt" 2>&1
 summary "nvml: rc $? $(grep -E '^(memory|process|PASS|FAIL)' "$OUT/nvml.txt" | tr '\n' ' ')"
+
+# One record of this run for bench/records (docs/bench.md, "Records"): the
+# GEMM rates both ways and whether the sweep's hashes matched; samples: the
+# perf lines and both sweeps' hash lines (one JSON document).
+summary=$(python3 - "$OUT" <<'PY'
+import json, os, re, sys
+out, s, mode = sys.argv[1], {}, None
+for line in open(os.path.join(out, "perf.txt"), errors="replace"):
+    if line.startswith("== "):
+        mode = line[3:].strip()
+    m = re.match(r"perf bf16_8192\^3 ([0-9.]+) TFLOP/s", line)
+    if m and mode:
+        s[f"gemm_bf16_8192_tflops_{mode}"] = float(m.group(1))
+    m = re.match(r"perf small_gemm_64\^3_x1000 [0-9.]+ us total, ([0-9.]+) us per GEMM", line)
+    if m and mode:
+        s[f"small_gemm_us_{mode}"] = float(m.group(1))
+hashes = lambda f: [l for l in open(os.path.join(out, f), errors="replace") if l.startswith("hash ")]
+n, h = hashes("sweep_native.txt"), hashes("sweep_shim.txt")
+s["sweep_results"] = len(n)
+s["sweep_identical"] = bool(n) and n == h
+perf = [l.rstrip("\n") for l in open(os.path.join(out, "perf.txt"), errors="replace") if l.startswith(("==", "perf"))]
+json.dump({"perf": perf, "sweep_native": [l.rstrip("\n") for l in n], "sweep_shim": [l.rstrip("\n") for l in h]},
+          open(os.path.join(out, "blas-samples.json"), "w"))
+print(json.dumps(s))
+PY
+)
+python3 scripts/device-record.py blas --out "$OUT" --command "scripts/device-blas.sh" --summary "${summary:-{\}}" \
+  "$OUT/blas-samples.json" >>"$OUT/summary.txt" 2>&1 || summary "device-record.py failed"
+rm -f "$OUT/blas-samples.json"

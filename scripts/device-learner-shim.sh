@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The learner through the shim on the device machine, one session at a time
 # (no fork): the same runs natively and remoted, losses compared bit for bit,
-# tok/s side by side, and one record in $OUT/records/ (kind learner-shim).
+# tok/s side by side, and one record in $OUT/records/ (kind learner-shim);
+# $OUT: learner-shim.txt, the daemon log, runs.tgz (outputs and events).
 # Runs from the repo root with build/ carried.
 # Usage: OUT=DIR scripts/device-learner-shim.sh [STEPS=20]
 # Env: MODELS (default /tmp/smolvm_learner_models; made here when missing),
@@ -96,3 +97,5 @@ python3 scripts/device-record.py learner-shim --out "$OUT" --command "scripts/de
 daemon_stop
 sleep 1
 log "daemon stopped; memory.used $(smi_used) MiB (start $mem0 MiB)"
+# Few files come back from the device: the runs' outputs and events in one archive.
+(cd "$OUT" && tar czf runs.tgz ./*.out ./*.err ev_*.jsonl 2>/dev/null && rm -f ./*.out ./*.err ev_*.jsonl)
