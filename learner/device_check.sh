@@ -13,7 +13,8 @@
 #   side8k     bf16 8x1024 (0.5B and 7B): the same
 #   adapter    --save-adapter -> PeftModel.from_pretrained logits vs ours (0.5B)
 #   load       7B load time from the page cache (bf16 and 4-bit)
-#   summary    OUTDIR/summary.json from whatever the phases wrote
+#   summary    OUTDIR/summary.json from whatever the phases wrote, and one
+#              record, OUTDIR/records/learner_*.json (kind learner)
 # Env: MODELS (default /tmp/smolvm_learner_models), STEPS (20), PY (python3).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -210,6 +211,24 @@ except Exception:
 print(json.dumps(res, indent=1))
 PYEOF
       log "summary written: $out/summary.json"
+      # One record of this run for bench/records (docs/bench.md, "Records"):
+      # the native 7B 4-bit run's tok/s and MFU, ours ÷ PEFT per shape; the
+      # samples are summary.json (each run's done event and warm steps).
+      rec=$($PY - "$out/summary.json" <<'PYEOF'
+import json, sys
+r, s = json.load(open(sys.argv[1])), {}
+for k in ("tok_s", "tok_s_warm", "mfu", "loss_falls"):
+    if (r.get("train7b4") or {}).get(k) is not None:
+        s[f"train7b4_{k}"] = r["train7b4"][k]
+for tag in ("side05", "side7", "side8k05", "side8k7"):
+    for k in ("speedup_warm", "mfu", "mem_ratio"):
+        if (r.get(tag) or {}).get(k) is not None:
+            s[f"{tag}_{k}"] = r[tag][k]
+print(json.dumps(s))
+PYEOF
+)
+      $PY scripts/device-record.py learner --out "$out" --command "learner/device_check.sh OUTDIR ${phases[*]/#/--phase }" \
+        --summary "${rec:-{\}}" "$out/summary.json" || log "device-record.py failed"
       ;;
     *) log "unknown phase $p" ;;
   esac
