@@ -72,10 +72,10 @@ if [[ ${1:-} == headline || ${1:-} == comparison ]]; then
   [[ ${KEEP_NEXT:-0} == 1 ]] || rm -rf bench/next
   # No run starts after BUDGET s: the part's longest run and the tar still
   # end before 9 minutes.
-  case $PART in
-    fork-high) BUDGET=330 ;;
-    native-16 | fork-16 | extra) BUDGET=400 ;;
-    *) BUDGET=420 ;;
+  case $PLAN:$PART in
+    headline:fork-high) BUDGET=330 ;;
+    headline:native-16 | headline:fork-16 | headline:extra) BUDGET=400 ;;
+    headline:*) BUDGET=420 ;;
   esac
 else
   BUDGET=${1:-330}
