@@ -214,8 +214,8 @@ std::string FormatSummaryMarkdown(const std::vector<CellSummary>& cells, const s
                     "start to the last one's finish (not inflated when learners start one after another; `-` where a "
                     "learner has no `t_done`). `peak_mib`: the whole GPU's peak on cuda, the learners' summed PSS "
                     "on cpu. † marks a span from schema-1 files, whose `t_done` was added after the "
-                    "run from learner logs that are not committed: not from a committed record; re-measure "
-                    "pending.\n\n";
+                    "run from learner logs that are not committed: not from a committed record. To re-measure: "
+                    "`scripts/device-bench.sh headline PART` (docs/bench.md, \"On the H200\").\n\n";
   out += RenderTable(t.cell_header, t.cells, true, 3);
   out += "\n### Fork ÷ native\n\n";
   out += t.ratios.empty() ? "No fork cell has a matching native cell.\n" : RenderTable(t.ratio_header, t.ratios, true, 2);

@@ -130,7 +130,9 @@ TEST(HeadlineTableTest, SpansFromHandAddedTDoneAreMarked) {
   r.learners.push_back(l);
   std::string t = HeadlineTable({r});
   EXPECT_NE(t.find(" 100 † |"), std::string::npos) << t;
-  EXPECT_NE(t.find("not from a committed record; re-measure pending"), std::string::npos) << t;
+  EXPECT_NE(t.find("not from a committed record. To re-measure: `scripts/device-bench.sh headline PART`"),
+            std::string::npos)
+      << t;
   r.schema = kResultSchema;
   t = HeadlineTable({r});
   EXPECT_EQ(t.find("†"), std::string::npos) << t;
