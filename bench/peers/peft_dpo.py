@@ -187,10 +187,17 @@ def load_base(torch, a):
         return build_from_config(torch, a.config)
     from transformers import AutoModelForCausalLM
 
+    kw = {"attn_implementation": "sdpa"}
+    try:  # straight onto the GPU (accelerate's loader); else through host memory, once per learner
+        import accelerate  # noqa: F401
+
+        kw["device_map"] = "cuda"
+    except ImportError:
+        pass
     try:
-        model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.bfloat16, attn_implementation="sdpa")
+        model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.bfloat16, **kw)
     except TypeError:
-        model = AutoModelForCausalLM.from_pretrained(a.model, torch_dtype=torch.bfloat16, attn_implementation="sdpa")
+        model = AutoModelForCausalLM.from_pretrained(a.model, torch_dtype=torch.bfloat16, **kw)
     return model.to("cuda")
 
 
