@@ -85,6 +85,11 @@ def import_torch():
     return (torch, transformers, peft), None
 
 
+def fork_error_text(e):
+    """smolvm.ForkError's message without OSError's "[Errno N]" prefix."""
+    return e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+
+
 def dry_run():
     return os.environ.get("SMOLVM_TORCH_DRY_RUN") == "1"
 
@@ -292,7 +297,7 @@ def train_dry(a):
         try:
             index = smolvm.forkpoint(seed=a.seed)
         except (smolvm.ForkError, smolvm.ForkRuleError) as e:
-            print("peft_dpo: --fork: %s" % e, file=sys.stderr)
+            print("peft_dpo: --fork: %s" % fork_error_text(e), file=sys.stderr)
             return EXIT_FAILED
         if index is None:
             print("peft_dpo: golden released from its forkpoint", file=sys.stderr)
@@ -375,7 +380,7 @@ def main(argv=None):
         try:
             index = smolvm.forkpoint(seed=a.seed)
         except (smolvm.ForkError, smolvm.ForkRuleError) as e:
-            print("peft_dpo: --fork: %s" % e, file=sys.stderr)
+            print("peft_dpo: --fork: %s" % fork_error_text(e), file=sys.stderr)
             return EXIT_FAILED
         if index is None:
             print("peft_dpo: golden released from its forkpoint", file=sys.stderr)
