@@ -203,7 +203,7 @@ def load_base(torch, a):
         model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.bfloat16, **kw)
     except TypeError:
         model = AutoModelForCausalLM.from_pretrained(a.model, torch_dtype=torch.bfloat16, **kw)
-    return model.to("cuda")
+    return model.to("cuda", torch.bfloat16)  # a no-op when the loader already put bf16 weights there
 
 
 class Batches:
