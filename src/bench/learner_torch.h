@@ -1,6 +1,6 @@
 // The torch learner of `bench run --learner torch` (issue 14):
 // bench/peers/peft_dpo.py, smolvm-learner's twin in PyTorch (same data, lids,
-// seeds, flags and events; docs/bench.md, "The torch learner"), run by a
+// seeds, flags and events; docs/torch.md, "The torch learner in the bench"), run by a
 // Python that imports torch, transformers and peft (--python).
 //
 //   native arm: `PYTHON SCRIPT <the learner's flags> --lid i` per learner, in
