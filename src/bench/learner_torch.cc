@@ -57,7 +57,9 @@ Result<TorchProbe> ProbeTorch(const std::string& python, const std::string& scri
   if (!j.is_object())
     return Internal("--learner torch: '" + script + " --probe' printed no JSON line: " + LastLine(r.out));
   TorchProbe p;
-  p.python = fs::absolute(*py).string();
+  // sys.executable: a venv's own bin/python3 as given, but the interpreter
+  // behind a wrapper (pyenv's shims are scripts a machine cannot see).
+  p.python = j.value("python", fs::absolute(*py).string());
   p.script = fs::absolute(script).lexically_normal().string();
   p.torch = j.value("torch", "");
   p.transformers = j.value("transformers", "");
