@@ -1,9 +1,10 @@
-// smolvm-learner: make-model | train. See docs/learner.md.
+// smolvm-learner: make-model | train | batches. See docs/learner.md.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
 
 #include "learner/make_model.h"
+#include "learner/print_batches.h"
 #include "learner/train.h"
 
 int main(int argc, char** argv) {
@@ -44,6 +45,17 @@ int main(int argc, char** argv) {
   tr->add_option("--save-adapter", o.save_adapter, "write the trained LoRA in PEFT format to DIR");
   tr->add_option("--dump-logits", o.dump_logits, "write one fixed row's tokens and logits (safetensors)");
 
+  BatchesOptions bo;
+  std::string bmethod = "dpo";
+  auto* ba = app.add_subcommand("batches", "print the batches learner --lid would train on, one JSON line per step");
+  ba->add_option("--seed", bo.seed, "data seed")->capture_default_str();
+  ba->add_option("--lid", bo.lid, "learner id")->capture_default_str();
+  ba->add_option("--method", bmethod, "dpo|sft")->check(CLI::IsMember({"dpo", "sft"}))->capture_default_str();
+  ba->add_option("--steps", bo.steps, "batches")->check(CLI::PositiveNumber)->capture_default_str();
+  ba->add_option("--batch", bo.batch, "pairs (dpo) or rows (sft)")->check(CLI::PositiveNumber)->capture_default_str();
+  ba->add_option("--maxseq", bo.maxseq, "tokens per row")->check(CLI::PositiveNumber)->capture_default_str();
+  ba->add_flag("--packed", bo.packed, "DPO: prefix sharing, as train runs by default");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -59,6 +71,15 @@ int main(int argc, char** argv) {
     }
     std::printf("wrote the %s preset (seed %llu) to %s\n", preset.c_str(), static_cast<unsigned long long>(mm_seed),
                 out.c_str());
+    return 0;
+  }
+  if (*ba) {
+    bo.method = bmethod == "sft" ? Method::kSft : Method::kDpo;
+    smolvm::Status s = PrintBatches(bo, stdout);
+    if (!s.ok()) {
+      std::fprintf(stderr, "smolvm-learner: %s\n", s.ToString().c_str());
+      return s.code() == static_cast<int32_t>(smolvm::Code::kInvalidArgument) ? 2 : 1;
+    }
     return 0;
   }
   if (!o.model.empty() && !std::filesystem::is_directory(o.model)) {

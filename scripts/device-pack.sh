@@ -22,6 +22,7 @@ cd "$src"
     \( -name 'CTestTestfile.cmake' -o -name '*_tests.cmake' -o -name '*_include.cmake' \) -print
   echo ./CMakeCache.txt
   [[ -d shim ]] && find shim -path '*/CMakeFiles' -prune -o \( -type f -o -type l \) -print | grep -v '\.o$\|\.a$\|\.ninja\|cmake_install' || true
+  [[ -d torch-learner ]] && find torch-learner -type f -print || true  # the torch learner beside smolvm (bench --learner torch)
   find . -path '*/CMakeFiles' -prune -o -path ./fuzz-clang -prune -o -type f -perm -u+x -print | while read -r f; do
     [[ $(head -c 4 "$f" | od -An -c | tr -d ' ') == 177ELF ]] && echo "$f"
   done

@@ -23,6 +23,7 @@
 #include "base/status.h"
 #include "bench/ledger.h"
 #include "bench/learner_events.h"
+#include "bench/learner_torch.h"
 #include "bench/memory_sampler.h"
 #include "bench/options.h"
 
@@ -32,6 +33,7 @@ struct ArmContext {
   RunOptions o;                 // device and model resolved
   std::string effective_share;  // fork arm: on | off | auto
   std::string home, model_dir, learner, coord, logs, id;  // id: prefix of machine/cgroup names
+  TorchProbe torch;  // --learner torch: its Python (learner is then its script)
   Ledger* ledger = nullptr;
   MemorySampler* sampler = nullptr;
   std::function<void()> on_poll;  // run once per poll while learners train (MPS looks), or empty

@@ -28,6 +28,10 @@ std::vector<std::string> LearnerArgs(const ArmContext& c, const std::string& lea
                                 "--steps", std::to_string(c.o.steps), "--batch", std::to_string(c.o.batch),
                                 "--maxseq", std::to_string(c.o.maxseq)};
   if (c.o.load_in_4bit) a.push_back("--load-in-4bit");
+  if (c.o.learner == kLearnerTorch) {  // PYTHON SCRIPT --model ... (no subcommand)
+    a[0] = c.torch.python;
+    a[1] = learner;
+  }
   return a;
 }
 

@@ -118,6 +118,7 @@ Status RunForkArm(const ArmContext& c, ArmOutcome* out) {
   spec.cmd = LearnerArgs(c, std::string(kGuestBin) + "/" + fs::path(c.learner).filename().string(), model,
                          kGuestCoord, "fork");
   spec.cmd.push_back("--fork");
+  if (c.o.learner == kLearnerTorch) AddTorchToMachine(c.torch, &spec);
 
   RETURN_IF_ERROR(c.ledger->AddMachine(golden));
   RETURN_IF_ERROR(machine::CreateMachine(c.home, golden, spec));

@@ -26,6 +26,12 @@ Status ValidateRunOptions(const RunOptions& o) {
   if (!o.device.empty() && o.device != "cuda" && o.device != "cpu")
     return InvalidArgument("--device must be cuda or cpu");
   if (o.gpu_mem_mib < 0) return InvalidArgument("--gpu-mem must be 0 (no cap) or positive MiB");
+  if (o.learner != "smolvm-learner" && o.learner != "torch")
+    return InvalidArgument("--learner must be smolvm-learner or torch (got '" + o.learner + "')");
+  if (o.learner == "torch" && o.load_in_4bit)
+    return InvalidArgument("--learner torch loads the base in bf16; --load-in-4bit is smolvm-learner's");
+  if (o.learner == "torch" && o.method != "dpo") return InvalidArgument("--learner torch runs --method dpo only");
+  if (o.learner != "torch" && !o.python.empty()) return InvalidArgument("--python is for --learner torch");
   if (o.mps && o.arm == "fork")
     return InvalidArgument("--mps runs the native arm under MPS; the fork arm under MPS is the trusted mode "
                            "--mps-trusted-shared-faults (a fault in one MPS client takes down the others)");

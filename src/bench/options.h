@@ -29,6 +29,10 @@ struct RunOptions {
   // client takes down the others). A sweep applies each to its own arm.
   bool mps = false;
   bool mps_trusted_shared_faults = false;
+  // The learner both arms run (learner_torch.h): "smolvm-learner" (ours) or
+  // "torch" (bench/peers/peft_dpo.py under `python`; "" = DefaultTorchPython()).
+  std::string learner = "smolvm-learner";
+  std::string python;
 };
 
 // The MPS mode a run of `o` uses: "on" (native + --mps),

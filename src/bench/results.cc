@@ -241,6 +241,7 @@ Result<RunResult> ParseRunResult(const std::string& text) {
   r.model = Str(j, "model");
   r.load_in_4bit = Bool(j, "load_in_4bit");
   r.method = Str(j, "method", "dpo");
+  r.learner = Str(j, "learner", "smolvm-learner");
   r.device = Str(j, "device", "cuda");
   r.control_check = Str(j, "control_check");
   if (auto it = j.find("process_peaks"); it != j.end() && it->is_array())
@@ -279,6 +280,7 @@ std::string FormatRunResult(const RunResult& r) {
   j["model"] = r.model;
   j["load_in_4bit"] = r.load_in_4bit;
   j["method"] = r.method;
+  j["learner"] = r.learner;
   j["device"] = r.device;
   BaseWeights base = BaseOf(r.load_in_4bit);
   j["base"] = {{"precision", base.precision}, {"quality", base.quality}};
@@ -378,7 +380,7 @@ std::string ResultFileName(const RunResult& r, int serial) {
   char cpus[32];
   std::snprintf(cpus, sizeof cpus, "%g", r.cpus_per_learner);
   std::string stamp = serial > 1 ? r.started_at + "." + std::to_string(serial) : r.started_at;
-  return r.arm + "_n" + std::to_string(r.n) + "_s" + std::to_string(r.steps) + "_c" + cpus + "_" + stamp + "_r" +
+  return (r.learner == "torch" ? "torch-" : "") + r.arm + "_n" + std::to_string(r.n) + "_s" + std::to_string(r.steps) + "_c" + cpus + "_" + stamp + "_r" +
          std::to_string(r.rep) + ".json";
 }
 

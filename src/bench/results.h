@@ -91,6 +91,7 @@ BaseWeights BaseOf(bool load_in_4bit);
 struct RunResult {
   int schema = kResultSchema;  // 0 for the seed's files (no field)
   std::string arm;             // "native" | "fork"
+  std::string learner = "smolvm-learner";  // or "torch" (bench run --learner); absent in older files
   int n = 0, steps = 0, batch = 0, maxseq = 0, rep = 0;
   double cpus_per_learner = 0;
   bool cold_cache = false;
@@ -141,7 +142,7 @@ Result<std::vector<LoadedResult>> LoadResultDir(const std::string& dir);
 // The same, the results only.
 Result<std::vector<RunResult>> LoadRunResults(const std::string& dir);
 
-// <arm>_n<N>_s<S>_c<K>_<stamp>_r<rep>.json; serial > 1 (a second run of the
+// [torch-]<arm>_n<N>_s<S>_c<K>_<stamp>_r<rep>.json (torch- for the torch learner); serial > 1 (a second run of the
 // same name in the same second) gives <stamp>.<serial>.
 std::string ResultFileName(const RunResult& r, int serial = 1);
 // Writes atomically (temporary file, then rename).

@@ -16,6 +16,26 @@ TEST(QuoteNonFiniteTokens, QuotesBareTokensOnly) {
   EXPECT_EQ(QuoteNonFiniteTokens(R"({"s": "say \"NaN\"", "x":NaN})"), R"({"s": "say \"NaN\"", "x":"NaN"})");
 }
 
+TEST(RunResultLearner, TorchIsRecordedAndOlderFilesReadAsOurs) {
+  auto old = ParseRunResult(R"({"arm": "fork", "n": 2})");
+  ASSERT_TRUE(old.ok());
+  EXPECT_EQ(old->learner, "smolvm-learner");
+  RunResult r;
+  r.arm = "fork";
+  r.learner = "torch";
+  r.n = 4;
+  r.steps = 20;
+  r.cpus_per_learner = 4;
+  r.started_at = "20261203-120000";
+  r.rep = 1;
+  auto back = ParseRunResult(FormatRunResult(r));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->learner, "torch");
+  EXPECT_EQ(ResultFileName(r), "torch-fork_n4_s20_c4_20261203-120000_r1.json");
+  r.learner = "smolvm-learner";
+  EXPECT_EQ(ResultFileName(r), "fork_n4_s20_c4_20261203-120000_r1.json");
+}
+
 TEST(ParseRunResult, AcceptsNonFiniteTokensNullAndStringLids) {
   auto r = ParseRunResult(R"({"arm": "fork", "n": 2, "wall_s": Infinity, "peak_gpu_mib": null,
     "learners": [{"lid": "a7", "tok_s": "12.5", "loss0": 0.69, "lossN": NaN},

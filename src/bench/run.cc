@@ -76,6 +76,7 @@ RunResult BuildResult(const RunOptions& o, const ArmOutcome& a, const MemorySamp
                       const EnvManifest& env, const std::string& stamp, int rep) {
   RunResult r;
   r.arm = o.arm;
+  r.learner = o.learner;
   r.n = o.n;
   r.steps = o.steps;
   r.rep = rep;
@@ -157,8 +158,8 @@ Status ClaimRunName(const RunOptions& o, const RunResult& named, std::string* st
 
 // One run: everything it starts goes through the ledger, which is emptied
 // before returning on every path.
-Status RunOnce(const RunOptions& o, const std::string& home, const std::string& model_dir, int rep,
-               std::vector<RunResult>* written) {
+Status RunOnce(const RunOptions& o, const std::string& home, const std::string& model_dir, const TorchProbe& torch,
+               int rep, std::vector<RunResult>* written) {
   Ledger ledger(home);
   RETURN_IF_ERROR(ledger.Load());
   auto left = ledger.CleanUp();
@@ -174,6 +175,7 @@ Status RunOnce(const RunOptions& o, const std::string& home, const std::string& 
   std::string stamp = Stamp();
   RunResult named;
   named.arm = o.arm;
+  named.learner = o.learner;
   named.n = o.n;
   named.steps = o.steps;
   named.cpus_per_learner = o.cpus;
@@ -187,7 +189,8 @@ Status RunOnce(const RunOptions& o, const std::string& home, const std::string& 
   c.effective_share = EffectiveShare(o);
   c.home = home;
   c.model_dir = model_dir;
-  c.learner = fs::absolute(LearnerBinary()).string();
+  c.learner = o.learner == kLearnerTorch ? torch.script : fs::absolute(LearnerBinary()).string();
+  c.torch = torch;
   c.logs = logs;
   c.coord = c.logs + "/coord";
   // Short and unique per run: machine names are at most 40 characters.
@@ -200,7 +203,8 @@ Status RunOnce(const RunOptions& o, const std::string& home, const std::string& 
   c.sampler = &sampler;
 
   const std::string mps_mode = MpsMode(o);
-  Progress("run " + stem + ": " + o.arm + " N=" + std::to_string(o.n) + " on " + o.device + ", model " + o.model +
+  Progress("run " + stem + ": " + o.arm + (o.learner == kLearnerTorch ? " (torch learner, " + torch.python + ")" : "") +
+           " N=" + std::to_string(o.n) + " on " + o.device + ", model " + o.model +
            (o.arm == "fork" ? ", share " + c.effective_share : "") + (mps_mode != "off" ? ", MPS " + mps_mode : "") +
            "; logs in " + c.logs);
   // The run's own MPS control daemon: stopped below after the learners and
@@ -276,6 +280,15 @@ Status RunBench(const RunOptions& given, std::vector<RunResult>* written) {
   RETURN_IF_ERROR(CheckCpusOnHost(given.cpus, machine::UsableCpus().size()));
   RunOptions o = given;
   RETURN_IF_ERROR(ResolveDefaults(&o));
+  // Before anything is started: a Python without torch is a clear error here,
+  // not N learners failing one by one.
+  TorchProbe torch;
+  if (o.learner == kLearnerTorch) {
+    if (o.python.empty()) o.python = DefaultTorchPython();
+    ASSIGN_OR_RETURN(torch, ProbeTorch(o.python, TorchLearnerScript()));
+    Progress("torch learner: " + torch.script + " under " + torch.python + " (torch " + torch.torch +
+             ", transformers " + torch.transformers + ", peft " + torch.peft + ")");
+  }
   if (::geteuid() != 0)
     return PermissionDenied("bench run needs root: learners run in cgroups and the fork arm in machines");
   std::string learner = LearnerBinary();
@@ -284,9 +297,14 @@ Status RunBench(const RunOptions& given, std::vector<RunResult>* written) {
   InstallInterruptHandlers();
   std::string home = machine::SmolvmHome();
   ASSIGN_OR_RETURN(std::string model_dir, ResolveModel(home, o.model, learner));
+  // The torch daemon's workers run the venv's cuBLAS/cuBLASLt/cuDNN, unless the caller chose.
+  std::optional<ScopedEnv> torch_libs;
+  if (o.learner == kLearnerTorch && o.device == "cuda" && std::getenv("SMOLVM_CUDA_LIBS") == nullptr &&
+      !TorchCudaLibs(torch).empty())
+    torch_libs.emplace(std::vector<std::string>{"SMOLVM_CUDA_LIBS=" + TorchCudaLibs(torch)});
   for (int k = 0; k < o.reps; ++k) {
     if (Interrupted()) return InterruptedStatus();
-    RETURN_IF_ERROR(RunOnce(o, home, model_dir, o.first_rep + k, written));
+    RETURN_IF_ERROR(RunOnce(o, home, model_dir, torch, o.first_rep + k, written));
   }
   return Status::Ok();
 }

@@ -119,10 +119,16 @@ CellKey KeyOf(const RunResult& r) {
   k.maxseq = r.maxseq;
   k.cpus = r.cpus_per_learner;
   k.mps = r.env.mps.mode.empty() ? "off" : r.env.mps.mode;
+  k.learner = r.learner;
   return k;
 }
 
 std::string ArmText(const CellKey& k) {
+  if (k.learner == "torch") {
+    CellKey ours = k;
+    ours.learner = "smolvm-learner";
+    return "torch " + ArmText(ours);
+  }
   if (k.mps == "on") return k.arm + " + MPS";
   if (k.mps == "trusted-shared-faults") return k.arm + " + MPS (trusted: a fault in one client takes down the others)";
   return k.arm;

@@ -15,6 +15,7 @@ namespace smolvm::bench {
 struct CellKey {
   std::string arm, share_mode, model, method, device;
   std::string mps = "off";  // env.mps.mode: off | on | trusted-shared-faults
+  std::string learner = "smolvm-learner";  // or "torch"
   bool load_in_4bit = false;
   int n = 0, steps = 0, batch = 0, maxseq = 0;
   double cpus = 0;
@@ -22,7 +23,7 @@ struct CellKey {
 };
 CellKey KeyOf(const RunResult& r);
 // "native", "native + MPS", "fork", "fork + MPS (trusted: a fault in one
-// client takes down the others)".
+// client takes down the others)"; "torch native", "torch fork" for the torch learner.
 std::string ArmText(const CellKey& k);
 
 // Median, min and max over the finite values (NaN when there are none).

@@ -27,6 +27,7 @@ CellKey KeyOfOptions(const RunOptions& o) {
   r.maxseq = o.maxseq;
   r.cpus_per_learner = o.cpus;
   r.env.mps.mode = MpsMode(o);
+  r.learner = o.learner;  // a torch sweep resumes from its own runs only
   return KeyOf(r);
 }
 

@@ -55,6 +55,12 @@ void AddRunFlags(CLI::App* c, bench::RunOptions* o) {
   c->add_flag("--mps", o->mps,
               "native arm: learners run under the bench's own MPS control daemon (private pipe/log dirs, "
               "stopped at the end of the run); recorded in the result's env.mps");
+  c->add_option("--learner", o->learner,
+                "smolvm-learner | torch (bench/peers/peft_dpo.py: the same data, lids and events in PyTorch)")
+      ->capture_default_str();
+  c->add_option("--python", o->python,
+                "--learner torch: a Python with torch, transformers and peft (default: /opt/torch/.venv/bin/python3 "
+                "if present, else python3); the fork arm gives its venv to the machines read-only");
   c->add_flag("--mps-trusted-shared-faults", o->mps_trusted_shared_faults,
               "fork arm, trusted learners only: the CUDA daemon's workers run under MPS, where a fault in one "
               "MPS client takes down the others (the golden and every clone)");
@@ -155,7 +161,8 @@ void RegisterBenchCommands(CLI::App& app, int* exit_code) {
   b->require_subcommand(1);
   b->footer("Exit codes: 0 ok, 1 learners exited before finishing (the result is written) or the host failed "
             "(tables --check: a table is stale), 2 invalid argument (every command-line error too), 3 no such "
-            "results directory, 6 timed out waiting (machine layer), 7 needs root, 130 interrupted. See docs/bench.md.");
+            "results directory or learner (--learner torch: the Python cannot import torch), 6 timed out waiting "
+            "(machine layer), 7 needs root, 130 interrupted. See docs/bench.md.");
 
   auto ro = std::make_shared<bench::RunOptions>();
   CLI::App* run = b->add_subcommand("run", "run one arm N learners wide, write one result JSON per rep");

@@ -38,6 +38,9 @@ TEST_F(MachinePythonTest, PythonGoldenForksThreeClonesThroughOsFork) {
             0);
   ASSERT_EQ(Cli({"machine", "start", "--name", "pyg", "--forkable"}).rc, 0);
   ASSERT_TRUE(WaitForLog("pyg", "golden ready warm=[0, 1, 4, 9] threads=1")) << Logs("pyg");
+  // torch's CPU threads started (4): refused, naming the rule, before they were pinned to 1.
+  EXPECT_NE(Logs("pyg").find("golden refused rule=threads: forkpoint with torch's CPU threads at 4"), std::string::npos)
+      << Logs("pyg");
   CliRun r = Cli({"machine", "fork", "--golden", "pyg", "--count", "3", "--name-prefix", "pk"});
   ASSERT_EQ(r.rc, 0) << r.err << Logs("pyg");
   for (int i = 0; i < 3; ++i) {
@@ -47,10 +50,11 @@ TEST_F(MachinePythonTest, PythonGoldenForksThreeClonesThroughOsFork) {
     EXPECT_EQ(m["state"], "running");
     EXPECT_EQ(m["fork_index"], i);
     // os.environ is the clone's; threads, a thread pool, a new import, a
-    // subprocess and the per-clone seed work in the clone's program.
+    // subprocess and the per-clone seed work in the clone's program, and
+    // torch's CPU threads are back at the clone machine's CPUs.
     std::string expect = "clone idx=" + n + " env_index=" + n + " env_name=" + name +
                          " host=" + name + " socket=unset threads=True pool=True sub=" + name +
-                         " seed=True warm=[0, 1, 4, 9]";
+                         " seed=True warm=[0, 1, 4, 9] torch_threads=True";
     EXPECT_TRUE(WaitForLog(name, expect)) << Logs(name);
     EXPECT_EQ(Logs(name).find("Traceback"), std::string::npos) << Logs(name);
   }
