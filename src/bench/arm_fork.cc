@@ -43,14 +43,6 @@ constexpr const char* kGuestModel = "/bench/model";
 constexpr const char* kGuestBin = "/bench/bin";
 constexpr const char* kGuestCoord = "/bench/coord";
 
-std::string LastLine(const std::string& path) {
-  std::ifstream in(path);
-  std::string line, last;
-  while (std::getline(in, line))
-    if (!line.empty()) last = line;
-  return last;
-}
-
 Result<machine::MachineRecord> Find(const std::string& home, const std::string& name) {
   ASSIGN_OR_RETURN(auto all, machine::ListMachines(home));
   for (auto& r : all)
@@ -191,6 +183,7 @@ Status RunForkArm(const ArmContext& c, ArmOutcome* out) {
                            : Status(Code::kTimeout, "--timeout reached before forking");
     if (f.code() == machine::kCancelled || (Interrupted() && forked.empty())) return InterruptedStatus();
     if (!f.ok()) return f;  // a request is all or nothing: no clone to measure
+    Progress("forking " + std::to_string(forked.size()) + "/" + std::to_string(c.o.n) + " in one request");
   }
   for (int i = 0; probe.mode == ForkRequests::kPerClone && i < c.o.n; ++i) {
     if (Interrupted()) return InterruptedStatus();
