@@ -228,7 +228,9 @@ void Supervisor::Accept(int listen_fd, Conn::Kind kind) {
 void Supervisor::OnLine(Conn& c, const std::string& line) {
   switch (c.kind) {
     case Conn::kCtl: {
-      // One request per connection (supervisor.h).
+      // One request per connection (supervisor.h): lines after it are ignored.
+      for (const auto& p : pending_)
+        if (p.ctl == &c) return;
       c.dead = true;
       if (line == "CAPS") {
         (void)SendLine(c.fd.get(), "CAPS fork fork-count fork-cancel");

@@ -65,6 +65,12 @@ Status Supervisor::DoForks(const PendingFork& req, std::vector<CloneWork>* works
     // Done when every clone's program has re-attached as its clone session
     // (its first CUDA call, the handshake, served).
     auto rep = ReadCudaMachineFork(run->cuda_fork.get(), Clock::now() + kCudaForkTimeout);
+    // No CUDA session after all (its answer came after the first child): the
+    // golden forked as a CPU program, with no GPU order to wait for.
+    if (rep.status().code() == static_cast<int32_t>(Code::kNotFound)) {
+      run->gpu_fork = false;
+      return s;
+    }
     if (!rep.ok()) return Status(rep.status().code(), "GPU fork: " + rep.status().message());
     auto lines = nlohmann::json::parse(*rep, nullptr, false);
     if (!lines.is_array() || lines.size() != works->size())
