@@ -394,6 +394,11 @@ Status ForkMachine(const std::string& home, const std::string& golden, const std
   }
   // A supervisor of an older smolvm: one request per clone.
   for (size_t i = 0; i < names.size(); ++i) {
+    if (cancelled && cancelled()) {
+      drop_from(i);
+      return Cancelled("the fork was cancelled after " + std::to_string(i) + " of " + std::to_string(names.size()) +
+                       " clones (an older supervisor: the clones made stay)");
+    }
     auto t0 = Clock::now();
     auto sock = ConnectUnix(gp.ctl_sock);
     if (!sock.ok()) {
