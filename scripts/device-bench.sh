@@ -110,7 +110,9 @@ import glob, json, sys
 for path in sorted(glob.glob(sys.argv[1] + "/*.json")):
     r = json.load(open(path))
     ms = max((c.get("ms", 0) for c in r.get("clones", [])), default=0)
-    print(f"n={r.get('n')} fork_requests={r.get('fork_requests')!r} fork_s={r.get('fork_s'):.3f} "
+    fork_s = r.get("fork_s")
+    fork_s = float("nan") if fork_s is None else fork_s
+    print(f"n={r.get('n')} fork_requests={r.get('fork_requests')!r} fork_s={fork_s:.3f} "
           f"clones={len(r.get('clones', []))} slowest_clone_ms={ms:.1f} done={r.get('learners_done')}/{r.get('n')}")
 PY
 elif [[ $PLAN == comparison ]]; then
