@@ -51,6 +51,14 @@
 #     The README's comparison table shows each cell as "not measured" until
 #     its result is committed.
 #
+#   scripts/device-bench.sh forkn
+#     issue 18's must-show 2: fork share on, qwen2.5-7b 4-bit, DPO 2x256, 10 steps,
+#     N=16 then N=64, 1 rep each, into bench/next/results like `headline`; the
+#     arm forks all N clones from one request (fork_requests "one request": one
+#     supervisor FORKN, one daemon fork of N clones built before any trains).
+#     $OUT/forkn.txt lists each run's fork_requests, fork_s and slowest clone.
+#     Goal: fork_s <= 1 s at N=16, <= 5 s at N=64.                       ~5 min
+#
 # Everything new comes back in $OUT/results.tgz (results + logs) with
 # $OUT/bench.log. A sweep that fails is reported and the next one still runs.
 #
@@ -61,7 +69,10 @@ source scripts/lib.sh
 find_build
 OUT=${OUT:-$PWD/device-bench-out}
 PLAN=main RESULTS=bench/results LOGDIR=bench/logs TIMEOUT=240
-if [[ ${1:-} == headline || ${1:-} == comparison ]]; then
+if [[ ${1:-} == forkn ]]; then
+  PLAN=forkn PART= RESULTS=bench/next/results LOGDIR=bench/next/logs BUDGET=100000 TIMEOUT=300
+  rm -rf bench/next
+elif [[ ${1:-} == headline || ${1:-} == comparison ]]; then
   PLAN=$1 PART=${2:-} RESULTS=bench/next/results LOGDIR=bench/next/logs BUDGET=100000 TIMEOUT=300
   case $PLAN:$PART in
     headline:native | headline:native-16 | headline:fork-low | headline:fork-16 | headline:fork-high | headline:extra) ;;
@@ -124,6 +135,18 @@ if [[ $PLAN == headline ]]; then
       sweep matrix --arms fork --share on --ns 16 "${one10[@]}"
       sweep matrix --arms fork --share on --ns 32 "${one20[@]}" ;;
   esac
+elif [[ $PLAN == forkn ]]; then
+  sweep matrix --arms fork --share on --ns 16,64 --shapes 2x256 --steps 10 --reps 1
+  python3 - "$RESULTS" <<'PY' | tee "$OUT/forkn.txt"
+import glob, json, sys
+for path in sorted(glob.glob(sys.argv[1] + "/*.json")):
+    r = json.load(open(path))
+    ms = max((c.get("ms", 0) for c in r.get("clones", [])), default=0)
+    fork_s = r.get("fork_s")
+    fork_s = float("nan") if fork_s is None else fork_s
+    print(f"n={r.get('n')} fork_requests={r.get('fork_requests')!r} fork_s={fork_s:.3f} "
+          f"clones={len(r.get('clones', []))} slowest_clone_ms={ms:.1f} done={r.get('learners_done')}/{r.get('n')}")
+PY
 elif [[ $PLAN == comparison ]]; then
   one20=(--shapes 2x256 --steps 20 --reps 1)
   case $PART in

@@ -321,3 +321,93 @@ TEST_F(MachineEndpointTest, FailedMachineForkCancelsTheGoldensWait) {
 
 }  // namespace
 }  // namespace smolvm::testing
+
+namespace smolvm::testing {
+namespace {
+
+// One AdminMachineFork for three clone machines (issue 18): the daemon builds
+// all three, then gives the golden their orders together, in the request's
+// order; each token attaches only through its own machine's socket, each
+// session belongs to that machine (its worker in that machine's cgroup), and
+// the reply lists the three in the request's order. The daemon logs one fork.
+TEST_F(MachineEndpointTest, OneMachineForkRequestMakesAClonePerMachineInOrder) {
+  Machine g, kids[3];
+  ASSERT_TRUE(Attach(&g, "gold", 0).ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Attach(&kids[i], "kid" + std::to_string(i), 128, 1).ok());
+  RawClient golden;
+  ASSERT_TRUE(golden.Connect(g.socket).ok());
+  MemAllocReply mem;
+  ASSERT_TRUE(golden.Call(MemAllocRequest{.bytes = 8 << 20}, &mem).ok());
+  auto wait_order = [&] {
+    ForkpointWaitReply r;
+    CallResult res = golden.Call(ForkpointWaitRequest{}, &r);
+    return std::make_pair(res, r);
+  };
+  auto first = std::async(std::launch::async, wait_order);
+  UnixChannel sup(ConnectUnix(daemon.socket() + ".admin").value());
+  std::string out;
+  AppendRequest(&out, AdminMachineForkRequest{"gold", static_cast<uint32_t>(::getpid()), "kid0\nkid1\nkid2\n",
+                                              Wire(ShareMode::kOff), 5000},
+                9);
+  ASSERT_TRUE(sup.Write(out).ok());
+  std::vector<ForkpointWaitReply> orders;
+  auto [res0, go0] = first.get();
+  ASSERT_TRUE(res0.ok()) << res0.head.message << daemon.Log();
+  orders.push_back(go0);
+  // The other two orders are already there: the golden's next waits return at once.
+  for (int i = 1; i < 3; ++i) {
+    auto [res, go] = wait_order();
+    ASSERT_TRUE(res.ok()) << res.head.message;
+    orders.push_back(go);
+  }
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(orders[i].clone_index, i);
+    ASSERT_FALSE(orders[i].token.empty());
+  }
+  // kid0's token is not kid1's.
+  RawClient wrong;
+  EXPECT_EQ(wrong.Connect(kids[1].socket, kProtoHash, 2, orders[0].token).code(),
+            static_cast<int32_t>(Code::kPermissionDenied));
+  RawClient clones[3];
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(clones[i].Connect(kids[i].socket, kProtoHash, 2, orders[i].token).ok()) << i << daemon.Log();
+  AdminMachineForkReply rep;
+  Status forked = ReadAdminReply(sup, &rep);
+  ASSERT_TRUE(forked.ok()) << forked.ToString();
+  auto lines = nlohmann::json::parse(rep.json);
+  ASSERT_EQ(lines.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(lines[i]["clone"], i);
+    EXPECT_EQ(lines[i]["session"], clones[i].hello().session_id);
+    EXPECT_GT(lines[i]["private"], 0);  // copied (--share off)
+  }
+  auto status = StatusOf(daemon);
+  int seen = 0;
+  for (const auto& s : status["sessions"])
+    for (int i = 0; i < 3; ++i) {
+      if (s["session"] != clones[i].hello().session_id) continue;
+      ++seen;
+      EXPECT_EQ(s["machine"], "kid" + std::to_string(i));
+      EXPECT_EQ(ReadFile(kids[i].cgroups[0] + "/cgroup.procs"), std::to_string(s["worker_pid"].get<int>()) + "\n");
+    }
+  EXPECT_EQ(seen, 3);
+  std::string log = daemon.Log();
+  size_t forks = 0;
+  for (size_t at = log.find("clones attached"); at != std::string::npos; at = log.find("clones attached", at + 1)) ++forks;
+  EXPECT_EQ(forks, 1u) << log;
+  EXPECT_NE(log.find(": 3 clones attached"), std::string::npos) << log;
+  // A machine named twice, or the golden's own, is refused.
+  EXPECT_EQ(AdminRoundTrip(sup, AdminMachineForkRequest{"gold", static_cast<uint32_t>(::getpid()), "kid0\nkid0",
+                                                        Wire(ShareMode::kOff), 1000},
+                           &rep)
+                .code(),
+            static_cast<int32_t>(Code::kInvalidArgument));
+  EXPECT_EQ(AdminRoundTrip(sup, AdminMachineForkRequest{"gold", static_cast<uint32_t>(::getpid()), "kid0\ngold",
+                                                        Wire(ShareMode::kOff), 1000},
+                           &rep)
+                .code(),
+            static_cast<int32_t>(Code::kInvalidArgument));
+}
+
+}  // namespace
+}  // namespace smolvm::testing

@@ -1,7 +1,8 @@
 // The fork arm: a golden machine runs `smolvm-learner train --fork`, loads,
 // warms up and waits at smolvmForkpoint(); N clone machines are forked from
-// it one at a time (each with the golden's --cpus and its own cpuset); each
-// clone trains as learner <clone index>.
+// it (each with the golden's --cpus and its own cpuset), all in one request
+// when its supervisor offers it (fork_requests.h); each clone trains as
+// learner <clone index>.
 //
 // On the GPU the golden is a `--cuda` machine: the machine layer starts the
 // host daemon on demand with its sockets under $SMOLVM_HOME/cuda/, and the
@@ -30,6 +31,7 @@
 #include "daemon/daemon.h"
 #include "machine/cgroups.h"
 #include "machine/cuda_link.h"
+#include "machine/errors.h"
 #include "machine/machines.h"
 #include "machine/pack.h"
 #include "machine/paths.h"
@@ -40,14 +42,6 @@ namespace {
 constexpr const char* kGuestModel = "/bench/model";
 constexpr const char* kGuestBin = "/bench/bin";
 constexpr const char* kGuestCoord = "/bench/coord";
-
-std::string LastLine(const std::string& path) {
-  std::ifstream in(path);
-  std::string line, last;
-  while (std::getline(in, line))
-    if (!line.empty()) last = line;
-  return last;
-}
 
 Result<machine::MachineRecord> Find(const std::string& home, const std::string& name) {
   ASSIGN_OR_RETURN(auto all, machine::ListMachines(home));
@@ -182,14 +176,15 @@ Status RunForkArm(const ArmContext& c, ArmOutcome* out) {
   if (probe.mode == ForkRequests::kOneForAll) {
     for (const auto& name : clones) RETURN_IF_ERROR(c.ledger->AddMachine(name));
     int left_ms = static_cast<int>((deadline - NowUnix()) * 1000);
-    Status f = left_ms > 0 ? machine::ForkMachine(c.home, golden, clones, c.effective_share, left_ms,
-                                                  [&](const machine::ForkResult& r) { forked.push_back(r); })
+    // Ctrl-C while the clones are made cancels the request: the supervisor
+    // undoes it (no clone left), then the ledger stops the golden.
+    Status f = left_ms > 0 ? machine::ForkMachine(
+                                 c.home, golden, clones, c.effective_share, left_ms,
+                                 [&](const machine::ForkResult& r) { forked.push_back(r); }, [] { return Interrupted(); })
                            : Status(Code::kTimeout, "--timeout reached before forking");
-    if (!f.ok()) {
-      if (forked.empty()) return f;
-      out->note = "fork " + std::to_string(forked.size() + 1) + " of " + std::to_string(c.o.n) + " failed: " + f.message();
-      Progress(out->note);
-    }
+    if (f.code() == machine::kCancelled || (Interrupted() && forked.empty())) return InterruptedStatus();
+    if (!f.ok()) return f;  // a request is all or nothing: no clone to measure
+    Progress("forking " + std::to_string(forked.size()) + "/" + std::to_string(c.o.n) + " in one request");
   }
   for (int i = 0; probe.mode == ForkRequests::kPerClone && i < c.o.n; ++i) {
     if (Interrupted()) return InterruptedStatus();

@@ -63,9 +63,9 @@ TEST_F(BenchE2eTest, BothArmsOnTheCpuPathWriteValidResults) {
   EXPECT_GT(f.golden_load_s, 0);
   EXPECT_GE(f.fork_s, 0);
   ASSERT_EQ(f.clones.size(), 2u);
-  // Today's supervisor forks one clone per request; the arm asked and says so.
-  EXPECT_EQ(f.fork_requests, "one request per clone");
-  EXPECT_NE(f.fork_requests_probe.find("unknown request"), std::string::npos) << f.fork_requests_probe;
+  // The supervisor makes all clones from one request; the arm asked and says so.
+  EXPECT_EQ(f.fork_requests, "one request");
+  EXPECT_NE(f.fork_requests_probe.find("fork-count"), std::string::npos) << f.fork_requests_probe;
   EXPECT_EQ(n.env.mps.mode, "off");
   EXPECT_TRUE(std::isnan(n.golden_load_s));
   // A forked learner trains exactly like a fresh one with the same lid.
@@ -86,6 +86,38 @@ TEST_F(BenchE2eTest, BothArmsOnTheCpuPathWriteValidResults) {
   CliRun plot = Cli({"bench", "plot", results_, "--out", home_ + "/plot.png"});
   ASSERT_EQ(plot.rc, 0) << plot.err;
   EXPECT_GT(fs::file_size(home_ + "/plot.png"), 1000u);
+}
+
+// Issue 18: the fork arm at N=4 asks the golden's supervisor once for all
+// four clones (one FORKN; on the GPU, one daemon fork request), and records
+// each clone's latency and fork_s as before.
+TEST_F(BenchE2eTest, ForkArmAtFourMakesAllClonesFromOneRequest) {
+  auto args = RunArgs("fork", 2);
+  for (size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == "--n") args[i + 1] = "4";
+  CliRun r = Cli(args);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("done=4/4"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("forking 4/4 in one request"), std::string::npos) << r.err;
+  auto runs = Results();
+  ASSERT_EQ(runs.size(), 1u);
+  const RunResult& f = runs[0];
+  EXPECT_EQ(f.fork_requests, "one request");
+  EXPECT_EQ(f.fork_requests_probe, "CAPS fork fork-count fork-cancel");
+  ASSERT_EQ(f.clones.size(), 4u);
+  double last = 0;
+  for (size_t i = 0; i < f.clones.size(); ++i) {
+    EXPECT_EQ(f.clones[i].index, static_cast<int>(i));
+    EXPECT_GT(f.clones[i].ms, 0);
+    last = std::max(last, f.clones[i].ms);
+  }
+  // fork_s runs from the request to the last clone serving: it holds every clone's latency.
+  EXPECT_GE(f.fork_s * 1000, last);
+  // The golden's supervisor made the four in one request.
+  std::string golden_log;
+  for (const auto& e : fs::recursive_directory_iterator(home_ + "/out/logs"))
+    if (e.path().string().size() > 6 && e.path().string().ends_with("-g.log")) golden_log = Slurp(e.path());
+  EXPECT_NE(golden_log.find("fork: 4 clone(s) in one request"), std::string::npos) << golden_log;
 }
 
 TEST_F(BenchE2eTest, TimeoutStopsTheRunAndRecordsItIncomplete) {

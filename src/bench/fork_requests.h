@@ -1,14 +1,13 @@
 // How the fork arm asks for its N clones (issue 18, "one fork request for N
-// clones"). Today the golden's supervisor forks one clone per `FORK` request,
-// so the arm makes one `machine fork` request per clone, checking Ctrl-C and
-// the deadline between them, while the clones already made train. When the
-// supervisor (and the daemon behind it) can build all N from one request, it
-// says so in its answer to `CAPS` (a line "CAPS <word> ...", one word
-// "fork-count"); the arm then asks once for all N through the same
-// machine::ForkMachine call `machine fork --count N` uses, and records
-// which it did. Nothing here changes the supervisor or the daemon: a
-// supervisor that does not know `CAPS` answers "ERR ... unknown request",
-// which reads as per-clone.
+// clones"). A golden's supervisor that can make all N from one request (for
+// a --cuda golden: one GPU fork request to the daemon, which builds every
+// clone before any runs) says so in its answer to `CAPS` (a line
+// "CAPS <word> ...", one word "fork-count"); the arm then asks once for all
+// N through the machine::ForkMachine call `machine fork --count N` uses. A
+// supervisor of an older smolvm answers "ERR ... unknown request": the arm
+// then makes one `machine fork` request per clone, checking Ctrl-C and the
+// deadline between them, while the clones already made train. The result
+// records which it did (fork_requests, fork_requests_probe).
 //
 // Called from the bench's main thread.
 #pragma once

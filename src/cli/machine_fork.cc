@@ -1,3 +1,5 @@
+#include <signal.h>
+
 #include <cstdlib>
 #include <memory>
 
@@ -7,6 +9,22 @@
 #include "machine/supervisor.h"
 
 namespace smolvm::cli {
+namespace {
+
+volatile sig_atomic_t g_fork_cancelled = 0;
+
+void OnCancelSignal(int) { g_fork_cancelled = 1; }
+
+// Ctrl-C (or SIGTERM, SIGHUP) while the fork runs cancels it: the supervisor
+// undoes what it made and the command exits 130.
+void CatchCancelSignals() {
+  struct sigaction sa = {};
+  sa.sa_handler = OnCancelSignal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+}
+
+}  // namespace
 
 void AddMachineFork(CLI::App& machine, int* exit_code) {
   struct Opts {
@@ -42,11 +60,14 @@ void AddMachineFork(CLI::App& machine, int* exit_code) {
       *exit_code = ReportMachineError(InvalidArgument("--share-weights means --share on; drop one of them"));
       return;
     }
-    Status s = machine::ForkMachine(machine::SmolvmHome(), o->golden, names, share,
-                                    static_cast<int>(o->timeout * 1000), [](const machine::ForkResult& r) {
-                                      std::printf("forked %s (index %d) in %.1f ms\n", r.name.c_str(), r.index, r.ms);
-                                      std::fflush(stdout);
-                                    });
+    CatchCancelSignals();
+    Status s = machine::ForkMachine(
+        machine::SmolvmHome(), o->golden, names, share, static_cast<int>(o->timeout * 1000),
+        [](const machine::ForkResult& r) {
+          std::printf("forked %s (index %d) in %.1f ms\n", r.name.c_str(), r.index, r.ms);
+          std::fflush(stdout);
+        },
+        [] { return g_fork_cancelled != 0; });
     *exit_code = ReportMachineError(s);
   });
 }

@@ -76,7 +76,7 @@ void Daemon::AttachClone(PendingGuest g, const std::string& token) {
       }
     }
   }
-  if (!found || via != found_job->clone_machine) {
+  if (!found || via != found->machine) {
     const char* why = token.empty() ? "an empty clone token" : found ? "a clone token of another machine"
                                                                      : "an unknown or spent clone token";
     Log("clone Hello from guest pid %u (host pid %u) on %s refused: %s", g.guest_pid, g.host_pid,

@@ -185,10 +185,9 @@ class Daemon {
     uint64_t golden = 0;  // session id (0 until the pid's session appears)
     uint32_t count = 0;
     proto::ShareMode share = proto::ShareMode::kOff;
-    // Machine forks (AdminMachineFork): the clones belong to clone_machine
-    // and attach on its endpoint only.
+    // Machine forks (AdminMachineFork): each clone belongs to its machine
+    // (Clone::machine) and attaches on that machine's endpoint only.
     bool machine_fork = false;
-    std::string clone_machine;
     enum Phase { kWaitForkpoint, kPreparing, kBuilding } phase = kWaitForkpoint;
     // t0: the request met the golden at its forkpoint (the request's arrival
     // unless it had to wait for the golden to get there: waited_ms).
@@ -201,6 +200,7 @@ class Daemon {
       uint64_t session = 0;
       int32_t index = -1;
       std::string token;  // 32 hex of 128 random bits, set when the job is made; single use
+      std::string machine;  // a machine fork's clone machine ("" : the daemon's socket)
       uint32_t host_pid = 0;  // SO_PEERCRED of whoever attached
       bool sent = false, built = false, released = false, attached = false;
       proto::CloneBuiltRequest info;
@@ -267,6 +267,9 @@ class Daemon {
   void OnCloneBuilt(WorkerProc& w, const proto::CloneBuiltRequest& b);
   // Lets the golden fork the child of a clone that is built (ForkGo).
   void ReleaseClone(ForkJob& job, ForkJob::Clone& c);
+  // A clone was built: released at once, except a machine fork of several
+  // clones, released together, in order, once all are built (daemon_machines.cc).
+  void ReleaseBuilt(ForkJob& job, ForkJob::Clone& c);
   // Ahead of forks (fork_ahead.cc).
   void OnForkAhead(WorkerProc& w, const proto::ForkAheadRequest& r);
   void OnPreloadDone(WorkerProc& w, const proto::PreloadDoneRequest& r);

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <sstream>
 
 #include "worker/context_size.h"
@@ -144,9 +145,22 @@ void Daemon::StartMachineFork(uint64_t client, uint32_t seq, const proto::AdminM
   auto share = proto::ShareModeOf(req.share);
   if (!share)
     return AdminReply(client, seq, op, InvalidArgument("--share must be on, off or auto"), "");
-  if (!FindEndpoint(req.clone_machine))
+  std::vector<std::string> clones;
+  std::istringstream names(req.clone_machines);
+  for (std::string n; std::getline(names, n);)
+    if (!n.empty()) clones.push_back(n);
+  if (clones.empty()) return AdminReply(client, seq, op, InvalidArgument("a machine fork needs a clone machine"), "");
+  if (clones.size() > static_cast<size_t>(kMaxPoolWorkers))
     return AdminReply(client, seq, op,
-                      InvalidArgument("machine '" + req.clone_machine + "' has no CUDA endpoint (attach it first)"), "");
+                      InvalidArgument("a machine fork makes at most " + std::to_string(kMaxPoolWorkers) + " clones"), "");
+  for (size_t i = 0; i < clones.size(); ++i) {
+    if (!FindEndpoint(clones[i]) || clones[i] == req.golden_machine)
+      return AdminReply(client, seq, op,
+                        InvalidArgument("machine '" + clones[i] + "' has no CUDA endpoint (attach it first)"), "");
+    for (size_t j = 0; j < i; ++j)
+      if (clones[j] == clones[i])
+        return AdminReply(client, seq, op, InvalidArgument("machine '" + clones[i] + "' is named twice"), "");
+  }
   // The golden is already at its supervisor's forkpoint, so its session (if
   // it has one) exists now: no waiting for it to connect.
   Session* golden = nullptr;
@@ -157,11 +171,26 @@ void Daemon::StartMachineFork(uint64_t client, uint32_t seq, const proto::AdminM
                       NotFound("no CUDA session of pid " + std::to_string(req.golden_pid) + " in machine '" +
                                req.golden_machine + "'"),
                       "");
-  ForkJob* job = QueueFork(client, seq, op, req.golden_pid, golden->id, 1, *share, req.wait_ms ? req.wait_ms : 10000);
+  ForkJob* job = QueueFork(client, seq, op, req.golden_pid, golden->id, static_cast<uint32_t>(clones.size()), *share,
+                           req.wait_ms ? req.wait_ms : 10000);
   if (!job) return;
   job->machine_fork = true;
-  job->clone_machine = req.clone_machine;
+  for (size_t i = 0; i < clones.size(); ++i) job->clones[i].machine = clones[i];
   AdvanceForks();
+}
+
+void Daemon::ReleaseBuilt(ForkJob& job, ForkJob::Clone& c) {
+  if (!job.machine_fork || job.clones.size() == 1) return ReleaseClone(job, c);
+  // The golden takes its orders in this order, one per clone machine its
+  // supervisor forks, and no clone runs while the others still build.
+  for (const auto& other : job.clones)
+    if (!other.built) return;
+  const uint64_t id = job.id;
+  for (auto& other : job.clones) {
+    if (other.released) continue;
+    ReleaseClone(job, other);
+    if (forks_.count(id) == 0) return;  // failed (and answered)
+  }
 }
 
 void Daemon::CancelGoldenWait(const ForkJob& job) {
@@ -178,23 +207,26 @@ void Daemon::CancelGoldenWait(const ForkJob& job) {
 
 Status Daemon::AdmitToMachine(const ForkJob& job, uint64_t private_bytes) {
   if (!job.machine_fork) return Status::Ok();
-  Endpoint* e = FindEndpoint(job.clone_machine);
-  if (!e) return Unavailable("machine '" + job.clone_machine + "' has no CUDA endpoint any more");
-  // The clone's worker brings its context too.
+  // Each clone's worker brings its context too.
   uint64_t context = 0;
   if (WorkerProc* w = PickPooledWorker(job.golden)) context = w->context_bytes;
   if (context == 0) context = EstimatedContextBytes(options_.backend);
   const uint64_t need = private_bytes + context;
-  if (!e->budget || need <= e->budget->left()) return Status::Ok();
-  char msg[256];
-  std::snprintf(msg, sizeof msg,
-                "fork needs %llu MiB (%llu MiB of private copies + %llu MiB of context), %llu MiB free under machine "
-                "'%s' --gpu-mem %llu",
-                static_cast<unsigned long long>(need >> 20), static_cast<unsigned long long>(private_bytes >> 20),
-                static_cast<unsigned long long>(context >> 20),
-                static_cast<unsigned long long>(e->budget->left() >> 20), job.clone_machine.c_str(),
-                static_cast<unsigned long long>(e->budget->limit() >> 20));
-  return Status(static_cast<int32_t>(2) /* CUDA_ERROR_OUT_OF_MEMORY */, msg);
+  for (const auto& c : job.clones) {
+    Endpoint* e = FindEndpoint(c.machine);
+    if (!e) return Unavailable("machine '" + c.machine + "' has no CUDA endpoint any more");
+    if (!e->budget || need <= e->budget->left()) continue;
+    char msg[256];
+    std::snprintf(msg, sizeof msg,
+                  "fork needs %llu MiB (%llu MiB of private copies + %llu MiB of context), %llu MiB free under "
+                  "machine '%s' --gpu-mem %llu",
+                  static_cast<unsigned long long>(need >> 20), static_cast<unsigned long long>(private_bytes >> 20),
+                  static_cast<unsigned long long>(context >> 20),
+                  static_cast<unsigned long long>(e->budget->left() >> 20), c.machine.c_str(),
+                  static_cast<unsigned long long>(e->budget->limit() >> 20));
+    return Status(static_cast<int32_t>(2) /* CUDA_ERROR_OUT_OF_MEMORY */, msg);
+  }
+  return Status::Ok();
 }
 
 Status Daemon::AdmitClones(const ForkJob& job) const {
@@ -205,12 +237,17 @@ Status Daemon::AdmitClones(const ForkJob& job) const {
   if (committed + job.count > static_cast<size_t>(options_.max_workers))
     return Unavailable("fork of " + std::to_string(job.count) + " clones: too many CUDA workers on the smolvm daemon (cap " +
                        std::to_string(options_.max_workers) + ", --max-workers)");
-  size_t on_machine = 0;
-  for (const auto& [id, s] : sessions_) on_machine += s.machine == job.clone_machine;
-  if (on_machine + job.count > static_cast<size_t>(options_.max_sessions_per_machine)) {
-    std::string where = job.clone_machine.empty() ? "the daemon's socket" : "machine '" + job.clone_machine + "'";
-    return Unavailable("fork of " + std::to_string(job.count) + " clones: too many CUDA sessions on " + where +
-                       " (cap " + std::to_string(options_.max_sessions_per_machine) + ", --max-sessions-per-machine)");
+  // Per socket: a machine fork's clones go one to each machine, a plain
+  // fork's all to the daemon's own socket.
+  std::map<std::string, size_t> wanted;
+  for (const auto& c : job.clones) ++wanted[c.machine];
+  for (const auto& [machine, count] : wanted) {
+    size_t on_machine = 0;
+    for (const auto& [id, s] : sessions_) on_machine += s.machine == machine;
+    if (on_machine + count <= static_cast<size_t>(options_.max_sessions_per_machine)) continue;
+    std::string where = machine.empty() ? "the daemon's socket" : "machine '" + machine + "'";
+    return Unavailable("fork of " + std::to_string(count) + " clones: too many CUDA sessions on " + where + " (cap " +
+                       std::to_string(options_.max_sessions_per_machine) + ", --max-sessions-per-machine)");
   }
   return Status::Ok();
 }

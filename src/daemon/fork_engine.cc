@@ -125,7 +125,7 @@ void Daemon::OnCloneBuilt(WorkerProc& w, const proto::CloneBuiltRequest& b) {
       if (b.result != 0) return FailFork(job, Status(b.result, "clone build: " + b.message));
       c.built = true;
       c.info = b;
-      ReleaseClone(job, c);
+      ReleaseBuilt(job, c);
       AdvanceForks();
       return;
     }
@@ -217,9 +217,9 @@ void Daemon::SendCloneBuilds(ForkJob& job) {
     WorkerProc* free_worker = PickPooledWorker(job.golden);
     if (!free_worker) break;
     if (job.machine_fork) {
-      Endpoint* e = FindEndpoint(job.clone_machine);
+      Endpoint* e = FindEndpoint(c.machine);
       Status placed = e ? PlaceWorker(*free_worker, *e)
-                        : Unavailable("machine '" + job.clone_machine + "' has no CUDA endpoint any more");
+                        : Unavailable("machine '" + c.machine + "' has no CUDA endpoint any more");
       if (!placed.ok()) {
         DiscardWorker(*free_worker);  // it may be half placed
         return FailFork(job, placed);
@@ -227,7 +227,7 @@ void Daemon::SendCloneBuilds(ForkJob& job) {
     }
     // A clone runs as its golden's tenant (same uid: it reads that tenant's modules).
     auto golden_session = sessions_.find(job.golden);
-    auto uid = uids_.Acquire(golden_session == sessions_.end() ? job.clone_machine : golden_session->second.machine);
+    auto uid = uids_.Acquire(golden_session == sessions_.end() ? c.machine : golden_session->second.machine);
     if (!uid.ok()) {
       if (job.machine_fork) DiscardWorker(*free_worker);  // placed in the clone machine above
       return FailFork(job, uid.status());
@@ -239,7 +239,7 @@ void Daemon::SendCloneBuilds(ForkJob& job) {
     Session s;
     s.id = c.session;
     s.worker_pid = c.worker;
-    s.machine = job.clone_machine;
+    s.machine = c.machine;
     s.role = proto::SessionRole::kClone;
     s.state = "building";
     sessions_[c.session] = s;

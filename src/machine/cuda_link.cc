@@ -210,14 +210,14 @@ Result<UniqueFd> AttachCudaMachine(const CudaDaemon& d, const std::string& machi
 }
 
 Result<UniqueFd> SendCudaMachineFork(const CudaDaemon& d, const std::string& golden, pid_t golden_pid,
-                                     const std::string& clone, const std::string& share, int wait_ms) {
+                                     const std::vector<std::string>& clones, const std::string& share, int wait_ms) {
   const auto mode = proto::ParseShareMode(share);
   if (!mode) return InvalidArgument("--share must be on, off or auto");
   ASSIGN_OR_RETURN(UniqueFd conn, ConnectUnix(d.socket + ".admin"));
   proto::AdminMachineForkRequest req;
   req.golden_machine = golden;
   req.golden_pid = static_cast<uint32_t>(golden_pid);
-  req.clone_machine = clone;
+  for (const auto& c : clones) req.clone_machines += c + "\n";
   req.share = proto::Wire(*mode);
   req.wait_ms = static_cast<uint32_t>(wait_ms);
   std::string out;

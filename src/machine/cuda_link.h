@@ -56,13 +56,16 @@ Status StopCudaDaemon(const std::string& home, int timeout_ms);
 Result<UniqueFd> AttachCudaMachine(const CudaDaemon& d, const std::string& machine, const std::string& sock_path,
                                    const std::vector<std::string>& cgroup_dirs, int64_t gpu_mem_bytes);
 
-// Asks the daemon to fork the session of host pid `golden_pid` in machine
-// `golden` into one clone session owned by machine `clone` (attached
-// before). Returns the connection the reply will arrive on.
+// Asks the daemon, in one request, to fork the session of host pid
+// `golden_pid` in machine `golden` into one clone session per machine of
+// `clones` (each attached before). The daemon builds them all, then gives
+// the golden their orders together, in this order: the golden's k-th fork
+// is clones[k]. Returns the connection the reply will arrive on.
 Result<UniqueFd> SendCudaMachineFork(const CudaDaemon& d, const std::string& golden, pid_t golden_pid,
-                                     const std::string& clone, const std::string& share, int wait_ms);
-// Reads that reply (waiting until deadline): the daemon's JSON line for the
-// clone, or its error (NotFound: the golden has no CUDA session).
+                                     const std::vector<std::string>& clones, const std::string& share, int wait_ms);
+// Reads that reply (waiting until deadline): the daemon's JSON array, one
+// object per clone in the request's order, or its error (NotFound: the
+// golden has no CUDA session).
 Result<std::string> ReadCudaMachineFork(int fd, std::chrono::steady_clock::time_point deadline);
 
 }  // namespace smolvm::machine

@@ -9,6 +9,7 @@
 //   5  wrong state (not running, not forkable, has clones, running on rm, clone restart)
 //   6  timed out (fork waiting for the forkpoint, start)
 //   7  permission denied (not root)
+//   130 cancelled (Ctrl-C of `fork`: the request's clones are removed)
 #pragma once
 
 #include "base/status.h"
@@ -17,7 +18,10 @@ namespace smolvm::machine {
 
 inline constexpr int32_t kWrongState = 200001;
 
+inline constexpr int32_t kCancelled = 200002;
+
 inline Status WrongState(std::string m) { return Status(kWrongState, std::move(m)); }
+inline Status Cancelled(std::string m) { return Status(kCancelled, std::move(m)); }
 
 inline int ExitCodeFor(const Status& s) {
   if (s.ok()) return 0;
@@ -28,6 +32,7 @@ inline int ExitCodeFor(const Status& s) {
     case kWrongState: return 5;
     case static_cast<int32_t>(Code::kTimeout): return 6;
     case static_cast<int32_t>(Code::kPermissionDenied): return 7;
+    case kCancelled: return 130;
     default: return 1;
   }
 }

@@ -18,11 +18,13 @@
 
 #include "machine/cgroups.h"
 #include "machine/errors.h"
+#include "machine/fork_request.h"
 #include "machine/pack.h"
 #include "machine/pack_mount.h"
 #include "machine/paths.h"
 #include "machine/process.h"
 #include "machine/sandbox.h"
+#include "machine/supervisor_conn.h"
 #include "transport/unix_channel.h"
 
 namespace smolvm::machine {
@@ -99,15 +101,7 @@ std::string ReadLineTimeout(int fd, int timeout_ms) {
 }
 
 // "ERR <code> <message>" -> Status.
-Status ParseErr(const std::string& line, const std::string& fallback) {
-  int code = 0;
-  char* end = nullptr;
-  if (line.rfind("ERR ", 0) == 0) {
-    code = static_cast<int>(std::strtol(line.c_str() + 4, &end, 10));
-    if (end != nullptr && *end == ' ') return Status(code != 0 ? code : 1, end + 1);
-  }
-  return Internal(fallback + (line.empty() ? "" : ": " + line));
-}
+Status ParseErr(const std::string& line, const std::string& fallback) { return StatusOfErrLine(line, fallback); }
 
 // Spawns `smolvm _machine-supervisor` detached (setsid, double fork) and
 // waits for its readiness line.
@@ -327,7 +321,8 @@ std::string DefaultForkShare() {
 
 Status ForkMachine(const std::string& home, const std::string& golden, const std::vector<std::string>& names,
                    const std::string& share, int timeout_ms,
-                   const std::function<void(const ForkResult&)>& on_forked) {
+                   const std::function<void(const ForkResult&)>& on_forked,
+                   const std::function<bool()>& cancelled) {
   RETURN_IF_ERROR(ValidateName(golden));
   for (const auto& n : names) RETURN_IF_ERROR(ValidateName(n));
   if (names.empty()) return InvalidArgument("nothing to fork: give --name C or --count N --name-prefix P");
@@ -379,13 +374,36 @@ Status ForkMachine(const std::string& home, const std::string& golden, const std
     }
   };
   MachinePaths gp(home, golden);
+  auto unreachable = [&](const std::string& why) {
+    return Unavailable("cannot reach the supervisor of '" + golden + "' (" + why +
+                       "); restart it with 'smolvm machine start --name " + golden + " --forkable'");
+  };
+  // All clones in one request (fork_request.h).
+  std::vector<ForkResult> made;
+  bool unknown = false;
+  Status s = RequestForks(gp.ctl_sock, names, share, timeout_ms, cancelled, &made, &unknown);
+  if (!unknown) {
+    if (!s.ok()) {
+      drop_from(0);
+      if (s.code() == static_cast<int32_t>(Code::kUnavailable)) return unreachable(s.message());
+      return s;
+    }
+    for (const auto& r : made)
+      if (on_forked) on_forked(r);
+    return Status::Ok();
+  }
+  // A supervisor of an older smolvm: one request per clone.
   for (size_t i = 0; i < names.size(); ++i) {
+    if (cancelled && cancelled()) {
+      drop_from(i);
+      return Cancelled("the fork was cancelled after " + std::to_string(i) + " of " + std::to_string(names.size()) +
+                       " clones (an older supervisor: the clones made stay)");
+    }
     auto t0 = Clock::now();
     auto sock = ConnectUnix(gp.ctl_sock);
     if (!sock.ok()) {
       drop_from(i);
-      return Unavailable("cannot reach the supervisor of '" + golden + "' (" + sock.status().message() +
-                         "); restart it with 'smolvm machine start --name " + golden + " --forkable'");
+      return unreachable(sock.status().message());
     }
     std::string req = "FORK " + names[i] + " " + share + " " + std::to_string(timeout_ms) + "\n";
     if (::write(sock->get(), req.data(), req.size()) != static_cast<ssize_t>(req.size())) {

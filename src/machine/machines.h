@@ -41,6 +41,8 @@ struct ForkResult {
   std::string name;
   int index = -1;
   pid_t init_pid = 0;
+  // From the moment the request met the golden at its forkpoint to the clone
+  // serving (its CUDA session attached, for a --cuda golden).
   double ms = 0;
 };
 
@@ -48,12 +50,18 @@ struct ForkResult {
 // $SMOLVM_CUDA_FORK_SHARE_WEIGHTS is 1 (the seed's switch), else "off".
 std::string DefaultForkShare();
 
-// Forks `names` from golden (in order), waiting up to timeout_ms for the
-// golden to reach its forkpoint. on_forked is called after each success.
-// On the first failure the remaining names are not created.
+// Forks `names` from golden (clone indices in that order) in one request to
+// its supervisor, waiting up to timeout_ms for the golden to reach its
+// forkpoint; for a --cuda golden the supervisor asks the CUDA daemon once for
+// all of their GPU sessions. All or nothing: on failure none of the clones
+// remains. on_forked is called for each clone once all are made. While it
+// waits, `cancelled` (may be empty) is asked every 100 ms; once it says true
+// the request is cancelled and undone (kCancelled, exit code 130), unless
+// the clones were all made before the supervisor saw it (then OK).
 Status ForkMachine(const std::string& home, const std::string& golden, const std::vector<std::string>& names,
                    const std::string& share, int timeout_ms,
-                   const std::function<void(const ForkResult&)>& on_forked);
+                   const std::function<void(const ForkResult&)>& on_forked,
+                   const std::function<bool()>& cancelled = {});
 
 // Runs cmd inside the machine with the caller's stdio; the command's exit code.
 Result<int> ExecMachine(const std::string& home, const std::string& name, const std::vector<std::string>& env,

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <sstream>
 
 #include "guest/forkpoint_wire.h"
 #include "guest/init_loop.h"
@@ -227,21 +228,45 @@ void Supervisor::Accept(int listen_fd, Conn::Kind kind) {
 void Supervisor::OnLine(Conn& c, const std::string& line) {
   switch (c.kind) {
     case Conn::kCtl: {
-      char clone[64], share[8];
-      long long timeout_ms;
-      if (std::sscanf(line.c_str(), "FORK %63s %7s %lld", clone, share, &timeout_ms) == 3) {
-        if (!fp_listen_.valid()) {
-          (void)SendLine(c.fd.get(), ErrLine(WrongState("machine '" + name_ +
-                                                        "' was not started with --forkable (stop it and 'smolvm machine start --name " +
-                                                        name_ + " --forkable')")));
-          c.dead = true;
-          return;
-        }
-        pending_.push_back({&c, clone, share, Clock::now() + std::chrono::milliseconds(timeout_ms)});
+      // One request per connection (supervisor.h): lines after it are ignored.
+      for (const auto& p : pending_)
+        if (p.ctl == &c) return;
+      c.dead = true;
+      if (line == "CAPS") {
+        (void)SendLine(c.fd.get(), "CAPS fork fork-count fork-cancel");
         return;
       }
-      (void)SendLine(c.fd.get(), ErrLine(InvalidArgument("unknown request")));
-      c.dead = true;
+      PendingFork req;
+      req.ctl = &c;
+      long long timeout_ms = 0;
+      std::istringstream in(line);
+      std::string verb, clone;
+      in >> verb;
+      if (verb == "FORK") {
+        if (in >> clone >> req.share >> timeout_ms) req.clones.push_back(clone);
+      } else if (verb == "FORKN") {
+        req.batch = true;
+        if (in >> req.share >> timeout_ms)
+          while (in >> clone && req.clones.size() <= kMaxForkCount) req.clones.push_back(clone);
+      } else {
+        (void)SendLine(c.fd.get(), ErrLine(InvalidArgument("unknown request")));
+        return;
+      }
+      bool names_ok = !req.clones.empty() && req.clones.size() <= kMaxForkCount;
+      for (const auto& n : req.clones) names_ok = names_ok && n.size() < 64;
+      if (!names_ok || (req.share != "on" && req.share != "off" && req.share != "auto") || timeout_ms <= 0) {
+        (void)SendLine(c.fd.get(), ErrLine(InvalidArgument("malformed request: " + line.substr(0, 200))));
+        return;
+      }
+      if (!fp_listen_.valid()) {
+        (void)SendLine(c.fd.get(), ErrLine(WrongState("machine '" + name_ +
+                                                      "' was not started with --forkable (stop it and 'smolvm machine start --name " +
+                                                      name_ + " --forkable')")));
+        return;
+      }
+      c.dead = false;
+      req.deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+      pending_.push_back(std::move(req));
       return;
     }
     case Conn::kGuestNew: {
@@ -364,12 +389,13 @@ void Supervisor::Loop() {
     ServeForks();
     now = Clock::now();
     for (auto it = pending_.begin(); it != pending_.end();) {
-      if (it->deadline <= now || it->ctl->dead) {
-        if (!it->ctl->dead)
-          (void)SendLine(it->ctl->fd.get(),
-                         ErrLine(Timeout("golden '" + name_ + "' did not reach smolvmForkpoint() in time (does its program call it? see 'smolvm machine logs --name " +
-                                         name_ + "')")));
-        it->ctl->dead = true;
+      if (it->ctl->dead) {
+        // Its caller went away (Ctrl-C) before the golden came to its forkpoint.
+        DropPending(*it, Cancelled("the fork request was cancelled by its caller"));
+        it = pending_.erase(it);
+      } else if (it->deadline <= now) {
+        DropPending(*it, Timeout("golden '" + name_ + "' did not reach smolvmForkpoint() in time (does its program call it? see 'smolvm machine logs --name " +
+                                 name_ + "')"));
         it = pending_.erase(it);
       } else {
         ++it;
@@ -400,8 +426,7 @@ void Supervisor::Loop() {
 
 void Supervisor::Finish(int status) {
   int code = SmolvmInitExitCode(status);
-  for (auto& p : pending_)
-    if (!p.ctl->dead) (void)SendLine(p.ctl->fd.get(), ErrLine(WrongState("golden '" + name_ + "' stopped")));
+  for (auto& p : pending_) DropPending(p, WrongState("golden '" + name_ + "' stopped"));
   pending_.clear();
   // Clones live in the golden's pid namespace: they ended with it.
   auto clones = store_->Clones(name_);

@@ -7,10 +7,25 @@
 // control socket, records every state change in the store, and when pid 1
 // ends cleans the cgroups and exits.
 //
-// Control protocol (ctl.sock, 0600, host root only), one line each way:
+// Control protocol (ctl.sock, 0600, host root only), one request per
+// connection, lines ending in '\n':
+//   "CAPS" -> "CAPS <word>...": what this supervisor serves. Today: fork
+//           (FORK), fork-count (FORKN: many clones, one GPU fork request),
+//           fork-cancel (a caller's shutdown before the answer undoes it).
 //   "FORK <clone> <share> <timeout_ms>" -> "OK <index> <init host pid>"
 //                                        | "ERR <status code> <message>"
-//   The clone's store row must exist (state forking) before the request.
+//   "FORKN <share> <timeout_ms> <clone>..." (at most 1024 clones)
+//        -> "CLONE <clone> <index> <init host pid> <ms>" per clone, in order,
+//           then "OK <count>" | "ERR <status code> <message>"
+//   share: on|off|auto. timeout_ms: how long the request waits for the golden
+//   to reach its forkpoint. ms: from the moment the request met the golden at
+//   its forkpoint to the clone serving (for a --cuda golden: its CUDA session
+//   attached). The clones' store rows must exist (state forking) before the
+//   request. A request is all or nothing: on an error none of its clones
+//   remains (rows, cgroups, mounts, CUDA sessions). A caller that shuts down
+//   its side (or closes) before the answer cancels the request: what was
+//   made is undone and the answer, when it can still be read, is
+//   "ERR 200002 ... cancelled ...".
 #pragma once
 
 #include <cstdint>

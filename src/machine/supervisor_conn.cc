@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "guest/forkpoint_wire.h"
@@ -58,7 +59,7 @@ Status Fill(Conn& c, std::optional<Clock::time_point> deadline, pid_t* sender) {
   }
   if (r == 0) return Unavailable("connection closed");
   c.buf.append(data, static_cast<size_t>(r));
-  if (c.buf.size() > 4 * SMOLVM_FP_MAX_LINE) return Malformed("line too long");
+  if (c.buf.size() > MaxBuffered(c.kind)) return Malformed("line too long");
   return Status::Ok();
 }
 
@@ -106,6 +107,26 @@ std::string ErrLine(const Status& s) {
   for (char& ch : m)
     if (ch == '\n') ch = ' ';
   return "ERR " + std::to_string(s.code()) + " " + m;
+}
+
+size_t MaxBuffered(Conn::Kind kind) { return kind == Conn::kCtl ? 64 * 1024 : 4 * SMOLVM_FP_MAX_LINE; }
+
+Status StatusOfErrLine(const std::string& line, const std::string& fallback) {
+  if (line.rfind("ERR ", 0) == 0) {
+    char* end = nullptr;
+    long code = std::strtol(line.c_str() + 4, &end, 10);
+    if (end != nullptr && *end == ' ') return Status(code != 0 ? static_cast<int32_t>(code) : 1, end + 1);
+  }
+  return Internal(fallback + (line.empty() ? "" : ": " + line));
+}
+
+bool PeerHungUp(int fd) {
+  char b;
+  ssize_t n;
+  do {
+    n = ::recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
 }
 
 pid_t PeerPid(int fd) {

@@ -26,6 +26,11 @@ struct Conn {
   bool dead = false;
 };
 
+// The most a connection may buffer without a newline: a guest's lines are
+// short (forkpoint_wire.h); a control client's FORKN names up to
+// kMaxForkCount clones.
+size_t MaxBuffered(Conn::Kind kind);
+
 // Appends what is readable now (or waits until deadline) to c.buf.
 // *sender gets the SCM_CREDENTIALS pid of the bytes, when present.
 // Descriptors a guest sends are closed unread.
@@ -36,6 +41,11 @@ Result<std::string> ReadLine(Conn& c, SupervisorClock::time_point deadline, pid_
 Status SendLine(int fd, const std::string& line, int pass_fd = -1);
 // "ERR <code> <message>" (newlines flattened).
 std::string ErrLine(const Status& s);
+// The Status an ErrLine carries; Internal(fallback: line) for any other line.
+Status StatusOfErrLine(const std::string& line, const std::string& fallback);
+// Whether the peer of a connected stream socket has shut down its sending
+// side (or closed): a control client's way to cancel a request. Never waits.
+bool PeerHungUp(int fd);
 // The peer's host pid (SO_PEERCRED), 0 when unknown.
 pid_t PeerPid(int fd);
 

@@ -1,17 +1,15 @@
-// The supervisor's fork of a clone: the clone's cgroup and disk layers, the
-// forkpoint conversation with the golden and its child (guest/forkpoint_wire.h),
-// and for --cuda machines the daemon's GPU fork of the golden's session.
+// Fork requests on the control socket (supervisor.h): FORK for one clone,
+// FORKN for many. A request is served whole, once the golden waits at its
+// forkpoint: every clone's pieces first, then for a --cuda golden one daemon
+// request for all of its clones (the daemon builds them, then gives the
+// golden all their orders at once), then the golden forks them one after
+// the other. The request is all or nothing: on any failure, or when its
+// caller hung up before the answer (Ctrl-C), every clone it made is undone.
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cstdio>
-#include <cstring>
-#include <filesystem>
+#include <nlohmann/json.hpp>
 
-#include "guest/forkpoint_wire.h"
 #include "machine/errors.h"
 #include "machine/process.h"
 #include "machine/sandbox.h"
@@ -19,191 +17,183 @@
 
 namespace smolvm::machine {
 
-Status Supervisor::DoFork(const PendingFork& req, int* index_out, pid_t* init_out) {
-  ASSIGN_OR_RETURN(MachineRecord clone, store_->Get(req.clone));
-  if (clone.golden != name_ || clone.state != kStateForking)
-    return WrongState("machine '" + req.clone + "' is not a clone being forked from '" + name_ + "'");
-  MachinePaths cp(home_, req.clone);
-  MachineCgroup cg(layout_, req.clone);
-  int index = next_index_;
-  std::optional<Conn> c1;
-  UniqueFd clone_endpoint, cuda_fork;  // --cuda: the clone's endpoint; the daemon's fork reply
-  auto cleanup = [&](Status s) -> Status {
-    if (c1) (void)SendLine(c1->fd.get(), "ERR 5 " + s.message());
-    clone_endpoint.Reset();
-    (void)cg.Destroy();
-    std::error_code ec;
-    std::filesystem::remove_all(cp.dir, ec);
-    return s;
-  };
-  Status s = [&]() -> Status {
-    RETURN_IF_ERROR(MkDirOwned(cp.dir, 0711, -1));
-    // No copy: the golden's writable layer (frozen when it changed) is the
-    // clone's read-only lower; the clone writes into a fresh upper.
-    auto t_layers = Clock::now();
-    ASSIGN_OR_RETURN(auto refreshed, layers_->FreezeIfDirty());
-    if (refreshed) {
-      GuestMounts gm;
-      gm.tmp = std::move(refreshed->tmp);
-      gm.workspace = std::move(refreshed->workspace);
-      gm.replace = true;
-      gm.retired = &retired_;
-      RETURN_IF_ERROR(InjectGuestMounts(init_pid_, std::move(gm), layout_));
-    }
-    ASSIGN_OR_RETURN(WritableMounts clone_disk, layers_->ForClone());
-    Log("fork: disk layers ready in " +
-        std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t_layers).count()) +
-        " us (" + (refreshed ? "golden's layer frozen, " : "") + std::to_string(layers_->frozen_layers()) +
-        " frozen)");
-    UniqueFd log(::open(cp.log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600));
-    if (!log.valid()) return ErrnoStatus("open " + cp.log, errno);
-    CgroupLimits limits;
-    limits.cpus = clone.spec.cpus;
-    limits.cpuset = clone.cpuset;
-    limits.mem_bytes = clone.spec.mem_mib << 20;
-    RETURN_IF_ERROR(cg.Create(limits));
-    auto deadline = Clock::now() + kCloneStepTimeout;
-    if (cuda_) {
-      // The clone's own endpoint, then the daemon's GPU fork of the golden's
-      // session into a clone session of that machine. The golden's cudart
-      // shim waits for the daemon's order inside the FORK line's
-      // prepare_fork hook and takes the clone's token from it.
-      ASSIGN_OR_RETURN(clone_endpoint, AttachCudaMachine(*cuda_, req.clone, cp.cuda_sock, cg.dirs(),
-                                                         clone.spec.gpu_mem_mib << 20));
-      ASSIGN_OR_RETURN(cuda_fork, SendCudaMachineFork(*cuda_, name_, golden_pid_, req.clone, req.share,
-                                                      static_cast<int>(kCudaForkTimeout.count() * 1000)));
-      deadline = Clock::now() + kCudaForkTimeout;
-    }
-
-    next_index_++;
-    RETURN_IF_ERROR(SendLine(golden_->fd.get(), "FORK " + std::to_string(index) + " " + req.clone + " " +
-                                                    req.share + " -"));
-    bool gpu_fork = cuda_.has_value();
-    // The daemon answers early only when it will not fork the golden's GPU
-    // session: no session (a CPU-only golden) or an error.
-    auto daemon_answered = [&]() -> Status {
-      auto rep = ReadCudaMachineFork(cuda_fork.get(), Clock::now() + std::chrono::seconds(1));
-      cuda_fork.Reset();
-      if (rep.ok()) return Internal("the CUDA daemon finished a fork before the golden forked");
-      if (rep.status().code() == static_cast<int32_t>(Code::kNotFound)) {
-        gpu_fork = false;
-        return Status::Ok();
-      }
-      return Status(rep.status().code(), "GPU fork: " + rep.status().message());
-    };
-    // Wait for C1's connection; the golden may report a failed fork instead.
-    while (!c1) {
-      struct pollfd p[3] = {{fp_listen_.get(), POLLIN, 0}, {golden_->fd.get(), POLLIN, 0}, {cuda_fork.get(), POLLIN, 0}};
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      if (left <= 0) return Timeout("the golden did not fork in time");
-      if (::poll(p, 3, static_cast<int>(left)) < 0 && errno != EINTR) return ErrnoStatus("poll", errno);
-      if (cuda_fork.valid() && p[2].revents) RETURN_IF_ERROR(daemon_answered());
-      if (p[1].revents) {
-        Status f = Fill(*golden_, deadline);
-        if (!f.ok()) return Unavailable("the golden left its forkpoint: " + f.message());
-        while (auto line = PopLine(*golden_)) {
-          int i, r;
-          if (std::sscanf(line->c_str(), "FORKED %d %d", &i, &r) == 2 && i == index && r < 0) {
-            // A GPU fork the daemon gave up on cancels the golden's wait: its
-            // reason is the one to report.
-            if (cuda_fork.valid()) RETURN_IF_ERROR(daemon_answered());
-            return Internal("the golden could not fork: " + std::string(std::strerror(-r)));
-          }
-        }
-      }
-      if (p[0].revents) {
-        int fd = ::accept4(fp_listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) continue;
-        Conn c;
-        c.kind = Conn::kClone;
-        c.fd.Reset(fd);
-        c.peer = PeerPid(fd);
-        int one = 1;
-        ::setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one);
-        auto line = ReadLine(c, std::min(deadline, Clock::now() + std::chrono::seconds(2)));
-        int i;
-        if (line.ok() && std::sscanf(line->c_str(), "CLONE %d", &i) == 1 && i == index &&
-            ParentPid(c.peer) == golden_pid_) {
-          c1.emplace(std::move(c));
-        } else {
-          (void)SendLine(fd, "ERR 16 a fork is in progress");
-        }
-      }
-    }
-    RETURN_IF_ERROR(cg.AddProcess(c1->peer));
-    RETURN_IF_ERROR(SendLine(c1->fd.get(), "MOVED"));
-    ASSIGN_OR_RETURN(std::string line, ReadLine(*c1, deadline));
-    if (line != "UNSHARED") return Internal("clone setup failed: " + line);
+Status Supervisor::DoForks(const PendingFork& req, std::vector<CloneWork>* works, ForkRun* run) {
+  run->share = req.share;
+  run->t0 = Clock::now();
+  for (const auto& name : req.clones) {
+    ASSIGN_OR_RETURN(MachineRecord rec, store_->Get(name));
+    if (rec.golden != name_ || rec.state != kStateForking)
+      return WrongState("machine '" + name + "' is not a clone being forked from '" + name_ + "'");
+    works->emplace_back(home_, layout_, name);
+    works->back().rec = std::move(rec);
+  }
+  // The golden's writable layer, frozen once for all of them when it changed.
+  auto t_layers = Clock::now();
+  ASSIGN_OR_RETURN(auto refreshed, layers_->FreezeIfDirty());
+  if (refreshed) {
     GuestMounts gm;
-    gm.tmp = std::move(clone_disk.tmp);
-    gm.workspace = std::move(clone_disk.workspace);
-    gm.cgroupfs = true;
+    gm.tmp = std::move(refreshed->tmp);
+    gm.workspace = std::move(refreshed->workspace);
     gm.replace = true;
-    if (cuda_) gm.cuda_sock = cp.cuda_sock;
-    RETURN_IF_ERROR(InjectGuestMounts(c1->peer, std::move(gm), layout_));
-    RETURN_IF_ERROR(SendLine(c1->fd.get(), "READY", log.get()));
-    pid_t init = 0;
-    ASSIGN_OR_RETURN(line, ReadLine(*c1, deadline, &init));
-    if (line != "INIT" || init <= 0 || !InMachineCgroup(init, req.clone))
-      return Internal("clone did not come up: " + line);
-    if (gpu_fork && cuda_fork.valid()) {
-      // Done when the clone's program has re-attached as the clone session
-      // (its first CUDA call, the handshake, served).
-      auto rep = ReadCudaMachineFork(cuda_fork.get(), deadline);
-      if (!rep.ok()) return Status(rep.status().code(), "GPU fork: " + rep.status().message());
-      Log("GPU fork into '" + req.clone + "': " + *rep);
+    gm.retired = &retired_;
+    RETURN_IF_ERROR(InjectGuestMounts(init_pid_, std::move(gm), layout_));
+  }
+  for (auto& w : *works) RETURN_IF_ERROR(PrepareClone(w));
+  Log("fork: " + std::to_string(works->size()) + " clone(s) prepared in " +
+      std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t_layers).count()) +
+      " us (" + (refreshed ? "golden's layer frozen, " : "") + std::to_string(layers_->frozen_layers()) +
+      " frozen layers)");
+  auto c1_deadline = Clock::now() + kCloneStepTimeout;
+  if (cuda_) {
+    // One daemon request for every clone; the golden's cudart shim waits for
+    // the daemon's order inside each FORK line's prepare_fork hook and takes
+    // that clone's token from it.
+    ASSIGN_OR_RETURN(run->cuda_fork, SendCudaMachineFork(*cuda_, name_, golden_pid_, req.clones, req.share,
+                                                         static_cast<int>(kCudaForkTimeout.count() * 1000)));
+    run->daemon_asked_ms = std::chrono::duration<double, std::milli>(Clock::now() - run->t0).count();
+    run->gpu_fork = true;
+    // The first clone's order comes once the daemon has built them all.
+    c1_deadline = Clock::now() + kCudaForkTimeout;
+  }
+  Status s = Status::Ok();
+  size_t k = 0;
+  for (; k < works->size(); ++k) {
+    s = ForkClone((*works)[k], *run, k == 0 ? c1_deadline : Clock::now() + kCloneStepTimeout);
+    if (!s.ok()) break;
+  }
+  if (s.ok() && run->gpu_fork && run->cuda_fork.valid()) {
+    // Done when every clone's program has re-attached as its clone session
+    // (its first CUDA call, the handshake, served).
+    auto rep = ReadCudaMachineFork(run->cuda_fork.get(), Clock::now() + kCudaForkTimeout);
+    // No CUDA session after all (its answer came after the first child): the
+    // golden forked as a CPU program, with no GPU order to wait for.
+    if (rep.status().code() == static_cast<int32_t>(Code::kNotFound)) {
+      run->gpu_fork = false;
+      return s;
     }
-    c1->cuda = std::move(clone_endpoint);
-    c1->clone = req.clone;
-    *init_out = init;
-    *index_out = index;
-    int64_t start = ProcessStartTime(init);
-    RETURN_IF_ERROR(Update(req.clone, [&](MachineRecord& r) {
-      r.state = kStateRunning;
-      r.fork_index = index;
-      r.init_pid = init;
-      r.init_start = start;
-      r.supervisor_pid = ::getpid();
-      r.supervisor_start = ProcessStartTime(::getpid());
-      r.started_at = NowSeconds();
-      r.run_id++;
-      return Status::Ok();
-    }));
-    conns_.push_back(std::move(*c1));
-    c1.reset();
-    return Status::Ok();
-  }();
-  if (!s.ok()) {
-    (void)cleanup(s);
-    (void)store_->Transaction([&]() -> Status {
-      ASSIGN_OR_RETURN(auto r, store_->Find(req.clone));
-      if (r && r->state == kStateForking) return store_->Delete(req.clone);
-      return Status::Ok();
-    });
+    if (!rep.ok()) return Status(rep.status().code(), "GPU fork: " + rep.status().message());
+    auto lines = nlohmann::json::parse(*rep, nullptr, false);
+    if (!lines.is_array() || lines.size() != works->size())
+      return Internal("GPU fork: the CUDA daemon's reply does not list " + std::to_string(works->size()) + " clones");
+    for (size_t i = 0; i < works->size(); ++i) {
+      CloneWork& w = (*works)[i];
+      Log("GPU fork into '" + w.name + "': " + lines[i].dump());
+      // Serving: the daemon's own clock from the request's arrival to the
+      // clone's first call, on ours from when the request met the golden.
+      double attached = run->daemon_asked_ms + lines[i].value("waited_ms", 0.0) + lines[i].value("ms", 0.0);
+      w.ms = std::max(w.ms, attached);
+    }
+  }
+  if (!s.ok() && run->released && !run->golden_gone) {
+    // The golden still holds the orders of the clones not forked: it spends
+    // them now, or a later request would fork with this one's tokens.
+    size_t first = k < works->size() && (*works)[k].order_spent ? k + 1 : k;
+    for (size_t j = first; j < works->size(); ++j) {
+      Status spent = SpendOrder((*works)[j].name, *run);
+      if (!spent.ok()) {
+        Log("fork: the golden's order for '" + (*works)[j].name + "' was not spent: " + spent.message());
+        break;
+      }
+    }
   }
   return s;
+}
+
+Status Supervisor::Commit(std::vector<CloneWork>& works) {
+  const int64_t now = NowSeconds();
+  const int64_t self_start = ProcessStartTime(::getpid());
+  RETURN_IF_ERROR(store_->Transaction([&]() -> Status {
+    for (auto& w : works) {
+      ASSIGN_OR_RETURN(auto r, store_->Find(w.name));
+      if (!r || r->state != kStateForking) return WrongState("machine '" + w.name + "' was removed while it was forked");
+      r->state = kStateRunning;
+      r->fork_index = w.index;
+      r->init_pid = w.init;
+      r->init_start = ProcessStartTime(w.init);
+      r->supervisor_pid = ::getpid();
+      r->supervisor_start = self_start;
+      r->started_at = now;
+      r->run_id++;
+      RETURN_IF_ERROR(store_->Put(*r));
+    }
+    return Status::Ok();
+  }));
+  for (auto& w : works) {
+    w.conn->cuda = std::move(w.endpoint);
+    w.conn->clone = w.name;
+    conns_.push_back(std::move(*w.conn));
+    w.conn.reset();
+  }
+  return Status::Ok();
+}
+
+void Supervisor::Answer(const PendingFork& req, const Status& s, const std::vector<CloneWork>& works) {
+  int fd = req.ctl->fd.get();
+  if (!s.ok()) {
+    (void)SendLine(fd, ErrLine(s));
+    return;
+  }
+  if (!req.batch) {
+    (void)SendLine(fd, "OK " + std::to_string(works[0].index) + " " + std::to_string(works[0].init));
+    return;
+  }
+  for (const auto& w : works) {
+    char line[160];
+    std::snprintf(line, sizeof line, "CLONE %s %d %d %.1f", w.name.c_str(), w.index, static_cast<int>(w.init), w.ms);
+    (void)SendLine(fd, line);
+  }
+  (void)SendLine(fd, "OK " + std::to_string(works.size()));
+}
+
+void Supervisor::DeleteForkingRows(const std::vector<std::string>& names) {
+  Status s = store_->Transaction([&]() -> Status {
+    for (const auto& n : names) {
+      ASSIGN_OR_RETURN(auto r, store_->Find(n));
+      if (r && r->state == kStateForking && r->golden == name_) RETURN_IF_ERROR(store_->Delete(n));
+    }
+    return Status::Ok();
+  });
+  if (!s.ok()) Log("removing the rows of clones not made: " + s.message());
+}
+
+void Supervisor::DropPending(const PendingFork& req, const Status& why) {
+  (void)SendLine(req.ctl->fd.get(), ErrLine(why));
+  req.ctl->dead = true;
+  DeleteForkingRows(req.clones);
 }
 
 void Supervisor::ServeForks() {
   while (!pending_.empty() && golden_ != nullptr && !golden_->dead) {
     PendingFork req = pending_.front();
     pending_.pop_front();
-    if (req.ctl->dead) continue;
-    int index = -1;
-    pid_t init = 0;
+    const std::string what = req.clones.size() == 1 ? "'" + req.clones[0] + "'" : std::to_string(req.clones.size()) + " clones";
+    if (req.ctl->dead || PeerHungUp(req.ctl->fd.get())) {
+      DropPending(req, Cancelled("the fork of " + what + " was cancelled by its caller"));
+      continue;
+    }
+    std::vector<CloneWork> works;
+    ForkRun run;
     auto t0 = Clock::now();
-    Status s = DoFork(req, &index, &init);
+    Status s = DoForks(req, &works, &run);
+    if (s.ok() && PeerHungUp(req.ctl->fd.get()))
+      s = Cancelled("the fork of " + what + " was cancelled by its caller (Ctrl-C); its clones are removed");
+    if (s.ok()) s = Commit(works);
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
     if (s.ok()) {
-      Log("fork: clone " + std::to_string(index) + " '" + req.clone + "' pid " + std::to_string(init) +
+      for (const auto& w : works)
+        Log("fork: clone " + std::to_string(w.index) + " '" + w.name + "' pid " + std::to_string(w.init) +
+            " ms=" + std::to_string(static_cast<int64_t>(w.ms)));
+      Log("fork: " + std::to_string(works.size()) + " clone(s) in one request" + (run.gpu_fork ? " (one GPU fork)" : "") +
           " ms=" + std::to_string(ms));
-      (void)SendLine(req.ctl->fd.get(), "OK " + std::to_string(index) + " " + std::to_string(init));
     } else {
-      Log("fork of '" + req.clone + "' failed: " + s.message());
-      (void)SendLine(req.ctl->fd.get(), ErrLine(s));
+      Log("fork of " + what + " failed: " + s.message());
+      for (auto& w : works) UndoClone(w);
+      DeleteForkingRows(req.clones);
     }
+    run.cuda_fork.Reset();
+    Answer(req, s, works);
     req.ctl->dead = true;
-    if (s.code() == static_cast<int32_t>(Code::kUnavailable)) golden_->dead = true;
+    if (run.golden_gone) golden_->dead = true;
   }
   // After the replies: dropping the golden's old overlays may take a while
   // (their cached dentries go with them).

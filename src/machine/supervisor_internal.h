@@ -1,7 +1,8 @@
 // The supervisor's object (supervisor.h is its entry point): one Supervisor
 // per supervisor process. Its start, event loop and end are in supervisor.cc;
-// the fork of a clone (the host side of guest/forkpoint_wire.h, and the CUDA
-// daemon's half for --cuda machines) is in supervisor_fork.cc.
+// a fork request for one or many clones (and the CUDA daemon's half for
+// --cuda machines) in supervisor_fork.cc; the making of one clone (the host
+// side of guest/forkpoint_wire.h) in supervisor_clone.cc.
 // Internal to src/machine; used by the supervisor process's one thread.
 #pragma once
 
@@ -32,12 +33,40 @@ namespace smolvm::machine {
 class Supervisor {
  public:
   using Clock = std::chrono::steady_clock;
-  // A FORK request on the control socket, served once the golden waits at its forkpoint.
+  // A FORK or FORKN request on the control socket, served once the golden
+  // waits at its forkpoint. Its clones' store rows exist (state forking).
   struct PendingFork {
     Conn* ctl;
-    std::string clone;
+    std::vector<std::string> clones;
     std::string share;
     Clock::time_point deadline;
+    bool batch = false;  // FORKN: "CLONE ..." lines then "OK <n>"; FORK: "OK <index> <pid>"
+  };
+  // One clone of a request, while it is made (supervisor_clone.cc).
+  struct CloneWork {
+    CloneWork(const std::string& home, const CgroupLayout& layout, const std::string& clone)
+        : name(clone), paths(home, clone), cg(layout, clone) {}
+    std::string name;
+    MachineRecord rec;
+    MachinePaths paths;
+    MachineCgroup cg;
+    WritableMounts disk;       // its /tmp and /workspace, mounted into it when it comes up
+    UniqueFd log, endpoint;    // its log; --cuda: holds its CUDA endpoint in the daemon
+    std::optional<Conn> conn;  // C1's connection, then its init's (forkpoint_wire.h)
+    int index = -1;
+    pid_t init = 0;            // host pid of its init, once up
+    double ms = 0;             // the request met the golden at its forkpoint -> this clone up (serving)
+    bool order_spent = false;  // the golden took its order (forked for it, or failed to)
+  };
+  // What a request's forks share: the daemon's one GPU fork of all its clones.
+  struct ForkRun {
+    std::string share;
+    Clock::time_point t0;      // the request met the golden at its forkpoint
+    double daemon_asked_ms = 0;  // t0 -> the daemon's request sent
+    UniqueFd cuda_fork;        // --cuda: the daemon's reply arrives here
+    bool gpu_fork = false;     // the golden's CUDA session is forked too
+    bool released = false;     // the golden got its GPU orders (the daemon gives them all at once)
+    bool golden_gone = false;  // the golden's connection failed: it left its forkpoint
   };
 
   Supervisor(std::string home, std::string name, int64_t run_id)
@@ -51,6 +80,8 @@ class Supervisor {
   // start first) before the golden forks.
   static constexpr auto kCudaForkTimeout = std::chrono::seconds(60);
   static constexpr size_t kMaxGuestConns = 32;
+  // Clones in one FORKN request.
+  static constexpr size_t kMaxForkCount = 1024;
 
   static int64_t NowSeconds() { return static_cast<int64_t>(::time(nullptr)); }
   static Status MkDirOwned(const std::string& path, mode_t mode, int64_t uid);
@@ -61,9 +92,26 @@ class Supervisor {
   void Finish(int status);
   void Accept(int listen_fd, Conn::Kind kind);
   void OnLine(Conn& c, const std::string& line);
-  // supervisor_fork.cc: forks asked for on the control socket, one at a time.
+  // supervisor_fork.cc: fork requests on the control socket, one at a time.
   void ServeForks();
-  Status DoFork(const PendingFork& req, int* index, pid_t* init_pid);
+  // Makes every clone of req, the golden's GPU session forked for all of them
+  // in one daemon request; on failure spends the golden's orders left and
+  // returns with *works holding what must be undone.
+  Status DoForks(const PendingFork& req, std::vector<CloneWork>* works, ForkRun* run);
+  // The clones made: running in the store, their init connections watched.
+  Status Commit(std::vector<CloneWork>& works);
+  void Answer(const PendingFork& req, const Status& s, const std::vector<CloneWork>& works);
+  // A request that never ran (timed out, cancelled, the golden stopped):
+  // its answer, and its clones' rows removed.
+  void DropPending(const PendingFork& req, const Status& why);
+  void DeleteForkingRows(const std::vector<std::string>& names);
+  // supervisor_clone.cc: one clone.
+  Status PrepareClone(CloneWork& w);
+  Status ForkClone(CloneWork& w, ForkRun& run, Clock::time_point c1_deadline);
+  // The golden holds a GPU order for a clone that will not be made: it forks
+  // a child that is turned away, so no order is left for a later request.
+  Status SpendOrder(const std::string& clone, ForkRun& run);
+  void UndoClone(CloneWork& w);
   void CloneEnded(Conn& c);
   Status Update(const std::string& name, const std::function<Status(MachineRecord&)>& fn);
   void Log(const std::string& msg);

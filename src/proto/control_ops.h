@@ -41,10 +41,12 @@
      connection removes the endpoint. */ \
   X(203, AdminMachineAttach, SYNC, \
     (F(str, machine) F(str, cgroups) F(u64, gpu_mem_bytes)), ()) \
-  /* fork the session of host pid golden_pid in golden_machine into one clone that \
-     belongs to clone_machine (attached before); reply: one JSON line */ \
+  /* fork the session of host pid golden_pid in golden_machine into one clone per machine \
+     of clone_machines (newline-separated, each attached before); several clones are built, \
+     then released to the golden together, in that order; reply: one JSON line per clone, \
+     in that order */ \
   X(204, AdminMachineFork, SYNC, \
-    (F(str, golden_machine) F(u32, golden_pid) F(str, clone_machine) F(u32, share) \
+    (F(str, golden_machine) F(u32, golden_pid) F(str, clone_machines) F(u32, share) \
      F(u32, wait_ms)), (F(str, json))) \
   /* -- daemon <-> worker control link (same binary on both ends) ------- */ \
   /* worker -> daemon once its context and arena are up */ \

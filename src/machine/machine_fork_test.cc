@@ -1,0 +1,218 @@
+// `machine fork --count N` as one request (issue 18): the golden's supervisor
+// makes all N clone machines and, for a --cuda golden, asks the CUDA daemon
+// (here on the fake backend) once for all N GPU sessions; a request cancelled
+// by its caller (Ctrl-C) leaves nothing behind: no store row, cgroup,
+// directory, mount or CUDA session, and the golden forks again as before.
+#include <sys/socket.h>
+
+#include <chrono>
+#include <thread>
+
+#include "machine/machine_test_fixture.h"
+#include "machine/paths.h"
+#include "machine/store.h"
+#include "machine/supervisor_conn.h"
+#include "transport/unix_channel.h"
+
+namespace smolvm::machine::testing_support {
+namespace {
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+class MachineForkTest : public MachineTest {
+ protected:
+  nlohmann::json Status() { return nlohmann::json::parse(Cli({"cuda", "status", "--json"}).out, nullptr, false); }
+  bool InCgroup(const std::string& name, int pid) {
+    auto layout = DetectCgroups();
+    std::istringstream in(Slurp(layout->hierarchies[0].mount_point + "/" + cgroup_parent_ + "/" + name + "/cgroup.procs"));
+    for (int p; in >> p;)
+      if (p == pid) return true;
+    return false;
+  }
+  std::string WaitForFile(const std::string& path) {
+    for (int i = 0; i < 1000 && Slurp(path).find('\n') == std::string::npos; ++i) usleep(10000);
+    return Slurp(path);
+  }
+#ifdef SMOLVM_SHIM_PROG_DIR
+  // A --cuda golden running prog_fork, waiting at its forkpoint; its clones
+  // write <out>/clone<i>.txt and hold until <out>/exit exists.
+  void StartCudaGolden(const std::string& out) {
+    fs::create_directories(out);
+    chmod(out.c_str(), 0777);
+    ASSERT_EQ(Cli({"machine", "create", "--name", "gold", "--cpus", "1", "--cuda", "--gpu-mem", "256", "-e",
+                   "PROG_FORK_HOLD=1", "-v", std::string(SMOLVM_SHIM_PROG_DIR) + ":/opt/bin:ro", "-v", out + ":/out",
+                   "--", "/opt/bin/prog_fork", "/out"})
+                  .rc,
+              0);
+    ASSERT_EQ(Cli({"machine", "start", "--name", "gold", "--forkable"}).rc, 0);
+    for (int i = 0; i < 1000 && Find("gold")["detail"] != "at forkpoint"; ++i) usleep(10000);
+    ASSERT_EQ(Find("gold")["detail"], "at forkpoint") << Logs("gold");
+  }
+#endif
+  // What `machine fork` stores before it asks the supervisor (machines.cc).
+  void InsertForkingRows(const std::vector<std::string>& names) {
+    auto store = Store::Open(home_);
+    ASSERT_TRUE(store.ok());
+    auto g = (*store)->Get("gold");
+    ASSERT_TRUE(g.ok());
+    for (const auto& n : names) {
+      MachineRecord c;
+      c.name = n;
+      c.spec = g->spec;
+      c.state = kStateForking;
+      c.golden = "gold";
+      c.uid_base = g->uid_base;
+      c.supervisor_pid = g->supervisor_pid;
+      c.supervisor_start = g->supervisor_start;
+      ASSERT_TRUE((*store)->Insert(c).ok());
+    }
+  }
+  void ExpectNoClone(const std::string& name) {
+    EXPECT_TRUE(Find(name).is_null()) << name;
+    EXPECT_FALSE(fs::exists(home_ + "/machines/" + name)) << name;
+    for (const auto& cg : LeftoverCgroups()) EXPECT_EQ(cg.find("/" + name), std::string::npos) << cg;
+    auto st = Status();
+    if (!st.is_object()) return;  // no CUDA daemon (a CPU golden)
+    for (const auto& s : st["sessions"]) EXPECT_NE(s["machine"], name) << st.dump();
+    for (const auto& m : st["machines"]) EXPECT_NE(m["machine"], name) << st.dump();
+  }
+};
+
+#ifdef SMOLVM_SHIM_PROG_DIR
+TEST_F(MachineForkTest, CountFourOfACudaGoldenIsOneDaemonForkRequest) {
+  std::string out = scratch_ + "/vol-out";
+  StartCudaGolden(out);
+  CliRun r = Cli({"machine", "fork", "--golden", "gold", "--count", "4", "--name-prefix", "kid", "--share-weights"});
+  ASSERT_EQ(r.rc, 0) << r.err << Logs("gold");
+  for (int i = 0; i < 4; ++i) {
+    std::string name = "kid-" + std::to_string(i);
+    EXPECT_NE(r.out.find("forked " + name + " (index " + std::to_string(i) + ")"), std::string::npos) << r.out;
+    std::string report = WaitForFile(out + "/clone" + std::to_string(i) + ".txt");
+    EXPECT_NE(report.find("clone " + std::to_string(i) + " table=1 frozen=1 private=1 pinned=1 own_private=1 cow=1"),
+              std::string::npos)
+        << report << Logs(name) << Logs("gold");
+    auto m = Find(name);
+    ASSERT_FALSE(m.is_null());
+    EXPECT_EQ(m["state"], "running");
+    EXPECT_EQ(m["golden"], "gold");
+    EXPECT_EQ(m["fork_index"], i);
+    EXPECT_EQ(Sh(name, "hostname; echo $SMOLVM_FORK_INDEX $SMOLVM_FORK_NAME").out,
+              name + "\n" + std::to_string(i) + " " + name + "\n");
+  }
+  // One GPU fork for all four: the daemon logged one fork of 4 clones, the
+  // supervisor one request.
+  std::string daemon_log = Slurp(home_ + "/cuda/daemon.log");
+  EXPECT_EQ(Count(daemon_log, "clones attached"), 1u) << daemon_log;
+  EXPECT_EQ(Count(daemon_log, ": 4 clones attached"), 1u) << daemon_log;
+  EXPECT_EQ(Count(daemon_log, "fork: clone "), 4u) << daemon_log;
+  std::string gold_log = Logs("gold");
+  EXPECT_NE(gold_log.find("fork: 4 clone(s) in one request (one GPU fork)"), std::string::npos) << gold_log;
+  // Clone i's GPU session: the daemon's clone i, attached by a process of
+  // machine kid-i, its worker in kid-i's cgroup.
+  for (int i = 0; i < 4; ++i) {
+    std::string name = "kid-" + std::to_string(i);
+    std::string tag = "GPU fork into '" + name + "': ";
+    size_t at = gold_log.find(tag);
+    ASSERT_NE(at, std::string::npos) << gold_log;
+    auto line = nlohmann::json::parse(gold_log.substr(at + tag.size(), gold_log.find('\n', at) - at - tag.size()));
+    EXPECT_EQ(line["clone"], i);
+    EXPECT_TRUE(InCgroup(name, line["host_pid"].get<int>())) << name << " " << line.dump();
+    EXPECT_GT(line["shared"], 0);
+  }
+  auto st = Status();
+  int clones = 0;
+  for (const auto& s : st["sessions"]) {
+    if (s["role"] != "clone") continue;
+    ++clones;
+    EXPECT_TRUE(InCgroup(s["machine"], s["worker_pid"].get<int>())) << s.dump();
+  }
+  EXPECT_EQ(clones, 4) << st.dump();
+  std::ofstream(out + "/exit").flush();
+  r = Cli({"machine", "rm", "--name", "gold", "--cascade"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  for (int i = 0; i < 500 && !Status()["sessions"].empty(); ++i) usleep(10000);
+  EXPECT_EQ(Status()["sessions"].size(), 0u);
+}
+#endif
+
+// Ctrl-C while the request waits for the golden's forkpoint: exit 130, the
+// clones' rows gone; the golden forks normally once it gets there.
+TEST_F(MachineForkTest, CtrlCBeforeTheForkpointLeavesNoClone) {
+  ASSERT_EQ(Cli({"machine", "create", "--name", "late", "-v", bin_dir_ + ":/opt/bin:ro", "--", "sh", "-c",
+                 "while [ ! -e /tmp/go ]; do sleep 0.05; done; exec /opt/bin/golden"})
+                .rc,
+            0);
+  ASSERT_EQ(Cli({"machine", "start", "--name", "late", "--forkable"}).rc, 0);
+  pid_t cli = fork();
+  if (cli == 0) {
+    int fd = open((scratch_ + "/fork.out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    execl(SMOLVM_CLI, "smolvm", "machine", "fork", "--golden", "late", "--count", "3", "--name-prefix", "t",
+          "--timeout", "60", nullptr);
+    _exit(127);
+  }
+  // The request is queued once its rows exist; give it a moment to arrive.
+  for (int i = 0; i < 500 && Find("t-2").is_null(); ++i) usleep(10000);
+  ASSERT_FALSE(Find("t-2").is_null());
+  usleep(200000);
+  kill(cli, SIGINT);
+  int status;
+  waitpid(cli, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 130) << status << Slurp(scratch_ + "/fork.out");
+  EXPECT_NE(Slurp(scratch_ + "/fork.out").find("cancelled"), std::string::npos) << Slurp(scratch_ + "/fork.out");
+  for (const char* n : {"t-0", "t-1", "t-2"}) ExpectNoClone(n);
+  EXPECT_EQ(Sh("late", "touch /tmp/go").rc, 0);
+  CliRun r = Cli({"machine", "fork", "--golden", "late", "--count", "2", "--name-prefix", "k"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(WaitForLog("k-1", "clone idx=1 counter=43")) << Logs("k-1");
+  ASSERT_EQ(Cli({"machine", "rm", "--name", "late", "--cascade", "--grace", "1"}).rc, 0);
+}
+
+#ifdef SMOLVM_SHIM_PROG_DIR
+// A request whose caller hangs up while its clones are being made (GPU
+// sessions built, children forked) is undone whole: no row, cgroup,
+// directory or CUDA session of its clones is left, and the golden, which
+// spent every order of that request, forks the next request normally.
+TEST_F(MachineForkTest, CancelledWhileForkingUndoesEveryClone) {
+  std::string out = scratch_ + "/vol-out";
+  StartCudaGolden(out);
+  std::vector<std::string> names;
+  for (int i = 0; i < 8; ++i) names.push_back("gone-" + std::to_string(i));
+  InsertForkingRows(names);
+  auto sock = ConnectUnix(MachinePaths(home_, "gold").ctl_sock);
+  ASSERT_TRUE(sock.ok());
+  std::string req = "FORKN on 10000";
+  for (const auto& n : names) req += " " + n;
+  ASSERT_TRUE(SendLine(sock->get(), req).ok());
+  // Cancel once the supervisor has started on the clones.
+  for (int i = 0; i < 5000 && !fs::exists(home_ + "/machines/gone-0"); ++i) usleep(1000);
+  ASSERT_TRUE(fs::exists(home_ + "/machines/gone-0"));
+  ASSERT_EQ(shutdown(sock->get(), SHUT_WR), 0);
+  Conn c;
+  c.kind = Conn::kCtl;
+  c.fd = std::move(*sock);
+  auto answer = ReadLine(c, SupervisorClock::now() + std::chrono::seconds(60));
+  ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+  EXPECT_EQ(answer->rfind("ERR 200002 ", 0), 0u) << *answer << Logs("gold");
+  EXPECT_NE(answer->find("its clones are removed"), std::string::npos) << *answer;
+  for (const auto& n : names) ExpectNoClone(n);
+  // The golden went back to its forkpoint with no order left over.
+  CliRun r = Cli({"machine", "fork", "--golden", "gold", "--count", "2", "--name-prefix", "kid", "--share-weights"});
+  ASSERT_EQ(r.rc, 0) << r.err << Logs("gold");
+  for (int i = 0; i < 2; ++i) {
+    std::string report = WaitForFile(out + "/clone" + std::to_string(8 + i) + ".txt");
+    EXPECT_NE(report.find("clone " + std::to_string(8 + i) + " table=1 frozen=1 private=1"), std::string::npos)
+        << report << Logs("kid-" + std::to_string(i));
+  }
+  std::ofstream(out + "/exit").flush();
+  ASSERT_EQ(Cli({"machine", "rm", "--name", "gold", "--cascade"}).rc, 0);
+}
+#endif
+
+}  // namespace
+}  // namespace smolvm::machine::testing_support
