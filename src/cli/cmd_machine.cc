@@ -17,7 +17,7 @@ void RegisterMachineCommands(CLI::App& app, int* exit_code) {
   machine->require_subcommand(1);
   machine->footer(
       "Exit codes: 0 ok (exec: the command's code), 1 host failure, 2 invalid argument, 3 no such machine, "
-      "4 name taken, 5 wrong state, 6 timeout, 7 needs root. State lives in $SMOLVM_HOME "
+      "4 name taken, 5 wrong state, 6 timeout, 7 needs root, 130 fork cancelled. State lives in $SMOLVM_HOME "
       "(default ~/.local/share/smolvm).");
   AddMachineCreate(*machine, exit_code);
   AddMachineStart(*machine, exit_code);
