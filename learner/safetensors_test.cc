@@ -31,6 +31,87 @@ TEST(SafetensorsTest, WriteThenReadBack) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data) % 8, 0u);
 }
 
+// A tensor over several read threads (8 MiB pieces) and one within a piece,
+// at offsets that are not page-aligned.
+std::vector<TensorSpec> ReadSpecs(std::vector<uint8_t>& big) {
+  big.resize(size_t{20} << 20 | 6);
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (uint8_t& b : big) b = static_cast<uint8_t>((x = x * 6364136223846793005ull + 1442695040888963407ull) >> 56);
+  return {{"small", "BF16", {3}, [](uint8_t* p) { std::memcpy(p, "abcdef", 6); }},
+          {"big", "U8", {static_cast<int64_t>(big.size())}, [&big](uint8_t* p) { std::memcpy(p, big.data(), big.size()); }}};
+}
+
+TEST(SafetensorsTest, ReadingGivesTheMappedBytesWithoutAMapping) {
+  std::string d = testing::TempDir("stread");
+  std::vector<uint8_t> big;
+  ASSERT_TRUE(WriteSafetensors(d + "/r.safetensors", ReadSpecs(big)).ok());
+  auto mapped = SafetensorsFile::Open(d + "/r.safetensors");
+  auto unmapped = SafetensorsFile::Open(d + "/r.safetensors", TensorAccess::kRead);
+  ASSERT_TRUE(mapped.ok() && unmapped.ok()) << unmapped.status().ToString();
+  const TensorView& m = (*mapped)->tensors().at("big");
+  const TensorView& u = (*unmapped)->tensors().at("big");
+  EXPECT_EQ(u.data, nullptr) << "kRead maps nothing";
+  EXPECT_EQ(u.offset, m.offset);
+  EXPECT_NE(m.data, nullptr);
+  std::vector<uint8_t> got(big.size());
+  ASSERT_TRUE(ReadTensorBytes(u, 0, got.size(), got.data()).ok());
+  EXPECT_TRUE(got == big) << "all of it, over three threads";
+  EXPECT_EQ(std::memcmp(m.data, big.data(), big.size()), 0);
+  // Pieces at odd offsets, as a staging buffer smaller than the tensor takes them.
+  for (size_t from : {size_t{1}, size_t{4095}, size_t{9} << 20}) {
+    size_t n = std::min(big.size() - from, (size_t{9} << 20) + 3);
+    std::vector<uint8_t> part(n);
+    ASSERT_TRUE(ReadTensorBytes(u, from, n, part.data()).ok());
+    EXPECT_EQ(std::memcmp(part.data(), big.data() + from, n), 0) << from;
+  }
+  char small[6];
+  ASSERT_TRUE(ReadTensorBytes((*unmapped)->tensors().at("small"), 0, 6, small).ok());
+  EXPECT_EQ(std::string(small, 6), "abcdef");
+  // Outside the tensor: refused, by name.
+  Status s = ReadTensorBytes(u, big.size() - 2, 3, got.data());
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("tensor big"), std::string::npos) << s.ToString();
+  // Through a model directory too.
+  ASSERT_EQ(std::rename((d + "/r.safetensors").c_str(), (d + "/model.safetensors").c_str()), 0);
+  auto files = ModelFiles::Open(d, TensorAccess::kRead);
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  auto v = (*files)->Get("small", "BF16", {3});
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->data, nullptr);
+  ASSERT_TRUE(ReadTensorBytes(*v, 2, 4, small).ok());
+  EXPECT_EQ(std::string(small, 4), "cdef");
+}
+
+TEST(SafetensorsTest, AFileTruncatedAfterOpenIsAnErrorNotACrash) {
+  // Through a mapping this would be SIGBUS; through pread it is a message.
+  std::string d = testing::TempDir("sttrunc");
+  std::vector<uint8_t> big;
+  ASSERT_TRUE(WriteSafetensors(d + "/t.safetensors", ReadSpecs(big)).ok());
+  auto f = SafetensorsFile::Open(d + "/t.safetensors", TensorAccess::kRead);
+  ASSERT_TRUE(f.ok());
+  const TensorView& u = (*f)->tensors().at("big");
+  ASSERT_EQ(::truncate((d + "/t.safetensors").c_str(), static_cast<off_t>(u.offset + (size_t{10} << 20))), 0);
+  std::vector<uint8_t> got(big.size());
+  Status s = ReadTensorBytes(u, 0, got.size(), got.data());
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("t.safetensors is shorter than when it was opened"), std::string::npos) << s.ToString();
+  EXPECT_TRUE(ReadTensorBytes(u, 0, size_t{10} << 20, got.data()).ok()) << "what is still there reads";
+}
+
+TEST(SafetensorsTest, AHeaderLengthPast100MbIsCorrupt) {
+  std::string d = testing::TempDir("sthuge");
+  std::string path = d + "/h.safetensors";
+  {
+    std::ofstream f(path, std::ios::binary);
+    uint64_t n = 200'000'000;
+    f.write(reinterpret_cast<char*>(&n), 8);
+  }
+  ASSERT_EQ(::truncate(path.c_str(), 200'000'100), 0);  // sparse: the length fits the file
+  auto f = SafetensorsFile::Open(path);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("exceeds 100 MB"), std::string::npos) << f.status().ToString();
+}
+
 TEST(SafetensorsTest, RejectsCorruptFiles) {
   std::string d = testing::TempDir("stbad");
   auto write = [&](const std::string& name, const std::string& header, size_t data_bytes) {

@@ -120,7 +120,9 @@ int RunTrain(const TrainOptions& o) {
   if (!cfg.ok()) return Fail(cfg.status());
   if (o.maxseq > cfg->max_positions)
     return Fail(InvalidArgument("--maxseq exceeds the model's max_position_embeddings"));
-  auto files = ModelFiles::Open(o.model);
+  // The CPU runner computes from the mapping; the CUDA loader reads (pread)
+  // into its staging buffers.
+  auto files = ModelFiles::Open(o.model, device == "cpu" ? TensorAccess::kMapped : TensorAccess::kRead);
   if (!files.ok()) return Fail(files.status());
   LoraLayout layout = MakeLoraLayout(*cfg, o.lora_r, o.lora_alpha);
   std::vector<float> lora0 = InitLora(layout, o.seed);
