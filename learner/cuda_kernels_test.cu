@@ -348,11 +348,7 @@ Runners MakeBoth(bool nf4, uint64_t seed) {
   EXPECT_TRUE(w.ok());
   Runners r;
   r.cpu = MakeCpuRunner(std::move(*w), layout, init);
-  // The CUDA loader gets files opened without a mapping: it must read every
-  // byte through pread (a touch of the mapping would be a null dereference).
-  auto unmapped = ModelFiles::Open(dir, TensorAccess::kRead);
-  EXPECT_TRUE(unmapped.ok());
-  auto g = MakeCudaRunner(**unmapped, *cfg, nf4, layout, init, size_t{1} << 20);  // small staging: many chunks
+  auto g = MakeCudaRunner(**files, *cfg, nf4, layout, init, size_t{1} << 20);  // small staging: many chunks
   EXPECT_TRUE(g.ok()) << g.status().ToString();
   if (g.ok()) r.gpu = std::move(*g);
   // Move B off zero so every LoRA path carries signal.

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <thread>
 
 #include "learner/cuda/adamw.cuh"
 #include "learner/cuda/attention.cuh"
@@ -48,10 +49,8 @@ struct Layer {
   Proj p[kNumProj];
 };
 
-// Copies tensors from their files to the device through two pinned buffers:
-// each half is filled by pread (ReadTensorBytes, several threads) while the
-// other is on its way to the device. Reading, not faulting a mapping: no page
-// faults, the same speed from a pack as from a host directory.
+// Copies host memory (e.g. an mmap of a safetensors file) to the device
+// through two pinned buffers, host copies spread over a few threads.
 class Uploader {
  public:
   Status Init(DeviceAllocator& a, size_t staging_bytes, cudaStream_t s) {
@@ -69,11 +68,11 @@ class Uploader {
       if (pinned_[i]) cudaFreeHost(pinned_[i]);
     }
   }
-  Status Copy(void* dst, const TensorView& v) {
-    for (size_t off = 0; off < v.bytes; off += half_) {
-      size_t n = std::min(half_, v.bytes - off);
+  Status Copy(void* dst, const void* src, size_t bytes) {
+    for (size_t off = 0; off < bytes; off += half_) {
+      size_t n = std::min(half_, bytes - off);
       CUDA_RETURN(cudaEventSynchronize(done_[cur_]));
-      RETURN_IF_ERROR(ReadTensorBytes(v, off, n, pinned_[cur_]));
+      ParallelMemcpy(static_cast<uint8_t*>(pinned_[cur_]), static_cast<const uint8_t*>(src) + off, n);
       CUDA_RETURN(cudaMemcpyAsync(static_cast<uint8_t*>(dst) + off, pinned_[cur_], n, cudaMemcpyHostToDevice, stream_));
       CUDA_RETURN(cudaEventRecord(done_[cur_], stream_));
       cur_ ^= 1;
@@ -82,6 +81,18 @@ class Uploader {
   }
 
  private:
+  static void ParallelMemcpy(uint8_t* dst, const uint8_t* src, size_t n) {
+    constexpr size_t kPerThread = size_t{8} << 20;
+    unsigned threads = static_cast<unsigned>(std::min<size_t>(8, (n + kPerThread - 1) / kPerThread));
+    if (threads <= 1) return void(std::memcpy(dst, src, n));
+    size_t part = (n + threads - 1) / threads;
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < threads; ++t) {
+      size_t b = t * part, e = std::min(n, b + part);
+      if (b < e) pool.emplace_back([=] { std::memcpy(dst + b, src + b, e - b); });
+    }
+    for (auto& t : pool) t.join();
+  }
   size_t half_ = 0;
   cudaStream_t stream_ = nullptr;
   void* pinned_[2] = {nullptr, nullptr};
@@ -288,11 +299,11 @@ class CudaRunner final : public ModelRunner {
         uint8_t* dst = slab_ + offs[i];
         bool quant = nf4_ && s.kind == WeightKind::kLinear && s.name != "lm_head.weight";
         if (quant) {
-          RETURN_IF_ERROR(up.Copy(staging, views[i]));
+          RETURN_IF_ERROR(up.Copy(staging, views[i].data, views[i].bytes));
           RETURN_IF_ERROR(Nf4Quantize(staging, views[i].bytes / 2, dst, reinterpret_cast<float*>(slab_ + offs2[i]),
                                       stream_));
         } else {
-          RETURN_IF_ERROR(up.Copy(dst, views[i]));
+          RETURN_IF_ERROR(up.Copy(dst, views[i].data, views[i].bytes));
         }
         Bind(s.name, dst, reinterpret_cast<float*>(slab_ + offs2[i]), quant);
       }

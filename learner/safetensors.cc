@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "base/unique_fd.h"
@@ -39,11 +38,7 @@ size_t TensorSpec::Bytes() const {
   return n;
 }
 
-// The safetensors project's own limit: a header is JSON for at most a few
-// thousand tensors, so a larger length is a corrupt (or hostile) file.
-constexpr uint64_t kMaxHeaderBytes = 100'000'000;
-
-Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path, TensorAccess access) {
+Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return ErrnoStatus("cannot open model file " + path, errno);
   struct stat st;
@@ -53,39 +48,20 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string
   if (size < 8) return bad("shorter than its 8-byte header length");
   std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
   f->path_ = path;
-  f->size_ = size;
-  f->fds_.push_back(std::move(fd));
-  uint64_t header_len;
-  RETURN_IF_ERROR(f->Read(0, 0, 8, &header_len));
-  if (header_len > size - 8) return bad("header length " + std::to_string(header_len) + " exceeds the file");
-  if (header_len > kMaxHeaderBytes) return bad("header length " + std::to_string(header_len) + " exceeds 100 MB");
-  std::string text(header_len, '\0');
-  RETURN_IF_ERROR(f->Read(0, 8, header_len, text.data()));
-  json header = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!header.is_object()) return bad("header is not a JSON object");
-  const uint64_t data_start = 8 + header_len;
-  size_t data_bytes = size - 8 - header_len;
-  const uint8_t* data = nullptr;
-  if (access == TensorAccess::kMapped) {
-    f->map_ = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, f->fds_[0].get(), 0);
-    if (f->map_ == MAP_FAILED) {
-      f->map_ = nullptr;
-      return ErrnoStatus("cannot mmap " + path, errno);
-    }
-    f->map_bytes_ = size;
-    data = static_cast<const uint8_t*>(f->map_) + data_start;
-  } else {
-    // More descriptions of the very file opened (not the path again, which
-    // may name another file by now), each with its own readahead state.
-    std::string self = "/proc/self/fd/" + std::to_string(f->fds_[0].get());
-    while (f->fds_.size() < kReadStreams) {
-      UniqueFd again(::open(self.c_str(), O_RDONLY | O_CLOEXEC));
-      struct stat st2;
-      if (!again.valid() || fstat(again.get(), &st2) != 0 || st2.st_ino != st.st_ino || st2.st_dev != st.st_dev)
-        break;  // no /proc: the streams share the first description
-      f->fds_.push_back(std::move(again));
-    }
+  f->map_ = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+  if (f->map_ == MAP_FAILED) {
+    f->map_ = nullptr;
+    return ErrnoStatus("cannot mmap " + path, errno);
   }
+  f->map_bytes_ = size;
+  const uint8_t* base = static_cast<const uint8_t*>(f->map_);
+  uint64_t header_len;
+  std::memcpy(&header_len, base, 8);
+  if (header_len > size - 8) return bad("header length " + std::to_string(header_len) + " exceeds the file");
+  json header = json::parse(base + 8, base + 8 + header_len, nullptr, /*allow_exceptions=*/false);
+  if (!header.is_object()) return bad("header is not a JSON object");
+  const uint8_t* data = base + 8 + header_len;
+  size_t data_bytes = size - 8 - header_len;
   std::vector<std::pair<size_t, size_t>> ranges;
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") continue;
@@ -111,10 +87,8 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string
     if (b > e || e > data_bytes)
       return bad("tensor '" + it.key() + "' lies outside the file (truncated?)");
     if (e - b != numel * esize) return bad("tensor '" + it.key() + "' size does not match its shape");
-    v.data = data ? data + b : nullptr;
+    v.data = data + b;
     v.bytes = e - b;
-    v.file = f.get();
-    v.offset = data_start + b;
     ranges.emplace_back(b, e);
     f->tensors_.emplace(v.name, std::move(v));
   }
@@ -124,52 +98,11 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string
   return f;
 }
 
-Status SafetensorsFile::Read(unsigned stream, uint64_t offset, size_t bytes, void* dst) const {
-  if (offset > size_ || bytes > size_ - offset)
-    return InvalidArgument("read of " + std::to_string(bytes) + " bytes at " + std::to_string(offset) + " past the end of " +
-                           path_);
-  int fd = fds_[stream % fds_.size()].get();
-  auto* out = static_cast<uint8_t*>(dst);
-  while (bytes > 0) {
-    ssize_t n = ::pread(fd, out, bytes, static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoStatus("cannot read model file " + path_, errno);
-    if (n == 0) return Malformed("model file " + path_ + " is shorter than when it was opened (truncated?)");
-    out += n;
-    offset += static_cast<uint64_t>(n);
-    bytes -= static_cast<size_t>(n);
-  }
-  return Status::Ok();
-}
-
-Status ReadTensorBytes(const TensorView& v, size_t from, size_t bytes, void* dst) {
-  if (v.file == nullptr) return InvalidArgument("tensor " + v.name + " has no file to read from");
-  if (from > v.bytes || bytes > v.bytes - from)
-    return InvalidArgument("read of bytes [" + std::to_string(from) + ", +" + std::to_string(bytes) + ") of tensor " +
-                           v.name + " (" + std::to_string(v.bytes) + " bytes)");
-  constexpr size_t kPiece = size_t{8} << 20;
-  auto* out = static_cast<uint8_t*>(dst);
-  size_t threads = std::min<size_t>(SafetensorsFile::kReadStreams, (bytes + kPiece - 1) / kPiece);
-  if (threads <= 1) return v.file->Read(0, v.offset + from, bytes, out);
-  size_t part = (bytes + threads - 1) / threads;
-  std::vector<Status> status(threads);
-  std::vector<std::thread> pool;
-  for (size_t t = 0; t < threads; ++t) {
-    size_t b = t * part, e = std::min(bytes, b + part);
-    if (b < e)
-      pool.emplace_back([&, t, b, e] { status[t] = v.file->Read(static_cast<unsigned>(t), v.offset + from + b, e - b, out + b); });
-  }
-  for (auto& th : pool) th.join();
-  for (Status& s : status)
-    if (!s.ok()) return s;
-  return Status::Ok();
-}
-
 SafetensorsFile::~SafetensorsFile() {
   if (map_) munmap(map_, map_bytes_);
 }
 
-Result<std::unique_ptr<ModelFiles>> ModelFiles::Open(const std::string& dir, TensorAccess access) {
+Result<std::unique_ptr<ModelFiles>> ModelFiles::Open(const std::string& dir) {
   auto m = std::make_unique<ModelFiles>();
   m->dir_ = dir;
   std::vector<std::string> files;
@@ -189,7 +122,7 @@ Result<std::unique_ptr<ModelFiles>> ModelFiles::Open(const std::string& dir, Ten
     files.push_back("model.safetensors");
   }
   for (const std::string& f : files) {
-    ASSIGN_OR_RETURN(auto file, SafetensorsFile::Open(dir + "/" + f, access));
+    ASSIGN_OR_RETURN(auto file, SafetensorsFile::Open(dir + "/" + f));
     m->files_.push_back(std::move(file));
   }
   for (auto& f : m->files_)

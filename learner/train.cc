@@ -120,9 +120,7 @@ int RunTrain(const TrainOptions& o) {
   if (!cfg.ok()) return Fail(cfg.status());
   if (o.maxseq > cfg->max_positions)
     return Fail(InvalidArgument("--maxseq exceeds the model's max_position_embeddings"));
-  // The CPU runner computes from the mapping; the CUDA loader reads (pread)
-  // into its staging buffers.
-  auto files = ModelFiles::Open(o.model, device == "cpu" ? TensorAccess::kMapped : TensorAccess::kRead);
+  auto files = ModelFiles::Open(o.model);
   if (!files.ok()) return Fail(files.status());
   LoraLayout layout = MakeLoraLayout(*cfg, o.lora_r, o.lora_alpha);
   std::vector<float> lora0 = InitLora(layout, o.seed);
