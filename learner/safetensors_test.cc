@@ -31,6 +31,41 @@ TEST(SafetensorsTest, WriteThenReadBack) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data) % 8, 0u);
 }
 
+TEST(SafetensorsTest, WeightsAreMappedForHugePageReadahead) {
+  // The loader's reading speed rests on this mapping (safetensors.cc,
+  // MapForLoading): 2 MiB aligned and MADV_HUGEPAGE ("hg"), so the kernel
+  // reads the file into the page cache in 2 MiB folios.
+  std::string d = testing::TempDir("sthuge");
+  size_t n = (size_t{5} << 20) + 6;
+  ASSERT_TRUE(WriteSafetensors(d + "/w.safetensors", {{"w", "U8", {static_cast<int64_t>(n)}, [n](uint8_t* p) {
+                                                         for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(i * 7);
+                                                       }}})
+                  .ok());
+  auto f = SafetensorsFile::Open(d + "/w.safetensors");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  const TensorView& w = (*f)->tensors().at("w");
+  EXPECT_EQ(w.data[n - 1], static_cast<uint8_t>((n - 1) * 7));
+  uintptr_t at = reinterpret_cast<uintptr_t>(w.data);
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line, flags;
+  uintptr_t start = 0, end = 0;
+  bool in = false;
+  while (std::getline(smaps, line)) {
+    unsigned long a, b;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &a, &b) == 2) {  // a mapping's first line
+      in = a <= at && at < b;
+      if (in) start = a, end = b;
+    } else if (in && line.rfind("VmFlags:", 0) == 0) {
+      flags = line + " ";
+    }
+  }
+  ASSERT_NE(start, 0u) << "no mapping holds the tensor";
+  EXPECT_EQ(start % (size_t{2} << 20), 0u) << std::hex << start;
+  EXPECT_GE(end - start, n);
+  EXPECT_LT(end - start, n + 4096) << "the alignment slack is given back";
+  EXPECT_NE(flags.find(" hg "), std::string::npos) << flags;
+}
+
 TEST(SafetensorsTest, RejectsCorruptFiles) {
   std::string d = testing::TempDir("stbad");
   auto write = [&](const std::string& name, const std::string& header, size_t data_bytes) {

@@ -10,8 +10,10 @@
 # Rounds alternate host and every variant, the order rotated each round.
 # Round 1 is cold (caches dropped before each arm: `sync; echo 3 >
 # /proc/sys/vm/drop_caches`), the rest warm; golden load medians over the
-# warm rounds (3 by default), with the learner's own load time beside it
-# (the rest is machine start). Each variant's pack stays mounted by a holder
+# warm rounds (5 by default), with the learner's own load time beside it
+# (the rest is machine start). The log ends with the page cache's folio
+# sizes of the first model shard, host and pack (scripts/page-cache-folios.py:
+# the learner's MADV_HUGEPAGE mapping should have left 2 MiB folios). Each variant's pack stays mounted by a holder
 # machine, as on a host running machines on it.
 #
 # Output ($OUT, 2 + one per variant files): pack-bench.log, pack-bench.json
@@ -22,9 +24,9 @@
 # lack, in case the device has neither squashfs-tools nor erofs-utils):
 #   scripts/device-pack.sh && scripts/device-pack-bench.sh --prepare
 # On the device, carrying .carry/build and .carry/packtools:
-#   scripts/device-pack-bench.sh            # ~6-8 min on the H200 (7B, two variants)
+#   scripts/device-pack-bench.sh            # ~4 min on the H200 (7B, VARIANTS=erofs)
 # Env: MODEL (qwen2.5-7b), DEVICE (cuda), VARIANTS ("squashfs erofs"), STEPS (1),
-#      ROUNDS (4: 1 cold + 3 warm), COLD (1; 0 = every round warm, round 1 a warm-up
+#      ROUNDS (6: 1 cold + 5 warm), COLD (1; 0 = every round warm, round 1 a warm-up
 #      left out of the medians), CPUS (4), BUDGET_S (450: no new run starts after it).
 # On a machine without a GPU: MODEL=tiny DEVICE=cpu rehearses it.
 set -uo pipefail
@@ -45,7 +47,7 @@ if [[ ${1:-} == --prepare ]]; then
 fi
 [[ -e build ]] || ln -s .carry/build build
 OUT=${OUT:-$PWD/device-pack-bench-out}
-MODEL=${MODEL:-qwen2.5-7b} DEVICE=${DEVICE:-cuda} STEPS=${STEPS:-1} ROUNDS=${ROUNDS:-4} CPUS=${CPUS:-4}
+MODEL=${MODEL:-qwen2.5-7b} DEVICE=${DEVICE:-cuda} STEPS=${STEPS:-1} ROUNDS=${ROUNDS:-6} CPUS=${CPUS:-4}
 VARIANTS=${VARIANTS:-squashfs erofs} COLD=${COLD:-1} BUDGET_S=${BUDGET_S:-450}
 mkdir -p "$OUT"
 LOG=$OUT/pack-bench.log
@@ -81,6 +83,7 @@ if [[ ! -f $M/config.json ]]; then
   log "make-model $MODEL: $(since "$t0") s"
 fi
 model_bytes=$(du -sb "$M" | cut -f1)
+log "filesystems: model $(findmnt -no FSTYPE -T "$M" 2>/dev/null || echo '?'), packs $(findmnt -no FSTYPE -T "$W" 2>/dev/null || echo '?'); THP $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)"
 
 # One pack per variant (erofs-buffered is the erofs pack mounted otherwise,
 # so it gets a pack of its own: another digest, another mount), each held
@@ -164,6 +167,13 @@ for r in $(seq "$ROUNDS"); do
   done
 done
 
+first_shard() { find "$1" -maxdepth 1 -name '*.safetensors' | sort | head -1; }
+for v in host "${ready[@]}"; do
+  if [[ $v == host ]]; then d=$M; else d=$(grep -F "$SMOLVM_HOME/packs/" /proc/self/mountinfo | awk '{print $5}' | while read -r mp; do
+    [[ -d $mp/$MODEL ]] && echo "$mp/$MODEL"; done | head -1); fi
+  f=$(first_shard "${d:-/nonexistent}")
+  [[ -n $f ]] && log "page cache of $v: $(python3 scripts/page-cache-folios.py "$f" 2>&1)"
+done
 python3 - "$OUT" "$W/variants.jsonl" "$SAMPLES" "$MODEL" "$DEVICE" "$(uname -r)" "$COLD" <<'PY' | tee -a "$LOG"
 import json, os, statistics, sys
 out, variants_f, samples_f, model, device, kernel, cold_first = sys.argv[1:]

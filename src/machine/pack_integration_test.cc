@@ -91,6 +91,21 @@ class PackTest : public MachineTest {
     return "";
   }
 
+  // What a refused pack must not leave: loop devices over this test's files,
+  // mount points under $SMOLVM_HOME/packs, the machine's directory.
+  std::vector<std::string> Leftovers(const std::string& machine) {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator("/sys/block", ec)) {
+      std::string backing = Slurp(e.path().string() + "/loop/backing_file");
+      if (backing.find(scratch_) != std::string::npos) out.push_back("loop " + e.path().string() + " over " + backing);
+    }
+    for (const auto& e : fs::directory_iterator(home_ + "/packs", ec))
+      if (e.path().filename() != ".lock" && e.path().filename() != ".verified") out.push_back(e.path());
+    if (fs::exists(home_ + "/machines/" + machine)) out.push_back(home_ + "/machines/" + machine);
+    return out;
+  }
+
   static double ForkMs(const std::string& out) {
     size_t at = out.find(" in ");
     return at == std::string::npos ? -1 : std::stod(out.substr(at + 4));
@@ -220,6 +235,7 @@ TEST_F(PackTest, CorruptOrTruncatedPackIsRefusedBeforeAnythingIsMounted) {
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("is corrupt"), std::string::npos) << r.err;
   EXPECT_TRUE(Find("bad").is_null());
+  EXPECT_EQ(Leftovers("bad"), std::vector<std::string>{});
   // Corrupted after create: start verifies before mounting.
   fs::copy_file(pack, bad + ".2");
   ASSERT_EQ(Cli({"machine", "create", "--name", "late", "--image", bad + ".2", "--", "true"}).rc, 0);
@@ -229,6 +245,7 @@ TEST_F(PackTest, CorruptOrTruncatedPackIsRefusedBeforeAnythingIsMounted) {
   EXPECT_NE(r.err.find("is corrupt"), std::string::npos) << r.err;
   EXPECT_EQ(PackMounts(), 0);
   ASSERT_EQ(Cli({"machine", "rm", "--name", "late"}).rc, 0);
+  EXPECT_EQ(Leftovers("late"), std::vector<std::string>{});
   // Truncated, and not a pack at all.
   fs::copy_file(pack, bad + ".3");
   fs::resize_file(bad + ".3", size - 4096);
