@@ -25,11 +25,13 @@ class LaunchExWireTest : public ::testing::Test {
     ASSERT_TRUE(c.Call(proto::MemAllocRequest{kN * 4}, &m).ok());
     dptr = m.dptr;
     proto::ModuleLoadReply ml;
-    proto::ModuleLoadRequest load;
+    proto::ModuleLoadRequest load;  // its fields are views of these
+    const std::string image = "an image the fake accepts", hash = ModuleHash(image);
     load.module = 0x10;
-    load.image = "an image the fake accepts";
-    load.hash = ModuleHash(load.image);
-    ASSERT_TRUE(c.Call(load, &ml).ok());
+    load.image = image;
+    load.hash = hash;
+    CallResult lr = c.Call(load, &ml);
+    ASSERT_TRUE(lr.ok()) << lr.head.result << " " << lr.head.message << " " << lr.transport.message();
     proto::ModuleGetFunctionReply f;
     ASSERT_TRUE(c.Call(proto::ModuleGetFunctionRequest{0x10, 0x11, "smolvm_test_fill_u32"}, &f).ok());
   }
