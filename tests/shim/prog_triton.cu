@@ -1,6 +1,7 @@
 // The driver calls of compiled-kernel launchers, in the order Triton's
 // launcher (driver.c) and torch inductor's static launcher make them, on the
-// test kernels of check.h compiled to a plain sm_90 cubin (argv[1]):
+// test kernels of check.h compiled to a plain sm_90 cubin (embedded; written
+// to a temporary file, as Triton writes its cubins to its cache):
 //  - inductor: cuModuleLoad of the cubin file, cuModuleGetFunction, the
 //    shared-memory opt-in dance (cuDeviceGetAttribute, cuFuncGetAttribute,
 //    cuFuncSetCacheConfig, cuFuncSetAttribute), cuLaunchKernel with one
@@ -21,12 +22,13 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "check.h"
+#include "driver_kernels_cubin.h"
 
 #define CHECK_CU(call) EXPECT_CU(CUDA_SUCCESS, call)
 #define EXPECT_CU(want, call)                                                                  \
@@ -73,9 +75,8 @@ CUfunction InductorLoad(const char* path) {
 }
 
 // Triton's load_binary: the cubin's bytes, then a launch per call.
-CUfunction TritonLoad(const char* path, bool through_shim) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+CUfunction TritonLoad(bool through_shim) {
+  std::vector<char> bytes(kDriverKernelsCubin, kDriverKernelsCubin + sizeof kDriverKernelsCubin);
   CHECK(bytes.size() > 64 && std::memcmp(bytes.data(), "\177ELF", 4) == 0);
   CUmodule m;
   CHECK_CU(cuModuleLoadData(&m, bytes.data()));
@@ -83,8 +84,7 @@ CUfunction TritonLoad(const char* path, bool through_shim) {
   CUfunction f;
   CHECK_CU(cuModuleGetFunction(&f, m, "smolvm_test_fill_u32"));
   // The same image with JIT options whose outputs are answered.
-  std::ifstream again(path, std::ios::binary);
-  std::vector<char> copy((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
+  std::vector<char> copy(kDriverKernelsCubin, kDriverKernelsCubin + sizeof kDriverKernelsCubin);
   char info[64], error[64];
   std::memset(info, 'x', sizeof info);
   std::memset(error, 'x', sizeof error);
@@ -233,11 +233,14 @@ void LaunchWithAttributes(CUfunction f, CUdeviceptr d, bool through_shim) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: prog_triton CUBIN\n");
-    return 2;
-  }
+char cubin_path[] = "/tmp/prog_triton.XXXXXX.cubin";
+
+int main() {
+  int fd = mkstemps(cubin_path, 6);
+  CHECK(fd >= 0);
+  std::atexit([] { unlink(cubin_path); });
+  CHECK(write(fd, kDriverKernelsCubin, sizeof kDriverKernelsCubin) == (ssize_t)sizeof kDriverKernelsCubin);
+  close(fd);
   bool through_shim = std::getenv("SMOLVM_CUDA_SOCKET") != nullptr;
   CHECK_CUDA(cudaFree(nullptr));  // torch has made the context current by then
   CUcontext ctx = nullptr;
@@ -249,8 +252,8 @@ int main(int argc, char** argv) {
   size_t fifo = 0;
   CHECK_CU(cuCtxGetLimit(&fifo, CU_LIMIT_PRINTF_FIFO_SIZE));  // Triton's set_printf_fifo_size
   CHECK_CU(cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE, fifo));
-  CUfunction inductor = InductorLoad(argv[1]);
-  CUfunction triton = TritonLoad(argv[1], through_shim);
+  CUfunction inductor = InductorLoad(cubin_path);
+  CUfunction triton = TritonLoad(through_shim);
   CUdeviceptr a, b;
   CHECK_CU(cuMemAlloc(&a, kN * 4));
   CHECK_CU(cuMemAlloc(&b, kN * 4));

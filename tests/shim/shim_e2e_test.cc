@@ -178,7 +178,7 @@ TEST_F(ShimE2eTest, DriverApiSharesTheRuntimesSessionAndOrder) {
 // expandable segments, launches with attributes through the LaunchKernelEx
 // op; what is not answered is named once, with its attribute number.
 TEST_F(ShimE2eTest, TritonAndInductorLaunchersRunOnTheDriverShim) {
-  Program p(daemon, "prog_triton", {KERNELS_CUBIN});
+  Program p(daemon, "prog_triton");
   EXPECT_EQ(p.Wait(), 0) << p.Report() << "\ndaemon log:\n" << daemon.Log();
   EXPECT_NE(p.Out().find("PASS triton"), std::string::npos) << p.Report();
   EXPECT_EQ(Count(p.Err(),
