@@ -1,7 +1,9 @@
 """One probe of what the shims do not support, in its own process (suite.py
 runs each so): probes.py NAME with NAME cuda_graph | torch_compile | nccl.
-Prints `PROBE name ok|error seconds [what]`; natively each passes, through
-the shims each must fail at once, naming itself, never hang."""
+Prints `PROBE name ok|error seconds [what]`; natively each passes. Through
+the shims CUDA graphs and NCCL must fail at once, naming what is not
+supported on stderr, never hang; torch.compile is meant to run
+(scripts/device-torch-compile.sh checks its outputs against native)."""
 import os
 import sys
 import time
@@ -12,8 +14,7 @@ dev = "cuda"
 
 
 def probe(name, fn):
-    """What is not supported through the shims must fail at once, naming
-    itself, never hang: natively each probe passes."""
+    """One probe, timed: ok, or the error it raised (never a hang)."""
     t = time.perf_counter()
     try:
         fn()

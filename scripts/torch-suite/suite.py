@@ -11,6 +11,8 @@ and prints:
                              own process (probes.py): CUDA graphs,
                              torch.compile, NCCL (not supported through the
                              shims: each must fail at once, never hang)
+  PROBE-NAMED name: lines    the shims' "smolvm ...: X is not supported" lines
+                             on that probe's stderr
   ERROR what: message        a part that failed (the exit code is then 1)
 """
 import contextlib
@@ -203,6 +205,10 @@ def run_probes():
             lines = [l for l in r.stdout.splitlines() if l.startswith("PROBE ")]
             print(lines[-1] if lines else f"PROBE {name} error no answer (rc {r.returncode}): "
                   + " ".join(r.stderr.split())[-300:], flush=True)
+            # What the shims named on the probe's stderr (through them only).
+            named = sorted({l.strip() for l in r.stderr.splitlines() if l.startswith("smolvm ")})
+            if named:
+                print(f"PROBE-NAMED {name}: " + "; ".join(named)[:600], flush=True)
         except subprocess.TimeoutExpired:
             print(f"PROBE {name} error HANG: no answer in 120 s", flush=True)
 

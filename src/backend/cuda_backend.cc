@@ -1,5 +1,6 @@
 #include "backend/cuda_backend.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cinttypes>
 #include <cstdio>
@@ -512,6 +513,43 @@ Status CudaBackend::LaunchKernel(uint64_t function, const LaunchConfig& c, uint6
   }
   void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, const_cast<void*>(data),
                    CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+  if (c.num_attrs > 0) {
+    // The worker checked ids and ranges (worker_driver_launch.cc); each value
+    // goes where cuda.h's union keeps it.
+    CUlaunchAttribute attrs[kMaxLaunchAttrs] = {};
+    uint32_t n = std::min(c.num_attrs, kMaxLaunchAttrs);
+    for (uint32_t i = 0; i < n; ++i) {
+      const LaunchAttr& a = c.attrs[i];
+      CUlaunchAttributeValue& v = attrs[i].value;
+      attrs[i].id = static_cast<CUlaunchAttributeID>(a.id);
+      switch (a.id) {
+        case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+          v.clusterDim.x = a.value[0], v.clusterDim.y = a.value[1], v.clusterDim.z = a.value[2];
+          break;
+        case CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
+          v.preferredClusterDim.x = a.value[0], v.preferredClusterDim.y = a.value[1];
+          v.preferredClusterDim.z = a.value[2];
+          break;
+        case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+          v.memSyncDomainMap.default_ = static_cast<unsigned char>(a.value[0]);
+          v.memSyncDomainMap.remote = static_cast<unsigned char>(a.value[1]);
+          break;
+        default:  // one 32-bit value at the union's start: int, unsigned or enum
+          std::memcpy(v.pad, &a.value[0], sizeof a.value[0]);
+          break;
+      }
+    }
+    CUlaunchConfig config = {};
+    config.gridDimX = c.grid[0], config.gridDimY = c.grid[1], config.gridDimZ = c.grid[2];
+    config.blockDimX = c.block[0], config.blockDimY = c.block[1], config.blockDimZ = c.block[2];
+    config.sharedMemBytes = c.shared_bytes;
+    config.hStream = ToStream(stream);
+    config.attrs = attrs;
+    config.numAttrs = n;
+    return Check(driver_->cuLaunchKernelEx(&config, ToFunction(function), nullptr,
+                                           size == 0 ? nullptr : extra),
+                 "cuLaunchKernelEx");
+  }
   return Check(driver_->cuLaunchKernel(ToFunction(function), c.grid[0], c.grid[1], c.grid[2],
                                        c.block[0], c.block[1], c.block[2], c.shared_bytes,
                                        ToStream(stream), nullptr, size == 0 ? nullptr : extra),

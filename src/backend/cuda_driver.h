@@ -92,6 +92,7 @@ namespace smolvm {
   X(cuFuncGetAttribute)             \
   X(cuFuncSetAttribute)             \
   X(cuLaunchKernel)                 \
+  X(cuLaunchKernelEx)               \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags)
 
 // Directories searched after $LD_LIBRARY_PATH and the ld.so cache.

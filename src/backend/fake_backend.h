@@ -26,6 +26,12 @@
 //   smolvm_test_write_u32(unsigned* p, unsigned value)  p[0] = value
 // and one module global, `smolvm_test_global` (4096 bytes), outside the arena.
 //
+// Launches may carry cuLaunchKernelEx's attributes: a cluster must tile the
+// grid and hold at most 8 blocks (16 with the function's non-portable
+// cluster size allowed), else CUDA_ERROR_INVALID_CLUSTER_SIZE; a cooperative
+// grid must fit on the fake's 4 SMs at once, else
+// CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE; the rest are hints.
+//
 // Tests count calls per method (CallCount) and make the next call of a
 // method fail with a chosen code (FailNext).
 #pragma once
@@ -63,6 +69,8 @@ class FakeBackend final : public GpuBackend {
   int CallCount(const std::string& method) const;
   // The next call of `method` after `skip` more calls fails with `cuda_result`.
   void FailNext(const std::string& method, int32_t cuda_result, int skip = 0);
+  // The configuration of the last launch that ran, attributes included.
+  const LaunchConfig& LastLaunch() const { return last_launch_; }
 
   std::string_view Name() const override { return "fake"; }
   Status Init(int device) override;
@@ -155,6 +163,9 @@ class FakeBackend final : public GpuBackend {
   std::map<int, uint64_t> limits_;  // CtxSetLimit values; their bytes over the defaults count as used
   std::unordered_map<uint64_t, const Kernel*> functions_;
   std::unordered_map<uint64_t, std::vector<int32_t>> function_attrs_;
+  LaunchConfig last_launch_;
+  // Launch attributes as the H200 judges them (fake_backend_modules.cc).
+  Status CheckLaunchAttrs(uint64_t function, const LaunchConfig& c);
   void* global_ = nullptr;
   std::map<std::string, int> calls_;
   std::map<std::string, std::pair<int32_t, int>> fail_next_;  // method -> (code, calls to skip)

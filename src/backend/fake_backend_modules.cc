@@ -105,8 +105,12 @@ Status FakeBackend::FuncSetAttribute(uint64_t function, int32_t attr, int32_t va
   auto it = function_attrs_.find(function);
   if (it == function_attrs_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown function");
   if (attr != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES &&
-      attr != CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT)
+      attr != CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT &&
+      attr != CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED &&
+      attr != CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE)
     return Cu(CUDA_ERROR_INVALID_VALUE, "attribute is not settable");
+  if (attr == CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED && value != 0 && value != 1)
+    return Cu(CUDA_ERROR_INVALID_VALUE, "a flag is 0 or 1");
   if (attr == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES && (value < 0 || value > 232448))
     return Cu(CUDA_ERROR_INVALID_VALUE, "dynamic shared memory above the device limit");
   it->second[attr] = value;
@@ -129,7 +133,38 @@ Status FakeBackend::LaunchKernel(uint64_t function, const LaunchConfig& config, 
   auto& attrs = function_attrs_[function];
   if (config.shared_bytes > static_cast<uint32_t>(std::max(attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES], 0)))
     return Cu(CUDA_ERROR_INVALID_VALUE, "too much dynamic shared memory");
+  RETURN_IF_ERROR(CheckLaunchAttrs(function, config));
+  last_launch_ = config;
   return k->run(*this, config, params);
+}
+
+// As the H200 judges them: a cluster tiles the grid exactly and holds at
+// most 8 blocks (16 once the function allows non-portable sizes); a
+// cooperative grid fits on the device at once (the occupancy below times the
+// fake's 4 SMs). The other attributes are hints or orderings the fake, which
+// runs every launch to completion in order, honours trivially.
+Status FakeBackend::CheckLaunchAttrs(uint64_t function, const LaunchConfig& c) {
+  auto& fattrs = function_attrs_[function];
+  for (uint32_t i = 0; i < c.num_attrs && i < kMaxLaunchAttrs; ++i) {
+    const LaunchAttr& a = c.attrs[i];
+    if (a.id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+      uint64_t blocks = 1;
+      for (int d = 0; d < 3; ++d) {
+        if (a.value[d] == 0 || c.grid[d] % a.value[d] != 0)
+          return Cu(CUDA_ERROR_INVALID_CLUSTER_SIZE, "the cluster does not tile the grid");
+        blocks *= a.value[d];
+      }
+      uint64_t max = fattrs[CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED] != 0 ? 16 : 8;
+      if (blocks > max) return Cu(CUDA_ERROR_INVALID_CLUSTER_SIZE, "cluster larger than the device allows");
+    } else if (a.id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && a.value[0] != 0) {
+      uint64_t block = uint64_t{c.block[0]} * c.block[1] * c.block[2];
+      uint64_t grid = uint64_t{c.grid[0]} * c.grid[1] * c.grid[2];
+      uint64_t per_sm = block == 0 ? 0 : std::min<uint64_t>(32, 2048 / block);
+      if (grid > per_sm * 4)
+        return Cu(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, "the cooperative grid does not fit on the device");
+    }
+  }
+  return Status::Ok();
 }
 
 Result<int32_t> FakeBackend::OccupancyMaxBlocks(uint64_t function, int32_t block_size,

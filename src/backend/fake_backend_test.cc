@@ -116,3 +116,49 @@ TEST_F(FakeBackendTest, MemGetInfoCountsChunks) {
 
 }  // namespace
 }  // namespace smolvm
+
+namespace smolvm {
+namespace {
+
+// cuLaunchKernelEx's attributes as the fake judges them (fake_backend.h).
+TEST_F(FakeBackendTest, LaunchAttributesAreJudgedAsTheDeviceWould) {
+  MapChunk(kBase);
+  auto m = b.ModuleLoad("image");
+  ASSERT_TRUE(m.ok());
+  auto f = b.ModuleGetFunction(*m, "smolvm_test_fill_u32");
+  ASSERT_TRUE(f.ok());
+  const uint64_t n = 256;
+  std::string params(24, '\0');
+  uint64_t p = kBase;
+  uint32_t value = 0x5eed;
+  std::memcpy(params.data(), &p, 8);
+  std::memcpy(params.data() + 8, &value, 4);
+  std::memcpy(params.data() + 16, &n, 8);
+  LaunchConfig c;
+  c.grid[0] = 6, c.block[0] = 64;
+  c.num_attrs = 1;
+  c.attrs[0] = LaunchAttr{CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, {2, 1, 1}};
+  ASSERT_TRUE(b.LaunchKernel(*f, c, 0, params).ok());
+  EXPECT_EQ(b.LastLaunch().num_attrs, 1u);
+  EXPECT_EQ(b.LastLaunch().attrs[0].value[0], 2u);
+  uint32_t got = 0;
+  ASSERT_TRUE(b.MemcpyDtoH(&got, kBase + 4 * 200, 4, 0).ok());
+  EXPECT_EQ(got, value + 200);
+  c.attrs[0].value[0] = 4;  // 6 blocks are not tiled by clusters of 4
+  EXPECT_EQ(b.LaunchKernel(*f, c, 0, params).code(), CUDA_ERROR_INVALID_CLUSTER_SIZE);
+  c.grid[0] = 32, c.attrs[0].value[0] = 16;  // 16 blocks per cluster: non-portable
+  EXPECT_EQ(b.LaunchKernel(*f, c, 0, params).code(), CUDA_ERROR_INVALID_CLUSTER_SIZE);
+  ASSERT_TRUE(b.FuncSetAttribute(*f, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1).ok());
+  EXPECT_TRUE(b.LaunchKernel(*f, c, 0, params).ok());
+  c.attrs[0] = LaunchAttr{CU_LAUNCH_ATTRIBUTE_COOPERATIVE, {1, 0, 0}};
+  c.grid[0] = 128, c.block[0] = 64;  // 32 blocks per SM, 4 SMs: all fit
+  EXPECT_TRUE(b.LaunchKernel(*f, c, 0, params).ok());
+  c.grid[0] = 129;
+  EXPECT_EQ(b.LaunchKernel(*f, c, 0, params).code(), CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
+  c.attrs[0].value[0] = 0;  // not cooperative after all
+  EXPECT_TRUE(b.LaunchKernel(*f, c, 0, params).ok());
+  EXPECT_TRUE(b.CtxSynchronize().ok());
+}
+
+}  // namespace
+}  // namespace smolvm

@@ -35,10 +35,24 @@ struct ParamInfo {
   uint32_t size = 0;
 };
 
+// A launch attribute of cuLaunchKernelEx whose value is plain numbers:
+// `id` a CUlaunchAttributeID, `value` as the worker decoded it (cluster
+// dimensions x, y, z; a flag, enum or priority in value[0]; a memory sync
+// domain map's default and remote in value[0] and value[1]).
+struct LaunchAttr {
+  uint32_t id = 0;
+  uint32_t value[3] = {0, 0, 0};
+};
+inline constexpr uint32_t kMaxLaunchAttrs = 16;
+
 struct LaunchConfig {
   uint32_t grid[3] = {1, 1, 1};
   uint32_t block[3] = {1, 1, 1};
   uint32_t shared_bytes = 0;
+  // Launch attributes (cuLaunchKernelEx), checked by the worker: only ids
+  // the worker accepts, values in their ranges. None for a plain launch.
+  uint32_t num_attrs = 0;
+  LaunchAttr attrs[kMaxLaunchAttrs];
 };
 
 // Stream handle 0 is the legacy default stream, 2 the per-thread default

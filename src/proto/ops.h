@@ -84,6 +84,12 @@
      F(u32, block_y) F(u32, block_z) F(u32, shared_bytes) F(u64, stream) F(bytes, params)), ()) \
   X(56, OccupancyMaxBlocks, SYNC, \
     (F(u64, function) F(i32, block_size) F(u64, dynamic_smem) F(u32, flags)), (F(i32, blocks))) \
+  /* LaunchKernel with cuLaunchKernelEx's attributes: (id, value, value, value) */ \
+  /* quadruples, at most 16 (shim/driver_launch.h) */ \
+  X(57, LaunchKernelEx, ASYNC, \
+    (F(u64, function) F(u32, grid_x) F(u32, grid_y) F(u32, grid_z) F(u32, block_x) \
+     F(u32, block_y) F(u32, block_z) F(u32, shared_bytes) F(u64, stream) F(bytes, params) \
+     F(u32s, attrs)), ()) \
   /* -- fork (DESIGN §5) ------------------------------------------------ */ \
   /* marks device memory frozen: shared read-only by clones under --share on */ \
   X(60, MarkFrozen, SYNC, (F(u64, dptr) F(u64, bytes)), ()) \

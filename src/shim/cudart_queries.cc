@@ -8,8 +8,10 @@
 #include <atomic>
 #include <cstdio>
 #include <utility>
+#include <vector>
 
 #include "shim/driver.h"
+#include "shim/driver_launch.h"
 #include "shim/runtime.h"
 #include "shim/stub_report.h"
 
@@ -107,20 +109,18 @@ SMOLVM_EXPORT cudaError_t cudaDeviceGetPCIBusId(char* bus_id, int len, int devic
                                                     : static_cast<cudaError_t>(r));
 }
 
-// cudaLaunchKernelEx without launch attributes is a plain launch; clusters,
-// cooperative launches, priorities and programmatic serialization are not
-// remoted and say so once.
+// cudaLaunchKernelEx: its attributes travel as the driver's do
+// (driver_launch.h); those that do not say so once.
 static cudaError_t LaunchEx(const cudaLaunchConfig_t* config, const void* func, void** args,
                             bool per_thread) {
   if (config == nullptr) return rt().Record(cudaErrorInvalidValue);
-  if (config->numAttrs != 0) {
-    static std::atomic<bool> reported{false};
-    smolvm::shim::ReportNotSupportedOnce(
-        &reported, "cudart", "cudaLaunchKernelEx with launch attributes", "cudaErrorNotSupported");
-    return rt().Record(cudaErrorNotSupported);
-  }
+  std::vector<uint32_t> attrs;
+  if (int e = smolvm::shim::WireLaunchAttrs(reinterpret_cast<const CUlaunchAttribute*>(config->attrs),
+                                            config->numAttrs, true, &attrs);
+      e != 0)
+    return rt().Record(static_cast<cudaError_t>(e));
   return rt().LaunchKernel(func, false, config->gridDim, config->blockDim, args,
-                           config->dynamicSmemBytes, config->stream, per_thread);
+                           config->dynamicSmemBytes, config->stream, per_thread, attrs);
 }
 SMOLVM_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func,
                                               void** args) {

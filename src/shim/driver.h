@@ -18,11 +18,15 @@
 // CUmemGenericAllocationHandle is a guest-chosen wire id (forward_driver_vmm.cc).
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "shim/driver_api.h"
 
 namespace smolvm::shim {
+
+class Runtime;
+struct HostSegment;
 
 // cudaError_t -> CUresult: identical where the runtime mirrors the driver;
 // runtime-only errors map to the driver's code for the same failure.
@@ -44,7 +48,18 @@ class Driver {
   // argument pointers into that buffer, by the function's parameter layout.
   static CUresult PackedArgs(CUfunction f, void** extra, std::vector<void*>* args);
 
+  // What the driver's files tell each other; all REQUIRE the session lock.
+  // The cuMemMap piece (mapping) or cuMemAddressReserve range holding p.
+  static bool VmmRange(uint64_t p, bool mapping, uint64_t* base, uint64_t* bytes);
+  // The allocation, module global or coalesced mapped range holding p.
+  static bool DeviceRange(Runtime& r, uint64_t p, uint64_t* base, uint64_t* bytes);
+  static const HostSegment* PinnedSegment(Runtime& r, uint64_t p, uint64_t* base);
+  static uint64_t BufferId(Runtime& r, uint64_t p);
+
  private:
+  // A module from an image the shim owns (the caller may free its copy, and
+  // a clone reloads from it); ends the call. REQUIRES the session lock.
+  static CUresult LoadOwnedImage(Runtime& r, CUmodule* module, std::string image);
   // A memset of `count` elements of `elem_bytes` (1 or 4) on a stream;
   // cuStreamWriteValue32 is one 4-byte element.
   static CUresult MemsetElems(CUdeviceptr dst, uint32_t value, uint32_t elem_bytes, size_t count,

@@ -47,8 +47,12 @@
   X(cuCtxGetFlags, (unsigned int* flags), (flags)) \
   X(cuCtxSynchronize, (void), ()) \
   X(cuCtxGetStreamPriorityRange, (int* least, int* greatest), (least, greatest)) \
+  X(cuCtxGetLimit, (size_t* value, CUlimit limit), (value, limit)) \
+  X(cuCtxSetLimit, (CUlimit limit, size_t value), (limit, value)) \
   /* -- modules, functions, launches ------------------------------------- */ \
+  X(cuModuleLoad, (CUmodule* module, const char* path), (module, path)) \
   X(cuModuleLoadData, (CUmodule* module, const void* image), (module, image)) \
+  X(cuModuleLoadFatBinary, (CUmodule* module, const void* fatbin), (module, fatbin)) \
   X(cuModuleLoadDataEx, (CUmodule* module, const void* image, unsigned int n, CUjit_option* options, \
                          void** values), (module, image, n, options, values)) \
   X(cuModuleUnload, (CUmodule module), (module)) \
@@ -73,6 +77,14 @@
     (config, f, params, extra)) \
   X(cuLaunchKernelEx_ptsz, (const CUlaunchConfig* config, CUfunction f, void** params, void** extra), \
     (config, f, params, extra)) \
+  X(cuLaunchCooperativeKernel, (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, \
+                                unsigned int bx, unsigned int by, unsigned int bz, unsigned int smem, \
+                                CUstream stream, void** params), \
+    (f, gx, gy, gz, bx, by, bz, smem, stream, params)) \
+  X(cuLaunchCooperativeKernel_ptsz, (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, \
+                                     unsigned int bx, unsigned int by, unsigned int bz, unsigned int smem, \
+                                     CUstream stream, void** params), \
+    (f, gx, gy, gz, bx, by, bz, smem, stream, params)) \
   /* -- memory ------------------------------------------------------------ */ \
   X(cuMemAlloc_v2, (CUdeviceptr* dptr, size_t bytes), (dptr, bytes)) \
   X(cuMemFree_v2, (CUdeviceptr dptr), (dptr)) \

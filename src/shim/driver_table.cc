@@ -6,12 +6,14 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstdio>
 #include <mutex>
 #include <string>
 
 #include "shim/driver.h"
 #include "shim/runtime.h"
+#include "shim/stub_report.h"
 
 namespace smolvm::shim {
 
@@ -53,7 +55,14 @@ cudaError_t EntryPoint(const char* symbol, void** fn, int version, unsigned long
                        cudaDriverEntryPointQueryResult* status, bool per_thread) {
   if (symbol == nullptr || fn == nullptr) return Runtime::Get().Record(cudaErrorInvalidValue);
   GetProcAddress lookup = DriverProcLookup();
-  if (lookup == nullptr) return Runtime::Get().Record(cudaErrorNotSupported);
+  if (lookup == nullptr) {
+    static std::atomic<bool> reported{false};
+    ReportNotSupportedOnce(&reported, "cudart",
+                           "cudaGetDriverEntryPoint without the driver shim (libcuda.so.1 beside "
+                           "libcudart.so.13)",
+                           "cudaErrorNotSupported");
+    return Runtime::Get().Record(cudaErrorNotSupported);
+  }
   // cudaEnableDefault follows how the caller was built: the _ptsz entry points
   // are what --default-stream per-thread code calls.
   cuuint64_t cu_flags = flags;

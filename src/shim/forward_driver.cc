@@ -2,6 +2,12 @@
 // context, modules, functions and launches (driver.h). Queries are answered
 // from what the runtime already cached (device info, kernel attributes);
 // launches are queued like the runtime's.
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -11,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "base/unique_fd.h"
 #include "shim/driver.h"
 #include "shim/module_image.h"
 #include "shim/runtime.h"
@@ -250,14 +257,21 @@ CUresult Driver::cuCtxGetStreamPriorityRange(int* least, int* greatest) {
   return ToCuResult(rt().DeviceGetStreamPriorityRange(least, greatest));
 }
 
+// CUlimit values equal the cudaLimit ones.
+CUresult Driver::cuCtxGetLimit(size_t* value, CUlimit limit) {
+  Runtime::DriverCallScope scope;
+  return ToCuResult(rt().DeviceGetLimit(value, static_cast<cudaLimit>(limit)));
+}
+
+CUresult Driver::cuCtxSetLimit(CUlimit limit, size_t value) {
+  Runtime::DriverCallScope scope;
+  return ToCuResult(rt().DeviceSetLimit(static_cast<cudaLimit>(limit), value));
+}
+
 // --- modules and functions --------------------------------------------------
 
-CUresult Driver::cuModuleLoadData(CUmodule* module, const void* image) {
-  if (module == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  SMOLVM_DRIVER_BEGIN(r);
-  std::string_view view = ModuleImage(image);
-  if (view.empty()) return ToCuResult(r.Finish(cudaErrorInvalidKernelImage));
-  loaded_images.emplace_back(view);
+CUresult Driver::LoadOwnedImage(Runtime& r, CUmodule* module, std::string image) {
+  loaded_images.push_back(std::move(image));
   auto m = std::make_unique<Runtime::ModuleRecord>();
   m->image = loaded_images.back();
   if (cudaError_t e = r.EnsureModule(m.get()); e != cudaSuccess) {
@@ -269,10 +283,73 @@ CUresult Driver::cuModuleLoadData(CUmodule* module, const void* image) {
   return ToCuResult(r.Finish(cudaSuccess));
 }
 
-CUresult Driver::cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int,
-                                    CUjit_option*, void**) {
-  // JIT options tune the worker's compile of PTX; its defaults serve.
-  return cuModuleLoadData(module, image);
+CUresult Driver::cuModuleLoadData(CUmodule* module, const void* image) {
+  if (module == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  SMOLVM_DRIVER_BEGIN(r);
+  std::string_view view = ModuleImage(image);
+  if (view.empty()) return ToCuResult(r.Finish(cudaErrorInvalidKernelImage));
+  return LoadOwnedImage(r, module, std::string(view));
+}
+
+CUresult Driver::cuModuleLoadFatBinary(CUmodule* module, const void* fatbin) {
+  return cuModuleLoadData(module, fatbin);
+}
+
+// A cubin, fatbin or PTX file, read here (the guest's file system) and loaded
+// as its bytes: what inductor's static launcher does with the cubins Triton
+// writes to its cache.
+CUresult Driver::cuModuleLoad(CUmodule* module, const char* path) {
+  if (module == nullptr || path == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  SMOLVM_DRIVER_BEGIN(r);
+  UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
+  struct stat st {};
+  if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
+    return SMOLVM_DRIVER_END(r, static_cast<cudaError_t>(CUDA_ERROR_FILE_NOT_FOUND));
+  if (st.st_size <= 0 || static_cast<uint64_t>(st.st_size) > proto::kMaxPayloadBytes - 4096)
+    return SMOLVM_DRIVER_END(r, cudaErrorInvalidKernelImage);
+  std::string image(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < image.size()) {
+    ssize_t n = ::read(fd.get(), image.data() + got, image.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return SMOLVM_DRIVER_END(r, static_cast<cudaError_t>(CUDA_ERROR_FILE_NOT_FOUND));
+    got += static_cast<size_t>(n);
+  }
+  // PTX is text: loaded as cuModuleLoadData sees it, up to and including a NUL.
+  constexpr char kElf[4] = {0x7f, 'E', 'L', 'F'};
+  uint32_t magic = 0;
+  std::memcpy(&magic, image.data(), std::min(image.size(), sizeof magic));
+  bool binary = image.compare(0, 4, kElf, 4) == 0 || magic == kFatbinMagic;
+  if (!binary) image.resize(std::strlen(image.c_str()) + 1);
+  return LoadOwnedImage(r, module, std::move(image));
+}
+
+// JIT options tune the worker's compile of PTX; its defaults serve. The
+// options that are outputs are answered: no log was written (an empty
+// string, size 0) and no JIT time was spent here.
+CUresult Driver::cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int n,
+                                    CUjit_option* options, void** values) {
+  if (n > 0 && (options == nullptr || values == nullptr)) return CUDA_ERROR_INVALID_VALUE;
+  if (n > 4 * CU_JIT_NUM_OPTIONS) return CUDA_ERROR_INVALID_VALUE;
+  char* logs[2] = {nullptr, nullptr};  // info, error
+  for (unsigned i = 0; i < n; ++i) {
+    if (options[i] < 0 || options[i] >= CU_JIT_NUM_OPTIONS) return CUDA_ERROR_INVALID_VALUE;
+    if (options[i] == CU_JIT_INFO_LOG_BUFFER) logs[0] = static_cast<char*>(values[i]);
+    if (options[i] == CU_JIT_ERROR_LOG_BUFFER) logs[1] = static_cast<char*>(values[i]);
+  }
+  CUresult e = cuModuleLoadData(module, image);
+  for (unsigned i = 0; i < n; ++i) {
+    bool info = options[i] == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES;
+    if (info || options[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES) {
+      char* log = logs[info ? 0 : 1];
+      if (log != nullptr && reinterpret_cast<uintptr_t>(values[i]) > 0) log[0] = '\0';
+      values[i] = nullptr;  // bytes of log written
+    } else if (options[i] == CU_JIT_WALL_TIME) {
+      float ms = 0;
+      std::memcpy(&values[i], &ms, sizeof ms);
+    }
+  }
+  return e;
 }
 
 CUresult Driver::cuModuleUnload(CUmodule module) {
@@ -361,87 +438,6 @@ CUresult Driver::cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* block
   Runtime::DriverCallScope scope;
   // A CUfunction is keyed by itself in the runtime's kernel table.
   return ToCuResult(rt().OccupancyMaxActiveBlocksPerMultiprocessor(blocks, f, block_size, smem, flags));
-}
-
-// --- launches ----------------------------------------------------------------
-
-static CUresult Launch(CUfunction f, dim3 grid, dim3 block, unsigned smem, CUstream stream,
-                       void** params, void** extra, bool per_thread) {
-  Runtime::DriverCallScope scope;
-  std::vector<void*> args;
-  if (params != nullptr && extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (extra != nullptr) {
-    CUresult e = Driver::PackedArgs(f, extra, &args);
-    if (e != CUDA_SUCCESS) return e;
-    params = args.data();
-  }
-  return ToCuResult(rt().LaunchKernel(f, true, grid, block, params, smem, stream, per_thread));
-}
-
-CUresult Driver::PackedArgs(CUfunction f, void** extra, std::vector<void*>* args) {
-  Runtime& r = rt();
-  std::lock_guard lock(r.session_.mu());
-  if (cudaError_t e = r.Begin(); e != cudaSuccess) return ToCuResult(e);
-  Runtime::KernelRecord* k = r.FindKernel(f, true);
-  if (k == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  if (cudaError_t e = r.EnsureKernel(k); e != cudaSuccess) return ToCuResult(r.Finish(e));
-  char* buf = nullptr;
-  size_t size = 0;
-  bool have_size = false;
-  for (size_t i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
-    if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) {
-      buf = static_cast<char*>(extra[i + 1]);
-    } else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) {
-      size = *static_cast<size_t*>(extra[i + 1]);
-      have_size = true;
-    } else {
-      return CUDA_ERROR_INVALID_VALUE;
-    }
-  }
-  if (buf == nullptr || !have_size || size < k->params_bytes) return CUDA_ERROR_INVALID_VALUE;
-  // A buffer longer than the parameters (a struct's tail padding) is refused
-  // by the driver with this code (measured on the H200).
-  if (size > k->params_bytes) return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
-  for (size_t i = 0; i + 1 < k->params.size(); i += 2) args->push_back(buf + k->params[i]);
-  return CUDA_SUCCESS;
-}
-
-CUresult Driver::cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                                unsigned int bx, unsigned int by, unsigned int bz,
-                                unsigned int smem, CUstream stream, void** params, void** extra) {
-  return Launch(f, dim3(gx, gy, gz), dim3(bx, by, bz), smem, stream, params, extra, false);
-}
-
-CUresult Driver::cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
-                                     unsigned int gz, unsigned int bx, unsigned int by,
-                                     unsigned int bz, unsigned int smem, CUstream stream,
-                                     void** params, void** extra) {
-  return Launch(f, dim3(gx, gy, gz), dim3(bx, by, bz), smem, stream, params, extra, true);
-}
-
-static CUresult LaunchEx(const CUlaunchConfig* c, CUfunction f, void** params, void** extra,
-                         bool per_thread) {
-  if (c == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (c->numAttrs != 0) {
-    // Clusters, cooperative launches, priorities, programmatic serialization: not remoted.
-    static std::atomic<bool> reported{false};
-    ReportNotSupportedOnce(&reported, "cuda", "cuLaunchKernelEx with launch attributes",
-                           "CUDA_ERROR_NOT_SUPPORTED");
-    return CUDA_ERROR_NOT_SUPPORTED;
-  }
-  return Launch(f, dim3(c->gridDimX, c->gridDimY, c->gridDimZ),
-                dim3(c->blockDimX, c->blockDimY, c->blockDimZ), c->sharedMemBytes, c->hStream,
-                params, extra, per_thread);
-}
-
-CUresult Driver::cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params,
-                                  void** extra) {
-  return LaunchEx(config, f, params, extra, false);
-}
-
-CUresult Driver::cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params,
-                                       void** extra) {
-  return LaunchEx(config, f, params, extra, true);
 }
 
 }  // namespace smolvm::shim

@@ -1,5 +1,5 @@
 // The driver API, part 2: memory, copies, memsets, stream memory writes,
-// pointer attributes, streams and events (driver.h). Most entries are the
+// streams and events (driver.h). Most entries are the
 // runtime's calls under a DriverCallScope: the same wire ops, the same
 // call-time checks, the same queue.
 #include <cstring>
@@ -141,55 +141,6 @@ CUresult Driver::cuStreamWriteValue32_v2(CUstream s, CUdeviceptr addr, cuuint32_
 CUresult Driver::cuStreamWriteValue32_v2_ptsz(CUstream s, CUdeviceptr addr, cuuint32_t value,
                                               unsigned int) {
   return MemsetElems(addr, value, 4, 1, s, true);
-}
-
-// --- pointer attributes ------------------------------------------------------------------
-
-CUresult Driver::cuPointerGetAttribute(void* data, CUpointer_attribute attr, CUdeviceptr ptr) {
-  if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  Runtime::DriverCallScope driver_scope;
-  Runtime& r = rt();
-  std::lock_guard lock(r.session_.mu());
-  uint64_t base = 0, bytes = 0;
-  bool device = r.device_mem_.Find(ptr, &base, &bytes);
-  bool pinned = !device && r.host_mem_.Find(ptr, 0, &base) != nullptr;
-  if (!device && !pinned) return CUDA_ERROR_INVALID_VALUE;  // not memory CUDA knows
-  switch (attr) {
-    case CU_POINTER_ATTRIBUTE_CONTEXT:
-      *static_cast<CUcontext*>(data) = Primary();
-      return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-      *static_cast<unsigned int*>(data) = device ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
-      return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-      *static_cast<CUdeviceptr*>(data) = ptr;  // pinned memory is mapped at the same address
-      return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-      if (device) return CUDA_ERROR_INVALID_VALUE;
-      *static_cast<void**>(data) = Ptr(ptr);
-      return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-      *static_cast<int*>(data) = 0;
-      return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-      if (!device) return CUDA_ERROR_INVALID_VALUE;
-      *static_cast<CUdeviceptr*>(data) = base;
-      return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-      if (!device) return CUDA_ERROR_INVALID_VALUE;
-      *static_cast<size_t*>(data) = bytes;
-      return CUDA_SUCCESS;
-    default:
-      return CUDA_ERROR_NOT_SUPPORTED;
-  }
-}
-
-CUresult Driver::cuPointerGetAttributes(unsigned int n, CUpointer_attribute* attrs, void** data,
-                                        CUdeviceptr ptr) {
-  if (n > 0 && (attrs == nullptr || data == nullptr)) return CUDA_ERROR_INVALID_VALUE;
-  for (unsigned int i = 0; i < n; ++i)
-    if (CUresult e = cuPointerGetAttribute(data[i], attrs[i], ptr); e != CUDA_SUCCESS) return e;
-  return CUDA_SUCCESS;
 }
 
 // --- streams and events ----------------------------------------------------------------------

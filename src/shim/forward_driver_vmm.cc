@@ -90,6 +90,20 @@ void MaybeRelease(Runtime& r, uint64_t id) {
 
 }  // namespace
 
+bool Driver::VmmRange(uint64_t p, bool mapping, uint64_t* base, uint64_t* bytes) {
+  auto find = [&](const auto& m, auto size_of) {
+    auto it = m.upper_bound(p);
+    if (it == m.begin()) return false;
+    --it;
+    if (p - it->first >= size_of(it->second)) return false;
+    *base = it->first;
+    *bytes = size_of(it->second);
+    return true;
+  };
+  if (mapping) return find(vmm.mappings, [](const VmmMapping& v) { return v.bytes; });
+  return find(vmm.reserved, [](uint64_t b) { return b; });
+}
+
 CUresult Driver::cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop,
                                                CUmemAllocationGranularity_flags) {
   if (granularity == nullptr || prop == nullptr) return CUDA_ERROR_INVALID_VALUE;

@@ -233,7 +233,8 @@ cudaError_t Runtime::CheckLaunch(const KernelRecord& k, dim3 grid, dim3 block, s
 }
 
 cudaError_t Runtime::LaunchKernel(const void* func, bool by_kernel, dim3 grid, dim3 block, void** args,
-                                  size_t shared_bytes, cudaStream_t stream, bool per_thread) {
+                                  size_t shared_bytes, cudaStream_t stream, bool per_thread,
+                                  const std::vector<uint32_t>& attrs) {
   std::lock_guard lock(session_.mu());
   if (cudaError_t e = Begin(); e != cudaSuccess) return Record(e);
   KernelRecord* k = FindKernel(func, by_kernel);
@@ -258,7 +259,19 @@ cudaError_t Runtime::LaunchKernel(const void* func, bool by_kernel, dim3 grid, d
   req.shared_bytes = static_cast<uint32_t>(shared_bytes);
   req.stream = sid;
   req.params = packed;
-  session_.Enqueue(req);
+  if (attrs.empty()) {
+    session_.Enqueue(req);
+    return Finish(cudaSuccess);
+  }
+  proto::LaunchKernelExRequest ex;
+  ex.function = req.function;
+  ex.grid_x = req.grid_x, ex.grid_y = req.grid_y, ex.grid_z = req.grid_z;
+  ex.block_x = req.block_x, ex.block_y = req.block_y, ex.block_z = req.block_z;
+  ex.shared_bytes = req.shared_bytes;
+  ex.stream = req.stream;
+  ex.params = req.params;
+  ex.attrs = attrs;
+  session_.Enqueue(ex);
   return Finish(cudaSuccess);
 }
 

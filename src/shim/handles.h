@@ -23,9 +23,12 @@ struct EventInfo {
 // Device memory the guest may name: allocations and module globals, and the
 // ranges the driver shim mapped with cuMemMap (kept apart and coalesced:
 // expandable segments map back-to-back pieces that one tensor spans).
+// Each allocation and each cuMemMap piece also gets a buffer id, unique over
+// the process's life (CU_POINTER_ATTRIBUTE_BUFFER_ID).
 class DeviceMemoryTable {
  public:
   void AddMapped(uint64_t base, uint64_t bytes) {
+    piece_ids_[base] = next_id_++;
     auto next = mapped_.lower_bound(base);
     if (next != mapped_.end() && next->first == base + bytes) {
       bytes += next->second;
@@ -42,6 +45,7 @@ class DeviceMemoryTable {
   }
   // Forgets [base, base+bytes), which must lie inside one mapped range.
   void RemoveMapped(uint64_t base, uint64_t bytes) {
+    piece_ids_.erase(piece_ids_.lower_bound(base), piece_ids_.lower_bound(base + bytes));
     auto it = mapped_.upper_bound(base);
     if (it == mapped_.begin()) return;
     --it;
@@ -51,9 +55,17 @@ class DeviceMemoryTable {
     if (start < base) mapped_[start] = base - start;
     if (base + bytes < end) mapped_[base + bytes] = end - (base + bytes);
   }
-  void Add(uint64_t base, uint64_t bytes) { ranges_[base] = bytes; }
+  // Adding a range that is known already (a module global asked for again)
+  // keeps its buffer id.
+  void Add(uint64_t base, uint64_t bytes) {
+    if (ranges_.emplace(base, bytes).second) ids_[base] = next_id_++;
+    ranges_[base] = bytes;
+  }
   // Removes the allocation that starts exactly at `base`; false if none.
-  bool Remove(uint64_t base) { return ranges_.erase(base) == 1; }
+  bool Remove(uint64_t base) {
+    ids_.erase(base);
+    return ranges_.erase(base) == 1;
+  }
   bool StartsAt(uint64_t base) const { return ranges_.count(base) == 1; }
   // True when [p, p+bytes) lies inside one known range (bytes may be 0).
   bool Contains(uint64_t p, uint64_t bytes) const { return In(ranges_, p, bytes) || In(mapped_, p, bytes); }
@@ -61,8 +73,22 @@ class DeviceMemoryTable {
   bool Find(uint64_t p, uint64_t* base, uint64_t* bytes) const {
     return FindIn(ranges_, p, base, bytes) || FindIn(mapped_, p, base, bytes);
   }
+  // The buffer id of the allocation or cuMemMap piece holding p; 0 if none.
+  uint64_t BufferId(uint64_t p) const {
+    uint64_t base = 0, bytes = 0;
+    if (FindIn(ranges_, p, &base, &bytes)) {
+      auto it = ids_.find(base);
+      return it != ids_.end() ? it->second : 0;
+    }
+    if (!FindIn(mapped_, p, &base, &bytes)) return 0;
+    auto it = piece_ids_.upper_bound(p);
+    return it == piece_ids_.begin() ? 0 : std::prev(it)->second;
+  }
   const std::map<uint64_t, uint64_t>& ranges() const { return ranges_; }
-  void Clear() { ranges_.clear(); }
+  void Clear() {
+    ranges_.clear();
+    ids_.clear();
+  }
 
  private:
   static bool In(const std::map<uint64_t, uint64_t>& m, uint64_t p, uint64_t bytes) {
@@ -84,6 +110,9 @@ class DeviceMemoryTable {
 
   std::map<uint64_t, uint64_t> ranges_;  // base -> bytes
   std::map<uint64_t, uint64_t> mapped_;  // cuMemMap'ed, coalesced: base -> bytes
+  std::map<uint64_t, uint64_t> ids_;        // allocation base -> buffer id
+  std::map<uint64_t, uint64_t> piece_ids_;  // cuMemMap piece base -> buffer id
+  uint64_t next_id_ = 1;
 };
 
 }  // namespace smolvm::shim

@@ -88,8 +88,10 @@ class Runtime {
   cudaError_t PopCallConfiguration(dim3* grid, dim3* block, size_t* shared_bytes, void* stream);
   cudaError_t GetKernel(cudaKernel_t* kernel, const void* host_fun);
   // `func` is a host function pointer (by_kernel false) or a cudaKernel_t.
+  // `attrs`: launch attributes in their wire form (driver_launch.h).
   cudaError_t LaunchKernel(const void* func, bool by_kernel, dim3 grid, dim3 block, void** args,
-                           size_t shared_bytes, cudaStream_t stream, bool per_thread);
+                           size_t shared_bytes, cudaStream_t stream, bool per_thread,
+                           const std::vector<uint32_t>& attrs = {});
   cudaError_t FuncGetAttributes(cudaFuncAttributes* attrs, const void* func);
   cudaError_t FuncSetAttribute(const void* func, cudaFuncAttribute attr, int value);
   cudaError_t OccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const void* func, int block_size,

@@ -4,10 +4,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
+#include "proto/messages.h"
 #include "proto/proto_hash.h"
 
 namespace smolvm::shim {
@@ -189,6 +191,18 @@ void AppendRawFrame(std::string* out, uint16_t op, bool async, uint32_t seq, std
 
 }  // namespace
 
+// What the worker refuses as not supported names itself too: once per op,
+// with the worker's message ("smolvm cuda: the worker refused ModuleLoad as
+// not supported: ...").
+static void ReportWorkerNotSupported(uint16_t op, const std::string& message) {
+  static std::atomic<bool> reported[256];
+  if (reported[op & 0xff].exchange(true)) return;
+  const char* name = proto::OpName(op);
+  std::fprintf(stderr, "smolvm cuda: the worker refused %s as not supported: %s\n",
+               name != nullptr ? name : "an op", message.c_str());
+  std::fflush(stderr);
+}
+
 void Session::EnqueueRaw(uint16_t op, std::string_view payload) {
   AppendRawFrame(&queue_, op, true, next_seq_++, payload);
   ++queued_ops_;
@@ -212,6 +226,9 @@ Status Session::CallRaw(uint16_t op, std::string_view payload, std::string_view*
   size_t consumed = reply_payload_.size() - dec.remaining();
   if (head.result != 0) {
     dec.Get(&head.message);
+    constexpr int32_t kCudaNotSupported = 801;  // CUDA_ERROR_NOT_SUPPORTED
+    if (head.result == kCudaNotSupported || head.result == static_cast<int32_t>(Code::kNotSupported))
+      ReportWorkerNotSupported(op, head.message);
     return Status(head.result, std::move(head.message));
   }
   *fields = std::string_view(reply_payload_).substr(consumed);

@@ -121,6 +121,7 @@ class Worker {
   Status Handle(const proto::ModuleGetGlobalRequest&, proto::ModuleGetGlobalReply*, Ctx*);
   Status Handle(const proto::FuncSetAttributeRequest&, proto::FuncSetAttributeReply*, Ctx*);
   Status Handle(const proto::LaunchKernelRequest&, proto::LaunchKernelReply*, Ctx*);
+  Status Handle(const proto::LaunchKernelExRequest&, proto::LaunchKernelExReply*, Ctx*);
   Status Handle(const proto::OccupancyMaxBlocksRequest&, proto::OccupancyMaxBlocksReply*, Ctx*);
   Status Handle(const proto::MarkFrozenRequest&, proto::MarkFrozenReply*, Ctx*);
   // cuBLAS, cuBLASLt and NVML (worker_blas.cc).
@@ -186,6 +187,10 @@ class Worker {
     uint64_t function = 0;
     std::string params;
   };
+  // A launch of the guest's function id on its stream id, with the packed
+  // parameters the guest sent (worker_module.cc); LaunchKernel and
+  // LaunchKernelEx end here.
+  Status Launch(uint64_t function, uint64_t stream, const LaunchConfig& c, std::string_view params);
   // One frame from the guest: dispatch, reply or keep the deferred error.
   Status ServeFrame(Channel& guest, const proto::FrameHeader& h, std::string_view payload,
                     std::vector<UniqueFd>* fds);

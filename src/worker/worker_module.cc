@@ -75,29 +75,33 @@ Status Worker::Handle(const proto::FuncSetAttributeRequest& q, proto::FuncSetAtt
 }
 
 Status Worker::Handle(const proto::LaunchKernelRequest& q, proto::LaunchKernelReply*, Ctx*) {
-  auto f = functions_.find(q.function);
-  if (f == functions_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown function");
-  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
-  // The driver reads the kernel's whole parameter layout from the buffer.
-  if (f->second.param_bytes < 0) {
-    ASSIGN_OR_RETURN(std::vector<ParamInfo> params, backend_->FuncGetParamInfo(f->second.handle));
-    f->second.param_bytes = 0;
-    for (const ParamInfo& p : params)
-      f->second.param_bytes = std::max<int64_t>(f->second.param_bytes, int64_t{p.offset} + p.size);
-  }
-  if (static_cast<int64_t>(q.params.size()) < f->second.param_bytes)
-    return Cu(CUDA_ERROR_INVALID_VALUE, "kernel parameter buffer is shorter than the kernel's parameters");
   LaunchConfig c;
   c.grid[0] = q.grid_x, c.grid[1] = q.grid_y, c.grid[2] = q.grid_z;
   c.block[0] = q.block_x, c.block[1] = q.block_y, c.block[2] = q.block_z;
   c.shared_bytes = q.shared_bytes;
+  return Launch(q.function, q.stream, c, q.params);
+}
+
+Status Worker::Launch(uint64_t function, uint64_t stream, const LaunchConfig& c, std::string_view params) {
+  auto f = functions_.find(function);
+  if (f == functions_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown function");
+  ASSIGN_OR_RETURN(uint64_t s, Stream(stream));
+  // The driver reads the kernel's whole parameter layout from the buffer.
+  if (f->second.param_bytes < 0) {
+    ASSIGN_OR_RETURN(std::vector<ParamInfo> info, backend_->FuncGetParamInfo(f->second.handle));
+    f->second.param_bytes = 0;
+    for (const ParamInfo& p : info)
+      f->second.param_bytes = std::max<int64_t>(f->second.param_bytes, int64_t{p.offset} + p.size);
+  }
+  if (static_cast<int64_t>(params.size()) < f->second.param_bytes)
+    return Cu(CUDA_ERROR_INVALID_VALUE, "kernel parameter buffer is shorter than the kernel's parameters");
   // Kept for fault reports: which shared chunks a faulting launch pointed into.
   constexpr size_t kRecent = 8;
   if (recent_launches_.size() < kRecent) recent_launches_.resize(kRecent);
   RecentLaunch& slot = recent_launches_[recent_next_++ % kRecent];
-  slot.function = q.function;
-  slot.params.assign(q.params.data(), q.params.size());
-  return backend_->LaunchKernel(f->second.handle, c, s, q.params);
+  slot.function = function;
+  slot.params.assign(params.data(), params.size());
+  return backend_->LaunchKernel(f->second.handle, c, s, params);
 }
 
 Status Worker::Handle(const proto::OccupancyMaxBlocksRequest& q, proto::OccupancyMaxBlocksReply* r, Ctx*) {

@@ -172,6 +172,30 @@ TEST_F(ShimE2eTest, DriverApiSharesTheRuntimesSessionAndOrder) {
   EXPECT_EQ(ops.value("ModuleLoad", 0), 5) << ops.dump();
 }
 
+// Issue 13 (torch.compile): the driver calls of Triton's launcher and
+// inductor's static launcher on a raw cubin (cuModuleLoad of its file,
+// cuModuleLoadData of its bytes), pointer attributes of allocations and
+// expandable segments, launches with attributes through the LaunchKernelEx
+// op; what is not answered is named once, with its attribute number.
+TEST_F(ShimE2eTest, TritonAndInductorLaunchersRunOnTheDriverShim) {
+  Program p(daemon, "prog_triton");
+  EXPECT_EQ(p.Wait(), 0) << p.Report() << "\ndaemon log:\n" << daemon.Log();
+  EXPECT_NE(p.Out().find("PASS triton"), std::string::npos) << p.Report();
+  EXPECT_EQ(Count(p.Err(),
+                  "smolvm cuda: cuPointerGetAttribute(attribute 17) is not supported by the remoting shim "
+                  "(returns CUDA_ERROR_NOT_SUPPORTED)"),
+            1u)
+      << p.Report();
+  EXPECT_EQ(Count(p.Err(), "smolvm cuda: cuLaunchKernelEx(launch attribute 1) is not supported"), 1u)
+      << p.Report();
+  nlohmann::json ops;
+  for (int i = 0; i < 200 && !ops.contains("LaunchKernelEx"); ++i, ::usleep(50000))
+    ops = AdminStatus(daemon).value("ops_total", nlohmann::json::object());
+  // Per launcher: two cuLaunchKernelEx with attributes, the cooperative
+  // launch, the runtime's cudaLaunchKernelEx.
+  EXPECT_EQ(ops.value("LaunchKernelEx", 0), 8) << ops.dump();
+}
+
 // What torch needs: a program whose DT_RPATH names NVIDIA's real runtime
 // (/usr/local/cuda/lib64, as torch's wheels name their nvidia/cu13/lib) still
 // runs on the shims when started with what `smolvm cuda env` prints.
