@@ -7,7 +7,8 @@
 # library handles' workspaces; context_mib = NVML for the worker less the
 # chunks it owns) and NVML's per-process memory (nvidia-smi), and keeps the
 # sample where NVML saw the clone's worker largest. A pooled worker's
-# context (NVML, before the fork) is the bare context.
+# context (NVML, before the fork) is the bare context. First, what one
+# cuBLAS, cuBLASLt and cuDNN handle hold (NVML), against their charge.
 #
 # Prints the breakdown of the golden and the clone, and writes a record
 # ($OUT/records/density_*.json, kind "density") whose summary is what
@@ -51,6 +52,11 @@ if [[ ! -f $MODELS/qwen2.5-7b/config.json ]]; then
     { log "make-model qwen2.5-7b failed: $(tail -2 "$W/make-model.txt")"; exit 1; }
   log "made qwen2.5-7b"
 fi
+# What cublasCreate, cublasLtCreate and cudnnCreate hold per handle (NVML),
+# beside what --gpu-mem charges them (src/backend/library_footprint_test.cc).
+SMOLVM_REQUIRE_GPU=$([[ $BACKEND == cuda ]] && echo 1 || echo 0) "$BUILD/src/backend/library_footprint_test" \
+  >"$W/footprint.txt" 2>&1
+log "handles: $(grep -h 'library footprint measured\|Skipped' -A1 "$W/footprint.txt" | head -2 | tr '\n' ' ')$(grep -q FAILED "$W/footprint.txt" && echo ' (a handle holds more than its charge: FAILED)')"
 daemon_start "$SOCK" "$OUT/density-daemon.log" --backend "$BACKEND" --pool 2 || { log "daemon: no admin socket"; exit 1; }
 wait_for "j['ready_workers'] >= 2" 60 || log "pool: fewer than 2 ready workers"
 status_json >"$W/pool.json"
@@ -130,7 +136,7 @@ for r in ("golden", "clone"):
           + f" + modules {j[r + '_modules_mib']} + limits {j[r + '_limits_mib']} + workspaces {j[r + '_workspaces_mib']}"
           f" + context and the rest {j[r + '_context_rest_mib']}")
 PY
-tar czf "$OUT/density-samples.tgz" -C "$W" status.json apps.csv pool.json pool.csv fork.txt golden.err 2>/dev/null
+tar czf "$OUT/density-samples.tgz" -C "$W" status.json apps.csv pool.json pool.csv fork.txt golden.err footprint.txt 2>/dev/null
 python3 scripts/device-record.py density --out "$OUT" --command "scripts/device-density.sh $STEPS" \
   --summary "$(cat "$W/summary.json")" "$W/status.json" | tee -a "$OUT/density.txt"
 daemon_stop
