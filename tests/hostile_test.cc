@@ -544,7 +544,8 @@ TEST(HostileGuests, GpuMemCountsTheContext) {
     ::pclose(p);
   }
   EXPECT_NE(printed.find("session " + std::to_string(c.hello().session_id) +
-                         ": 62.0 MiB of its machine's --gpu-mem (context 32.0, chunks 30.0, modules 0.0, limits 0.0)"),
+                         ": 62.0 MiB of its machine's --gpu-mem (context 32.0, chunks 30.0, modules 0.0, limits 0.0, "
+                         "workspaces 0.0)"),
             std::string::npos)
       << printed;
   // A machine whose --gpu-mem cannot hold one context gets no session.

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/testdata/test_cubin.h"
+#include "proto/lib_status.h"
 #include "worker/module_cache.h"
 #include "daemon_client.h"
 
@@ -229,6 +230,88 @@ TEST_F(MachineEndpointTest, GpuMemCountsModulesAndContextLimits) {
   EXPECT_NEAR(charged["modules_mib"].get<double>(), 40.0, 0.01) << charged.dump();
   EXPECT_NEAR(charged["limits_mib"].get<double>(), 24.0, 0.01) << charged.dump();
   EXPECT_EQ(charged["total_mib"], 128.0) << charged.dump();
+}
+
+// Issue 15/18: --gpu-mem covers what NVIDIA's libraries hold for a
+// session's handles ("workspaces"). On the fake a cuBLAS handle holds 2 MiB
+// of state and an 8 MiB default workspace pool until the guest sets its own
+// workspace; a cuDNN handle 4 MiB (kFakeLibraryFootprint).
+TEST_F(MachineEndpointTest, GpuMemCountsLibraryHandlesAsWorkspaces) {
+  Machine a;
+  ASSERT_TRUE(Attach(&a, "mlib", 128).ok());
+  RawClient g;
+  ASSERT_TRUE(g.Connect(a.socket).ok());  // its context: 32 MiB on the fake
+  BlasCreateReply bc;
+  DnnCreateReply dc;
+  ASSERT_TRUE(g.Call(BlasCreateRequest{.handle = 1}, &bc).ok());
+  ASSERT_TRUE(g.Call(BlasCreateRequest{.handle = 2}, &bc).ok());
+  ASSERT_TRUE(g.Call(DnnCreateRequest{.handle = 1}, &dc).ok());
+  auto charged_of = [this](const std::string& machine, double workspaces) {
+    nlohmann::json session;
+    for (int i = 0; i < 200; ++i) {
+      auto status = StatusOf(daemon);  // kept: the loop reads into it
+      for (const auto& s : status["sessions"])
+        if (s["machine"] == machine) session = s;
+      if (session.is_object() && session["workspaces_mib"] == workspaces) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return session;
+  };
+  // 32 context + 2 x (2 + 8) cuBLAS + 4 cuDNN = 56 MiB.
+  nlohmann::json s = charged_of("mlib", 24.0);
+  ASSERT_TRUE(s.is_object()) << StatusOf(daemon).dump();
+  EXPECT_EQ(s["workspaces_mib"], 24.0) << s.dump();
+  nlohmann::json c = s["gpu_mem_charged"];
+  EXPECT_EQ(c["context_mib"], 32.0) << c.dump();
+  EXPECT_EQ(c["chunks_mib"], 0.0) << c.dump();
+  EXPECT_EQ(c["workspaces_mib"], 24.0) << c.dump();
+  EXPECT_EQ(c["total_mib"], 56.0) << c.dump();
+  // The guest's own workspace (as torch and the learner set) replaces the
+  // pool: its 8 MiB go back, the buffer is a chunk of the guest's.
+  MemAllocReply m;
+  ASSERT_TRUE(g.Call(MemAllocRequest{.bytes = 4 << 20}, &m).ok());
+  g.Queue(BlasSetWorkspaceRequest{.handle = 2, .dptr = m.dptr, .bytes = 4 << 20});
+  PingReply ping;
+  ASSERT_TRUE(g.Call(PingRequest{}, &ping).ok());  // the set goes out with it
+  c = charged_of("mlib", 16.0)["gpu_mem_charged"];
+  EXPECT_EQ(c["workspaces_mib"], 16.0) << c.dump();
+  EXPECT_EQ(c["chunks_mib"], 4.0) << c.dump();
+  EXPECT_EQ(c["total_mib"], 52.0) << c.dump();
+  // `cuda status` prints the part.
+  std::string cmd = std::string(SMOLVM_BINARY) + " cuda status --socket " + daemon.socket();
+  std::string printed;
+  if (FILE* p = ::popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) printed.append(buf, n);
+    ::pclose(p);
+  }
+  EXPECT_NE(printed.find(": 52.0 MiB of its machine's --gpu-mem (context 32.0, chunks 4.0, modules 0.0, limits 0.0, "
+                         "workspaces 16.0)"),
+            std::string::npos)
+      << printed;
+  EXPECT_NE(printed.find("modules 0.0, limits 0.0, workspaces 16.0 MiB of context"), std::string::npos) << printed;
+
+  // A cap too small for a second handle: 32 context + 10 for the first.
+  Machine b;
+  ASSERT_TRUE(Attach(&b, "mlib2", 42).ok());
+  RawClient h;
+  ASSERT_TRUE(h.Connect(b.socket).ok());
+  ASSERT_TRUE(h.Call(BlasCreateRequest{.handle = 1}, &bc).ok());
+  CallResult r = h.Call(BlasCreateRequest{.handle = 2}, &bc);
+  EXPECT_TRUE(r.transport.ok());
+  EXPECT_EQ(r.head.result, kBlasStatusBase + 3 /* CUBLAS_STATUS_ALLOC_FAILED */) << r.head.message;
+  EXPECT_NE(r.head.message.find("--gpu-mem 42"), std::string::npos) << r.head.message;
+  EXPECT_NE(r.head.message.find("cuBLAS handle"), std::string::npos) << r.head.message;
+  r = h.Call(DnnCreateRequest{.handle = 1}, &dc);
+  EXPECT_EQ(r.head.result, kDnnStatusBase + 4004 /* DEVICE_ALLOCATION_FAILED */) << r.head.message;
+  EXPECT_NE(r.head.message.find("--gpu-mem 42"), std::string::npos) << r.head.message;
+  // The worker lives: the refused id is free, and destroying the first
+  // handle makes room for it.
+  ASSERT_TRUE(h.Call(PingRequest{}, &ping).ok());
+  h.Queue(BlasDestroyRequest{.handle = 1});
+  EXPECT_TRUE(h.Call(BlasCreateRequest{.handle = 2}, &bc).ok());
+  EXPECT_EQ(charged_of("mlib2", 10.0)["gpu_mem_charged"]["total_mib"], 42.0);
 }
 
 TEST_F(MachineEndpointTest, CloneTokenWorksOnlyThroughTheCloneMachinesSocket) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/device_footprint.h"
 #include "proto/lt_attrs.h"
 
 namespace smolvm {
@@ -157,14 +158,36 @@ Result<float> FakeBlasBackend::Scalar(std::string_view host, uint64_t dptr) {
   return v;
 }
 
+FakeBlasBackend::~FakeBlasBackend() {
+  for (const auto& [h, rec] : handles_)
+    gpu_->LibraryRelease(kFakeLibraryFootprint.blas_handle +
+                         (rec.pool_held ? kFakeLibraryFootprint.blas_default_workspace : 0));
+  gpu_->LibraryRelease(lt_handles_.size() * kFakeLibraryFootprint.lt_handle);
+}
+
 Result<uint64_t> FakeBlasBackend::Create() {
+  if (!gpu_->LibraryReserve(kFakeLibraryFootprint.blas_handle + kFakeLibraryFootprint.blas_default_workspace))
+    return BlasError(CUBLAS_STATUS_ALLOC_FAILED, "fake cuBLAS: device memory is full");
   uint64_t h = next_++;
   handles_[h] = Handle{};
+  handles_[h].pool_held = true;
   return h;
 }
 
 Status FakeBlasBackend::Destroy(uint64_t handle) {
-  if (!handles_.erase(handle)) return BlasError(CUBLAS_STATUS_NOT_INITIALIZED, "unknown handle");
+  auto it = handles_.find(handle);
+  if (it == handles_.end()) return BlasError(CUBLAS_STATUS_NOT_INITIALIZED, "unknown handle");
+  gpu_->LibraryRelease(kFakeLibraryFootprint.blas_handle +
+                       (it->second.pool_held ? kFakeLibraryFootprint.blas_default_workspace : 0));
+  handles_.erase(it);
+  return Status::Ok();
+}
+
+Status FakeBlasBackend::UsePool(Handle& h) {
+  if (h.workspace_set || h.pool_held) return Status::Ok();
+  if (!gpu_->LibraryReserve(kFakeLibraryFootprint.blas_default_workspace))
+    return BlasError(CUBLAS_STATUS_ALLOC_FAILED, "fake cuBLAS: no device memory for the default workspace");
+  h.pool_held = true;
   return Status::Ok();
 }
 
@@ -177,6 +200,7 @@ Status FakeBlasBackend::SetStream(uint64_t handle, uint64_t stream) {
   auto it = handles_.find(handle);
   if (it == handles_.end()) return BlasError(CUBLAS_STATUS_NOT_INITIALIZED, "unknown handle");
   it->second.stream = stream;
+  it->second.workspace_set = false;  // back to the default pool
   return Status::Ok();
 }
 
@@ -197,6 +221,9 @@ Status FakeBlasBackend::SetWorkspace(uint64_t handle, uint64_t dptr, uint64_t by
   if (it == handles_.end()) return BlasError(CUBLAS_STATUS_NOT_INITIALIZED, "unknown handle");
   it->second.workspace = dptr;
   it->second.workspace_bytes = bytes;
+  it->second.workspace_set = true;
+  if (it->second.pool_held) gpu_->LibraryRelease(kFakeLibraryFootprint.blas_default_workspace);
+  it->second.pool_held = false;
   return Status::Ok();
 }
 
@@ -226,7 +253,9 @@ Status FakeBlasBackend::GemmOne(const BlasGemmArgs& g, float alpha, float beta, 
 }
 
 Status FakeBlasBackend::Gemm(uint64_t handle, const BlasGemmArgs& g) {
-  if (!handles_.count(handle)) return BlasError(CUBLAS_STATUS_NOT_INITIALIZED, "unknown handle");
+  auto it = handles_.find(handle);
+  if (it == handles_.end()) return BlasError(CUBLAS_STATUS_NOT_INITIALIZED, "unknown handle");
+  RETURN_IF_ERROR(UsePool(it->second));
   if (!Is32FCompute(g.compute)) return BlasNotSupported("fake cuBLAS computes in fp32 only");
   if (!TypeBytes(g.atype) || !TypeBytes(g.btype) || !TypeBytes(g.ctype))
     return BlasNotSupported("fake cuBLAS: types must be R_32F, R_16F or R_16BF");
@@ -265,7 +294,9 @@ Status FakeBlasBackend::Gemm(uint64_t handle, const BlasGemmArgs& g) {
 }
 
 Status FakeBlasBackend::Level1(uint64_t handle, const BlasLevel1Args& l, float* host_result) {
-  if (!handles_.count(handle)) return BlasError(CUBLAS_STATUS_NOT_INITIALIZED, "unknown handle");
+  auto it = handles_.find(handle);
+  if (it == handles_.end()) return BlasError(CUBLAS_STATUS_NOT_INITIALIZED, "unknown handle");
+  RETURN_IF_ERROR(UsePool(it->second));
   if (l.n <= 0) {
     if (host_result) *host_result = 0;
     if (l.result && (l.fn == BlasLevel1Fn::kSdot || l.fn == BlasLevel1Fn::kSnrm2)) {
@@ -321,6 +352,8 @@ Status FakeBlasBackend::Level1(uint64_t handle, const BlasLevel1Args& l, float* 
 }
 
 Result<uint64_t> FakeBlasBackend::LtCreate() {
+  if (!gpu_->LibraryReserve(kFakeLibraryFootprint.lt_handle))
+    return BlasError(CUBLAS_STATUS_ALLOC_FAILED, "fake cuBLASLt: device memory is full");
   uint64_t h = next_++;
   lt_handles_.insert(h);
   return h;
@@ -328,6 +361,7 @@ Result<uint64_t> FakeBlasBackend::LtCreate() {
 
 Status FakeBlasBackend::LtDestroy(uint64_t handle) {
   if (!lt_handles_.erase(handle)) return BlasError(CUBLAS_STATUS_NOT_INITIALIZED, "unknown Lt handle");
+  gpu_->LibraryRelease(kFakeLibraryFootprint.lt_handle);
   return Status::Ok();
 }
 

@@ -14,6 +14,14 @@
 // illegal address), as a real kernel would get.
 //
 // Streams are ignored: FakeBackend runs work when issued.
+//
+// Device memory: a handle holds kFakeLibraryFootprint's blas_handle in the
+// FakeBackend's memory from Create to Destroy, and its default workspace
+// pool (blas_default_workspace) while no workspace of the caller's is set:
+// from Create until SetWorkspace, and again from the first GEMM or level-1
+// call after a SetStream (which resets to the pool, as cuBLAS does) until
+// the next SetWorkspace. An Lt handle holds lt_handle. What does not fit is
+// CUBLAS_STATUS_ALLOC_FAILED, as cuBLAS answers.
 #pragma once
 
 #include <map>
@@ -37,6 +45,7 @@ bool HostGemm(int32_t transa, int32_t transb, int32_t m, int32_t n, int32_t k, f
 class FakeBlasBackend final : public BlasBackend {
  public:
   explicit FakeBlasBackend(FakeBackend* gpu) : gpu_(gpu) {}
+  ~FakeBlasBackend() override;  // gives back what live handles hold
 
   std::string_view Name() const override { return "fake"; }
   Result<uint64_t> Create() override;
@@ -58,6 +67,8 @@ class FakeBlasBackend final : public BlasBackend {
     uint64_t stream = 0;
     int32_t math = 0, pointer = 0, atomics = 0;
     uint64_t workspace = 0, workspace_bytes = 0;
+    bool workspace_set = false;  // the caller's, since the last SetStream
+    bool pool_held = false;      // the default workspace pool, in device memory
   };
   const Handle* Find(uint64_t handle) const;
 
@@ -65,6 +76,9 @@ class FakeBlasBackend final : public BlasBackend {
   // A device range as a host pointer, after checking access like a kernel.
   Result<char*> Device(uint64_t addr, uint64_t bytes, bool write);
   Result<float> Scalar(std::string_view host, uint64_t dptr);
+  // Before a GEMM or level-1 call: the handle's kernels use the default pool
+  // unless the caller set a workspace.
+  Status UsePool(Handle& h);
   Status GemmOne(const BlasGemmArgs& g, float alpha, float beta, uint64_t a, uint64_t b, uint64_t c);
 
   FakeBackend* gpu_;

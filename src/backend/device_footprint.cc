@@ -102,6 +102,19 @@ uint64_t ContextLimitDeviceBytes(int limit, uint64_t value, const DeviceInfo& de
   }
 }
 
+LibraryFootprint LibraryDeviceFootprint(std::string_view backend, const DeviceInfo& device) {
+  if (backend == "fake") return kFakeLibraryFootprint;
+  const int cc_major = CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR < static_cast<int>(device.attrs.size())
+                           ? device.attrs[CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR]
+                           : 0;
+  LibraryFootprint f;
+  f.blas_default_workspace = cc_major >= 9 ? 32ull << 20 : (4ull << 20) * 2 + (16ull << 10) * 8;
+  f.blas_handle = 2ull << 20;
+  f.lt_handle = 2ull << 20;
+  f.dnn_handle = 8ull << 20;
+  return f;
+}
+
 uint64_t ModuleImageDeviceBytes(std::string_view image) {
   if (auto elf = ElfAllocBytes(image)) return *elf;
   if (auto fat = FatbinBytes(image)) return *fat;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/device_footprint.h"
 #include "backend/dnn_fake_internal.h"
 #include "proto/dnn_attrs.h"
 
@@ -45,7 +46,11 @@ uint64_t FakeDnnBackend::handle_stream(uint64_t handle) const {
   return it == handles_.end() ? 0 : it->second;
 }
 
+FakeDnnBackend::~FakeDnnBackend() { gpu_->LibraryRelease(handles_.size() * kFakeLibraryFootprint.dnn_handle); }
+
 Result<uint64_t> FakeDnnBackend::Create() {
+  if (!gpu_->LibraryReserve(kFakeLibraryFootprint.dnn_handle))
+    return DnnError(CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED, "fake cuDNN: device memory is full");
   uint64_t h = next_++;
   handles_[h] = 0;
   return h;
@@ -54,6 +59,7 @@ Result<uint64_t> FakeDnnBackend::Create() {
 Status FakeDnnBackend::Destroy(uint64_t handle) {
   if (!handles_.erase(handle))
     return DnnError(CUDNN_STATUS_NOT_INITIALIZED, "fake cuDNN: unknown handle");
+  gpu_->LibraryRelease(kFakeLibraryFootprint.dnn_handle);
   return Status::Ok();
 }
 

@@ -26,6 +26,9 @@
 // Anything else answers CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN.
 // GetAttribute with a null element array answers the count only, as cuDNN
 // does (cudnn-frontend counts notes that way).
+// A handle holds kFakeLibraryFootprint's dnn_handle in the FakeBackend's
+// memory from Create to Destroy (CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED
+// when it does not fit), as cudnnCreate allocates device memory.
 #pragma once
 
 #include <map>
@@ -39,6 +42,7 @@ namespace smolvm {
 class FakeDnnBackend final : public DnnBackend {
  public:
   explicit FakeDnnBackend(FakeBackend* gpu) : gpu_(gpu) {}
+  ~FakeDnnBackend() override;  // gives back what live handles hold
 
   std::string_view Name() const override { return "fake"; }
   Result<uint64_t> Create() override;

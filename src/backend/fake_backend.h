@@ -65,6 +65,12 @@ class FakeBackend final : public GpuBackend {
   // overflow faults, as the kernel would run off the end of memory).
   Status KernelAccess(uint64_t addr, uint64_t count, uint64_t elem_bytes, bool write);
 
+  // What the fake's cuBLAS and cuDNN hold of the device for their handles
+  // (kFakeLibraryFootprint, device_footprint.h), as NVIDIA's libraries hold
+  // device memory: false (nothing taken) when the device is full.
+  bool LibraryReserve(uint64_t bytes);
+  void LibraryRelease(uint64_t bytes);
+
   // --- test hooks ---
   int CallCount(const std::string& method) const;
   // The next call of `method` after `skip` more calls fails with `cuda_result`.

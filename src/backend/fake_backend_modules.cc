@@ -47,6 +47,14 @@ Result<uint64_t> FakeBackend::ModuleLoad(std::string_view image) {
   return h;
 }
 
+bool FakeBackend::LibraryReserve(uint64_t bytes) {
+  if (bytes > options_.total_mem || used_bytes_ > options_.total_mem - bytes) return false;
+  used_bytes_ += bytes;
+  return true;
+}
+
+void FakeBackend::LibraryRelease(uint64_t bytes) { used_bytes_ -= std::min(bytes, used_bytes_); }
+
 Status FakeBackend::ModuleUnload(uint64_t module) {
   RETURN_IF_ERROR(Enter("ModuleUnload"));
   auto mod = modules_.find(module);

@@ -147,12 +147,23 @@ int Status(const std::string& socket_flag, bool json, bool ops) {
                 s.value("state", "?").c_str(), s.value("shared_chunks", 0ull), s.value("shared_mib", 0.0),
                 s.value("private_chunks", 0ull), s.value("private_mib", 0.0), s.value("context_mib", 0.0),
                 s.value("machine", "").empty() ? "-" : s.value("machine", "").c_str());
+  // What each session holds on the device by part: its private chunks, and
+  // what its worker counts of the context column (modules, raised limits,
+  // library handles); the rest of that column is the bare context and what
+  // no part names.
+  for (const auto& s : j["sessions"])
+    std::printf("session %llu parts: private chunks %.1f, modules %.1f, limits %.1f, workspaces %.1f MiB of "
+                "context %.1f MiB (%s)\n",
+                s.value("session", 0ull), s.value("private_mib", 0.0), s.value("modules_mib", 0.0),
+                s.value("limits_mib", 0.0), s.value("workspaces_mib", 0.0), s.value("context_mib", 0.0),
+                j.value("context_source", "?").c_str());
   for (const auto& s : j["sessions"])
     if (auto c = s.value("gpu_mem_charged", nlohmann::json()); c.is_object())
       std::printf("session %llu: %.1f MiB of its machine's --gpu-mem (context %.1f, chunks %.1f, modules %.1f, "
-                  "limits %.1f)\n",
+                  "limits %.1f, workspaces %.1f)\n",
                   s.value("session", 0ull), c.value("total_mib", 0.0), c.value("context_mib", 0.0),
-                  c.value("chunks_mib", 0.0), c.value("modules_mib", 0.0), c.value("limits_mib", 0.0));
+                  c.value("chunks_mib", 0.0), c.value("modules_mib", 0.0), c.value("limits_mib", 0.0),
+                  c.value("workspaces_mib", 0.0));
   if (ops) PrintOps(j);
   for (const auto& m : j.value("machines", nlohmann::json::array())) {
     std::printf("machine %s: endpoint attached", m.value("machine", "?").c_str());

@@ -144,7 +144,7 @@ class Daemon {
     proto::SessionRole role = proto::SessionRole::kStandalone;
     std::string state = "running";
     uint64_t shared_chunks = 0, shared_bytes = 0, private_chunks = 0, private_bytes = 0, allocations = 0;
-    uint64_t module_bytes = 0, limit_bytes = 0;  // of its machine's --gpu-mem (device_charges.h)
+    uint64_t module_bytes = 0, limit_bytes = 0, workspace_bytes = 0;  // device_charges.h
   };
   // A connection whose Hello has not fully arrived (pending_guests.cc): read
   // by the poll loop as bytes come, never blocking it.

@@ -33,6 +33,7 @@ nlohmann::json ToJson(const SessionStatus& s) {
                {"chunks_mib", s.gpu_mem_charged->chunks_mib},
                {"modules_mib", s.gpu_mem_charged->modules_mib},
                {"limits_mib", s.gpu_mem_charged->limits_mib},
+               {"workspaces_mib", s.gpu_mem_charged->workspaces_mib},
                {"total_mib", s.gpu_mem_charged->total_mib}};
   return {{"session", s.session},
           {"pid", s.pid},
@@ -47,6 +48,9 @@ nlohmann::json ToJson(const SessionStatus& s) {
           {"private_mib", s.private_mib},
           {"allocations", s.allocations},
           {"context_mib", s.context_mib},
+          {"modules_mib", s.modules_mib},
+          {"limits_mib", s.limits_mib},
+          {"workspaces_mib", s.workspaces_mib},
           {"preloaded_workers", s.preloaded_workers},
           {"gpu_mem_charged", charged},
           {"ops", s.ops}};
@@ -110,10 +114,13 @@ DaemonStatus Daemon::CollectStatus() const {
     if (auto w = workers_.find(s.worker_pid); w != workers_.end() && w->second.budget && w->second.budget_slot >= 0) {
       const uint64_t held = w->second.budget->SlotUsed(static_cast<uint32_t>(w->second.budget_slot));
       const uint64_t ctx = std::min(held, w->second.context_bytes);
+      // The slot holds the context, then what the worker reported by part;
+      // the rest are its chunks.
       const uint64_t modules = std::min(held - ctx, s.module_bytes);
       const uint64_t limits = std::min(held - ctx - modules, s.limit_bytes);
-      x.gpu_mem_charged =
-          SessionStatus::Charged{Mib(ctx), Mib(held - ctx - modules - limits), Mib(modules), Mib(limits), Mib(held)};
+      const uint64_t workspaces = std::min(held - ctx - modules - limits, s.workspace_bytes);
+      x.gpu_mem_charged = SessionStatus::Charged{Mib(ctx),    Mib(held - ctx - modules - limits - workspaces),
+                                                 Mib(modules), Mib(limits), Mib(workspaces), Mib(held)};
     }
     x.session = id;
     x.pid = s.guest_pid;
@@ -128,6 +135,9 @@ DaemonStatus Daemon::CollectStatus() const {
     x.private_mib = Mib(s.private_bytes);
     x.allocations = s.allocations;
     x.context_mib = Mib(context);
+    x.modules_mib = Mib(s.module_bytes);
+    x.limits_mib = Mib(s.limit_bytes);
+    x.workspaces_mib = Mib(s.workspace_bytes);
     x.preloaded_workers = PreloadedWorkers(id);
     x.ops = OpsByName(ops_.Session(id));
     out.sessions.push_back(std::move(x));

@@ -27,10 +27,15 @@ struct SessionStatus {
   double private_mib = 0;
   uint64_t allocations = 0;
   double context_mib = 0;
+  // What its loaded modules, raised context limits and library handles
+  // (cuBLAS, cuBLASLt, cuDNN: daemon/device_charges.h) hold on the device,
+  // as its worker counts them: part of what NVML counts for the worker,
+  // with or without a --gpu-mem.
+  double modules_mib = 0, limits_mib = 0, workspaces_mib = 0;
   size_t preloaded_workers = 0;
   // What it holds of its machine's --gpu-mem, when the machine has one.
   struct Charged {
-    double context_mib = 0, chunks_mib = 0, modules_mib = 0, limits_mib = 0, total_mib = 0;
+    double context_mib = 0, chunks_mib = 0, modules_mib = 0, limits_mib = 0, workspaces_mib = 0, total_mib = 0;
   };
   std::optional<Charged> gpu_mem_charged;
   std::map<std::string, uint64_t> ops;  // guest ops served, by name (op_counts.h)

@@ -4,6 +4,7 @@
 
 #include <cuda.h>
 
+#include <algorithm>
 #include <string>
 
 #include "backend/device_footprint.h"
@@ -27,13 +28,30 @@ bool ChargesLimit(int limit) {
 
 }  // namespace
 
+bool BudgetedBackend::Take(uint64_t bytes) { return !budget_ || budget_->Charge(slot_, bytes); }
+
+void BudgetedBackend::Give(uint64_t bytes) {
+  if (budget_) budget_->Refund(slot_, bytes);
+}
+
+Status BudgetedBackend::ChargeWorkspace(uint64_t bytes, const std::string& what) {
+  if (!Take(bytes)) return OverBudget(*budget_, bytes, what);
+  charges_.workspaces += bytes;
+  return Status::Ok();
+}
+
+void BudgetedBackend::RefundWorkspace(uint64_t bytes) {
+  bytes = std::min(bytes, charges_.workspaces);
+  Give(bytes);
+  charges_.workspaces -= bytes;
+}
+
 Result<uint64_t> BudgetedBackend::ModuleLoad(std::string_view image) {
-  if (!budget_) return inner().ModuleLoad(image);
   const uint64_t bytes = ModuleImageDeviceBytes(image);
-  if (!budget_->Charge(slot_, bytes)) return OverBudget(*budget_, bytes, "the module");
+  if (!Take(bytes)) return OverBudget(*budget_, bytes, "the module");
   auto module = inner().ModuleLoad(image);
   if (!module.ok()) {
-    budget_->Refund(slot_, bytes);
+    Give(bytes);
     return module;
   }
   charges_.modules[*module] = bytes;
@@ -44,14 +62,14 @@ Status BudgetedBackend::ModuleUnload(uint64_t module) {
   Status st = inner().ModuleUnload(module);
   auto it = charges_.modules.find(module);
   if (st.ok() && it != charges_.modules.end()) {
-    budget_->Refund(slot_, it->second);
+    Give(it->second);
     charges_.modules.erase(it);
   }
   return st;
 }
 
 Status BudgetedBackend::CtxSetLimit(int limit, uint64_t value) {
-  if (!budget_ || !ChargesLimit(limit)) return inner().CtxSetLimit(limit, value);
+  if (!ChargesLimit(limit)) return inner().CtxSetLimit(limit, value);
   if (!charges_.device) {
     ASSIGN_OR_RETURN(DeviceInfo info, inner().GetDeviceInfo(0));
     charges_.device = std::move(info);
@@ -64,7 +82,7 @@ Status BudgetedBackend::CtxSetLimit(int limit, uint64_t value) {
   const uint64_t want = ContextLimitDeviceBytes(limit, value, *charges_.device);
   const uint64_t now = charges_.limits[limit];
   const uint64_t next = want > base ? want - base : 0;
-  if (next > now && !budget_->Charge(slot_, next - now)) {
+  if (next > now && !Take(next - now)) {
     const char* what = limit == CU_LIMIT_STACK_SIZE         ? "the stack size (per resident thread)"
                        : limit == CU_LIMIT_MALLOC_HEAP_SIZE ? "the malloc heap"
                                                             : "the printf FIFO";
@@ -72,10 +90,10 @@ Status BudgetedBackend::CtxSetLimit(int limit, uint64_t value) {
   }
   Status st = inner().CtxSetLimit(limit, value);
   if (!st.ok()) {
-    if (next > now) budget_->Refund(slot_, next - now);
+    if (next > now) Give(next - now);
     return st;
   }
-  if (next < now) budget_->Refund(slot_, now - next);
+  if (next < now) Give(now - next);
   charges_.limits[limit] = next;
   return st;
 }

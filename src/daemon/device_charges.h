@@ -8,10 +8,15 @@
 //            the new value reserves (ContextLimitDeviceBytes: the stack for
 //            every resident thread) over what the value before the
 //            session's first change reserved, which is part of the
-//            measured context; lowering a limit refunds.
+//            measured context; lowering a limit refunds;
+//   workspaces  what NVIDIA's libraries hold on the device for the
+//            session's cuBLAS, cuBLASLt and cuDNN handles beyond the memory
+//            the guest gives them (LibraryFootprint, device_footprint.h),
+//            charged by worker/library_charges.h through ChargeWorkspace.
 // A charge that does not fit is CUDA_ERROR_OUT_OF_MEMORY naming the budget
-// and the part, and the call is not made. cuBLAS and cuDNN handles'
-// internal workspaces are not charged yet (docs/threat-model.md).
+// and the part, and the call is not made. Without a budget the parts are
+// still counted (nothing is charged), so `cuda status` shows every
+// session's.
 //
 // Owned by its BudgetedBackend, on the worker's one thread.
 #pragma once
@@ -28,6 +33,7 @@ struct DeviceCharges {
   std::map<uint64_t, uint64_t> modules;  // module handle -> bytes charged
   std::map<int, uint64_t> limit_base;    // limit -> its value before the first change
   std::map<int, uint64_t> limits;        // limit -> bytes charged for it
+  uint64_t workspaces = 0;               // library handles' device state
   std::optional<DeviceInfo> device;      // for the stack's per-thread reservation
 };
 

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 
 #include "backend/forwarding_backend.h"
 #include "backend/gpu_backend.h"
@@ -109,6 +110,12 @@ class BudgetedBackend final : public ForwardingBackend {
     for (const auto& [limit, bytes] : charges_.limits) n += bytes;
     return n;
   }
+  uint64_t workspace_bytes() const { return charges_.workspaces; }
+  // The session's library handles (worker/library_charges.h): charged to the
+  // budget as "workspaces" (CUDA_ERROR_OUT_OF_MEMORY naming the budget and
+  // `what` when it does not fit); the caller refunds exactly what it charged.
+  Status ChargeWorkspace(uint64_t bytes, const std::string& what);
+  void RefundWorkspace(uint64_t bytes);
 
   // total_mem = min(device total, the limit).
   Result<DeviceInfo> GetDeviceInfo(int device) override;
@@ -126,6 +133,10 @@ class BudgetedBackend final : public ForwardingBackend {
   Status ModuleUnload(uint64_t module) override;
 
  private:
+  // Charge / refund the budget when there is one (true without).
+  bool Take(uint64_t bytes);
+  void Give(uint64_t bytes);
+
   std::shared_ptr<MachineBudget> budget_;
   uint32_t slot_ = 0;
   std::map<uint64_t, uint64_t> charged_;  // chunk handle -> bytes charged

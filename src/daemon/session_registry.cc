@@ -42,6 +42,7 @@ void Daemon::OnSessionStats(const WorkerProc& w, const proto::WorkerStatsRequest
   it->second.allocations = r.allocations;
   it->second.module_bytes = r.module_bytes;
   it->second.limit_bytes = r.limit_bytes;
+  it->second.workspace_bytes = r.workspace_bytes;
 }
 
 }  // namespace smolvm

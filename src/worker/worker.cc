@@ -272,6 +272,7 @@ void Worker::SendStats() {
   if (const auto* b = dynamic_cast<const BudgetedBackend*>(backend_.get())) {
     s.module_bytes = b->module_bytes();
     s.limit_bytes = b->limit_bytes();
+    s.workspace_bytes = b->workspace_bytes();
   }
   std::string out;
   proto::AppendRequest(&out, s, 0);
@@ -279,8 +280,7 @@ void Worker::SendStats() {
 }
 
 void Worker::SendChargedStats() {
-  const auto* b = dynamic_cast<const BudgetedBackend*>(backend_.get());
-  if (b != nullptr && b->budget() != nullptr) SendStats();
+  if (dynamic_cast<const BudgetedBackend*>(backend_.get()) != nullptr) SendStats();
 }
 
 void Worker::SendOps() {

@@ -212,8 +212,8 @@ class Worker {
   // OK when [addr, addr+bytes) lies inside one registered host segment.
   Status CheckHost(uint64_t addr, uint64_t bytes) const;
   void SendStats();
-  // SendStats when the session is charged to a machine's --gpu-mem (its
-  // modules and limits changed what it holds there).
+  // SendStats after what its modules, context limits or library handles
+  // hold changed (device_charges.h: counted with or without a --gpu-mem).
   void SendChargedStats();
   void SendOps();  // op_counts.h
   void ReleaseAll();

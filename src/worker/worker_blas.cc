@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "worker/context_size.h"
+#include "worker/library_charges.h"
 #include "worker/worker.h"
 #include "worker/worker_checks.h"
 #include "proto/lib_status.h"
@@ -73,7 +74,14 @@ Result<BlasBackend*> Worker::Blas() {
     blas_status_ = NotInitialized(made.status().message());
     return blas_status_;
   }
+  // Its handles are charged to the session (library_charges.h).
+  auto info = backend_->GetDeviceInfo(0);
+  if (!info.ok()) return NotInitialized(info.status().message());
   blas_ = std::move(made).value();
+  if (auto* budgeted = dynamic_cast<BudgetedBackend*>(backend_.get()))
+    blas_ = std::make_unique<ChargedBlasBackend>(std::move(blas_), budgeted,
+                                                 LibraryDeviceFootprint(backend_->Name(), *info),
+                                                 [this] { SendChargedStats(); });
   return blas_.get();
 }
 

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/hex.h"
+#include "worker/library_charges.h"
 #include "worker/worker.h"
 #include "proto/dnn_attrs.h"
 
@@ -37,7 +38,14 @@ Result<DnnBackend*> Worker::Dnn() {
     dnn_.status = NotInitialized(made.status().message());
     return dnn_.status;
   }
+  // Its handles are charged to the session (library_charges.h).
+  auto info = backend_->GetDeviceInfo(0);
+  if (!info.ok()) return NotInitialized(info.status().message());
   dnn_.backend = std::move(made).value();
+  if (auto* budgeted = dynamic_cast<BudgetedBackend*>(backend_.get()))
+    dnn_.backend = std::make_unique<ChargedDnnBackend>(std::move(dnn_.backend), budgeted,
+                                                       LibraryDeviceFootprint(backend_->Name(), *info),
+                                                       [this] { SendChargedStats(); });
   DnnVersion v = dnn_.backend->Version();
   std::fprintf(stderr, "smolvm worker %d: cuDNN %llu (cudart %llu) loaded from %s\n", ::getpid(),
                static_cast<unsigned long long>(v.version),
