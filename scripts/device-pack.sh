@@ -24,7 +24,7 @@ cd "$src"
   [[ -d shim ]] && find shim -path '*/CMakeFiles' -prune -o \( -type f -o -type l \) -print | grep -v '\.o$\|\.a$\|\.ninja\|cmake_install' || true
   [[ -d torch-learner ]] && find torch-learner -type f -print || true  # the torch learner beside smolvm (bench --learner torch)
   find . -path '*/CMakeFiles' -prune -o -path ./fuzz-clang -prune -o -type f -perm -u+x -print | while read -r f; do
-    [[ $(head -c 4 "$f" | od -An -c | tr -d ' ') == 177ELF ]] && echo "$f"
+    if [[ $(head -c 4 "$f" | od -An -c | tr -d ' ') == 177ELF ]]; then echo "$f"; fi
   done
   find . -path '*/CMakeFiles' -prune -o -path ./fuzz-clang -prune -o -type f -name '*.so*' -print
 } | sort -u | while read -r f; do
