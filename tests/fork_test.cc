@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <deque>
 #include <mutex>
+#include <set>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -164,11 +166,11 @@ class ForkTest : public ::testing::Test {
 
   // Forks `n` clones through the CLI, attaching each as its child would.
   std::pair<int, std::string> Fork(Golden& g, int n, const std::string& share,
-                                   std::vector<std::unique_ptr<RawClient>>* clones) {
+                                   std::vector<std::unique_ptr<RawClient>>* clones, const std::string& flags = "") {
     std::pair<int, std::string> cli;
     std::thread t([&] {
       cli = RunCommand(Cli(daemon, "fork --pid " + std::to_string(::getpid()) + " --count " + std::to_string(n) +
-                                " --share " + share));
+                                " --share " + share + flags));
     });
     for (int i = 0; i < n; ++i) {
       ForkpointWaitReply order = g.Next();
@@ -528,6 +530,31 @@ TEST_F(ForkTest, ClonesRunAsTheirGoldensUid) {
   for (long u : clone_uids) EXPECT_EQ(u, golden_uid);
   ASSERT_TRUE(RunCommand(Cli(daemon, "release --pid " + std::to_string(::getpid()))).first == 0);
   g.Join();
+}
+
+// Issue 16: a fork talks to the golden's worker in one prepare exchange
+// (ForkPrepare -> ForkManifest) and one release (ForkGo with every clone's
+// order), whatever its clone count; the clones still come up one by one.
+TEST_F(ForkTest, AForkSendsTheGoldensWorkerTwoMessagesWhateverItsCount) {
+  Golden g(&golden);
+  for (int n : {1, 5}) {
+    std::vector<std::unique_ptr<RawClient>> clones;
+    auto [rc, out] = Fork(g, n, "on", &clones, " --json");
+    ASSERT_EQ(rc, 0) << out << daemon.Log();
+    std::istringstream in(out);
+    std::set<int> indexes;
+    for (std::string line; std::getline(in, line);) {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded()) continue;
+      EXPECT_EQ(j["golden_messages"], 2) << "fork of " << n << ": " << line;
+      indexes.insert(j["clone"].get<int>());
+    }
+    EXPECT_EQ(indexes.size(), static_cast<size_t>(n)) << out;
+    ASSERT_EQ(clones.size(), static_cast<size_t>(n));
+    for (auto& c : clones) EXPECT_EQ(Bytes(*c, frozen.dptr + 7 * kMiB, 64), frozen_bytes.substr(7 * kMiB, 64));
+  }
+  EXPECT_EQ(RunCommand(Cli(daemon, "release --pid " + std::to_string(::getpid()))).first, 0);
+  EXPECT_LT(g.Next().clone_index, 0);
 }
 
 TEST_F(ForkTest, StatusReportsContextMemoryPerSession) {

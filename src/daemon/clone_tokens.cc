@@ -50,7 +50,7 @@ void Daemon::ReleaseClone(ForkJob& job, ForkJob::Clone& c) {
   c.index = next_clone_index_[job.golden]++;
   std::string out;
   proto::AppendRequest(&out, proto::ForkGoRequest{c.index, c.token}, 0);
-  (void)gw->second.control->Write(out);
+  (void)SendToGolden(job, out);
   c.released = true;
   job.deadline = std::max(job.deadline, std::chrono::steady_clock::now() + std::chrono::seconds(30));
   // A machine's golden leaves the daemon's forkpoint with its last order and
@@ -58,6 +58,15 @@ void Daemon::ReleaseClone(ForkJob& job, ForkJob::Clone& c) {
   bool all_released = true;
   for (const auto& other : job.clones) all_released = all_released && other.released;
   if (job.machine_fork && all_released) golden->second.state = "running";
+}
+
+Status Daemon::SendToGolden(ForkJob& job, const std::string& frame) {
+  auto golden = sessions_.find(job.golden);
+  if (golden == sessions_.end()) return Unavailable("the golden session ended");
+  auto gw = workers_.find(golden->second.worker_pid);
+  if (gw == workers_.end() || !gw->second.control) return Unavailable("the golden's worker is gone");
+  ++job.golden_messages;
+  return gw->second.control->Write(frame);
 }
 
 void Daemon::AttachClone(PendingGuest g, const std::string& token) {

@@ -208,6 +208,10 @@ class Daemon {
     };
     std::vector<Clone> clones;
     uint32_t refused_attaches = 0;  // clone Hellos with a wrong token while it ran
+    // Control frames the daemon wrote to the golden's worker for this job
+    // (SendToGolden): reported with the clones, so a test can hold the
+    // fork's exchanges with the golden to one prepare and one release.
+    uint32_t golden_messages = 0;
   };
 
   Status SpawnWorker();
@@ -267,6 +271,9 @@ class Daemon {
   void OnCloneBuilt(WorkerProc& w, const proto::CloneBuiltRequest& b);
   // Lets the golden fork the child of a clone that is built (ForkGo).
   void ReleaseClone(ForkJob& job, ForkJob::Clone& c);
+  // Writes one control frame to the golden's worker for `job`, counted in
+  // job.golden_messages. Unavailable when that worker or its link is gone.
+  Status SendToGolden(ForkJob& job, const std::string& frame);
   // Ahead of forks (fork_ahead.cc).
   void OnForkAhead(WorkerProc& w, const proto::ForkAheadRequest& r);
   void OnPreloadDone(WorkerProc& w, const proto::PreloadDoneRequest& r);

@@ -169,7 +169,7 @@ void Daemon::AdvanceFork(ForkJob& job, std::chrono::steady_clock::time_point now
     if (golden->second.state == "forkpoint" && gw != workers_.end() && gw->second.control) {
       std::string out;
       proto::AppendRequest(&out, proto::ForkPrepareRequest{proto::Wire(job.share), job.count}, 0);
-      (void)gw->second.control->Write(out);
+      (void)SendToGolden(job, out);
       // Fork latency counts from here: the request meets a golden at its forkpoint.
       job.waited_ms = std::chrono::duration<double, std::milli>(now - job.t0).count();
       job.t0 = now;
@@ -258,9 +258,10 @@ void Daemon::SendCloneBuilds(ForkJob& job) {
 }
 
 void Daemon::FinishFork(ForkJob& job, const Session& golden, std::chrono::steady_clock::time_point now) {
-  Log("fork of session %llu: %zu clones attached %.1f ms after the request met the forkpoint",
+  Log("fork of session %llu: %zu clones attached %.1f ms after the request met the forkpoint; %u messages to the "
+      "golden's worker",
       static_cast<unsigned long long>(job.golden), job.clones.size(),
-      std::chrono::duration<double, std::milli>(now - job.t0).count());
+      std::chrono::duration<double, std::milli>(now - job.t0).count(), job.golden_messages);
   nlohmann::json lines = nlohmann::json::array();
   for (auto& c : job.clones)
     lines.push_back({{"clone", c.index},
@@ -275,6 +276,7 @@ void Daemon::FinishFork(ForkJob& job, const Session& golden, std::chrono::steady
                      {"build_ms", c.info.ms},
                      {"preloaded", c.info.preloaded},
                      {"waited_ms", job.waited_ms},
+                     {"golden_messages", job.golden_messages},
                      {"ms", c.ms}});
   AdminReply(job.admin_client, job.admin_seq, job.admin_op, Status::Ok(), lines.dump());
   forks_.erase(job.id);
