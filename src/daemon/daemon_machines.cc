@@ -171,7 +171,7 @@ void Daemon::CancelGoldenWait(const ForkJob& job) {
   if (w == workers_.end() || !w->second.control) return;
   // Answered now if the golden waits, else as soon as it starts waiting.
   std::string out;
-  proto::AppendRequest(&out, proto::ForkGoRequest{-1, ""}, 0);
+  proto::AppendRequest(&out, proto::ForkGoRequest{{proto::ForkOrder{-1, ""}}}, 0);
   (void)w->second.control->Write(out);
   s->second.state = "running";
 }
