@@ -195,4 +195,28 @@ Status AdminRoundTrip(UnixChannel& ch, const Req& req, Rep* rep, int fd = -1) {
   return ReadAdminReply(ch, rep);
 }
 
+// Every directory the daemon could keep modules in, beside its socket.
+inline std::vector<std::string> ModuleDirs(const DaemonProcess& d) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(d.dir()))
+    if (e.is_directory() && e.path().filename().string().rfind("cuda.sock.modules", 0) == 0)
+      out.push_back(e.path().string());
+  return out;
+}
+
+// Where images are stored: the daemon's directory, and with workers dropped
+// to tenant uids, each tenant's <jail>/u<uid>/modules (the log names the jail).
+inline std::vector<std::string> CachedModuleDirs(const DaemonProcess& d) {
+  std::vector<std::string> out = ModuleDirs(d);
+  std::string log = d.Log();
+  size_t at = log.find(", jail ");
+  if (at == std::string::npos) return out;
+  std::string jail = log.substr(at + 7, log.find_first_of(" \n", at + 7) - (at + 7));
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(jail, ec))
+    if (e.path().filename().string().rfind('u', 0) == 0 && std::filesystem::is_directory(e.path() / "modules"))
+      out.push_back((e.path() / "modules").string());
+  return out;
+}
+
 }  // namespace smolvm::testing

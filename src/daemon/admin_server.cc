@@ -103,7 +103,7 @@ void Daemon::Release(uint64_t client, uint32_t seq, const proto::AdminReleaseReq
   auto w = workers_.find(s->worker_pid);
   if (w == workers_.end() || !w->second.control) return AdminReply(client, seq, op, Unavailable("its worker is gone"), "");
   std::string out;
-  proto::AppendRequest(&out, proto::ForkGoRequest{-1, ""}, 0);
+  proto::AppendRequest(&out, proto::ForkGoRequest{{proto::ForkOrder{-1, ""}}}, 0);
   (void)w->second.control->Write(out);
   s->state = "running";
   auto it = admin_clients_.find(client);

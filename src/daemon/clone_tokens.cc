@@ -1,12 +1,14 @@
 // Clone tokens: how a forked child proves it is the child the golden made.
 //
 // Each clone of a fork job gets a token of 128 random bits (getrandom) when
-// the job is made, before anything can attach; the golden learns it with its
-// order (ForkGo) once the clone is built. A clone Hello is accepted only for a
-// clone already released to the golden, not attached yet, through the clone
-// machine's own socket, with the token compared in constant time; the token
-// is then spent. An empty, unknown, spent or misplaced token is refused and
-// logged, and counted in the fork's admin reply.
+// the job is made, before anything can attach; the golden learns every
+// clone's token at once, in the job's one ForkGo, sent when its first clone
+// is built. A clone Hello is accepted only for a clone already released to
+// the golden, not attached yet, through the clone machine's own socket, with
+// the token compared in constant time; the token is then spent, and the
+// Hello waits for its clone's build if that is not done yet. An empty,
+// unknown, spent or misplaced token is refused and logged, and counted in
+// the fork's admin reply.
 #include <errno.h>
 #include <openssl/crypto.h>
 #include <sys/random.h>
@@ -41,23 +43,43 @@ std::string Daemon::NewCloneToken() {
   return std::string(hex, kTokenHexBytes);
 }
 
-void Daemon::ReleaseClone(ForkJob& job, ForkJob::Clone& c) {
+void Daemon::ReleaseClones(ForkJob& job) {
   auto golden = sessions_.find(job.golden);
   if (golden == sessions_.end()) return;  // AdvanceForks fails the job
   auto gw = workers_.find(golden->second.worker_pid);
   if (gw == workers_.end() || !gw->second.control) return;
-  if (c.token.size() != kTokenHexBytes) return FailFork(job, Internal("the clone has no token"));
-  c.index = next_clone_index_[job.golden]++;
+  for (const auto& c : job.clones)
+    if (c.token.size() != kTokenHexBytes) return FailFork(job, Internal("a clone has no token"));
+  // Every order in one message: the golden forks its children one after
+  // another now, while the clones still to build are built; each child's
+  // Hello waits here for its clone (AttachClone). The built clones' orders
+  // come first, so the first child forked is one that can attach at once;
+  // a machine fork's go in its clone machines' order (ReadyToRelease).
+  proto::ForkGoRequest go;
+  for (bool built : {true, false})
+    for (auto& c : job.clones) {
+      if (!job.machine_fork && c.built != built) continue;
+      if (job.machine_fork && !built) continue;
+      c.index = next_clone_index_[job.golden]++;
+      go.orders.push_back({c.index, c.token});
+      c.released = true;
+    }
   std::string out;
-  proto::AppendRequest(&out, proto::ForkGoRequest{c.index, c.token}, 0);
-  (void)gw->second.control->Write(out);
-  c.released = true;
-  job.deadline = std::max(job.deadline, std::chrono::steady_clock::now() + std::chrono::seconds(30));
-  // A machine's golden leaves the daemon's forkpoint with its last order and
+  proto::AppendRequest(&out, go, 0);
+  (void)SendToGolden(job, out);
+  job.released = true;
+  // A machine's golden leaves the daemon's forkpoint with its orders and
   // waits at its supervisor's; its next fork finds it here again.
-  bool all_released = true;
-  for (const auto& other : job.clones) all_released = all_released && other.released;
-  if (job.machine_fork && all_released) golden->second.state = "running";
+  if (job.machine_fork) golden->second.state = "running";
+}
+
+Status Daemon::SendToGolden(ForkJob& job, const std::string& frame) {
+  auto golden = sessions_.find(job.golden);
+  if (golden == sessions_.end()) return Unavailable("the golden session ended");
+  auto gw = workers_.find(golden->second.worker_pid);
+  if (gw == workers_.end() || !gw->second.control) return Unavailable("the golden's worker is gone");
+  ++job.golden_messages;
+  return gw->second.control->Write(frame);
 }
 
 void Daemon::AttachClone(PendingGuest g, const std::string& token) {
@@ -87,6 +109,17 @@ void Daemon::AttachClone(PendingGuest g, const std::string& token) {
   }
   ForkJob& job = *found_job;
   ForkJob::Clone& c = *found;
+  c.token.clear();  // spent: no Hello can match it again
+  if (!c.built) {
+    // The golden forked this child before its clone was built.
+    c.parked = std::move(g);
+    return;
+  }
+  AdoptClone(job, c, std::move(g));
+  AdvanceForks();
+}
+
+void Daemon::AdoptClone(ForkJob& job, ForkJob::Clone& c, PendingGuest g) {
   auto w = workers_.find(c.worker);
   auto sock = g.channel->TakeSocket();
   if (w == workers_.end() || !w->second.control || !sock.ok()) {
@@ -99,7 +132,6 @@ void Daemon::AttachClone(PendingGuest g, const std::string& token) {
   int fd = sock->get();
   if (!w->second.control->Write(out, std::span<const int>(&fd, 1)).ok()) return;
   c.attached = true;
-  c.token.clear();  // spent: no Hello can match it again
   c.host_pid = g.host_pid;
   c.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - job.t0).count();
   Session& s = sessions_[c.session];
@@ -114,7 +146,6 @@ void Daemon::AttachClone(PendingGuest g, const std::string& token) {
       c.index, gold.guest_pid, static_cast<unsigned long long>(c.info.shared_chunks),
       static_cast<unsigned long long>(c.info.private_chunks), c.info.shared_bytes / 1048576.0,
       c.info.private_bytes / 1048576.0, c.ms, static_cast<double>(c.info.ms), c.info.preloaded, job.waited_ms);
-  AdvanceForks();
 }
 
 }  // namespace smolvm

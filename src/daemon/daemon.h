@@ -203,11 +203,19 @@ class Daemon {
       std::string machine;  // a machine fork's clone machine ("" : the daemon's socket)
       uint32_t host_pid = 0;  // SO_PEERCRED of whoever attached
       bool sent = false, built = false, released = false, attached = false;
+      // Its child's Hello, when it came before the clone's build finished:
+      // adopted by the clone's worker once built (OnCloneBuilt).
+      std::optional<PendingGuest> parked;
       proto::CloneBuiltRequest info;
       double ms = 0;
     };
     std::vector<Clone> clones;
+    bool released = false;  // the golden has every clone's order (its one ForkGo)
     uint32_t refused_attaches = 0;  // clone Hellos with a wrong token while it ran
+    // Control frames the daemon wrote to the golden's worker for this job
+    // (SendToGolden): reported with the clones, so a test can hold the
+    // fork's exchanges with the golden to one prepare and one release.
+    uint32_t golden_messages = 0;
   };
 
   Status SpawnWorker();
@@ -265,11 +273,17 @@ class Daemon {
   void FailFork(ForkJob& job, Status why);
   void OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m);
   void OnCloneBuilt(WorkerProc& w, const proto::CloneBuiltRequest& b);
-  // Lets the golden fork the child of a clone that is built (ForkGo).
-  void ReleaseClone(ForkJob& job, ForkJob::Clone& c);
-  // A clone was built: released at once, except a machine fork of several
-  // clones, released together, in order, once all are built (daemon_machines.cc).
-  void ReleaseBuilt(ForkJob& job, ForkJob::Clone& c);
+  // Sends the golden every clone's order in one ForkGo (when the job's
+  // first clone is built); the built clones' orders come first.
+  void ReleaseClones(ForkJob& job);
+  // Whether `job`'s orders may go now: at once, except a machine fork of
+  // several clones, once all are built (daemon_machines.cc).
+  bool ReadyToRelease(const ForkJob& job) const;
+  // Hands a clone's child (its Hello) to the clone's built worker.
+  void AdoptClone(ForkJob& job, ForkJob::Clone& c, PendingGuest g);
+  // Writes one control frame to the golden's worker for `job`, counted in
+  // job.golden_messages. Unavailable when that worker or its link is gone.
+  Status SendToGolden(ForkJob& job, const std::string& frame);
   // Ahead of forks (fork_ahead.cc).
   void OnForkAhead(WorkerProc& w, const proto::ForkAheadRequest& r);
   void OnPreloadDone(WorkerProc& w, const proto::PreloadDoneRequest& r);
@@ -288,8 +302,9 @@ class Daemon {
   // A fresh 128-bit random token (32 hex), or "" when getrandom fails.
   static std::string NewCloneToken();
   // Hands a clone Hello to the clone whose released, unused token it names
-  // (constant-time compare, through the clone machine's socket only); refuses
-  // and logs an empty, unknown or used token.
+  // (constant-time compare, through the clone machine's socket only), or
+  // keeps it with that clone until its build is done; refuses and logs an
+  // empty, unknown or used token.
   void AttachClone(PendingGuest g, const std::string& token);
   void AdminReply(uint64_t client, uint32_t seq, uint16_t op, const Status& st, const std::string& json);
   int NextTimeoutMs() const;

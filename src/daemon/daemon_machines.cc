@@ -179,18 +179,14 @@ void Daemon::StartMachineFork(uint64_t client, uint32_t seq, const proto::AdminM
   AdvanceForks();
 }
 
-void Daemon::ReleaseBuilt(ForkJob& job, ForkJob::Clone& c) {
-  if (!job.machine_fork || job.clones.size() == 1) return ReleaseClone(job, c);
-  // The golden takes its orders in this order, one per clone machine its
-  // supervisor forks, and no clone runs while the others still build.
-  for (const auto& other : job.clones)
-    if (!other.built) return;
-  const uint64_t id = job.id;
-  for (auto& other : job.clones) {
-    if (other.released) continue;
-    ReleaseClone(job, other);
-    if (forks_.count(id) == 0) return;  // failed (and answered)
-  }
+bool Daemon::ReadyToRelease(const ForkJob& job) const {
+  if (!job.machine_fork || job.clones.size() == 1) return true;
+  // A machine fork of several clones: its supervisor places the golden's
+  // k-th child in clone machine k, so the orders go in that order, once
+  // every clone is built (no clone runs while the others still build).
+  for (const auto& c : job.clones)
+    if (!c.built) return false;
+  return true;
 }
 
 void Daemon::CancelGoldenWait(const ForkJob& job) {
@@ -200,7 +196,7 @@ void Daemon::CancelGoldenWait(const ForkJob& job) {
   if (w == workers_.end() || !w->second.control) return;
   // Answered now if the golden waits, else as soon as it starts waiting.
   std::string out;
-  proto::AppendRequest(&out, proto::ForkGoRequest{-1, ""}, 0);
+  proto::AppendRequest(&out, proto::ForkGoRequest{{proto::ForkOrder{-1, ""}}}, 0);
   (void)w->second.control->Write(out);
   s->second.state = "running";
 }

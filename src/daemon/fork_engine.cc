@@ -2,7 +2,8 @@
 // AdvanceForks whenever something it waits on happens (the golden reaches
 // its forkpoint, its manifest arrives, a clone is built or attaches, a
 // deadline passes). The work ahead of forks is in fork_ahead.cc, the clone
-// tokens and the release of built clones in clone_tokens.cc.
+// tokens, the release of the clones to the golden and their attach in
+// clone_tokens.cc.
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -57,10 +58,11 @@ void Daemon::FailFork(ForkJob& job, Status why) {
       ::kill(c.worker, SIGKILL);  // reaped through its pidfd
       sessions_.erase(c.session);
     }
+    // A child waiting for its clone's build learns why it will not come.
+    if (c.parked) ReplyHelloError(*c.parked->channel, c.parked->hello_seq, Code::kUnavailable,
+                                  "the fork failed: " + why.message());
   }
-  bool released = false;
-  for (const auto& c : job.clones) released = released || c.released;
-  if (job.machine_fork && !released) CancelGoldenWait(job);  // the golden never got its order
+  if (job.machine_fork && !job.released) CancelGoldenWait(job);  // the golden never got its order
   AdminReply(job.admin_client, job.admin_seq, job.admin_op, why, "");
   forks_.erase(job.id);
 }
@@ -125,7 +127,16 @@ void Daemon::OnCloneBuilt(WorkerProc& w, const proto::CloneBuiltRequest& b) {
       if (b.result != 0) return FailFork(job, Status(b.result, "clone build: " + b.message));
       c.built = true;
       c.info = b;
-      ReleaseBuilt(job, c);
+      // Each build gives the rest of the fork 30 s more.
+      job.deadline = std::max(job.deadline, std::chrono::steady_clock::now() + std::chrono::seconds(30));
+      const uint64_t key = job.id;
+      if (!job.released && ReadyToRelease(job)) ReleaseClones(job);
+      if (forks_.count(key) == 0) return;
+      if (c.parked) {
+        PendingGuest g = std::move(*c.parked);
+        c.parked.reset();
+        AdoptClone(job, c, std::move(g));
+      }
       AdvanceForks();
       return;
     }
@@ -144,11 +155,14 @@ void Daemon::AdvanceForks() {
   if (had_forks && forks_.empty()) AssignWorkers();  // the spares held back during the forks
 }
 
-// The state machine of one fork job:
+// The state machine of one fork job; it talks to the golden's worker twice:
 //   kWaitForkpoint: the golden's pid has a session at its forkpoint -> ForkPrepare
 //   kPreparing:     its worker's ForkManifest arrives (OnForkManifest) -> kBuilding
-//   kBuilding:      clones built a few at a time (SendCloneBuilds), each released to
-//                   the golden when built (OnCloneBuilt); done when all attached.
+//   kBuilding:      clones built a few at a time (SendCloneBuilds); when the first
+//                   is built every clone's order goes to the golden in one ForkGo
+//                   (ReleaseClones), and the golden forks its children while the
+//                   rest build; a child's Hello waits for its clone's build
+//                   (AttachClone, OnCloneBuilt); done when all attached.
 // Any phase fails at its deadline or when a worker it needs exits (FailFork).
 void Daemon::AdvanceFork(ForkJob& job, std::chrono::steady_clock::time_point now) {
   if (job.golden == 0) {
@@ -169,7 +183,7 @@ void Daemon::AdvanceFork(ForkJob& job, std::chrono::steady_clock::time_point now
     if (golden->second.state == "forkpoint" && gw != workers_.end() && gw->second.control) {
       std::string out;
       proto::AppendRequest(&out, proto::ForkPrepareRequest{proto::Wire(job.share), job.count}, 0);
-      (void)gw->second.control->Write(out);
+      (void)SendToGolden(job, out);
       // Fork latency counts from here: the request meets a golden at its forkpoint.
       job.waited_ms = std::chrono::duration<double, std::milli>(now - job.t0).count();
       job.t0 = now;
@@ -188,8 +202,8 @@ void Daemon::AdvanceFork(ForkJob& job, std::chrono::steady_clock::time_point now
   const uint64_t key = job.id;
   SendCloneBuilds(job);
   if (forks_.count(key) == 0) return;
-  // Each clone is released to the golden as soon as it is built
-  // (OnCloneBuilt); the reply waits for every child to attach.
+  // The golden has every order once a clone is built (OnCloneBuilt); the
+  // reply waits for every child to attach.
   bool all_sent = true, all_attached = true;
   for (auto& c : job.clones) {
     all_sent = all_sent && c.sent;
@@ -258,9 +272,10 @@ void Daemon::SendCloneBuilds(ForkJob& job) {
 }
 
 void Daemon::FinishFork(ForkJob& job, const Session& golden, std::chrono::steady_clock::time_point now) {
-  Log("fork of session %llu: %zu clones attached %.1f ms after the request met the forkpoint",
+  Log("fork of session %llu: %zu clones attached %.1f ms after the request met the forkpoint; %u messages to the "
+      "golden's worker",
       static_cast<unsigned long long>(job.golden), job.clones.size(),
-      std::chrono::duration<double, std::milli>(now - job.t0).count());
+      std::chrono::duration<double, std::milli>(now - job.t0).count(), job.golden_messages);
   nlohmann::json lines = nlohmann::json::array();
   for (auto& c : job.clones)
     lines.push_back({{"clone", c.index},
@@ -275,6 +290,7 @@ void Daemon::FinishFork(ForkJob& job, const Session& golden, std::chrono::steady
                      {"build_ms", c.info.ms},
                      {"preloaded", c.info.preloaded},
                      {"waited_ms", job.waited_ms},
+                     {"golden_messages", job.golden_messages},
                      {"ms", c.ms}});
   AdminReply(job.admin_client, job.admin_seq, job.admin_op, Status::Ok(), lines.dump());
   forks_.erase(job.id);

@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "proto/enums.h"
+#include "proto/fork_manifest.h"
 #include "proto/ops.h"
 
 // Tests only: one more control op, to show that kProtoHash ignores it.
@@ -82,8 +83,10 @@
   X(308, CloneBuilt, ASYNC, \
     (F(i32, result) F(str, message) F(u64, shared_chunks) F(u64, private_chunks) \
      F(u64, shared_bytes) F(u64, private_bytes) F(f32, ms) F(u32, preloaded)), ()) \
-  /* daemon -> golden worker: answer the guest's ForkpointWait (index < 0: release) */ \
-  X(309, ForkGo, ASYNC, (F(i32, clone_index) F(str, token)), ()) \
+  /* daemon -> golden worker, once per fork: every clone's order {clone_index, token} \
+     (fork_manifest.h), answered to the guest's ForkpointWaits in turn; a single \
+     {-1, ""} releases the golden from its forkpoint */ \
+  X(309, ForkGo, ASYNC, (F(ForkOrder_list, orders)), ()) \
   /* golden worker -> daemon, on reaching its forkpoint with changed memory: every chunk \
      (ManifestChunkList, proto/fork_manifest.h; shared: what a fork will likely share) with num_chunks \
      descriptors following in ForkFds; generation names this snapshot */ \

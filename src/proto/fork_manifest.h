@@ -53,7 +53,9 @@
   R(ForkManifestBody, \
     (F(ManifestLayout, layout) F(ManifestModule_list, modules) F(ManifestFunction_list, functions) \
      F(ManifestStream_list, streams) F(ManifestEvent_list, events) F(ManifestBlas_list, blas) \
-     F(u64s, lt) F(ManifestDnnHandle_list, dnn_handles) F(ManifestDnnCall_list, dnn_log)))
+     F(u64s, lt) F(ManifestDnnHandle_list, dnn_handles) F(ManifestDnnCall_list, dnn_log))) \
+  /* ForkGo: one order answering the golden's ForkpointWait; clone_index < 0: a release */ \
+  R(ForkOrder, (F(i32, clone_index) F(str, token)))
 // clang-format on
 
 namespace smolvm::proto {

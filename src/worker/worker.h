@@ -14,6 +14,7 @@
 // worker_main.cc (WorkerMain), worker_jail.cc, worker_seccomp.cc.
 #pragma once
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -268,7 +269,9 @@ class Worker {
   // Fork state (golden side).
   bool forkpoint_waiting_ = false;      // a ForkpointWait is unanswered
   uint32_t forkpoint_seq_ = 0;
-  std::vector<proto::ForkGoRequest> fork_orders_;
+  // The orders of the last ForkGo not answered yet (one per clone, or a
+  // release), oldest first: each ForkpointWait takes the next.
+  std::deque<proto::ForkOrder> fork_orders_;
   // Bumped by every guest frame that may change device memory; a ForkAhead
   // describes one epoch, and a fork in the same epoch reuses its descriptors.
   uint64_t epoch_ = 1;

@@ -1,7 +1,10 @@
 // The golden's half of a fork: it blocks in ForkpointWait until the daemon
-// orders a fork (ForkGo) or a release; ForkPrepare freezes and describes its
+// orders a fork or a release (ForkGo); ForkPrepare freezes and describes its
 // session (the manifest and its chunks' descriptors); at the forkpoint with
 // changed memory it exports its chunks ahead (ForkAhead) so a fork need not.
+// A fork of N clones is two messages from the daemon: one ForkPrepare and
+// one ForkGo carrying all N orders, which the worker hands to the guest's
+// ForkpointWaits one after another (the guest forks a child per order).
 #include <cuda.h>
 #include <unistd.h>
 
@@ -17,8 +20,8 @@ namespace smolvm {
 
 Status Worker::AnswerForkpoint(Channel& guest) {
   if (!forkpoint_waiting_ || fork_orders_.empty()) return Status::Ok();
-  proto::ForkGoRequest go = fork_orders_.front();
-  fork_orders_.erase(fork_orders_.begin());
+  proto::ForkOrder go = fork_orders_.front();
+  fork_orders_.pop_front();
   forkpoint_waiting_ = false;
   std::string reply;
   proto::AppendReply(&reply, proto::ForkpointWaitRequest::kNumber, forkpoint_seq_, deferred_,
@@ -40,7 +43,8 @@ struct Worker::ServingLink {
   Channel& guest;
   Status Handle(const proto::ForkPrepareRequest& r, proto::ControlContext*) { return w.PrepareFork(r); }
   Status Handle(const proto::ForkGoRequest& r, proto::ControlContext*) {
-    w.fork_orders_.push_back(r);
+    if (r.orders.empty()) return Malformed("ForkGo without an order");
+    w.fork_orders_.insert(w.fork_orders_.end(), r.orders.begin(), r.orders.end());
     return w.AnswerForkpoint(guest);
   }
 };
