@@ -18,7 +18,7 @@
 # (arm, build id, card, date, what passed, raw micro-bench rows, fork ms
 # samples) to commit under bench/records/; ab-summary.txt (A vs B medians);
 # logs.tgz. ROUNDS (default 2) and DEADLINE (default 540 s) keep it under 9
-# minutes: a round (A then B) that would not finish by the deadline is
+# minutes (ROUND1_S, default 340: the guess for round 1, whose tests make it the longest): a round (A then B) that would not finish by the deadline is
 # skipped and says so.
 # Exit status: 0 when every run that ran passed (and one did), 1 otherwise,
 # 2 when a build is missing. BACKEND=fake rehearses it without a GPU (the
@@ -130,7 +130,7 @@ round_secs=()  # what each arm's run took in round 1 and later rounds
 for round in $(seq "$ROUNDS"); do
   # A round is a pair (A then B): it starts only when both fit before the
   # deadline, judged by the slowest run of its kind so far (or a guess).
-  need=$((round == 1 ? 340 : ${round_secs[1]:-180}))
+  need=$((round == 1 ? ${ROUND1_S:-340} : ${round_secs[1]:-180}))
   if ((SECONDS + need > DEADLINE)); then
     log "round $round: SKIPPED (needs ~${need}s, deadline ${DEADLINE}s, at ${SECONDS}s)"
     continue
