@@ -10,7 +10,8 @@
 #   round 2+  the micro-benchmarks and the warm fork again (the performance
 #             samples; correctness was round 1's)
 # B's daemons run their workers as unprivileged per-tenant uids under
-# SMOLVM_WORKER_SECCOMP (default enforce; A predates both and ignores it).
+# SMOLVM_WORKER_SECCOMP (default enforce; A predates both and ignores it) and
+# the words in B_ENV (e.g. B_ENV=SMOLVM_SHIM_FLUSH_OPS=0), recorded as `env`.
 # Each script runs from a tree of links (scripts, tests, build -> that arm's
 # build), so the same script version drives both builds.
 #
@@ -72,7 +73,9 @@ run_one() {  # ARM ROUND
   local arm=$1 round=$2 tree=$W/tree-$1 dir=$W/run-$2-$1 t0=$SECONDS phases=bench env_seccomp=()
   mkdir -p "$dir"
   ((round == 1)) && phases=gpu-tests,programs,bench
-  [[ $arm == B ]] && env_seccomp=(SMOLVM_WORKER_SECCOMP="${SECCOMP:-enforce}")
+  # B_ENV: more VAR=VALUE words for B's runs (e.g. SMOLVM_SHIM_FLUSH_OPS=0),
+  # to split a difference between the builds by one setting.
+  [[ $arm == B ]] && env_seccomp=(SMOLVM_WORKER_SECCOMP="${SECCOMP:-enforce}" ${B_ENV:-})
   log "run $round $arm: $phases + warm fork ($FORK)"
   env "${env_seccomp[@]}" OUT="$dir/check" timeout 300 "$tree/scripts/device-check.sh" --phase "$phases" \
     --build "$tree/build" --backend "${BACKEND:-cuda}" --deadline 240 >"$dir/check.log" 2>&1
@@ -82,9 +85,9 @@ run_one() {  # ARM ROUND
   local fork_rc=$?
   tar xzf "$dir/fork/clones.tgz" -C "$dir/fork" fork-on.jsonl 2>/dev/null
   python3 - "$arm" "$round" "$(build_id "$tree/build")" "$CARD" "$dir" "$check_rc" "$fork_rc" "$((SECONDS - t0))" \
-    "${SECCOMP:-enforce}" >>"$REC" <<'PY'
+    "${SECCOMP:-enforce}" "${B_ENV:-}" >>"$REC" <<'PY'
 import json, os, sys, datetime
-arm, rnd, build, card, d, check_rc, fork_rc, secs, seccomp = sys.argv[1:]
+arm, rnd, build, card, d, check_rc, fork_rc, secs, seccomp, b_env = sys.argv[1:]
 def lines(p):
     return [l.rstrip("\n") for l in open(p)] if os.path.exists(p) else []
 summary = [l for l in lines(f"{d}/check/summary.txt") if l[:1].isalpha() and not l.startswith(("smolvm", "phase", "overall"))]
@@ -111,6 +114,7 @@ rec = {
     "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     "round": int(rnd), "seconds": int(secs),
     "workers": "as before (root, no seccomp)" if arm == "A" else f"per-tenant uid, seccomp {seccomp}",
+    "env": "" if arm == "A" else b_env,
     "daemon_jail": jail, "jail_failures": jail_failures,
     "check_rc": int(check_rc), "check": summary, "fork_rc": int(fork_rc),
     "fork_ms": [r["ms"] for r in fork], "fork_build_ms": [r.get("build_ms") for r in fork],
