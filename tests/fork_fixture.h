@@ -20,6 +20,7 @@
 
 #include "worker/module_cache.h"
 #include "daemon_client.h"
+#include "forkpoint_golden.h"
 
 namespace smolvm::testing {
 
@@ -40,44 +41,6 @@ inline std::pair<int, std::string> RunCommand(const std::string& cmd) {
 inline std::string Cli(const DaemonProcess& d, const std::string& args) {
   return std::string(SMOLVM_BINARY) + " cuda " + args + " --socket " + d.socket();
 }
-
-// The golden's forkpoint loop, on its own thread: each order is queued for
-// the test to act on as the forked child would.
-class Golden {
- public:
-  explicit Golden(RawClient* c) : c_(c) {
-    thread_ = std::thread([this] {
-      while (true) {
-        ForkpointWaitReply r;
-        CallResult res = c_->Call(ForkpointWaitRequest{}, &r);
-        std::lock_guard<std::mutex> l(mu_);
-        orders_.push_back(res.ok() ? r : ForkpointWaitReply{-2, ""});
-        cv_.notify_all();
-        if (!res.ok() || r.clone_index < 0) return;
-      }
-    });
-  }
-  ~Golden() {
-    if (thread_.joinable()) thread_.join();
-  }
-  // The next order ({-2, ""}: the call failed; {-3, ""}: none within `wait`).
-  ForkpointWaitReply Next(std::chrono::milliseconds wait = std::chrono::seconds(20)) {
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait_for(l, wait, [this] { return !orders_.empty(); });
-    if (orders_.empty()) return {-3, ""};
-    auto r = orders_.front();
-    orders_.pop_front();
-    return r;
-  }
-  void Join() { thread_.join(); }
-
- private:
-  RawClient* c_;
-  std::thread thread_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<ForkpointWaitReply> orders_;
-};
 
 inline std::string Bytes(RawClient& c, uint64_t src, uint64_t n) {
   MemcpyDtoHReply r;

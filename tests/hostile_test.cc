@@ -23,6 +23,7 @@
 #include "base/sha256.h"
 #include "worker/module_cache.h"
 #include "daemon_client.h"
+#include "forkpoint_golden.h"
 
 namespace smolvm::testing {
 namespace {
@@ -273,38 +274,6 @@ TEST(HostileGuests, AStalledAdminClientDoesNotDelayAGuest) {
   EXPECT_TRUE(ReadReplyFrame(ch, &rep).ok());
 }
 
-// The fork's golden at its forkpoint: each order is queued for the test.
-class Golden {
- public:
-  explicit Golden(RawClient* c) : c_(c) {
-    thread_ = std::thread([this] {
-      while (true) {
-        ForkpointWaitReply r;
-        CallResult res = c_->Call(ForkpointWaitRequest{}, &r);
-        std::lock_guard<std::mutex> l(mu_);
-        orders_.push_back(res.ok() ? r : ForkpointWaitReply{-2, ""});
-        cv_.notify_all();
-        if (!res.ok() || r.clone_index < 0) return;
-      }
-    });
-  }
-  ~Golden() { thread_.join(); }
-  bool Next(ForkpointWaitReply* r, std::chrono::milliseconds wait) {
-    std::unique_lock<std::mutex> l(mu_);
-    if (!cv_.wait_for(l, wait, [this] { return !orders_.empty(); })) return false;
-    *r = orders_.front();
-    orders_.pop_front();
-    return true;
-  }
-
- private:
-  RawClient* c_;
-  std::thread thread_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<ForkpointWaitReply> orders_;
-};
-
 // 2. Empty and wrong tokens are refused during a fork; the real children get
 // their clones intact, and the admin reply says who attached.
 TEST(HostileGuests, EmptyAndWrongCloneTokensAreRefusedDuringAFork) {
@@ -341,8 +310,8 @@ TEST(HostileGuests, EmptyAndWrongCloneTokensAreRefusedDuringAFork) {
         ++refused;
       }
     }
-    ForkpointWaitReply r;
-    if (g.Next(&r, std::chrono::milliseconds(1))) orders.push_back(r);
+    ForkpointWaitReply r = g.Next(std::chrono::milliseconds(1));
+    if (r.clone_index != -3) orders.push_back(r);  // -3: no order yet
   }
   EXPECT_EQ(taken, 0) << "a thief attached a clone";
   ASSERT_EQ(orders.size(), 2u) << d.Log();
