@@ -287,22 +287,30 @@ def parse_args(argv):
     return a, None
 
 
+def at_forkpoint(a):
+    """smolvm.forkpoint(): (the clone's lid, None) in a clone; (None, the exit
+    code) in the golden once released, or when a fork rule was broken."""
+    import smolvm
+
+    try:
+        index = smolvm.forkpoint(seed=a.seed)
+    except (smolvm.ForkError, smolvm.ForkRuleError) as e:
+        print("peft_dpo: --fork: %s" % fork_error_text(e), file=sys.stderr)
+        return None, EXIT_FAILED
+    if index is None:
+        print("peft_dpo: golden released from its forkpoint", file=sys.stderr)
+        return None, 0
+    return index, None
+
+
 def train_dry(a):
     """SMOLVM_TORCH_DRY_RUN=1: the contract without torch (see the module's doc)."""
     t_start = time.monotonic()
     lid = a.lid
     if a.fork:
-        import smolvm
-
-        try:
-            index = smolvm.forkpoint(seed=a.seed)
-        except (smolvm.ForkError, smolvm.ForkRuleError) as e:
-            print("peft_dpo: --fork: %s" % fork_error_text(e), file=sys.stderr)
-            return EXIT_FAILED
-        if index is None:
-            print("peft_dpo: golden released from its forkpoint", file=sys.stderr)
-            return 0
-        lid = index
+        lid, rc = at_forkpoint(a)
+        if rc is not None:
+            return rc
     log = EventLog(a.coord, lid)
     log.emit(event="ready", lid=lid, arm=a.arm, load_ms=(time.monotonic() - t_start) * 1e3, device=a.device,
              impl="dry-run")
@@ -377,15 +385,9 @@ def main(argv=None):
         torch.cuda.synchronize()
         print("peft_dpo: golden loaded in %.1f s (base %.0f MiB frozen); waiting at the forkpoint" % (
             time.monotonic() - t_start, base_bytes / 2**20), flush=True)
-        try:
-            index = smolvm.forkpoint(seed=a.seed)
-        except (smolvm.ForkError, smolvm.ForkRuleError) as e:
-            print("peft_dpo: --fork: %s" % fork_error_text(e), file=sys.stderr)
-            return EXIT_FAILED
-        if index is None:
-            print("peft_dpo: golden released from its forkpoint", file=sys.stderr)
-            return 0
-        lid = index
+        lid, rc = at_forkpoint(a)
+        if rc is not None:
+            return rc
     load_ms = (time.monotonic() - t_start) * 1e3
 
     log = EventLog(a.coord, lid)
