@@ -27,17 +27,6 @@ namespace smolvm::testing {
 using namespace smolvm::proto;
 inline constexpr uint64_t kMiB = 1ull << 20;
 
-// Runs a command, returns (exit status, stdout+stderr).
-inline std::pair<int, std::string> RunCommand(const std::string& cmd) {
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  int st = ::pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : 255, out};
-}
-
 inline std::string Cli(const DaemonProcess& d, const std::string& args) {
   return std::string(SMOLVM_BINARY) + " cuda " + args + " --socket " + d.socket();
 }

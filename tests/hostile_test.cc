@@ -481,13 +481,7 @@ TEST(HostileGuests, GpuMemCountsTheContext) {
   EXPECT_EQ(charged["context_mib"], 32.0) << charged.dump();
   EXPECT_EQ(charged["chunks_mib"], 30.0) << charged.dump();
   // `cuda status` prints the parts too.
-  std::string cmd = std::string(SMOLVM_BINARY) + " cuda status --socket " + d.socket();
-  std::string printed;
-  if (FILE* p = ::popen(cmd.c_str(), "r")) {
-    char buf[4096];
-    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) printed.append(buf, n);
-    ::pclose(p);
-  }
+  std::string printed = RunCommand(std::string(SMOLVM_BINARY) + " cuda status --socket " + d.socket()).second;
   EXPECT_NE(printed.find("session " + std::to_string(c.hello().session_id) +
                          ": 62.0 MiB of its machine's --gpu-mem (context 32.0, chunks 30.0, modules 0.0, limits 0.0, "
                          "workspaces 0.0)"),

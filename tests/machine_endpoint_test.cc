@@ -278,14 +278,7 @@ TEST_F(MachineEndpointTest, GpuMemCountsLibraryHandlesAsWorkspaces) {
   EXPECT_EQ(c["chunks_mib"], 4.0) << c.dump();
   EXPECT_EQ(c["total_mib"], 52.0) << c.dump();
   // `cuda status` prints the part.
-  std::string cmd = std::string(SMOLVM_BINARY) + " cuda status --socket " + daemon.socket();
-  std::string printed;
-  if (FILE* p = ::popen(cmd.c_str(), "r")) {
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) printed.append(buf, n);
-    ::pclose(p);
-  }
+  std::string printed = RunCommand(std::string(SMOLVM_BINARY) + " cuda status --socket " + daemon.socket()).second;
   EXPECT_NE(printed.find(": 52.0 MiB of its machine's --gpu-mem (context 32.0, chunks 4.0, modules 0.0, limits 0.0, "
                          "workspaces 16.0)"),
             std::string::npos)

@@ -303,14 +303,7 @@ TEST_F(ShimE2eTest, NoDaemonMeansNoDevice) {
 
 // Runs `smolvm cuda ARGS --socket SOCK`; returns (exit code, output).
 std::pair<int, std::string> Cuda(const DaemonProcess& d, const std::string& args) {
-  std::string cmd = std::string(SMOLVM_BINARY) + " cuda " + args + " --socket " + d.socket() + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  int st = ::pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : 255, out};
+  return RunCommand(std::string(SMOLVM_BINARY) + " cuda " + args + " --socket " + d.socket());
 }
 
 TEST_F(ShimE2eTest, GoldenForksClonesThroughTheShim) {

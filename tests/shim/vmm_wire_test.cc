@@ -144,14 +144,8 @@ TEST_F(VmmWireTest, ForkOfASessionHoldingMappingsIsRefused) {
   ASSERT_TRUE(golden.Call(proto::VmmMapRequest{res.addr, 0x300}, &mr).ok());
   proto::ForkpointWaitReply order{7, ""};
   std::thread wait([&] { (void)golden.Call(proto::ForkpointWaitRequest{}, &order); });
-  std::string cmd = std::string(SMOLVM_BINARY) + " cuda fork --pid " + std::to_string(pid) +
-                    " --share off --wait 5 --socket " + daemon.socket() + " 2>&1";
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  char buf[512];
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  int rc = ::pclose(p);
+  auto [rc, out] = RunCommand(std::string(SMOLVM_BINARY) + " cuda fork --pid " + std::to_string(pid) +
+                              " --share off --wait 5 --socket " + daemon.socket());
   EXPECT_NE(rc, 0) << out;
   EXPECT_NE(out.find("cuMemMap mappings (expandable segments) is not supported yet"),
             std::string::npos)
