@@ -13,7 +13,9 @@
 #include <openssl/crypto.h>
 #include <sys/random.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <vector>
 
 #include "daemon/daemon.h"
 #include "proto/frame.h"
@@ -55,15 +57,16 @@ void Daemon::ReleaseClones(ForkJob& job) {
   // Hello waits here for its clone (AttachClone). The built clones' orders
   // come first, so the first child forked is one that can attach at once;
   // a machine fork's go in its clone machines' order (ReadyToRelease).
+  std::vector<ForkJob::Clone*> order;
+  for (auto& c : job.clones) order.push_back(&c);
+  if (!job.machine_fork)
+    std::stable_partition(order.begin(), order.end(), [](const ForkJob::Clone* c) { return c->built; });
   proto::ForkGoRequest go;
-  for (bool built : {true, false})
-    for (auto& c : job.clones) {
-      if (!job.machine_fork && c.built != built) continue;
-      if (job.machine_fork && !built) continue;
-      c.index = next_clone_index_[job.golden]++;
-      go.orders.push_back({c.index, c.token});
-      c.released = true;
-    }
+  for (ForkJob::Clone* c : order) {
+    c->index = next_clone_index_[job.golden]++;
+    go.orders.push_back({c->index, c->token});
+    c->released = true;
+  }
   std::string out;
   proto::AppendRequest(&out, go, 0);
   (void)SendToGolden(job, out);
