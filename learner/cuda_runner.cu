@@ -4,14 +4,15 @@
 // for the projections), the LoRA state in one flat fp32 array (+ a bf16
 // copy for the GEMMs). Activations: only each layer's fp32 input is kept
 // across the forward pass; the backward pass recomputes one layer at a time.
-// Attention scores are processed in row chunks of bounded size.
+// Attention scores are processed in row chunks of bounded size. Buffers are
+// sized by PlanLearnerMemory (memory_plan.h); the scratch of the MLP, the
+// attention and the head share one arena there.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstring>
 #include <map>
 #include <string>
-#include <thread>
 
 #include "learner/cuda/adamw.cuh"
 #include "learner/cuda/attention.cuh"
@@ -22,7 +23,9 @@
 #include "learner/cuda/nf4.cuh"
 #include "learner/cuda/rmsnorm.cuh"
 #include "learner/cuda/rope.cuh"
+#include "learner/cuda/uploader.cuh"
 #include "learner/cuda_runner.h"
+#include "learner/memory_plan.h"
 
 namespace smolvm::learner {
 
@@ -35,8 +38,11 @@ namespace {
 
 using namespace cuda;
 
-constexpr size_t kWorkspaceBytes = size_t{32} << 20;
-constexpr size_t kAttentionBudget = size_t{256} << 20;
+// A buffer inside the scratch arena (memory_plan.h): no allocation of its own.
+template <typename T>
+struct InArena {
+  T* ptr = nullptr;
+};
 
 struct Proj {
   bf16* w = nullptr;        // (out, in) bf16, when not quantized
@@ -49,75 +55,25 @@ struct Layer {
   Proj p[kNumProj];
 };
 
-// Copies host memory (e.g. an mmap of a safetensors file) to the device
-// through two pinned buffers, host copies spread over a few threads.
-class Uploader {
- public:
-  Status Init(DeviceAllocator& a, size_t staging_bytes, cudaStream_t s) {
-    half_ = staging_bytes / 2;
-    stream_ = s;
-    for (int i = 0; i < 2; ++i) {
-      CUDA_RETURN(cudaMallocHost(&pinned_[i], half_));
-      CUDA_RETURN(cudaEventCreateWithFlags(&done_[i], cudaEventDisableTiming));
-    }
-    return Status::Ok();
-  }
-  ~Uploader() {
-    for (int i = 0; i < 2; ++i) {
-      if (done_[i]) cudaEventSynchronize(done_[i]), cudaEventDestroy(done_[i]);
-      if (pinned_[i]) cudaFreeHost(pinned_[i]);
-    }
-  }
-  Status Copy(void* dst, const void* src, size_t bytes) {
-    for (size_t off = 0; off < bytes; off += half_) {
-      size_t n = std::min(half_, bytes - off);
-      CUDA_RETURN(cudaEventSynchronize(done_[cur_]));
-      ParallelMemcpy(static_cast<uint8_t*>(pinned_[cur_]), static_cast<const uint8_t*>(src) + off, n);
-      CUDA_RETURN(cudaMemcpyAsync(static_cast<uint8_t*>(dst) + off, pinned_[cur_], n, cudaMemcpyHostToDevice, stream_));
-      CUDA_RETURN(cudaEventRecord(done_[cur_], stream_));
-      cur_ ^= 1;
-    }
-    return Status::Ok();
-  }
-
- private:
-  static void ParallelMemcpy(uint8_t* dst, const uint8_t* src, size_t n) {
-    constexpr size_t kPerThread = size_t{8} << 20;
-    unsigned threads = static_cast<unsigned>(std::min<size_t>(8, (n + kPerThread - 1) / kPerThread));
-    if (threads <= 1) return void(std::memcpy(dst, src, n));
-    size_t part = (n + threads - 1) / threads;
-    std::vector<std::thread> pool;
-    for (unsigned t = 0; t < threads; ++t) {
-      size_t b = t * part, e = std::min(n, b + part);
-      if (b < e) pool.emplace_back([=] { std::memcpy(dst + b, src + b, e - b); });
-    }
-    for (auto& t : pool) t.join();
-  }
-  size_t half_ = 0;
-  cudaStream_t stream_ = nullptr;
-  void* pinned_[2] = {nullptr, nullptr};
-  cudaEvent_t done_[2] = {nullptr, nullptr};
-  int cur_ = 0;
-};
-
 class CudaRunner final : public ModelRunner {
  public:
   ~CudaRunner() override {
     if (stream_) cudaStreamSynchronize(stream_);
     for (void* p : owned_) cudaFree(p);
     for (auto* b : {&tokens_, &rope_pos_, &pos_, &targets_}) b->Release(alloc_);
-    for (auto* b : {&ckpt_, &x2_, &dx_, &dh_, &da_, &rstd1_, &rstd2_, &xsel_, &dhn_, &dxsel_, &rstdf_, &lse_, &logp_,
-                    &dl_, &logits_, &s_})
+    for (auto* b : {&ckpt_, &x2_, &dx_, &dh_, &rstd1_, &rstd2_, &xsel_, &dhn_, &dxsel_, &rstdf_, &lse_, &logp_, &dl_})
       b->Release(alloc_);
-    for (auto* b : {&h1_, &qkv_, &qh_, &kh_, &vh_, &oh_, &att_, &o_, &h2_, &gu_, &a_, &lu_, &lw_, &dx16_, &doh_, &dqh_,
-                    &dkh_, &dvh_, &hn_, &dlogits_, &p_, &ds_})
+    for (auto* b : {&h1_, &qkv_, &qh_, &kh_, &vh_, &oh_, &att_, &o_, &h2_, &lu_, &lw_, &dx16_, &doh_, &dqh_, &dkh_,
+                    &dvh_, &hn_})
       b->Release(alloc_);
+    arena_.Release(alloc_);
     if (blas_) cublasDestroy(blas_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
   Status Init(const ModelFiles& files, const ModelConfig& cfg, bool nf4, const LoraLayout& layout,
-              const std::vector<float>& lora_init, size_t staging_bytes) {
+              const std::vector<float>& lora_init, size_t staging_bytes, bool shared_arena) {
+    shared_arena_ = shared_arena;
     cfg_ = cfg;
     layout_ = layout;
     nf4_ = nf4;
@@ -125,8 +81,8 @@ class CudaRunner final : public ModelRunner {
     CUDA_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     CUBLAS_RETURN(cublasCreate(&blas_));
     CUBLAS_RETURN(cublasSetStream(blas_, stream_));
-    RETURN_IF_ERROR(Alloc(&workspace_, kWorkspaceBytes));
-    CUBLAS_RETURN(cublasSetWorkspace(blas_, workspace_, kWorkspaceBytes));
+    RETURN_IF_ERROR(Alloc(&workspace_, kLearnerWorkspaceBytes));
+    CUBLAS_RETURN(cublasSetWorkspace(blas_, workspace_, kLearnerWorkspaceBytes));
     RETURN_IF_ERROR(LoadWeights(files, staging_bytes));
     // LoRA state.
     size_t n = layout_.total;
@@ -173,6 +129,7 @@ class CudaRunner final : public ModelRunner {
     CUDA_RETURN(cudaMemcpyAsync(dl_.ptr, dl.data(), P * 4, cudaMemcpyHostToDevice, stream_));
     RETURN_IF_ERROR(LogProbBwd(logits_.ptr, targets_.ptr, lse_.ptr, dl_.ptr, dlogits_.ptr, P, V, stream_));
     RETURN_IF_ERROR(MatmulDW(blas_, dlogits_.ptr, head_, dhn_.ptr, CUDA_R_32F, P, V, D));
+    ArenaOverwritten();
     CUDA_RETURN(cudaMemsetAsync(dxsel_.ptr, 0, (size_t)P * D * 4, stream_));
     RETURN_IF_ERROR(RmsNormBwd(xsel_.ptr, norm_, rstdf_.ptr, dhn_.ptr, dxsel_.ptr, P, D, stream_));
     CUDA_RETURN(cudaMemsetAsync(dx_.ptr, 0, (size_t)M * D * 4, stream_));
@@ -311,12 +268,12 @@ class CudaRunner final : public ModelRunner {
     }
     if (staging) alloc_.Free(staging, max_proj);
     if (cfg_.tied) head_ = embed_;
-    if (nf4_) {
-      // One projection at a time is dequantized, just before its GEMMs: the
-      // scratch is private per learner, so it is kept to the largest one.
-      for (int p = 0; p < kNumProj; ++p) dequant_count_ = std::max(dequant_count_, (size_t)ProjOut(cfg_, p) * ProjIn(cfg_, p));
-      RETURN_IF_ERROR(Alloc(&dequant_, dequant_count_));
-    }
+    // One projection at a time is dequantized, just before its GEMMs: the
+    // scratch is private per learner, so it is kept to the largest one (at
+    // the start of the arena, memory_plan.h).
+    dequant_count_ = DequantScratchCount(cfg_, nf4_);
+    RETURN_IF_ERROR(arena_.Reserve(alloc_, dequant_count_ * sizeof(bf16)));
+    dequant_ = reinterpret_cast<bf16*>(arena_.ptr);
     return Status::Ok();
   }
 
@@ -354,40 +311,37 @@ class CudaRunner final : public ModelRunner {
     rows_ = b.rows;
     seq_ = b.seq;
     score_example_ = b.score_example;
-    size_t M = (size_t)b.rows * b.seq, D = cfg_.hidden, KV = cfg_.kv_dim(), I = cfg_.intermediate, r = layout_.rank;
-    size_t V = cfg_.vocab;
     const std::vector<int32_t>& pos = b.score_pos;
     const std::vector<int32_t>& tgt = b.score_target;
     npos_ = static_cast<int>(pos.size());
-    size_t P = npos_;
-    RETURN_IF_ERROR(tokens_.Reserve(alloc_, M));
-    RETURN_IF_ERROR(rope_pos_.Reserve(alloc_, b.seq));
-    RETURN_IF_ERROR(pos_.Reserve(alloc_, P));
-    RETURN_IF_ERROR(targets_.Reserve(alloc_, P));
-    RETURN_IF_ERROR(ckpt_.Reserve(alloc_, (size_t)(cfg_.layers + 1) * M * D));
-    for (auto* buf : {&h1_, &qh_, &oh_, &att_, &o_, &h2_, &dx16_, &doh_, &dqh_}) RETURN_IF_ERROR(buf->Reserve(alloc_, M * D));
-    for (auto* buf : {&kh_, &vh_, &dkh_, &dvh_}) RETURN_IF_ERROR(buf->Reserve(alloc_, M * KV));
-    RETURN_IF_ERROR(qkv_.Reserve(alloc_, M * (D + 2 * KV)));
-    RETURN_IF_ERROR(gu_.Reserve(alloc_, M * 2 * I));
-    RETURN_IF_ERROR(a_.Reserve(alloc_, M * I));
-    RETURN_IF_ERROR(lu_.Reserve(alloc_, kNumProj * M * r));
-    RETURN_IF_ERROR(lw_.Reserve(alloc_, 3 * M * r));
-    for (auto* buf : {&x2_, &dx_, &dh_}) RETURN_IF_ERROR(buf->Reserve(alloc_, M * D));
-    RETURN_IF_ERROR(da_.Reserve(alloc_, M * std::max(I, D)));
-    RETURN_IF_ERROR(rstd1_.Reserve(alloc_, M));
-    RETURN_IF_ERROR(rstd2_.Reserve(alloc_, M));
-    for (auto* buf : {&xsel_, &dhn_, &dxsel_}) RETURN_IF_ERROR(buf->Reserve(alloc_, P * D));
-    RETURN_IF_ERROR(hn_.Reserve(alloc_, P * D));
-    for (auto* buf : {&rstdf_, &lse_, &logp_, &dl_}) RETURN_IF_ERROR(buf->Reserve(alloc_, P));
-    RETURN_IF_ERROR(logits_.Reserve(alloc_, P * V));
-    RETURN_IF_ERROR(dlogits_.Reserve(alloc_, P * V));
+    size_t M = (size_t)b.rows * b.seq, P = npos_;
+    const MemoryPlan plan = PlanLearnerMemory(cfg_, layout_, nf4_, {b.rows, b.seq, npos_}, shared_arena_, slab_bytes_);
+    auto n = [&plan](const char* name) { return plan.Get(name).count; };
+    RETURN_IF_ERROR(tokens_.Reserve(alloc_, n("tokens")));
+    RETURN_IF_ERROR(rope_pos_.Reserve(alloc_, n("rope_pos")));
+    RETURN_IF_ERROR(pos_.Reserve(alloc_, n("pos")));
+    RETURN_IF_ERROR(targets_.Reserve(alloc_, n("targets")));
+    RETURN_IF_ERROR(ckpt_.Reserve(alloc_, n("ckpt")));
+    for (auto [buf, name] : {std::pair{&h1_, "h1"}, {&qh_, "qh"}, {&oh_, "oh"}, {&att_, "att"}, {&o_, "o"}, {&h2_, "h2"},
+                             {&dx16_, "dx16"}, {&doh_, "doh"}, {&dqh_, "dqh"}, {&kh_, "kh"}, {&vh_, "vh"},
+                             {&dkh_, "dkh"}, {&dvh_, "dvh"}, {&qkv_, "qkv"}, {&lu_, "lu"}, {&lw_, "lw"}, {&hn_, "hn"}})
+      RETURN_IF_ERROR(buf->Reserve(alloc_, n(name)));
+    for (auto [buf, name] : {std::pair{&x2_, "x2"}, {&dx_, "dx"}, {&dh_, "dh"}, {&rstd1_, "rstd1"}, {&rstd2_, "rstd2"},
+                             {&xsel_, "xsel"}, {&dhn_, "dhn"}, {&dxsel_, "dxsel"}, {&rstdf_, "rstdf"}, {&lse_, "lse"},
+                             {&logp_, "logp"}, {&dl_, "dl"}})
+      RETURN_IF_ERROR(buf->Reserve(alloc_, n(name)));
+    if (arena_.count < plan.arena_bytes) {
+      RETURN_IF_ERROR(arena_.Reserve(alloc_, plan.arena_bytes));
+      dequant_layer_ = -1;  // a new range: nothing dequantized in it
+    }
+    auto at = [&](auto& buf, const char* name) {
+      buf.ptr = reinterpret_cast<std::remove_reference_t<decltype(buf.ptr)>>(arena_.ptr + plan.Get(name).offset);
+    };
+    at(gu_, "gu"), at(a_, "a"), at(da_, "da"), at(logits_, "logits"), at(dlogits_, "dlogits");
+    at(s_, "s"), at(p_, "p"), at(ds_, "ds");
+    dequant_ = reinterpret_cast<bf16*>(arena_.ptr + plan.Get("dequant").offset);
     att_shape_ = {b.rows, b.seq, cfg_.heads, cfg_.kv_heads, cfg_.head_dim(), b.prefix, b.segment};
-    int chunk = AttentionChunkRows(att_shape_, kAttentionBudget);
-    size_t sc = (size_t)chunk * cfg_.heads * b.seq * b.seq;
-    RETURN_IF_ERROR(s_.Reserve(alloc_, sc));
-    RETURN_IF_ERROR(p_.Reserve(alloc_, sc));
-    RETURN_IF_ERROR(ds_.Reserve(alloc_, sc));
-    scratch_ = {s_.ptr, p_.ptr, ds_.ptr, chunk};
+    scratch_ = {s_.ptr, p_.ptr, ds_.ptr, plan.attention_chunk_rows};
     CUDA_RETURN(cudaMemcpyAsync(tokens_.ptr, b.tokens.data(), M * 4, cudaMemcpyHostToDevice, stream_));
     CUDA_RETURN(cudaMemcpyAsync(pos_.ptr, pos.data(), P * 4, cudaMemcpyHostToDevice, stream_));
     CUDA_RETURN(cudaMemcpyAsync(rope_pos_.ptr, b.positions.data(), b.seq * 4, cudaMemcpyHostToDevice, stream_));
@@ -504,6 +458,7 @@ class CudaRunner final : public ModelRunner {
     RETURN_IF_ERROR(BiasRopeToHeads(qkv_.ptr + D + KV, Nqkv, L.bias[2], pos, vh_.ptr, B, T, cfg_.kv_heads, hd, theta,
                                     false, stream_));
     RETURN_IF_ERROR(AttentionFwd(blas_, stream_, att_shape_, qh_.ptr, kh_.ptr, vh_.ptr, oh_.ptr, scratch_));
+    ArenaOverwritten();
     RETURN_IF_ERROR(HeadsToTokens(oh_.ptr, pos, att_.ptr, D, B, T, cfg_.heads, hd, theta, false, stream_));
     RETURN_IF_ERROR(Lin(l, kO, 1, lora, att_.ptr, o_.ptr));
     RETURN_IF_ERROR(ResidualRmsNorm(in, o_.ptr, x2_.ptr, L.ln2, h2_.ptr, rstd2_.ptr, M, D, eps, stream_));
@@ -539,6 +494,7 @@ class CudaRunner final : public ModelRunner {
     RETURN_IF_ERROR(BiasRopeToHeads(o_.ptr, D, nullptr, pos, doh_.ptr, B, T, cfg_.heads, hd, theta, false, stream_));
     RETURN_IF_ERROR(AttentionBwd(blas_, stream_, att_shape_, qh_.ptr, kh_.ptr, vh_.ptr, doh_.ptr, dqh_.ptr, dkh_.ptr,
                                  dvh_.ptr, scratch_));
+    ArenaOverwritten();
     RETURN_IF_ERROR(HeadsToTokens(dqh_.ptr, pos, qkv_.ptr, Nqkv, B, T, cfg_.heads, hd, theta, true, stream_));
     RETURN_IF_ERROR(HeadsToTokens(dkh_.ptr, pos, qkv_.ptr + D, Nqkv, B, T, cfg_.kv_heads, hd, theta, true, stream_));
     RETURN_IF_ERROR(HeadsToTokens(dvh_.ptr, pos, qkv_.ptr + D + KV, Nqkv, B, T, cfg_.kv_heads, hd, theta, false, stream_));
@@ -551,12 +507,20 @@ class CudaRunner final : public ModelRunner {
     RETURN_IF_ERROR(GatherRows(final_, pos_.ptr, xsel_.ptr, P, D, stream_));
     RETURN_IF_ERROR(ResidualRmsNorm(xsel_.ptr, nullptr, xsel_.ptr, norm_, hn_.ptr, rstdf_.ptr, P, D, cfg_.rms_eps, stream_));
     RETURN_IF_ERROR(MatmulXWt(blas_, hn_.ptr, head_, logits_.ptr, CUDA_R_32F, P, V, D));
+    ArenaOverwritten();
     return LogProbFwd(logits_.ptr, targets_.ptr, logp_.ptr, lse_.ptr, P, V, stream_);
+  }
+
+  // The attention or head buffers were written over the dequantized weights
+  // (memory_plan.h): the next projection dequantizes again. (It would anyway:
+  // none reuses the weights across an attention or the head.)
+  void ArenaOverwritten() {
+    if (shared_arena_) dequant_layer_ = -1;
   }
 
   ModelConfig cfg_;
   LoraLayout layout_;
-  bool nf4_ = false;
+  bool nf4_ = false, shared_arena_ = true;
   DeviceAllocator alloc_;
   std::vector<void*> owned_;
   cudaStream_t stream_ = nullptr;
@@ -567,7 +531,7 @@ class CudaRunner final : public ModelRunner {
   size_t slab_bytes_ = 0;
   bf16 *embed_ = nullptr, *norm_ = nullptr, *head_ = nullptr;
   std::vector<Layer> layers_;
-  bf16* dequant_ = nullptr;  // (largest projection) bf16
+  bf16* dequant_ = nullptr;  // (largest projection) bf16, in the arena
   size_t dequant_count_ = 0;
   int dequant_layer_ = -1, dequant_first_ = -1, dequant_n_ = 0;
 
@@ -581,18 +545,20 @@ class CudaRunner final : public ModelRunner {
   AttentionShape att_shape_{};
   AttentionScratch scratch_;
   DeviceBuffer<int32_t> tokens_, rope_pos_, pos_, targets_;
-  DeviceBuffer<float> ckpt_, x2_, dx_, dh_, da_, rstd1_, rstd2_, xsel_, dhn_, dxsel_, rstdf_, lse_, logp_, dl_, logits_, s_;
-  DeviceBuffer<bf16> h1_, qkv_, qh_, kh_, vh_, oh_, att_, o_, h2_, gu_, a_, lu_, lw_, dx16_, doh_, dqh_, dkh_, dvh_, hn_,
-      dlogits_, p_, ds_;
+  DeviceBuffer<float> ckpt_, x2_, dx_, dh_, rstd1_, rstd2_, xsel_, dhn_, dxsel_, rstdf_, lse_, logp_, dl_;
+  DeviceBuffer<bf16> h1_, qkv_, qh_, kh_, vh_, oh_, att_, o_, h2_, lu_, lw_, dx16_, doh_, dqh_, dkh_, dvh_, hn_;
+  DeviceBuffer<uint8_t> arena_;  // dequant_ and the buffers below (memory_plan.h)
+  InArena<float> da_, logits_, s_;
+  InArena<bf16> gu_, a_, dlogits_, p_, ds_;
 };
 
 }  // namespace
 
 Result<std::unique_ptr<ModelRunner>> MakeCudaRunner(const ModelFiles& files, const ModelConfig& cfg, bool nf4,
                                                     const LoraLayout& layout, const std::vector<float>& lora_init,
-                                                    size_t staging_bytes) {
+                                                    size_t staging_bytes, bool shared_arena) {
   auto r = std::make_unique<CudaRunner>();
-  RETURN_IF_ERROR(r->Init(files, cfg, nf4, layout, lora_init, staging_bytes));
+  RETURN_IF_ERROR(r->Init(files, cfg, nf4, layout, lora_init, staging_bytes, shared_arena));
   return std::unique_ptr<ModelRunner>(std::move(r));
 }
 
