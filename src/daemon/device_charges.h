@@ -8,7 +8,13 @@
 //            the new value reserves (ContextLimitDeviceBytes: the stack for
 //            every resident thread) over what the value before the
 //            session's first change reserved, which is part of the
-//            measured context; lowering a limit refunds;
+//            measured context; lowering a limit refunds. The worker's
+//            context starts at kWorkerContextLimits (context_limits.h:
+//            stack 0, FIFO 4 KiB, heap 0), so that is the base. A launch
+//            whose kernel needs more local memory per thread than the
+//            stack limit raises the limit to that need first, charged
+//            like a CtxSetLimit (the driver would grow it inside the
+//            launch, where a full card fails the launch);
 //   workspaces  what NVIDIA's libraries hold on the device for the
 //            session's cuBLAS, cuBLASLt and cuDNN handles beyond the memory
 //            the guest gives them (LibraryFootprint, device_footprint.h),
@@ -35,6 +41,8 @@ struct DeviceCharges {
   std::map<int, uint64_t> limits;        // limit -> bytes charged for it
   uint64_t workspaces = 0;               // library handles' device state
   std::optional<DeviceInfo> device;      // for the stack's per-thread reservation
+  std::map<uint64_t, uint64_t> local_bytes;  // function -> its local memory per thread
+  uint64_t stack = 0;                    // the stack limit now (as set through CtxSetLimit)
 };
 
 }  // namespace smolvm
