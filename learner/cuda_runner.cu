@@ -18,6 +18,7 @@
 #include "learner/cuda/attention.cuh"
 #include "learner/cuda/common.cuh"
 #include "learner/cuda/elementwise.cuh"
+#include "learner/cuda/lora_state.cuh"
 #include "learner/cuda/logprob.cuh"
 #include "learner/cuda/matmul.cuh"
 #include "learner/cuda/nf4.cuh"
@@ -67,13 +68,14 @@ class CudaRunner final : public ModelRunner {
                     &dvh_, &hn_})
       b->Release(alloc_);
     arena_.Release(alloc_);
+    lora_.Release(alloc_);
     if (blas_) cublasDestroy(blas_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
   Status Init(const ModelFiles& files, const ModelConfig& cfg, bool nf4, const LoraLayout& layout,
-              const std::vector<float>& lora_init, size_t staging_bytes, bool shared_arena) {
-    shared_arena_ = shared_arena;
+              const std::vector<float>& lora_init, const CudaRunnerOptions& o) {
+    compact_ = o.compact;
     cfg_ = cfg;
     layout_ = layout;
     nf4_ = nf4;
@@ -83,17 +85,8 @@ class CudaRunner final : public ModelRunner {
     CUBLAS_RETURN(cublasSetStream(blas_, stream_));
     RETURN_IF_ERROR(Alloc(&workspace_, kLearnerWorkspaceBytes));
     CUBLAS_RETURN(cublasSetWorkspace(blas_, workspace_, kLearnerWorkspaceBytes));
-    RETURN_IF_ERROR(LoadWeights(files, staging_bytes));
-    // LoRA state.
-    size_t n = layout_.total;
-    RETURN_IF_ERROR(Alloc(&lora_, n));
-    RETURN_IF_ERROR(Alloc(&lora16_, n));
-    RETURN_IF_ERROR(Alloc(&grad_, n));
-    RETURN_IF_ERROR(Alloc(&adam_m_, n));
-    RETURN_IF_ERROR(Alloc(&adam_v_, n));
-    CUDA_RETURN(cudaMemsetAsync(adam_m_, 0, n * 4, stream_));
-    CUDA_RETURN(cudaMemsetAsync(adam_v_, 0, n * 4, stream_));
-    CUDA_RETURN(cudaMemsetAsync(grad_, 0, n * 4, stream_));
+    RETURN_IF_ERROR(LoadWeights(files, o.staging_bytes));
+    RETURN_IF_ERROR(lora_.Init(alloc_, layout_, o.compact, stream_));
     RETURN_IF_ERROR(SetLora(lora_init));
     return Synchronize();
   }
@@ -121,7 +114,16 @@ class CudaRunner final : public ModelRunner {
     return out;
   }
 
-  Status Backward(const std::vector<float>& dlogp) override {
+  // Compact LoRA state: the grads of a layer live while its backward runs;
+  // Backward alone drops them (the fork warm-up), BackwardUpdate applies
+  // AdamW to each layer as soon as its grads are complete (lora_state.cuh).
+  Status Backward(const std::vector<float>& dlogp) override { return BackwardLayers(dlogp, nullptr, 0); }
+  Status BackwardUpdate(const std::vector<float>& dlogp, const cpu::AdamWConfig& c, int step) override {
+    if (!lora_.compact()) return ModelRunner::BackwardUpdate(dlogp, c, step);
+    return BackwardLayers(dlogp, &c, step);
+  }
+
+  Status BackwardLayers(const std::vector<float>& dlogp, const cpu::AdamWConfig* update, int step) {
     if (!kept_) return Internal("Backward without a kept Forward with LoRA");
     const int M = rows_ * seq_, D = cfg_.hidden, V = cfg_.vocab, P = npos_;
     std::vector<float> dl(P);
@@ -136,28 +138,25 @@ class CudaRunner final : public ModelRunner {
     RETURN_IF_ERROR(ScatterAddRows(dxsel_.ptr, pos_.ptr, dx_.ptr, P, D, stream_));
     for (int l = cfg_.layers - 1; l >= 0; --l) {
       RETURN_IF_ERROR(LayerForward(l, Ckpt(l), nullptr, true));  // recompute, keeping the internals
+      RETURN_IF_ERROR(lora_.ZeroLayer(l));
       RETURN_IF_ERROR(LayerBackward(l));
+      if (update) RETURN_IF_ERROR(lora_.AdamWLayer(l, *update, step));
     }
     kept_ = false;
     return Status::Ok();
   }
 
-  Status ZeroGrad() override {
-    CUDA_RETURN(cudaMemsetAsync(grad_, 0, layout_.total * 4, stream_));
-    return Status::Ok();
-  }
+  Status ZeroGrad() override { return lora_.ZeroAll(); }
+  Status AdamW(const cpu::AdamWConfig& c, int step) override { return lora_.AdamWAll(c, step); }
 
-  Status AdamW(const cpu::AdamWConfig& c, int step) override {
-    return cuda::AdamW(lora_, grad_, adam_m_, adam_v_, lora16_, layout_.total, c.lr, c.beta1, c.beta2, c.eps, c.weight_decay,
-                       step, stream_);
+  Result<std::vector<float>> GetLora() override { return Download(lora_.params(), layout_.total); }
+  Result<std::vector<float>> GetLoraGrad() override {
+    if (!lora_.grads()) return NotSupported("the compact LoRA state keeps no full gradient (CudaRunnerOptions)");
+    return Download(lora_.grads(), layout_.total);
   }
-
-  Result<std::vector<float>> GetLora() override { return Download(lora_, layout_.total); }
-  Result<std::vector<float>> GetLoraGrad() override { return Download(grad_, layout_.total); }
   Status SetLora(const std::vector<float>& p) override {
     if (p.size() != layout_.total) return InvalidArgument("LoRA size mismatch");
-    CUDA_RETURN(cudaMemcpyAsync(lora_, p.data(), p.size() * 4, cudaMemcpyHostToDevice, stream_));
-    RETURN_IF_ERROR(FloatToBf16(lora_, lora16_, p.size(), stream_));
+    RETURN_IF_ERROR(lora_.Set(p));
     return Synchronize();
   }
 
@@ -315,7 +314,7 @@ class CudaRunner final : public ModelRunner {
     const std::vector<int32_t>& tgt = b.score_target;
     npos_ = static_cast<int>(pos.size());
     size_t M = (size_t)b.rows * b.seq, P = npos_;
-    const MemoryPlan plan = PlanLearnerMemory(cfg_, layout_, nf4_, {b.rows, b.seq, npos_}, shared_arena_, slab_bytes_);
+    const MemoryPlan plan = PlanLearnerMemory(cfg_, layout_, nf4_, {b.rows, b.seq, npos_}, compact_, slab_bytes_);
     auto n = [&plan](const char* name) { return plan.Get(name).count; };
     RETURN_IF_ERROR(tokens_.Reserve(alloc_, n("tokens")));
     RETURN_IF_ERROR(rope_pos_.Reserve(alloc_, n("rope_pos")));
@@ -407,9 +406,10 @@ class CudaRunner final : public ModelRunner {
     if (!lora) return Status::Ok();
     const auto& slots = layout_.slots[l];
     bf16* u = LoraU(first);
-    RETURN_IF_ERROR(MatmulXWt(blas_, x, lora16_ + slots[first].a, u, CUDA_R_16BF, M, count * r, K));
+    RETURN_IF_ERROR(lora_.UseLayer(l));
+    RETURN_IF_ERROR(MatmulXWt(blas_, x, lora_.Bf16(l, slots[first].a), u, CUDA_R_16BF, M, count * r, K));
     for (int p = first, col = 0; p < first + count; col += ProjOut(cfg_, p), ++p)
-      RETURN_IF_ERROR(MatmulXWt(blas_, u + (p - first) * r, lora16_ + slots[p].b, y + col, CUDA_R_16BF, M,
+      RETURN_IF_ERROR(MatmulXWt(blas_, u + (p - first) * r, lora_.Bf16(l, slots[p].b), y + col, CUDA_R_16BF, M,
                                 ProjOut(cfg_, p), r, layout_.scale, 1.0f, count * r, r, Ng));
     return Status::Ok();
   }
@@ -431,16 +431,17 @@ class CudaRunner final : public ModelRunner {
       }
     }
     const bf16* u = LoraU(first);
+    RETURN_IF_ERROR(lora_.UseLayer(l));
     for (int p = first, col = 0; p < first + count; col += ProjOut(cfg_, p), ++p) {
       int N = ProjOut(cfg_, p), j = p - first;
       // dB_p (N, r) += s dy_p^T u_p ; w_p (M, r) = dy_p B_p
-      RETURN_IF_ERROR(MatmulDtX(blas_, dy + col, u + j * r, grad_ + slots[p].b, M, N, r, s, 1.0f, Ng, gr, r));
-      RETURN_IF_ERROR(MatmulDW(blas_, dy + col, lora16_ + slots[p].b, lw_.ptr + j * r, CUDA_R_16BF, M, N, r, 1.0f, 0.0f,
+      RETURN_IF_ERROR(MatmulDtX(blas_, dy + col, u + j * r, lora_.Grad(l, slots[p].b), M, N, r, s, 1.0f, Ng, gr, r));
+      RETURN_IF_ERROR(MatmulDW(blas_, dy + col, lora_.Bf16(l, slots[p].b), lw_.ptr + j * r, CUDA_R_16BF, M, N, r, 1.0f, 0.0f,
                                Ng, r, gr));
     }
     // dA_group (count*r, K) += s w^T x ; dx += s w A_group
-    RETURN_IF_ERROR(MatmulDtX(blas_, lw_.ptr, x, grad_ + slots[first].a, M, gr, K, s, 1.0f));
-    return MatmulDW(blas_, lw_.ptr, lora16_ + slots[first].a, dx, CUDA_R_32F, M, gr, K, s, 1.0f);
+    RETURN_IF_ERROR(MatmulDtX(blas_, lw_.ptr, x, lora_.Grad(l, slots[first].a), M, gr, K, s, 1.0f));
+    return MatmulDW(blas_, lw_.ptr, lora_.Bf16(l, slots[first].a), dx, CUDA_R_32F, M, gr, K, s, 1.0f);
   }
 
   // out = layer_l(in). out may be null (recompute for backward: internals only).
@@ -480,7 +481,8 @@ class CudaRunner final : public ModelRunner {
     const int32_t* pos = rope_pos_.ptr;
     // u of down_proj (its forward was skipped).
     const auto& sd = layout_.slots[l][kDown];
-    RETURN_IF_ERROR(MatmulXWt(blas_, a_.ptr, lora16_ + sd.a, LoraU(kDown), CUDA_R_16BF, M, layout_.rank, I));
+    RETURN_IF_ERROR(lora_.UseLayer(l));
+    RETURN_IF_ERROR(MatmulXWt(blas_, a_.ptr, lora_.Bf16(l, sd.a), LoraU(kDown), CUDA_R_16BF, M, layout_.rank, I));
     // MLP.
     RETURN_IF_ERROR(FloatToBf16(dx_.ptr, dx16_.ptr, (size_t)M * D, stream_));
     RETURN_IF_ERROR(LinBwd(l, kDown, 1, a_.ptr, dx16_.ptr, da_.ptr, false));
@@ -515,12 +517,12 @@ class CudaRunner final : public ModelRunner {
   // (memory_plan.h): the next projection dequantizes again. (It would anyway:
   // none reuses the weights across an attention or the head.)
   void ArenaOverwritten() {
-    if (shared_arena_) dequant_layer_ = -1;
+    if (compact_) dequant_layer_ = -1;
   }
 
   ModelConfig cfg_;
   LoraLayout layout_;
-  bool nf4_ = false, shared_arena_ = true;
+  bool nf4_ = false, compact_ = true;  // CudaRunnerOptions::compact
   DeviceAllocator alloc_;
   std::vector<void*> owned_;
   cudaStream_t stream_ = nullptr;
@@ -535,8 +537,7 @@ class CudaRunner final : public ModelRunner {
   size_t dequant_count_ = 0;
   int dequant_layer_ = -1, dequant_first_ = -1, dequant_n_ = 0;
 
-  float *lora_ = nullptr, *grad_ = nullptr, *adam_m_ = nullptr, *adam_v_ = nullptr;
-  bf16* lora16_ = nullptr;
+  LoraState lora_;
 
   int rows_ = 0, seq_ = 0, npos_ = 0;
   std::vector<int32_t> score_example_;
@@ -556,9 +557,9 @@ class CudaRunner final : public ModelRunner {
 
 Result<std::unique_ptr<ModelRunner>> MakeCudaRunner(const ModelFiles& files, const ModelConfig& cfg, bool nf4,
                                                     const LoraLayout& layout, const std::vector<float>& lora_init,
-                                                    size_t staging_bytes, bool shared_arena) {
+                                                    const CudaRunnerOptions& options) {
   auto r = std::make_unique<CudaRunner>();
-  RETURN_IF_ERROR(r->Init(files, cfg, nf4, layout, lora_init, staging_bytes, shared_arena));
+  RETURN_IF_ERROR(r->Init(files, cfg, nf4, layout, lora_init, options));
   return std::unique_ptr<ModelRunner>(std::move(r));
 }
 

@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
   me->add_option("--seed", mo.seed, "data seed")->capture_default_str();
   me->add_option("--lid", mo.lid, "learner id")->capture_default_str();
   me->add_flag("--no-prefix-sharing", mno_prefix, "DPO: chosen and rejected as separate rows");
-  me->add_flag("--separate", mo.separate, "the arena's buffers apart (the layout before issue 18)");
+  me->add_flag("--separate", mo.separate, "the layout before issue 18 (no shared arena, full LoRA bf16 copy and grads)");
   me->add_flag("--json", mo.json, "one JSON object instead of the table");
 
   try {

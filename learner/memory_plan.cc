@@ -66,9 +66,10 @@ size_t MemoryPlan::private_bytes() const {
 }
 
 MemoryPlan PlanLearnerMemory(const ModelConfig& cfg, const LoraLayout& layout, bool nf4, const StepShape& step,
-                             bool shared_arena, size_t frozen_bytes) {
+                             bool compact, size_t frozen_bytes) {
   MemoryPlan plan;
-  plan.shared_arena = shared_arena;
+  plan.compact = compact;
+  const bool shared_arena = compact;
   plan.frozen_bytes = frozen_bytes ? frozen_bytes : FrozenBytes(cfg, nf4);
   const size_t M = (size_t)step.rows * step.seq, T = step.seq, D = cfg.hidden, KV = cfg.kv_dim();
   const size_t I = cfg.intermediate, r = layout.rank, V = cfg.vocab, P = step.scored, L = cfg.layers;
@@ -83,8 +84,16 @@ MemoryPlan PlanLearnerMemory(const ModelConfig& cfg, const LoraLayout& layout, b
   };
   fixed("workspace", kLearnerWorkspaceBytes, 1, kNo, "cuBLAS workspace (fixed: reproducible GEMMs)");
   fixed("lora", n, 4, kNo, "LoRA params fp32 (A, B of 7 projections x layers)");
-  fixed("lora16", n, 2, kNo, "LoRA params bf16 copy (GEMM operand)");
-  fixed("grad", n, 4, kNo, "LoRA grads fp32");
+  size_t span = 0;  // the largest layer's LoRA params (as LoraState pads them)
+  for (size_t l = 0; l < layout.slots.size(); ++l)
+    span = std::max(span, (l + 1 < layout.slots.size() ? layout.slots[l + 1][kQ].a : n) - layout.slots[l][kQ].a);
+  if (compact) {
+    fixed("lora16", span + 128, 2, kNo, "LoRA params bf16 copy of one layer (GEMM operand)");
+    fixed("grad", span + 64, 4, kNo, "LoRA grads fp32 of one layer (AdamW per layer)");
+  } else {
+    fixed("lora16", n, 2, kNo, "LoRA params bf16 copy (GEMM operand)");
+    fixed("grad", n, 4, kNo, "LoRA grads fp32");
+  }
   fixed("adam_m", n, 4, kNo, "AdamW first moment fp32");
   fixed("adam_v", n, 4, kNo, "AdamW second moment fp32");
   fixed("dequant", DequantScratchCount(cfg, nf4), 2, kMlp, "largest projection dequantized (out, in) bf16");
@@ -143,7 +152,7 @@ std::string FormatMemoryPlan(const MemoryPlan& plan) {
   for (const auto* list : {&plan.fixed, &plan.activations})
     for (const PlannedBuffer& b : *list) {
       std::snprintf(line, sizeof line, "%-10s %12.1f %-16s %s\n", b.name.c_str(), Mib(b.bytes()),
-                    plan.shared_arena ? GroupName(b.group) : "", b.what.c_str());
+                    plan.compact ? GroupName(b.group) : "", b.what.c_str());
       out += line;
     }
   size_t lora = 0, acts = 0;

@@ -72,7 +72,7 @@ struct MemoryPlan {
   size_t frozen_bytes = 0;
   size_t arena_bytes = 0;  // the arena's size (largest group)
   int attention_chunk_rows = 0;
-  bool shared_arena = true;
+  bool compact = true;
 
   const PlannedBuffer& Get(const std::string& name) const;
   // Sum of every buffer as allocated: the arena once when shared, else each
@@ -82,10 +82,11 @@ struct MemoryPlan {
 };
 
 // `frozen_bytes` is the slab the runner laid out for the weights (0 when
-// not known); `shared_arena` false lays the arena's buffers out apart (the
-// layout before issue 18, kept for the bit-identity test).
+// not known). `compact` (CudaRunnerOptions): the arena shared, and the LoRA
+// bf16 copy and grads of one layer at a time (cuda/lora_state.cuh); false:
+// the layout before issue 18 (the arena's buffers apart, full arrays).
 MemoryPlan PlanLearnerMemory(const ModelConfig& cfg, const LoraLayout& layout, bool nf4, const StepShape& step,
-                             bool shared_arena = true, size_t frozen_bytes = 0);
+                             bool compact = true, size_t frozen_bytes = 0);
 
 // Bytes of the largest NF4 projection, dequantized (bf16); 0 without NF4.
 size_t DequantScratchCount(const ModelConfig& cfg, bool nf4);

@@ -41,7 +41,7 @@ Status PrintMemory(const MemoryOptions& o, FILE* out) {
                         {"scored", most.scored},      {"lora_params", layout.total},
                         {"arena_bytes", plan.arena_bytes}, {"arena_buffers_apart_bytes", plan.separate_arena_bytes()},
                         {"private_bytes", plan.private_bytes()}, {"frozen_bytes", plan.frozen_bytes},
-                        {"shared_arena", plan.shared_arena}, {"buffers", buffers}};
+                        {"compact", plan.compact}, {"buffers", buffers}};
     text = j.dump() + "\n";
   } else {
     char head[256];

@@ -23,7 +23,7 @@ struct MemoryOptions {
   bool prefix_sharing = true;
   uint64_t seed = 0;
   int64_t lid = 0;
-  bool separate = false;  // the arena's buffers apart (the layout before issue 18)
+  bool separate = false;  // the layout before issue 18 (MemoryPlan::compact false)
   bool json = false;
 };
 

@@ -31,6 +31,14 @@ class ModelRunner {
   virtual Status ZeroGrad() = 0;
   // One AdamW update of the LoRA params from the accumulated grads (step from 1).
   virtual Status AdamW(const cpu::AdamWConfig& c, int step) = 0;
+  // ZeroGrad, Backward, AdamW. A runner may update each layer as soon as its
+  // grads are complete and keep no full gradient (CudaRunner, compact): the
+  // same result, bit for bit.
+  virtual Status BackwardUpdate(const std::vector<float>& dlogp, const cpu::AdamWConfig& c, int step) {
+    RETURN_IF_ERROR(ZeroGrad());
+    RETURN_IF_ERROR(Backward(dlogp));
+    return AdamW(c, step);
+  }
 
   virtual Result<std::vector<float>> GetLora() = 0;
   virtual Status SetLora(const std::vector<float>& params) = 0;
