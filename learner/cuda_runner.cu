@@ -180,6 +180,10 @@ class CudaRunner final : public ModelRunner {
   }
 
   size_t PeakBytes() const override { return alloc_.peak(); }
+  size_t StackBytes() override {
+    size_t v = 0;
+    return cudaDeviceGetLimit(&v, cudaLimitStackSize) == cudaSuccess ? v : 0;
+  }
   std::vector<std::pair<const void*, size_t>> FrozenRanges() const override { return {{slab_, slab_bytes_}}; }
   Status Synchronize() override {
     CUDA_RETURN(cudaStreamSynchronize(stream_));

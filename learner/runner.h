@@ -49,6 +49,10 @@ class ModelRunner {
 
   // Device memory this runner allocated at its peak, in bytes (0 on the CPU).
   virtual size_t PeakBytes() const = 0;
+  // The device's stack size per thread now (cudaLimitStackSize: what the
+  // context's kernels grew it to; 0 on the CPU). Issue 18's density runs
+  // read it to see what a worker context started at 0 needs.
+  virtual size_t StackBytes() { return 0; }
   // The device ranges holding the frozen base weights (for smolvmMarkFrozen).
   virtual std::vector<std::pair<const void*, size_t>> FrozenRanges() const = 0;
   // Waits for queued device work (before a fork).

@@ -193,7 +193,8 @@ int RunTrain(const TrainOptions& o) {
             {"loss0", nan_safe.front()},
             {"lossN", nan_safe.back()},
             {"losses", nan_safe},
-            {"peak_gb", static_cast<double>(runner->PeakBytes()) / (1ull << 30)}});
+            {"peak_gb", static_cast<double>(runner->PeakBytes()) / (1ull << 30)},
+            {"stack_bytes", runner->StackBytes()}});
 
   if (!o.save_adapter.empty()) {
     auto p = runner->GetLora();
