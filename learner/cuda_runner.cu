@@ -1,8 +1,9 @@
 // CudaRunner: Qwen2 + LoRA on one GPU.
 //
 // Memory: the frozen base weights live in one slab (bf16, or NF4 + absmax
-// for the projections), the LoRA state in one flat fp32 array (+ a bf16
-// copy for the GEMMs). Activations: only each layer's fp32 input is kept
+// for the projections), the LoRA state in flat fp32 arrays (+ a bf16 copy
+// for the GEMMs and the grads, one layer's at a time when compact:
+// cuda/lora_state.cuh). Activations: only each layer's fp32 input is kept
 // across the forward pass; the backward pass recomputes one layer at a time.
 // Attention scores are processed in row chunks of bounded size. Buffers are
 // sized by PlanLearnerMemory (memory_plan.h); the scratch of the MLP, the
