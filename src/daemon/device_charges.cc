@@ -72,8 +72,12 @@ Status BudgetedBackend::ModuleUnload(uint64_t module) {
 Status BudgetedBackend::Init(int device) {
   RETURN_IF_ERROR(inner().Init(device));
   RETURN_IF_ERROR(ApplyWorkerContextLimits(inner()));
-  for (const ContextLimitValue& l : kWorkerContextLimits)
+  // What the session's limits are charged from, even when the context has
+  // grown one since (its libraries' launches).
+  for (const ContextLimitValue& l : kWorkerContextLimits) {
+    charges_.limit_base[l.limit] = l.value;
     if (l.limit == CU_LIMIT_STACK_SIZE) charges_.stack = l.value;
+  }
   return Status::Ok();
 }
 
@@ -95,6 +99,12 @@ Status BudgetedBackend::LaunchKernel(uint64_t function, const LaunchConfig& conf
     if (it->second > charges_.stack) RETURN_IF_ERROR(CtxSetLimit(CU_LIMIT_STACK_SIZE, it->second));
   }
   return inner().LaunchKernel(function, config, stream, params);
+}
+
+Status BudgetedBackend::ChargeStackGrowth() {
+  ASSIGN_OR_RETURN(uint64_t now, inner().CtxGetLimit(CU_LIMIT_STACK_SIZE));
+  if (now <= charges_.stack) return Status::Ok();
+  return CtxSetLimit(CU_LIMIT_STACK_SIZE, now);
 }
 
 Status BudgetedBackend::CtxSetLimit(int limit, uint64_t value) {

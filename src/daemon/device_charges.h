@@ -14,7 +14,12 @@
 //            whose kernel needs more local memory per thread than the
 //            stack limit raises the limit to that need first, charged
 //            like a CtxSetLimit (the driver would grow it inside the
-//            launch, where a full card fails the launch);
+//            launch, where a full card fails the launch). The worker's
+//            own library kernels are not seen before they run: after a
+//            library call of a shape not run before, what they grew the
+//            stack to is charged (ChargeStackGrowth, library_charges.h),
+//            and a fork admits each clone with the golden's limits charge
+//            on top (its clones' kernels grow theirs alike);
 //   workspaces  what NVIDIA's libraries hold on the device for the
 //            session's cuBLAS, cuBLASLt and cuDNN handles beyond the memory
 //            the guest gives them (LibraryFootprint, device_footprint.h),

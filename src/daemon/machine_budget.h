@@ -124,6 +124,11 @@ class BudgetedBackend final : public ForwardingBackend {
   // it does not fit) before the inner launch would grow it (device_charges.h).
   Status LaunchKernel(uint64_t function, const LaunchConfig& config, uint64_t stream,
                       std::string_view params) override;
+  // The stack as the context holds it now, grown by launches this backend
+  // did not see (the worker's own cuBLAS/cuDNN kernels), charged after the
+  // fact like a CtxSetLimit to that value: CUDA_ERROR_OUT_OF_MEMORY naming
+  // the budget when it does not fit (the reservation exists regardless).
+  Status ChargeStackGrowth();
   // total_mem = min(device total, the limit).
   Result<DeviceInfo> GetDeviceInfo(int device) override;
   // free = min(device free, budget left), total = the limit. DeviceMemGetInfo
