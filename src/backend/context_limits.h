@@ -13,7 +13,14 @@
 //                like any allocation instead of failing inside the launch on a
 //                full card. Kernels the worker's own cuBLAS/cuDNN launch are
 //                not seen before they run; what they grew it to shows in
-//                CtxGetLimit (the learner reports it in its "done" event).
+//                CtxGetLimit (the learner reports it in its "done" event);
+//                ChargeStackGrowth charges it after the fact. A kernel whose
+//                stack the compiler cannot size (recursion, calls through
+//                pointers: "stack size cannot be statically determined")
+//                reports only its static frame and ran natively inside the
+//                default 1 KiB: its guest must set the stack limit it needs
+//                (cudaDeviceSetLimit, charged), which deep recursion needs
+//                natively too.
 //   printf FIFO  4 KiB: enough for a few lines of device printf; a guest that
 //                prints more sets it (cudaDeviceSetLimit), charged.
 //   malloc heap  0: device malloc returns NULL until a guest sets a heap

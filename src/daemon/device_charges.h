@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <unordered_map>
 
 #include "backend/gpu_backend.h"
 
@@ -46,7 +47,7 @@ struct DeviceCharges {
   std::map<int, uint64_t> limits;        // limit -> bytes charged for it
   uint64_t workspaces = 0;               // library handles' device state
   std::optional<DeviceInfo> device;      // for the stack's per-thread reservation
-  std::map<uint64_t, uint64_t> local_bytes;  // function -> its local memory per thread
+  std::unordered_map<uint64_t, uint64_t> local_bytes;  // function -> its local memory per thread (looked up per launch)
   uint64_t stack = 0;                    // the stack limit now (as set through CtxSetLimit)
 };
 
