@@ -68,6 +68,13 @@ SHAPE=(--load-in-4bit --method dpo --batch 2 --maxseq 256 --steps "$STEPS")
 "$BUILD/smolvm-learner" memory "${SHAPE[@]}" --json >"$W/plan.json" 2>>"$OUT/learner-memory.txt"
 "$BUILD/smolvm-learner" memory "${SHAPE[@]}" --separate --json >"$W/plan-before.json" 2>>"$OUT/learner-memory.txt"
 log "learner plan: $(tail -1 "$OUT/learner-memory.txt")"
+# The compact learner against the layout before, on this GPU's cuBLAS: three
+# NF4 DPO steps of a tiny model, losses and LoRA params bit for bit.
+if [[ $BACKEND == cuda && -x $BUILD/learner/learner_gpu_test ]]; then
+  "$BUILD/learner/learner_gpu_test" --gtest_filter='*CompactRunnerKeepsEveryLossBit*' >"$W/compact.txt" 2>&1
+  COMPACT_RC=$?
+  log "compact runner vs the layout before (GPU): $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$W/compact.txt" | head -1)"
+fi
 # What cublasCreate, cublasLtCreate and cudnnCreate hold per handle (NVML),
 # beside what --gpu-mem charges them (src/backend/library_footprint_test.cc).
 SMOLVM_REQUIRE_GPU=$([[ $BACKEND == cuda ]] && echo 1 || echo 0) "$BUILD/src/backend/library_footprint_test" \
@@ -136,11 +143,11 @@ else
   log "the clone wrote no done event: no native comparison"
 fi
 
-python3 - "$W/status.json" "$W/apps.csv" "$W/pool.json" "$W/pool.csv" "$GOLDEN" "$W" "${CLONE_LID:--1}" \
+python3 - "$W/status.json" "$W/apps.csv" "$W/pool.json" "$W/pool.csv" "$GOLDEN" "$W" "${CLONE_LID:--1}" "${COMPACT_RC:--1}" \
   >"$W/summary.json" 2>>"$OUT/density.txt" <<'PY'
 import glob, json, statistics, sys
 st, pool = json.load(open(sys.argv[1])), json.load(open(sys.argv[3]))
-w, lid = sys.argv[6], sys.argv[7]
+w, lid, compact_rc = sys.argv[6], sys.argv[7], int(sys.argv[8])
 def apps_of(p):
     return {int(a): float(b) for a, b in (l.strip().split(",")[:2] for l in open(p) if "," in l)}
 apps, apps0, golden = apps_of(sys.argv[2]), apps_of(sys.argv[4]), int(sys.argv[5])
@@ -169,6 +176,8 @@ plan, before = json.load(open(f"{w}/plan.json")), json.load(open(f"{w}/plan-befo
 out.update({"plan_private_mib": round(plan["private_bytes"] / 2**20, 1),
             "plan_before_private_mib": round(before["private_bytes"] / 2**20, 1),
             "clone_stack_bytes": clone.get("stack_bytes"),
+            # learner_gpu_test's CompactRunnerKeepsEveryLossBit on this GPU (None: not run).
+            "compact_bits_equal_before": None if compact_rc < 0 else compact_rc == 0,
             # Losses as the learners printed them (JSON of the float: equal text is equal bits).
             "clone_losses_equal_native": bool(clone.get("losses")) and clone.get("losses") == native.get("losses"),
             "clone_within_1400": out["clone_nvml_mib"] is not None and out["clone_nvml_mib"] <= 1400,
@@ -187,11 +196,12 @@ for r in ("golden", "clone"):
           f" + context and the rest {j[r + '_context_rest_mib']}")
 print(f"  learner plan: {j['plan_private_mib']} MiB private (before issue 18: {j['plan_before_private_mib']});"
       f" clone stack after training: {j['clone_stack_bytes']} B/thread")
-print(f"  clone losses equal to the native run of its lid: {j['clone_losses_equal_native']};"
+print(f"  compact learner bit-identical to the layout before (GPU test): {j['compact_bits_equal_before']};"
+      f" clone losses equal to the native run of its lid: {j['clone_losses_equal_native']};"
       f" per clone <= 1400 MiB (N=96): {j['clone_within_1400']}, <= 1050 MiB (N=128): {j['clone_within_1050']}")
 PY
 tar czf "$OUT/density-samples.tgz" -C "$W" status.json apps.csv pool.json pool.csv fork.txt golden.err footprint.txt \
-  plan.json plan-before.json native.err 2>/dev/null
+  plan.json plan-before.json native.err compact.txt 2>/dev/null
 python3 scripts/device-record.py density --out "$OUT" --command "scripts/device-density.sh $STEPS" \
   --summary "$(cat "$W/summary.json")" "$W/status.json" | tee -a "$OUT/density.txt"
 log "end: memory.used $(smi_used) MiB"
