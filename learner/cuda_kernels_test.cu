@@ -487,6 +487,8 @@ TEST_F(CudaTest, CompactRunnerKeepsEveryLossBit) {
       mix(&r.losses.back(), 4);
     }
     r.lora = (*g)->GetLora().value();
+    // The compact state keeps no full gradient: asking for it is an error, not stale numbers.
+    EXPECT_EQ((*g)->GetLoraGrad().ok(), !compact);
     mix(r.lora.data(), r.lora.size() * 4);
     r.peak = (*g)->PeakBytes();
     return r;

@@ -66,6 +66,8 @@ Status BudgetedBackend::ModuleUnload(uint64_t module) {
     Give(it->second);
     charges_.modules.erase(it);
   }
+  // Its functions' handles may come back for other kernels.
+  if (st.ok()) charges_.local_bytes.clear();
   return st;
 }
 
