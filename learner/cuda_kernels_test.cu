@@ -348,7 +348,8 @@ Runners MakeBoth(bool nf4, uint64_t seed) {
   EXPECT_TRUE(w.ok());
   Runners r;
   r.cpu = MakeCpuRunner(std::move(*w), layout, init);
-  auto g = MakeCudaRunner(**files, *cfg, nf4, layout, init, size_t{1} << 20);  // small staging: many chunks
+  // Small staging: many chunks; full grads (GetLoraGrad).
+  auto g = MakeCudaRunner(**files, *cfg, nf4, layout, init, CudaRunnerOptions{size_t{1} << 20, false});
   EXPECT_TRUE(g.ok()) << g.status().ToString();
   if (g.ok()) r.gpu = std::move(*g);
   // Move B off zero so every LoRA path carries signal.
@@ -419,7 +420,7 @@ TEST_F(CudaTest, DpoStartsAtLn2AndIsBitDeterministic) {
     auto cfg = ReadConfig(dir);
     auto files = ModelFiles::Open(dir);
     LoraLayout layout = MakeLoraLayout(*cfg, 16, 16);
-    auto g = MakeCudaRunner(**files, *cfg, false, layout, InitLora(layout, 0), size_t{256} << 20);
+    auto g = MakeCudaRunner(**files, *cfg, false, layout, InitLora(layout, 0), CudaRunnerOptions{});
     EXPECT_TRUE(g.ok());
     PreferenceData data(0, 0);
     cpu::AdamWConfig adam;
@@ -450,6 +451,58 @@ TEST_F(CudaTest, RowLogitsMatchCpu) {
   auto c = r.cpu->RowLogits(*b, 0), g = r.gpu->RowLogits(*b, 0);
   ASSERT_TRUE(c.ok() && g.ok());
   ExpectClose(*g, *c, 0.02f, 0.02f, "logits");
+}
+
+// Issue 18: the compact runner (MLP, attention and head scratch in one
+// arena; LoRA bf16 copy and grads one layer at a time, AdamW per layer)
+// changes no bit: three NF4 DPO steps give the same losses and LoRA params
+// as the layout before, in less memory. Under host emulation the bits are also
+// those the runner gave before the arena existed (the FNV-1a hash below was
+// printed by the runner of c288d9f).
+TEST_F(CudaTest, CompactRunnerKeepsEveryLossBit) {
+  struct Run {
+    std::vector<float> losses, lora;
+    size_t peak = 0;
+    uint64_t hash = 1469598103934665603ull;
+  };
+  auto run = [](bool compact) {
+    Run r;
+    const std::string& dir = testing::TinyModel();
+    auto cfg = ReadConfig(dir);
+    auto files = ModelFiles::Open(dir);
+    LoraLayout layout = MakeLoraLayout(*cfg, 8, 16);
+    auto g = MakeCudaRunner(**files, *cfg, true, layout, InitLora(layout, 5), CudaRunnerOptions{size_t{1} << 20, compact});
+    EXPECT_TRUE(g.ok()) << g.status().ToString();
+    if (!g.ok()) return r;
+    PreferenceData data(5, 3);
+    cpu::AdamWConfig adam;
+    auto mix = [&r](const void* p, size_t n) {
+      for (size_t i = 0; i < n; ++i) r.hash = (r.hash ^ static_cast<const uint8_t*>(p)[i]) * 1099511628211ull;
+    };
+    for (int s = 0; s < 3; ++s) {
+      auto b = MakeDpoBatch(data, 2, 64);
+      auto l = TrainStep(**g, *b, Method::kDpo, 0.1f, adam, s + 1, true);
+      EXPECT_TRUE(l.ok());
+      r.losses.push_back(l.ok() ? *l : NAN);
+      mix(&r.losses.back(), 4);
+    }
+    r.lora = (*g)->GetLora().value();
+    // The compact state keeps no full gradient: asking for it is an error, not stale numbers.
+    EXPECT_EQ((*g)->GetLoraGrad().ok(), !compact);
+    mix(r.lora.data(), r.lora.size() * 4);
+    r.peak = (*g)->PeakBytes();
+    return r;
+  };
+  Run compact = run(true), before = run(false);
+  ASSERT_EQ(compact.losses.size(), 3u);
+  for (size_t i = 0; i < compact.losses.size(); ++i)
+    EXPECT_EQ(std::memcmp(&compact.losses[i], &before.losses[i], 4), 0) << "step " << i;
+  ASSERT_EQ(compact.lora.size(), before.lora.size());
+  EXPECT_EQ(std::memcmp(compact.lora.data(), before.lora.data(), compact.lora.size() * 4), 0) << "LoRA params";
+  EXPECT_LT(compact.peak, before.peak);
+#ifdef SMOLVM_CUDA_HOST_EMULATION
+  EXPECT_EQ(compact.hash, 0x99d8bf7699da6945ull) << std::hex << compact.hash;
+#endif
 }
 
 }  // namespace

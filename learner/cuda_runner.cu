@@ -1,28 +1,33 @@
 // CudaRunner: Qwen2 + LoRA on one GPU.
 //
 // Memory: the frozen base weights live in one slab (bf16, or NF4 + absmax
-// for the projections), the LoRA state in one flat fp32 array (+ a bf16
-// copy for the GEMMs). Activations: only each layer's fp32 input is kept
+// for the projections), the LoRA state in flat fp32 arrays (+ a bf16 copy
+// for the GEMMs and the grads, one layer's at a time when compact:
+// cuda/lora_state.cuh). Activations: only each layer's fp32 input is kept
 // across the forward pass; the backward pass recomputes one layer at a time.
-// Attention scores are processed in row chunks of bounded size.
+// Attention scores are processed in row chunks of bounded size. Buffers are
+// sized by PlanLearnerMemory (memory_plan.h); the scratch of the MLP, the
+// attention and the head share one arena there.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstring>
 #include <map>
 #include <string>
-#include <thread>
 
 #include "learner/cuda/adamw.cuh"
 #include "learner/cuda/attention.cuh"
 #include "learner/cuda/common.cuh"
 #include "learner/cuda/elementwise.cuh"
+#include "learner/cuda/lora_state.cuh"
 #include "learner/cuda/logprob.cuh"
 #include "learner/cuda/matmul.cuh"
 #include "learner/cuda/nf4.cuh"
 #include "learner/cuda/rmsnorm.cuh"
 #include "learner/cuda/rope.cuh"
+#include "learner/cuda/uploader.cuh"
 #include "learner/cuda_runner.h"
+#include "learner/memory_plan.h"
 
 namespace smolvm::learner {
 
@@ -35,8 +40,11 @@ namespace {
 
 using namespace cuda;
 
-constexpr size_t kWorkspaceBytes = size_t{32} << 20;
-constexpr size_t kAttentionBudget = size_t{256} << 20;
+// A buffer inside the scratch arena (memory_plan.h): no allocation of its own.
+template <typename T>
+struct InArena {
+  T* ptr = nullptr;
+};
 
 struct Proj {
   bf16* w = nullptr;        // (out, in) bf16, when not quantized
@@ -49,75 +57,26 @@ struct Layer {
   Proj p[kNumProj];
 };
 
-// Copies host memory (e.g. an mmap of a safetensors file) to the device
-// through two pinned buffers, host copies spread over a few threads.
-class Uploader {
- public:
-  Status Init(DeviceAllocator& a, size_t staging_bytes, cudaStream_t s) {
-    half_ = staging_bytes / 2;
-    stream_ = s;
-    for (int i = 0; i < 2; ++i) {
-      CUDA_RETURN(cudaMallocHost(&pinned_[i], half_));
-      CUDA_RETURN(cudaEventCreateWithFlags(&done_[i], cudaEventDisableTiming));
-    }
-    return Status::Ok();
-  }
-  ~Uploader() {
-    for (int i = 0; i < 2; ++i) {
-      if (done_[i]) cudaEventSynchronize(done_[i]), cudaEventDestroy(done_[i]);
-      if (pinned_[i]) cudaFreeHost(pinned_[i]);
-    }
-  }
-  Status Copy(void* dst, const void* src, size_t bytes) {
-    for (size_t off = 0; off < bytes; off += half_) {
-      size_t n = std::min(half_, bytes - off);
-      CUDA_RETURN(cudaEventSynchronize(done_[cur_]));
-      ParallelMemcpy(static_cast<uint8_t*>(pinned_[cur_]), static_cast<const uint8_t*>(src) + off, n);
-      CUDA_RETURN(cudaMemcpyAsync(static_cast<uint8_t*>(dst) + off, pinned_[cur_], n, cudaMemcpyHostToDevice, stream_));
-      CUDA_RETURN(cudaEventRecord(done_[cur_], stream_));
-      cur_ ^= 1;
-    }
-    return Status::Ok();
-  }
-
- private:
-  static void ParallelMemcpy(uint8_t* dst, const uint8_t* src, size_t n) {
-    constexpr size_t kPerThread = size_t{8} << 20;
-    unsigned threads = static_cast<unsigned>(std::min<size_t>(8, (n + kPerThread - 1) / kPerThread));
-    if (threads <= 1) return void(std::memcpy(dst, src, n));
-    size_t part = (n + threads - 1) / threads;
-    std::vector<std::thread> pool;
-    for (unsigned t = 0; t < threads; ++t) {
-      size_t b = t * part, e = std::min(n, b + part);
-      if (b < e) pool.emplace_back([=] { std::memcpy(dst + b, src + b, e - b); });
-    }
-    for (auto& t : pool) t.join();
-  }
-  size_t half_ = 0;
-  cudaStream_t stream_ = nullptr;
-  void* pinned_[2] = {nullptr, nullptr};
-  cudaEvent_t done_[2] = {nullptr, nullptr};
-  int cur_ = 0;
-};
-
 class CudaRunner final : public ModelRunner {
  public:
   ~CudaRunner() override {
     if (stream_) cudaStreamSynchronize(stream_);
     for (void* p : owned_) cudaFree(p);
     for (auto* b : {&tokens_, &rope_pos_, &pos_, &targets_}) b->Release(alloc_);
-    for (auto* b : {&ckpt_, &x2_, &dx_, &dh_, &da_, &rstd1_, &rstd2_, &xsel_, &dhn_, &dxsel_, &rstdf_, &lse_, &logp_,
-                    &dl_, &logits_, &s_})
+    for (auto* b : {&ckpt_, &x2_, &dx_, &dh_, &rstd1_, &rstd2_, &xsel_, &dhn_, &dxsel_, &rstdf_, &lse_, &logp_, &dl_})
       b->Release(alloc_);
-    for (auto* b : {&h1_, &qkv_, &qh_, &kh_, &vh_, &oh_, &att_, &o_, &h2_, &gu_, &a_, &lu_, &lw_, &dx16_, &doh_, &dqh_,
-                    &dkh_, &dvh_, &hn_, &dlogits_, &p_, &ds_})
+    for (auto* b : {&h1_, &qkv_, &qh_, &kh_, &vh_, &oh_, &att_, &o_, &h2_, &lu_, &lw_, &dx16_, &doh_, &dqh_, &dkh_,
+                    &dvh_, &hn_})
       b->Release(alloc_);
+    arena_.Release(alloc_);
+    lora_.Release(alloc_);
     if (blas_) cublasDestroy(blas_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
   Status Init(const ModelFiles& files, const ModelConfig& cfg, bool nf4, const LoraLayout& layout,
-              const std::vector<float>& lora_init, size_t staging_bytes) {
+              const std::vector<float>& lora_init, const CudaRunnerOptions& o) {
+    compact_ = o.compact;
     cfg_ = cfg;
     layout_ = layout;
     nf4_ = nf4;
@@ -125,19 +84,10 @@ class CudaRunner final : public ModelRunner {
     CUDA_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     CUBLAS_RETURN(cublasCreate(&blas_));
     CUBLAS_RETURN(cublasSetStream(blas_, stream_));
-    RETURN_IF_ERROR(Alloc(&workspace_, kWorkspaceBytes));
-    CUBLAS_RETURN(cublasSetWorkspace(blas_, workspace_, kWorkspaceBytes));
-    RETURN_IF_ERROR(LoadWeights(files, staging_bytes));
-    // LoRA state.
-    size_t n = layout_.total;
-    RETURN_IF_ERROR(Alloc(&lora_, n));
-    RETURN_IF_ERROR(Alloc(&lora16_, n));
-    RETURN_IF_ERROR(Alloc(&grad_, n));
-    RETURN_IF_ERROR(Alloc(&adam_m_, n));
-    RETURN_IF_ERROR(Alloc(&adam_v_, n));
-    CUDA_RETURN(cudaMemsetAsync(adam_m_, 0, n * 4, stream_));
-    CUDA_RETURN(cudaMemsetAsync(adam_v_, 0, n * 4, stream_));
-    CUDA_RETURN(cudaMemsetAsync(grad_, 0, n * 4, stream_));
+    RETURN_IF_ERROR(Alloc(&workspace_, kLearnerWorkspaceBytes));
+    CUBLAS_RETURN(cublasSetWorkspace(blas_, workspace_, kLearnerWorkspaceBytes));
+    RETURN_IF_ERROR(LoadWeights(files, o.staging_bytes));
+    RETURN_IF_ERROR(lora_.Init(alloc_, layout_, o.compact, stream_));
     RETURN_IF_ERROR(SetLora(lora_init));
     return Synchronize();
   }
@@ -165,7 +115,16 @@ class CudaRunner final : public ModelRunner {
     return out;
   }
 
-  Status Backward(const std::vector<float>& dlogp) override {
+  // Compact LoRA state: the grads of a layer live while its backward runs;
+  // Backward alone drops them (the fork warm-up), BackwardUpdate applies
+  // AdamW to each layer as soon as its grads are complete (lora_state.cuh).
+  Status Backward(const std::vector<float>& dlogp) override { return BackwardLayers(dlogp, nullptr, 0); }
+  Status BackwardUpdate(const std::vector<float>& dlogp, const cpu::AdamWConfig& c, int step) override {
+    if (!lora_.compact()) return ModelRunner::BackwardUpdate(dlogp, c, step);
+    return BackwardLayers(dlogp, &c, step);
+  }
+
+  Status BackwardLayers(const std::vector<float>& dlogp, const cpu::AdamWConfig* update, int step) {
     if (!kept_) return Internal("Backward without a kept Forward with LoRA");
     const int M = rows_ * seq_, D = cfg_.hidden, V = cfg_.vocab, P = npos_;
     std::vector<float> dl(P);
@@ -173,34 +132,32 @@ class CudaRunner final : public ModelRunner {
     CUDA_RETURN(cudaMemcpyAsync(dl_.ptr, dl.data(), P * 4, cudaMemcpyHostToDevice, stream_));
     RETURN_IF_ERROR(LogProbBwd(logits_.ptr, targets_.ptr, lse_.ptr, dl_.ptr, dlogits_.ptr, P, V, stream_));
     RETURN_IF_ERROR(MatmulDW(blas_, dlogits_.ptr, head_, dhn_.ptr, CUDA_R_32F, P, V, D));
+    ArenaOverwritten();
     CUDA_RETURN(cudaMemsetAsync(dxsel_.ptr, 0, (size_t)P * D * 4, stream_));
     RETURN_IF_ERROR(RmsNormBwd(xsel_.ptr, norm_, rstdf_.ptr, dhn_.ptr, dxsel_.ptr, P, D, stream_));
     CUDA_RETURN(cudaMemsetAsync(dx_.ptr, 0, (size_t)M * D * 4, stream_));
     RETURN_IF_ERROR(ScatterAddRows(dxsel_.ptr, pos_.ptr, dx_.ptr, P, D, stream_));
     for (int l = cfg_.layers - 1; l >= 0; --l) {
       RETURN_IF_ERROR(LayerForward(l, Ckpt(l), nullptr, true));  // recompute, keeping the internals
+      RETURN_IF_ERROR(lora_.ZeroLayer(l));
       RETURN_IF_ERROR(LayerBackward(l));
+      if (update) RETURN_IF_ERROR(lora_.AdamWLayer(l, *update, step));
     }
     kept_ = false;
     return Status::Ok();
   }
 
-  Status ZeroGrad() override {
-    CUDA_RETURN(cudaMemsetAsync(grad_, 0, layout_.total * 4, stream_));
-    return Status::Ok();
-  }
+  Status ZeroGrad() override { return lora_.ZeroAll(); }
+  Status AdamW(const cpu::AdamWConfig& c, int step) override { return lora_.AdamWAll(c, step); }
 
-  Status AdamW(const cpu::AdamWConfig& c, int step) override {
-    return cuda::AdamW(lora_, grad_, adam_m_, adam_v_, lora16_, layout_.total, c.lr, c.beta1, c.beta2, c.eps, c.weight_decay,
-                       step, stream_);
+  Result<std::vector<float>> GetLora() override { return Download(lora_.params(), layout_.total); }
+  Result<std::vector<float>> GetLoraGrad() override {
+    if (!lora_.grads()) return NotSupported("the compact LoRA state keeps no full gradient (CudaRunnerOptions)");
+    return Download(lora_.grads(), layout_.total);
   }
-
-  Result<std::vector<float>> GetLora() override { return Download(lora_, layout_.total); }
-  Result<std::vector<float>> GetLoraGrad() override { return Download(grad_, layout_.total); }
   Status SetLora(const std::vector<float>& p) override {
     if (p.size() != layout_.total) return InvalidArgument("LoRA size mismatch");
-    CUDA_RETURN(cudaMemcpyAsync(lora_, p.data(), p.size() * 4, cudaMemcpyHostToDevice, stream_));
-    RETURN_IF_ERROR(FloatToBf16(lora_, lora16_, p.size(), stream_));
+    RETURN_IF_ERROR(lora_.Set(p));
     return Synchronize();
   }
 
@@ -224,6 +181,10 @@ class CudaRunner final : public ModelRunner {
   }
 
   size_t PeakBytes() const override { return alloc_.peak(); }
+  size_t StackBytes() override {
+    size_t v = 0;
+    return cudaDeviceGetLimit(&v, cudaLimitStackSize) == cudaSuccess ? v : 0;
+  }
   std::vector<std::pair<const void*, size_t>> FrozenRanges() const override { return {{slab_, slab_bytes_}}; }
   Status Synchronize() override {
     CUDA_RETURN(cudaStreamSynchronize(stream_));
@@ -311,12 +272,12 @@ class CudaRunner final : public ModelRunner {
     }
     if (staging) alloc_.Free(staging, max_proj);
     if (cfg_.tied) head_ = embed_;
-    if (nf4_) {
-      // One projection at a time is dequantized, just before its GEMMs: the
-      // scratch is private per learner, so it is kept to the largest one.
-      for (int p = 0; p < kNumProj; ++p) dequant_count_ = std::max(dequant_count_, (size_t)ProjOut(cfg_, p) * ProjIn(cfg_, p));
-      RETURN_IF_ERROR(Alloc(&dequant_, dequant_count_));
-    }
+    // One projection at a time is dequantized, just before its GEMMs: the
+    // scratch is private per learner, so it is kept to the largest one (at
+    // the start of the arena, memory_plan.h).
+    dequant_count_ = DequantScratchCount(cfg_, nf4_);
+    RETURN_IF_ERROR(arena_.Reserve(alloc_, dequant_count_ * sizeof(bf16)));
+    dequant_ = reinterpret_cast<bf16*>(arena_.ptr);
     return Status::Ok();
   }
 
@@ -354,40 +315,37 @@ class CudaRunner final : public ModelRunner {
     rows_ = b.rows;
     seq_ = b.seq;
     score_example_ = b.score_example;
-    size_t M = (size_t)b.rows * b.seq, D = cfg_.hidden, KV = cfg_.kv_dim(), I = cfg_.intermediate, r = layout_.rank;
-    size_t V = cfg_.vocab;
     const std::vector<int32_t>& pos = b.score_pos;
     const std::vector<int32_t>& tgt = b.score_target;
     npos_ = static_cast<int>(pos.size());
-    size_t P = npos_;
-    RETURN_IF_ERROR(tokens_.Reserve(alloc_, M));
-    RETURN_IF_ERROR(rope_pos_.Reserve(alloc_, b.seq));
-    RETURN_IF_ERROR(pos_.Reserve(alloc_, P));
-    RETURN_IF_ERROR(targets_.Reserve(alloc_, P));
-    RETURN_IF_ERROR(ckpt_.Reserve(alloc_, (size_t)(cfg_.layers + 1) * M * D));
-    for (auto* buf : {&h1_, &qh_, &oh_, &att_, &o_, &h2_, &dx16_, &doh_, &dqh_}) RETURN_IF_ERROR(buf->Reserve(alloc_, M * D));
-    for (auto* buf : {&kh_, &vh_, &dkh_, &dvh_}) RETURN_IF_ERROR(buf->Reserve(alloc_, M * KV));
-    RETURN_IF_ERROR(qkv_.Reserve(alloc_, M * (D + 2 * KV)));
-    RETURN_IF_ERROR(gu_.Reserve(alloc_, M * 2 * I));
-    RETURN_IF_ERROR(a_.Reserve(alloc_, M * I));
-    RETURN_IF_ERROR(lu_.Reserve(alloc_, kNumProj * M * r));
-    RETURN_IF_ERROR(lw_.Reserve(alloc_, 3 * M * r));
-    for (auto* buf : {&x2_, &dx_, &dh_}) RETURN_IF_ERROR(buf->Reserve(alloc_, M * D));
-    RETURN_IF_ERROR(da_.Reserve(alloc_, M * std::max(I, D)));
-    RETURN_IF_ERROR(rstd1_.Reserve(alloc_, M));
-    RETURN_IF_ERROR(rstd2_.Reserve(alloc_, M));
-    for (auto* buf : {&xsel_, &dhn_, &dxsel_}) RETURN_IF_ERROR(buf->Reserve(alloc_, P * D));
-    RETURN_IF_ERROR(hn_.Reserve(alloc_, P * D));
-    for (auto* buf : {&rstdf_, &lse_, &logp_, &dl_}) RETURN_IF_ERROR(buf->Reserve(alloc_, P));
-    RETURN_IF_ERROR(logits_.Reserve(alloc_, P * V));
-    RETURN_IF_ERROR(dlogits_.Reserve(alloc_, P * V));
+    size_t M = (size_t)b.rows * b.seq, P = npos_;
+    const MemoryPlan plan = PlanLearnerMemory(cfg_, layout_, nf4_, {b.rows, b.seq, npos_}, compact_, slab_bytes_);
+    auto n = [&plan](const char* name) { return plan.Get(name).count; };
+    RETURN_IF_ERROR(tokens_.Reserve(alloc_, n("tokens")));
+    RETURN_IF_ERROR(rope_pos_.Reserve(alloc_, n("rope_pos")));
+    RETURN_IF_ERROR(pos_.Reserve(alloc_, n("pos")));
+    RETURN_IF_ERROR(targets_.Reserve(alloc_, n("targets")));
+    RETURN_IF_ERROR(ckpt_.Reserve(alloc_, n("ckpt")));
+    for (auto [buf, name] : {std::pair{&h1_, "h1"}, {&qh_, "qh"}, {&oh_, "oh"}, {&att_, "att"}, {&o_, "o"}, {&h2_, "h2"},
+                             {&dx16_, "dx16"}, {&doh_, "doh"}, {&dqh_, "dqh"}, {&kh_, "kh"}, {&vh_, "vh"},
+                             {&dkh_, "dkh"}, {&dvh_, "dvh"}, {&qkv_, "qkv"}, {&lu_, "lu"}, {&lw_, "lw"}, {&hn_, "hn"}})
+      RETURN_IF_ERROR(buf->Reserve(alloc_, n(name)));
+    for (auto [buf, name] : {std::pair{&x2_, "x2"}, {&dx_, "dx"}, {&dh_, "dh"}, {&rstd1_, "rstd1"}, {&rstd2_, "rstd2"},
+                             {&xsel_, "xsel"}, {&dhn_, "dhn"}, {&dxsel_, "dxsel"}, {&rstdf_, "rstdf"}, {&lse_, "lse"},
+                             {&logp_, "logp"}, {&dl_, "dl"}})
+      RETURN_IF_ERROR(buf->Reserve(alloc_, n(name)));
+    if (arena_.count < plan.arena_bytes) {
+      RETURN_IF_ERROR(arena_.Reserve(alloc_, plan.arena_bytes));
+      dequant_layer_ = -1;  // a new range: nothing dequantized in it
+    }
+    auto at = [&](auto& buf, const char* name) {
+      buf.ptr = reinterpret_cast<std::remove_reference_t<decltype(buf.ptr)>>(arena_.ptr + plan.Get(name).offset);
+    };
+    at(gu_, "gu"), at(a_, "a"), at(da_, "da"), at(logits_, "logits"), at(dlogits_, "dlogits");
+    at(s_, "s"), at(p_, "p"), at(ds_, "ds");
+    dequant_ = reinterpret_cast<bf16*>(arena_.ptr + plan.Get("dequant").offset);
     att_shape_ = {b.rows, b.seq, cfg_.heads, cfg_.kv_heads, cfg_.head_dim(), b.prefix, b.segment};
-    int chunk = AttentionChunkRows(att_shape_, kAttentionBudget);
-    size_t sc = (size_t)chunk * cfg_.heads * b.seq * b.seq;
-    RETURN_IF_ERROR(s_.Reserve(alloc_, sc));
-    RETURN_IF_ERROR(p_.Reserve(alloc_, sc));
-    RETURN_IF_ERROR(ds_.Reserve(alloc_, sc));
-    scratch_ = {s_.ptr, p_.ptr, ds_.ptr, chunk};
+    scratch_ = {s_.ptr, p_.ptr, ds_.ptr, plan.attention_chunk_rows};
     CUDA_RETURN(cudaMemcpyAsync(tokens_.ptr, b.tokens.data(), M * 4, cudaMemcpyHostToDevice, stream_));
     CUDA_RETURN(cudaMemcpyAsync(pos_.ptr, pos.data(), P * 4, cudaMemcpyHostToDevice, stream_));
     CUDA_RETURN(cudaMemcpyAsync(rope_pos_.ptr, b.positions.data(), b.seq * 4, cudaMemcpyHostToDevice, stream_));
@@ -453,9 +411,10 @@ class CudaRunner final : public ModelRunner {
     if (!lora) return Status::Ok();
     const auto& slots = layout_.slots[l];
     bf16* u = LoraU(first);
-    RETURN_IF_ERROR(MatmulXWt(blas_, x, lora16_ + slots[first].a, u, CUDA_R_16BF, M, count * r, K));
+    RETURN_IF_ERROR(lora_.UseLayer(l));
+    RETURN_IF_ERROR(MatmulXWt(blas_, x, lora_.Bf16(l, slots[first].a), u, CUDA_R_16BF, M, count * r, K));
     for (int p = first, col = 0; p < first + count; col += ProjOut(cfg_, p), ++p)
-      RETURN_IF_ERROR(MatmulXWt(blas_, u + (p - first) * r, lora16_ + slots[p].b, y + col, CUDA_R_16BF, M,
+      RETURN_IF_ERROR(MatmulXWt(blas_, u + (p - first) * r, lora_.Bf16(l, slots[p].b), y + col, CUDA_R_16BF, M,
                                 ProjOut(cfg_, p), r, layout_.scale, 1.0f, count * r, r, Ng));
     return Status::Ok();
   }
@@ -477,16 +436,17 @@ class CudaRunner final : public ModelRunner {
       }
     }
     const bf16* u = LoraU(first);
+    RETURN_IF_ERROR(lora_.UseLayer(l));
     for (int p = first, col = 0; p < first + count; col += ProjOut(cfg_, p), ++p) {
       int N = ProjOut(cfg_, p), j = p - first;
       // dB_p (N, r) += s dy_p^T u_p ; w_p (M, r) = dy_p B_p
-      RETURN_IF_ERROR(MatmulDtX(blas_, dy + col, u + j * r, grad_ + slots[p].b, M, N, r, s, 1.0f, Ng, gr, r));
-      RETURN_IF_ERROR(MatmulDW(blas_, dy + col, lora16_ + slots[p].b, lw_.ptr + j * r, CUDA_R_16BF, M, N, r, 1.0f, 0.0f,
+      RETURN_IF_ERROR(MatmulDtX(blas_, dy + col, u + j * r, lora_.Grad(l, slots[p].b), M, N, r, s, 1.0f, Ng, gr, r));
+      RETURN_IF_ERROR(MatmulDW(blas_, dy + col, lora_.Bf16(l, slots[p].b), lw_.ptr + j * r, CUDA_R_16BF, M, N, r, 1.0f, 0.0f,
                                Ng, r, gr));
     }
     // dA_group (count*r, K) += s w^T x ; dx += s w A_group
-    RETURN_IF_ERROR(MatmulDtX(blas_, lw_.ptr, x, grad_ + slots[first].a, M, gr, K, s, 1.0f));
-    return MatmulDW(blas_, lw_.ptr, lora16_ + slots[first].a, dx, CUDA_R_32F, M, gr, K, s, 1.0f);
+    RETURN_IF_ERROR(MatmulDtX(blas_, lw_.ptr, x, lora_.Grad(l, slots[first].a), M, gr, K, s, 1.0f));
+    return MatmulDW(blas_, lw_.ptr, lora_.Bf16(l, slots[first].a), dx, CUDA_R_32F, M, gr, K, s, 1.0f);
   }
 
   // out = layer_l(in). out may be null (recompute for backward: internals only).
@@ -504,6 +464,7 @@ class CudaRunner final : public ModelRunner {
     RETURN_IF_ERROR(BiasRopeToHeads(qkv_.ptr + D + KV, Nqkv, L.bias[2], pos, vh_.ptr, B, T, cfg_.kv_heads, hd, theta,
                                     false, stream_));
     RETURN_IF_ERROR(AttentionFwd(blas_, stream_, att_shape_, qh_.ptr, kh_.ptr, vh_.ptr, oh_.ptr, scratch_));
+    ArenaOverwritten();
     RETURN_IF_ERROR(HeadsToTokens(oh_.ptr, pos, att_.ptr, D, B, T, cfg_.heads, hd, theta, false, stream_));
     RETURN_IF_ERROR(Lin(l, kO, 1, lora, att_.ptr, o_.ptr));
     RETURN_IF_ERROR(ResidualRmsNorm(in, o_.ptr, x2_.ptr, L.ln2, h2_.ptr, rstd2_.ptr, M, D, eps, stream_));
@@ -525,7 +486,8 @@ class CudaRunner final : public ModelRunner {
     const int32_t* pos = rope_pos_.ptr;
     // u of down_proj (its forward was skipped).
     const auto& sd = layout_.slots[l][kDown];
-    RETURN_IF_ERROR(MatmulXWt(blas_, a_.ptr, lora16_ + sd.a, LoraU(kDown), CUDA_R_16BF, M, layout_.rank, I));
+    RETURN_IF_ERROR(lora_.UseLayer(l));
+    RETURN_IF_ERROR(MatmulXWt(blas_, a_.ptr, lora_.Bf16(l, sd.a), LoraU(kDown), CUDA_R_16BF, M, layout_.rank, I));
     // MLP.
     RETURN_IF_ERROR(FloatToBf16(dx_.ptr, dx16_.ptr, (size_t)M * D, stream_));
     RETURN_IF_ERROR(LinBwd(l, kDown, 1, a_.ptr, dx16_.ptr, da_.ptr, false));
@@ -539,6 +501,7 @@ class CudaRunner final : public ModelRunner {
     RETURN_IF_ERROR(BiasRopeToHeads(o_.ptr, D, nullptr, pos, doh_.ptr, B, T, cfg_.heads, hd, theta, false, stream_));
     RETURN_IF_ERROR(AttentionBwd(blas_, stream_, att_shape_, qh_.ptr, kh_.ptr, vh_.ptr, doh_.ptr, dqh_.ptr, dkh_.ptr,
                                  dvh_.ptr, scratch_));
+    ArenaOverwritten();
     RETURN_IF_ERROR(HeadsToTokens(dqh_.ptr, pos, qkv_.ptr, Nqkv, B, T, cfg_.heads, hd, theta, true, stream_));
     RETURN_IF_ERROR(HeadsToTokens(dkh_.ptr, pos, qkv_.ptr + D, Nqkv, B, T, cfg_.kv_heads, hd, theta, true, stream_));
     RETURN_IF_ERROR(HeadsToTokens(dvh_.ptr, pos, qkv_.ptr + D + KV, Nqkv, B, T, cfg_.kv_heads, hd, theta, false, stream_));
@@ -551,12 +514,20 @@ class CudaRunner final : public ModelRunner {
     RETURN_IF_ERROR(GatherRows(final_, pos_.ptr, xsel_.ptr, P, D, stream_));
     RETURN_IF_ERROR(ResidualRmsNorm(xsel_.ptr, nullptr, xsel_.ptr, norm_, hn_.ptr, rstdf_.ptr, P, D, cfg_.rms_eps, stream_));
     RETURN_IF_ERROR(MatmulXWt(blas_, hn_.ptr, head_, logits_.ptr, CUDA_R_32F, P, V, D));
+    ArenaOverwritten();
     return LogProbFwd(logits_.ptr, targets_.ptr, logp_.ptr, lse_.ptr, P, V, stream_);
+  }
+
+  // The attention or head buffers were written over the dequantized weights
+  // (memory_plan.h): the next projection dequantizes again. (It would anyway:
+  // none reuses the weights across an attention or the head.)
+  void ArenaOverwritten() {
+    if (compact_) dequant_layer_ = -1;
   }
 
   ModelConfig cfg_;
   LoraLayout layout_;
-  bool nf4_ = false;
+  bool nf4_ = false, compact_ = true;  // CudaRunnerOptions::compact
   DeviceAllocator alloc_;
   std::vector<void*> owned_;
   cudaStream_t stream_ = nullptr;
@@ -567,12 +538,11 @@ class CudaRunner final : public ModelRunner {
   size_t slab_bytes_ = 0;
   bf16 *embed_ = nullptr, *norm_ = nullptr, *head_ = nullptr;
   std::vector<Layer> layers_;
-  bf16* dequant_ = nullptr;  // (largest projection) bf16
+  bf16* dequant_ = nullptr;  // (largest projection) bf16, in the arena
   size_t dequant_count_ = 0;
   int dequant_layer_ = -1, dequant_first_ = -1, dequant_n_ = 0;
 
-  float *lora_ = nullptr, *grad_ = nullptr, *adam_m_ = nullptr, *adam_v_ = nullptr;
-  bf16* lora16_ = nullptr;
+  LoraState lora_;
 
   int rows_ = 0, seq_ = 0, npos_ = 0;
   std::vector<int32_t> score_example_;
@@ -581,18 +551,20 @@ class CudaRunner final : public ModelRunner {
   AttentionShape att_shape_{};
   AttentionScratch scratch_;
   DeviceBuffer<int32_t> tokens_, rope_pos_, pos_, targets_;
-  DeviceBuffer<float> ckpt_, x2_, dx_, dh_, da_, rstd1_, rstd2_, xsel_, dhn_, dxsel_, rstdf_, lse_, logp_, dl_, logits_, s_;
-  DeviceBuffer<bf16> h1_, qkv_, qh_, kh_, vh_, oh_, att_, o_, h2_, gu_, a_, lu_, lw_, dx16_, doh_, dqh_, dkh_, dvh_, hn_,
-      dlogits_, p_, ds_;
+  DeviceBuffer<float> ckpt_, x2_, dx_, dh_, rstd1_, rstd2_, xsel_, dhn_, dxsel_, rstdf_, lse_, logp_, dl_;
+  DeviceBuffer<bf16> h1_, qkv_, qh_, kh_, vh_, oh_, att_, o_, h2_, lu_, lw_, dx16_, doh_, dqh_, dkh_, dvh_, hn_;
+  DeviceBuffer<uint8_t> arena_;  // dequant_ and the buffers below (memory_plan.h)
+  InArena<float> da_, logits_, s_;
+  InArena<bf16> gu_, a_, dlogits_, p_, ds_;
 };
 
 }  // namespace
 
 Result<std::unique_ptr<ModelRunner>> MakeCudaRunner(const ModelFiles& files, const ModelConfig& cfg, bool nf4,
                                                     const LoraLayout& layout, const std::vector<float>& lora_init,
-                                                    size_t staging_bytes) {
+                                                    const CudaRunnerOptions& options) {
   auto r = std::make_unique<CudaRunner>();
-  RETURN_IF_ERROR(r->Init(files, cfg, nf4, layout, lora_init, staging_bytes));
+  RETURN_IF_ERROR(r->Init(files, cfg, nf4, layout, lora_init, options));
   return std::unique_ptr<ModelRunner>(std::move(r));
 }
 

@@ -6,7 +6,7 @@ namespace smolvm::learner {
 bool CudaAvailable() { return false; }
 
 Result<std::unique_ptr<ModelRunner>> MakeCudaRunner(const ModelFiles&, const ModelConfig&, bool, const LoraLayout&,
-                                                    const std::vector<float>&, size_t) {
+                                                    const std::vector<float>&, const CudaRunnerOptions&) {
   return NotSupported("this smolvm-learner was built without CUDA; use --device cpu");
 }
 

@@ -1,10 +1,11 @@
-// smolvm-learner: make-model | train | batches. See docs/learner.md.
+// smolvm-learner: make-model | train | batches | memory. See docs/learner.md.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
 
 #include "learner/make_model.h"
 #include "learner/print_batches.h"
+#include "learner/print_memory.h"
 #include "learner/train.h"
 
 int main(int argc, char** argv) {
@@ -56,6 +57,25 @@ int main(int argc, char** argv) {
   ba->add_option("--maxseq", bo.maxseq, "tokens per row")->check(CLI::PositiveNumber)->capture_default_str();
   ba->add_flag("--packed", bo.packed, "DPO: prefix sharing, as train runs by default");
 
+  MemoryOptions mo;
+  std::string mmethod = "dpo";
+  bool mno_prefix = false;
+  auto* me = app.add_subcommand("memory", "print what a CUDA learner holds on the device, buffer by buffer (no GPU needed)");
+  me->add_option("--preset", mo.preset, "model preset (without --model)")->capture_default_str();
+  me->add_option("--model", mo.model, "model directory (its config.json)");
+  me->add_flag("--load-in-4bit", mo.load_in_4bit, "NF4 projections (a dequantization scratch)");
+  me->add_option("--method", mmethod, "dpo|sft")->check(CLI::IsMember({"dpo", "sft"}))->capture_default_str();
+  me->add_option("--steps", mo.steps, "batches the buffers grow over")->check(CLI::PositiveNumber)->capture_default_str();
+  me->add_option("--batch", mo.batch, "pairs (dpo) or rows (sft)")->check(CLI::PositiveNumber)->capture_default_str();
+  me->add_option("--maxseq", mo.maxseq, "tokens per row")->check(CLI::PositiveNumber)->capture_default_str();
+  me->add_option("--lora-r", mo.lora_r, "LoRA rank")->check(CLI::PositiveNumber)->capture_default_str();
+  me->add_option("--lora-alpha", mo.lora_alpha, "LoRA alpha")->check(CLI::PositiveNumber)->capture_default_str();
+  me->add_option("--seed", mo.seed, "data seed")->capture_default_str();
+  me->add_option("--lid", mo.lid, "learner id")->capture_default_str();
+  me->add_flag("--no-prefix-sharing", mno_prefix, "DPO: chosen and rejected as separate rows");
+  me->add_flag("--separate", mo.separate, "the layout before issue 18 (no shared arena, full LoRA bf16 copy and grads)");
+  me->add_flag("--json", mo.json, "one JSON object instead of the table");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -76,6 +96,16 @@ int main(int argc, char** argv) {
   if (*ba) {
     bo.method = bmethod == "sft" ? Method::kSft : Method::kDpo;
     smolvm::Status s = PrintBatches(bo, stdout);
+    if (!s.ok()) {
+      std::fprintf(stderr, "smolvm-learner: %s\n", s.ToString().c_str());
+      return s.code() == static_cast<int32_t>(smolvm::Code::kInvalidArgument) ? 2 : 1;
+    }
+    return 0;
+  }
+  if (*me) {
+    mo.method = mmethod == "sft" ? Method::kSft : Method::kDpo;
+    mo.prefix_sharing = !mno_prefix;
+    smolvm::Status s = PrintMemory(mo, stdout);
     if (!s.ok()) {
       std::fprintf(stderr, "smolvm-learner: %s\n", s.ToString().c_str());
       return s.code() == static_cast<int32_t>(smolvm::Code::kInvalidArgument) ? 2 : 1;

@@ -31,6 +31,14 @@ class ModelRunner {
   virtual Status ZeroGrad() = 0;
   // One AdamW update of the LoRA params from the accumulated grads (step from 1).
   virtual Status AdamW(const cpu::AdamWConfig& c, int step) = 0;
+  // ZeroGrad, Backward, AdamW. A runner may update each layer as soon as its
+  // grads are complete and keep no full gradient (CudaRunner, compact): the
+  // same result, bit for bit.
+  virtual Status BackwardUpdate(const std::vector<float>& dlogp, const cpu::AdamWConfig& c, int step) {
+    RETURN_IF_ERROR(ZeroGrad());
+    RETURN_IF_ERROR(Backward(dlogp));
+    return AdamW(c, step);
+  }
 
   virtual Result<std::vector<float>> GetLora() = 0;
   virtual Status SetLora(const std::vector<float>& params) = 0;
@@ -41,6 +49,10 @@ class ModelRunner {
 
   // Device memory this runner allocated at its peak, in bytes (0 on the CPU).
   virtual size_t PeakBytes() const = 0;
+  // The device's stack size per thread now (cudaLimitStackSize: what the
+  // context's kernels grew it to; 0 on the CPU). Issue 18's density runs
+  // read it to see what a worker context started at 0 needs.
+  virtual size_t StackBytes() { return 0; }
   // The device ranges holding the frozen base weights (for smolvmMarkFrozen).
   virtual std::vector<std::pair<const void*, size_t>> FrozenRanges() const = 0;
   // Waits for queued device work (before a fork).

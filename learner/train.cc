@@ -92,11 +92,11 @@ Result<float> TrainStep(ModelRunner& r, const Batch& b, Method m, float beta, co
     ASSIGN_OR_RETURN(std::vector<float> pol, r.Forward(b, true, true));
     lg = SftLoss(pol, b);
   }
-  RETURN_IF_ERROR(r.ZeroGrad());
-  RETURN_IF_ERROR(r.Backward(lg.dlogp));
   if (update) {
-    RETURN_IF_ERROR(r.AdamW(adam, step));
+    RETURN_IF_ERROR(r.BackwardUpdate(lg.dlogp, adam, step));
   } else {
+    RETURN_IF_ERROR(r.ZeroGrad());
+    RETURN_IF_ERROR(r.Backward(lg.dlogp));
     RETURN_IF_ERROR(r.ZeroGrad());
   }
   return lg.loss;
@@ -131,7 +131,7 @@ int RunTrain(const TrainOptions& o) {
     if (!w.ok()) return Fail(w.status());
     runner = MakeCpuRunner(std::move(*w), layout, lora0);
   } else {
-    auto r = MakeCudaRunner(**files, *cfg, o.load_in_4bit, layout, lora0, size_t{256} << 20);
+    auto r = MakeCudaRunner(**files, *cfg, o.load_in_4bit, layout, lora0, CudaRunnerOptions{});
     if (!r.ok()) return Fail(r.status());
     runner = std::move(*r);
   }
@@ -193,7 +193,8 @@ int RunTrain(const TrainOptions& o) {
             {"loss0", nan_safe.front()},
             {"lossN", nan_safe.back()},
             {"losses", nan_safe},
-            {"peak_gb", static_cast<double>(runner->PeakBytes()) / (1ull << 30)}});
+            {"peak_gb", static_cast<double>(runner->PeakBytes()) / (1ull << 30)},
+            {"stack_bytes", runner->StackBytes()}});
 
   if (!o.save_adapter.empty()) {
     auto p = runner->GetLora();

@@ -203,11 +203,12 @@ TEST_F(MachineEndpointTest, GpuMemCountsModulesAndContextLimits) {
   EXPECT_NE(r.head.message.find("the stack size"), std::string::npos) << r.head.message;
   r = g.Call(CtxSetLimitRequest{.limit = CU_LIMIT_MALLOC_HEAP_SIZE, .value = 256 << 20}, &sl);
   EXPECT_EQ(r.head.result, CUDA_ERROR_OUT_OF_MEMORY) << r.head.message;
-  // What fits is charged: 32 (context) + 40 (module) + 24 (stack) = 96 MiB,
-  // so 40 MiB more no longer fits and 32 does.
+  // What fits is charged: 32 (context) + 40 (module) + 24 (stack: 3 KiB over
+  // the worker's 0, context_limits.h) = 96 MiB, so 40 MiB more no longer fits
+  // and 32 does.
   const std::string fits = TestCubin((40 << 20) - 4096);
   ASSERT_TRUE(g.Call(ModuleLoadRequest{.module = 2, .hash = ModuleHash(fits), .image = fits}, &lr).ok());
-  ASSERT_TRUE(g.Call(CtxSetLimitRequest{.limit = CU_LIMIT_STACK_SIZE, .value = 4 << 10}, &sl).ok());
+  ASSERT_TRUE(g.Call(CtxSetLimitRequest{.limit = CU_LIMIT_STACK_SIZE, .value = 3 << 10}, &sl).ok());
   MemAllocReply m;
   r = g.Call(MemAllocRequest{.bytes = 40 << 20}, &m);
   EXPECT_EQ(r.head.result, CUDA_ERROR_OUT_OF_MEMORY) << r.head.message;

@@ -1,4 +1,5 @@
-// AdamW on the flat fp32 LoRA state, refreshing the bf16 copy the GEMMs read.
+// AdamW on the flat fp32 LoRA state, refreshing the bf16 copy the GEMMs read
+// (when one is given).
 #pragma once
 
 #include "learner/cuda/common.cuh"
@@ -19,7 +20,7 @@ static __global__ void AdamWKernel(float* p, const float* g, float* m, float* v,
   float mhat = mi / bc1, vhat = vi / bc2;
   float pi = p[i] * (1.0f - lr * wd) - lr * mhat / (sqrtf(vhat) + eps);
   p[i] = pi;
-  p16[i] = __float2bfloat16(pi);
+  if (p16) p16[i] = __float2bfloat16(pi);
 }
 
 // ---- launchers ----

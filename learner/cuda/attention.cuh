@@ -9,6 +9,7 @@
 #pragma once
 
 #include "learner/cuda/matmul.cuh"
+#include "learner/memory_plan.h"
 
 namespace smolvm::learner::cuda {
 
@@ -70,9 +71,7 @@ struct AttentionScratch {
 };
 
 inline int AttentionChunkRows(const AttentionShape& a, size_t budget_bytes) {
-  size_t per_row = (size_t)a.H * a.T * a.T * sizeof(float);
-  int r = (int)(budget_bytes / per_row);
-  return r < 1 ? 1 : (r > a.B ? a.B : r);
+  return ::smolvm::learner::AttentionChunkRows(a.B, a.H, a.T, budget_bytes);
 }
 
 // out (B, H, T, hd) = softmax(mask(q k^T * scale)) v; also leaves the last chunk's P in scratch.

@@ -153,6 +153,10 @@ cudaError_t cudaGetDeviceCount(int* n) {
   return cudaSuccess;
 }
 cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+cudaError_t cudaDeviceGetLimit(size_t* v, cudaLimit) {  // host threads have no device stack
+  *v = 0;
+  return cudaSuccess;
+}
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 const char* cudaGetErrorString(cudaError_t) { return "emulated CUDA error"; }
 

@@ -1,5 +1,6 @@
 #include "backend/fake_backend.h"
 
+#include "backend/context_limits.h"
 #include "backend/device_footprint.h"
 
 #include <cuda.h>
@@ -123,6 +124,15 @@ Status FakeBackend::Init(int device) {
     global_ = nullptr;
     return Cu(CUDA_ERROR_OUT_OF_MEMORY, "mmap of the module global failed");
   }
+  // The context's reservations for its limits (CUDA's defaults) are device
+  // memory, as on a GPU: lowering a limit gives them back.
+  const uint64_t limits = DefaultContextLimitBytes(Info());
+  if (limits > options_.total_mem - used_bytes_) {
+    ::munmap(global_, 4096);
+    global_ = nullptr;
+    return Cu(CUDA_ERROR_OUT_OF_MEMORY, "no room for a context on the fake device");
+  }
+  used_bytes_ += limits;
   initialized_ = true;
   return Status::Ok();
 }
@@ -191,12 +201,11 @@ Status FakeBackend::MemGetInfo(uint64_t* free_bytes, uint64_t* total_bytes) {
 Status FakeBackend::CtxSynchronize() { return Enter("CtxSynchronize"); }
 
 namespace {
-// The fake context's limits before any CtxSetLimit (CUDA's defaults); their
-// memory is the context's.
+// The fake context's limits before any CtxSetLimit (CUDA's defaults); what
+// they reserve counts as used from Init.
 uint64_t DefaultLimit(int limit) {
-  if (limit == CU_LIMIT_STACK_SIZE) return 1024;
-  if (limit == CU_LIMIT_MALLOC_HEAP_SIZE) return 8 << 20;
-  if (limit == CU_LIMIT_PRINTF_FIFO_SIZE) return 1 << 20;
+  for (const ContextLimitValue& l : kCudaDefaultContextLimits)
+    if (l.limit == limit) return l.value;
   return 0;
 }
 }  // namespace
@@ -212,15 +221,11 @@ Status FakeBackend::CtxSetLimit(int limit, uint64_t value) {
   RETURN_IF_ERROR(Enter("CtxSetLimit"));
   if (limit < 0 || limit > CU_LIMIT_MAX) return Cu(CUDA_ERROR_UNSUPPORTED_LIMIT, "unknown limit");
   if (DefaultLimit(limit) == 0) return Status::Ok();
-  // The reservation over the default is device memory, as on a GPU.
+  // The reservation is device memory, as on a GPU.
   const DeviceInfo info = Info();
-  auto extra = [&](uint64_t v) {
-    uint64_t base = ContextLimitDeviceBytes(limit, DefaultLimit(limit), info);
-    uint64_t bytes = ContextLimitDeviceBytes(limit, v, info);
-    return bytes > base ? bytes - base : 0;
-  };
   auto it = limits_.find(limit);
-  uint64_t before = extra(it == limits_.end() ? DefaultLimit(limit) : it->second), after = extra(value);
+  uint64_t before = ContextLimitDeviceBytes(limit, it == limits_.end() ? DefaultLimit(limit) : it->second, info);
+  uint64_t after = ContextLimitDeviceBytes(limit, value, info);
   if (after > before && (after - before > options_.total_mem || used_bytes_ > options_.total_mem - (after - before)))
     return Cu(CUDA_ERROR_OUT_OF_MEMORY, "fake device memory is full");
   used_bytes_ = used_bytes_ - before + after;

@@ -15,6 +15,7 @@ struct FakeBackend::Kernel {
   const char* name;
   std::vector<ParamInfo> params;
   std::function<Status(FakeBackend&, const LaunchConfig&, std::string_view)> run;
+  int32_t local_bytes = 0;  // CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES (per thread)
 };
 
 namespace {
@@ -77,6 +78,7 @@ Result<uint64_t> FakeBackend::ModuleGetFunction(uint64_t module, const std::stri
       attrs[CU_FUNC_ATTRIBUTE_PTX_VERSION] = 90;
       attrs[CU_FUNC_ATTRIBUTE_BINARY_VERSION] = 90;
       attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] = 49152;
+      attrs[CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES] = k->local_bytes;
       function_attrs_[h] = std::move(attrs);
       return h;
     }
@@ -142,6 +144,16 @@ Status FakeBackend::LaunchKernel(uint64_t function, const LaunchConfig& config, 
   if (config.shared_bytes > static_cast<uint32_t>(std::max(attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES], 0)))
     return Cu(CUDA_ERROR_INVALID_VALUE, "too much dynamic shared memory");
   RETURN_IF_ERROR(CheckLaunchAttrs(function, config));
+  // As the driver does: a kernel that needs more local memory per thread
+  // than the stack limit grows the context's reservation (and the limit)
+  // at its launch, which fails when the device has no room for it.
+  if (auto local = static_cast<uint64_t>(std::max(attrs[CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES], 0)); local > 0) {
+    auto stack = limits_.find(CU_LIMIT_STACK_SIZE);
+    if (local > (stack == limits_.end() ? 1024 : stack->second)) {
+      Status grown = CtxSetLimit(CU_LIMIT_STACK_SIZE, local);
+      if (!grown.ok()) return Cu(grown.code(), "the launch cannot grow local memory: " + grown.message());
+    }
+  }
   last_launch_ = config;
   return k->run(*this, config, params);
 }
@@ -217,7 +229,10 @@ const std::vector<FakeBackend::Kernel*>& Kernels() {
                    *p = value;
                    return Status::Ok();
                  }};
-  static const std::vector<K*> all = {&fill, &saxpy, &empty, &write};
+  // No work; needs 2 KiB of local memory per thread (a stack-hungry kernel).
+  static K local{"smolvm_test_local_2k", {},
+                 [](FakeBackend&, const LaunchConfig&, std::string_view) { return Status::Ok(); }, 2048};
+  static const std::vector<K*> all = {&fill, &saxpy, &empty, &write, &local};
   return all;
 }
 

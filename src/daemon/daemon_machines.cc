@@ -207,6 +207,8 @@ Status Daemon::AdmitToMachine(const ForkJob& job, uint64_t private_bytes) {
   uint64_t context = 0;
   if (WorkerProc* w = PickPooledWorker(job.golden)) context = w->context_bytes;
   if (context == 0) context = EstimatedContextBytes(options_.backend);
+  // Its kernels grow the clone's context limits as they grew the golden's (device_charges.h).
+  if (auto g = sessions_.find(job.golden); g != sessions_.end()) context += g->second.limit_bytes;
   const uint64_t need = private_bytes + context;
   for (const auto& c : job.clones) {
     Endpoint* e = FindEndpoint(c.machine);

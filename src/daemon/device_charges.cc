@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <string>
 
+#include "backend/context_limits.h"
 #include "backend/device_footprint.h"
 #include "daemon/machine_budget.h"
 
@@ -65,7 +66,47 @@ Status BudgetedBackend::ModuleUnload(uint64_t module) {
     Give(it->second);
     charges_.modules.erase(it);
   }
+  // Its functions' handles may come back for other kernels.
+  if (st.ok()) charges_.local_bytes.clear();
   return st;
+}
+
+Status BudgetedBackend::Init(int device) {
+  RETURN_IF_ERROR(inner().Init(device));
+  RETURN_IF_ERROR(ApplyWorkerContextLimits(inner()));
+  // What the session's limits are charged from, even when the context has
+  // grown one since (its libraries' launches).
+  for (const ContextLimitValue& l : kWorkerContextLimits) {
+    charges_.limit_base[l.limit] = l.value;
+    if (l.limit == CU_LIMIT_STACK_SIZE) charges_.stack = l.value;
+  }
+  return Status::Ok();
+}
+
+Status BudgetedBackend::LaunchKernel(uint64_t function, const LaunchConfig& config, uint64_t stream,
+                                     std::string_view params) {
+  auto it = charges_.local_bytes.find(function);
+  if (it == charges_.local_bytes.end()) {
+    auto attrs = inner().FuncGetAttributes(function);
+    if (!attrs.ok()) return inner().LaunchKernel(function, config, stream, params);  // the launch reports it
+    const int32_t local = CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES < static_cast<int>(attrs->size())
+                              ? (*attrs)[CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES]
+                              : 0;
+    it = charges_.local_bytes.emplace(function, local > 0 ? static_cast<uint64_t>(local) : 0).first;
+  }
+  if (it->second > charges_.stack) {
+    // The worker's own libraries' launches may have grown it meanwhile:
+    // never lower it here.
+    if (auto now = inner().CtxGetLimit(CU_LIMIT_STACK_SIZE); now.ok()) charges_.stack = std::max(charges_.stack, *now);
+    if (it->second > charges_.stack) RETURN_IF_ERROR(CtxSetLimit(CU_LIMIT_STACK_SIZE, it->second));
+  }
+  return inner().LaunchKernel(function, config, stream, params);
+}
+
+Status BudgetedBackend::ChargeStackGrowth() {
+  ASSIGN_OR_RETURN(uint64_t now, inner().CtxGetLimit(CU_LIMIT_STACK_SIZE));
+  if (now <= charges_.stack) return Status::Ok();
+  return CtxSetLimit(CU_LIMIT_STACK_SIZE, now);
 }
 
 Status BudgetedBackend::CtxSetLimit(int limit, uint64_t value) {
@@ -95,6 +136,7 @@ Status BudgetedBackend::CtxSetLimit(int limit, uint64_t value) {
   }
   if (next < now) Give(now - next);
   charges_.limits[limit] = next;
+  if (limit == CU_LIMIT_STACK_SIZE) charges_.stack = value;
   return st;
 }
 

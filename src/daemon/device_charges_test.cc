@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string>
 
+#include "backend/context_limits.h"
 #include "backend/device_footprint.h"
 #include "backend/fake_backend.h"
 #include "backend/testdata/test_cubin.h"
@@ -121,29 +122,109 @@ TEST_F(DeviceChargesTest, AModuleWithAGlobalPastTheBudgetIsRefusedAndNothingIsLo
 }
 
 TEST_F(DeviceChargesTest, RaisingTheStackOrTheHeapPastTheBudgetIsRefused) {
-  // The fake holds 4 x 2048 threads: a 16 KiB stack is 120 MiB over the
-  // default 1 KiB, past 64 MiB.
+  // The worker's context starts at stack 0 and heap 0 (context_limits.h).
+  // The fake holds 4 x 2048 threads: a 16 KiB stack is 128 MiB, past 64 MiB.
   Status st = b.CtxSetLimit(CU_LIMIT_STACK_SIZE, 16 << 10);
   EXPECT_EQ(st.code(), CUDA_ERROR_OUT_OF_MEMORY);
   EXPECT_NE(st.message().find("the stack size"), std::string::npos) << st.message();
-  EXPECT_EQ(b.CtxGetLimit(CU_LIMIT_STACK_SIZE).value(), 1024u);  // not set
+  EXPECT_EQ(b.CtxGetLimit(CU_LIMIT_STACK_SIZE).value(), 0u);  // not set
   EXPECT_EQ(budget->used(), 0u);
   ASSERT_TRUE(b.CtxSetLimit(CU_LIMIT_STACK_SIZE, 4 << 10).ok());
-  EXPECT_EQ(budget->used(), 24 * kMiB);
-  st = b.CtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 64 * kMiB);  // 56 MiB more than the default 8
+  EXPECT_EQ(budget->used(), 32 * kMiB);
+  st = b.CtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 40 * kMiB);  // 32 + 40 > 64
   EXPECT_EQ(st.code(), CUDA_ERROR_OUT_OF_MEMORY);
   EXPECT_NE(st.message().find("the malloc heap"), std::string::npos) << st.message();
-  ASSERT_TRUE(b.CtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 40 * kMiB).ok());
-  EXPECT_EQ(budget->used(), 24 * kMiB + 32 * kMiB);
-  // Lowering gives it back; so does going back to the defaults.
+  ASSERT_TRUE(b.CtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 16 * kMiB).ok());
+  EXPECT_EQ(budget->used(), 32 * kMiB + 16 * kMiB);
+  // Lowering gives it back; so does going back to the worker's values.
   ASSERT_TRUE(b.CtxSetLimit(CU_LIMIT_STACK_SIZE, 2 << 10).ok());
-  EXPECT_EQ(budget->used(), 8 * kMiB + 32 * kMiB);
-  ASSERT_TRUE(b.CtxSetLimit(CU_LIMIT_STACK_SIZE, 1 << 10).ok());
-  ASSERT_TRUE(b.CtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 1 << 20).ok());  // below the default: nothing to refund past 0
+  EXPECT_EQ(budget->used(), 16 * kMiB + 16 * kMiB);
+  ASSERT_TRUE(b.CtxSetLimit(CU_LIMIT_STACK_SIZE, 0).ok());
+  ASSERT_TRUE(b.CtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 0).ok());
   EXPECT_EQ(budget->used(), 0u);
+  // CUDA's default stack is no longer in the context: a guest that asks for
+  // it back pays for it.
+  ASSERT_TRUE(b.CtxSetLimit(CU_LIMIT_STACK_SIZE, 1 << 10).ok());
+  EXPECT_EQ(budget->used(), 8 * kMiB);
   // Limits that are not memory pass through uncharged.
   EXPECT_TRUE(b.CtxSetLimit(CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH, 4).ok());
-  EXPECT_EQ(budget->used(), 0u);
+  EXPECT_EQ(budget->used(), 8 * kMiB);
+}
+
+// Issue 18: the worker's context gives back what CUDA's default limits
+// reserve (the fake counts them as used memory, as a GPU's context holds them).
+TEST(WorkerContextLimits, AreSetAtInitAndGiveTheirMemoryBack) {
+  FakeBackend plain;
+  ASSERT_TRUE(plain.Init(0).ok());
+  auto fake = std::make_unique<FakeBackend>();
+  FakeBackend* inner = fake.get();
+  BudgetedBackend b{std::move(fake)};
+  ASSERT_TRUE(b.Init(0).ok());
+  EXPECT_EQ(b.CtxGetLimit(CU_LIMIT_STACK_SIZE).value(), 0u);
+  EXPECT_EQ(b.CtxGetLimit(CU_LIMIT_PRINTF_FIFO_SIZE).value(), 4096u);
+  EXPECT_EQ(b.CtxGetLimit(CU_LIMIT_MALLOC_HEAP_SIZE).value(), 0u);
+  uint64_t free_plain = 0, free_worker = 0, total = 0;
+  ASSERT_TRUE(plain.MemGetInfo(&free_plain, &total).ok());
+  ASSERT_TRUE(inner->MemGetInfo(&free_worker, &total).ok());
+  const DeviceInfo info = plain.GetDeviceInfo(0).value();
+  // 4 x 2048 threads x 1 KiB of stack, the 8 MiB heap and 1 MiB FIFO, less the 4 KiB FIFO kept.
+  EXPECT_EQ(DefaultContextLimitBytes(info) - WorkerContextLimitBytes(info), 8 * kMiB + 8 * kMiB + kMiB - 4096);
+  EXPECT_EQ(free_worker - free_plain, DefaultContextLimitBytes(info) - WorkerContextLimitBytes(info));
+  // On the H200: 264 MiB of stack, 8 of heap, 1 of FIFO.
+  DeviceInfo h200;
+  h200.attrs.assign(CU_DEVICE_ATTRIBUTE_MAX, 0);
+  h200.attrs[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT] = 132;
+  h200.attrs[CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR] = 2048;
+  EXPECT_EQ(DefaultContextLimitBytes(h200) - WorkerContextLimitBytes(h200), 273 * kMiB - 4096);
+}
+
+// A kernel that needs local memory grows the context's stack at its launch
+// (the fake does as the driver does; on a full device the launch fails).
+// The worker raises the limit before the launch instead, charged to the
+// budget: refused with the budget named, and the kernel never runs.
+TEST(WorkerContextLimits, ALaunchNeedingLocalMemoryIsChargedBeforeItRuns) {
+  for (uint64_t limit : {64 * kMiB, 8 * kMiB}) {
+    auto fake = std::make_unique<FakeBackend>();
+    FakeBackend* inner = fake.get();
+    BudgetedBackend b{std::move(fake)};
+    ASSERT_TRUE(b.Init(0).ok());
+    auto budget = MachineBudget::Create(limit).value();
+    b.SetBudget(budget, static_cast<uint32_t>(budget->TakeSlot()));
+    auto m = b.ModuleLoad(TestCubin(0));
+    ASSERT_TRUE(m.ok());
+    const uint64_t module_bytes = budget->used();
+    auto f = b.ModuleGetFunction(*m, "smolvm_test_local_2k");
+    ASSERT_TRUE(f.ok());
+    Status st = b.LaunchKernel(*f, LaunchConfig{{1, 1, 1}, {32, 1, 1}, 0}, 0, {});
+    if (limit == 64 * kMiB) {
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      EXPECT_EQ(b.CtxGetLimit(CU_LIMIT_STACK_SIZE).value(), 2048u);
+      EXPECT_EQ(budget->used() - module_bytes, 16 * kMiB);  // 2 KiB x 8192 threads
+      EXPECT_EQ(b.limit_bytes(), 16 * kMiB);
+      EXPECT_TRUE(b.LaunchKernel(*f, LaunchConfig{{1, 1, 1}, {32, 1, 1}, 0}, 0, {}).ok());
+      EXPECT_EQ(inner->CallCount("CtxSetLimit"), 3 + 1);  // the worker's three, one raise
+    } else {
+      EXPECT_EQ(st.code(), CUDA_ERROR_OUT_OF_MEMORY);
+      EXPECT_NE(st.message().find("the stack size"), std::string::npos) << st.message();
+      EXPECT_EQ(inner->CallCount("LaunchKernel"), 0);
+      EXPECT_EQ(budget->used(), module_bytes);
+    }
+  }
+  // The fake alone grows at the launch, and fails it when the device is full.
+  FakeBackend small(FakeBackendOptions{24 * kMiB});
+  ASSERT_TRUE(small.Init(0).ok());  // the default limits hold 17 MiB
+  ASSERT_TRUE(small.CtxSetLimit(CU_LIMIT_STACK_SIZE, 0).ok());  // 9 MiB
+  ASSERT_TRUE(small.ChunkCreate(14 * kMiB).ok());                 // 23 MiB
+  auto m = small.ModuleLoad("x");
+  ASSERT_TRUE(m.ok());
+  auto f = small.ModuleGetFunction(*m, "smolvm_test_local_2k");
+  ASSERT_TRUE(f.ok());
+  Status st = small.LaunchKernel(*f, LaunchConfig{{1, 1, 1}, {32, 1, 1}, 0}, 0, {});
+  EXPECT_EQ(st.code(), CUDA_ERROR_OUT_OF_MEMORY) << st.ToString();
+  EXPECT_NE(st.message().find("cannot grow local memory"), std::string::npos) << st.message();
+  EXPECT_EQ(small.CtxGetLimit(CU_LIMIT_STACK_SIZE).value(), 0u);
+  FakeBackend tiny(FakeBackendOptions{12 * kMiB});
+  EXPECT_EQ(tiny.Init(0).code(), CUDA_ERROR_OUT_OF_MEMORY);  // no room for a context's default limits
 }
 
 }  // namespace

@@ -117,6 +117,18 @@ class BudgetedBackend final : public ForwardingBackend {
   Status ChargeWorkspace(uint64_t bytes, const std::string& what);
   void RefundWorkspace(uint64_t bytes);
 
+  // The inner Init, then the worker's context limits (context_limits.h):
+  // what the session's limits are charged from.
+  Status Init(int device) override;
+  // Raises the stack limit to what the kernel needs (charged, refused when
+  // it does not fit) before the inner launch would grow it (device_charges.h).
+  Status LaunchKernel(uint64_t function, const LaunchConfig& config, uint64_t stream,
+                      std::string_view params) override;
+  // The stack as the context holds it now, grown by launches this backend
+  // did not see (the worker's own cuBLAS/cuDNN kernels), charged after the
+  // fact like a CtxSetLimit to that value: CUDA_ERROR_OUT_OF_MEMORY naming
+  // the budget when it does not fit (the reservation exists regardless).
+  Status ChargeStackGrowth();
   // total_mem = min(device total, the limit).
   Result<DeviceInfo> GetDeviceInfo(int device) override;
   // free = min(device free, budget left), total = the limit. DeviceMemGetInfo

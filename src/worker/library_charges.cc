@@ -84,12 +84,24 @@ Status ChargedBlasBackend::UsePool(uint64_t handle) {
 
 Status ChargedBlasBackend::Gemm(uint64_t handle, const BlasGemmArgs& args) {
   RETURN_IF_ERROR(UsePool(handle));
-  return inner_->Gemm(handle, args);
+  RETURN_IF_ERROR(inner_->Gemm(handle, args));
+  return AfterFirstRun({static_cast<int64_t>(args.fn), args.transa, args.transb, args.m, args.n, args.k, args.atype,
+                        args.btype, args.ctype, args.batch, args.compute, args.algo});
 }
 
 Status ChargedBlasBackend::Level1(uint64_t handle, const BlasLevel1Args& args, float* host_result) {
   RETURN_IF_ERROR(UsePool(handle));
-  return inner_->Level1(handle, args, host_result);
+  RETURN_IF_ERROR(inner_->Level1(handle, args, host_result));
+  return AfterFirstRun({-1 - static_cast<int64_t>(args.fn), args.n, args.incx, args.incy, args.result != 0});
+}
+
+Status ChargedBlasBackend::AfterFirstRun(std::vector<int64_t> shape) {
+  if (!shapes_run_.insert(std::move(shape)).second) return Status::Ok();
+  const uint64_t before = budget_->limit_bytes();
+  Status st = budget_->ChargeStackGrowth();
+  if (!st.ok()) return BlasError(CUBLAS_STATUS_ALLOC_FAILED, "cuBLAS's kernels grew the stack: " + st.message());
+  if (budget_->limit_bytes() != before) on_change_();
+  return st;
 }
 
 Result<uint64_t> ChargedBlasBackend::LtCreate() {

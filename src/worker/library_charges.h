@@ -14,6 +14,15 @@
 //   cuBLASLt handle  lt_handle (its matmuls take the guest's workspace);
 //   cuDNN handle     dnn_handle (executes take the variant pack's
 //                    workspace: guest memory).
+//   stack growth     cuBLAS's kernels that need local memory grow the
+//                    context's stack at their launch (the worker's context
+//                    starts at 0, backend/context_limits.h): after the first
+//                    GEMM or level-1 call of each shape, what the stack grew
+//                    to is charged to the session's limits
+//                    (BudgetedBackend::ChargeStackGrowth); a growth that does
+//                    not fit fails that call with CUBLAS_STATUS_ALLOC_FAILED
+//                    naming the budget (the call ran; the machine is past
+//                    its budget by the library's reservation).
 // A handle whose charge does not fit is not created: CUBLAS_STATUS_ALLOC_FAILED
 // or CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED, with the budget's
 // message naming `--gpu-mem` and the part; a GEMM whose default pool does not
@@ -32,6 +41,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "backend/blas_backend.h"
 #include "backend/device_footprint.h"
@@ -72,6 +82,9 @@ class ChargedBlasBackend final : public BlasBackend {
   };
   // The default pool charged before a kernel may take it.
   Status UsePool(uint64_t handle);
+  // After a call ran: the first time a call of `shape` ran, charges what the
+  // library's kernels grew the stack to.
+  Status AfterFirstRun(std::vector<int64_t> shape);
   Status Charge(uint64_t bytes, const std::string& what);
   void Refund(uint64_t bytes);
 
@@ -81,6 +94,7 @@ class ChargedBlasBackend final : public BlasBackend {
   std::function<void()> on_change_;
   std::map<uint64_t, Held> handles_;  // by the inner backend's handle
   std::set<uint64_t> lt_handles_;
+  std::set<std::vector<int64_t>> shapes_run_;  // calls that ran once (AfterFirstRun)
 };
 
 class ChargedDnnBackend final : public DnnBackend {

@@ -145,5 +145,39 @@ TEST(LibraryCharges, TheDefaultPoolFollowsTheComputeCapability) {
   EXPECT_EQ(LibraryDeviceFootprint("fake", d).blas_default_workspace, kF.blas_default_workspace);
 }
 
+// Issue 18: the worker's context starts with a stack of 0 (context_limits.h).
+// What cuBLAS's own kernels grow it to at their launch is charged after the
+// first call of each shape; growth past the budget fails the call that saw it.
+TEST(LibraryCharges, TheStackGrownByTheLibrarysKernelsIsCharged) {
+  Session s(64);
+  auto h = s.blas->Create();
+  ASSERT_TRUE(h.ok());
+  const uint64_t used0 = s.budget->used();
+  ASSERT_TRUE(s.Touch(*h).ok());
+  EXPECT_EQ(s.budget->used(), used0);  // no growth, nothing charged
+  // As a library kernel's launch would: the context's stack grows to 1 KiB.
+  ASSERT_TRUE(s.fake->CtxSetLimit(CU_LIMIT_STACK_SIZE, 1024).ok());
+  const int looks = s.fake->CallCount("CtxGetLimit");
+  ASSERT_TRUE(s.Touch(*h).ok());  // a shape that ran before is not looked at again
+  EXPECT_EQ(s.fake->CallCount("CtxGetLimit"), looks);
+  EXPECT_EQ(s.budget->used(), used0);
+  BlasLevel1Args l;
+  l.fn = BlasLevel1Fn::kSdot;
+  l.incx = 2;
+  float r = 0;
+  const int changes = s.changes;
+  ASSERT_TRUE(s.blas->Level1(*h, l, &r).ok());
+  EXPECT_EQ(s.budgeted->limit_bytes(), 8 * kMiB);  // 1 KiB x 4 SMs x 2048 threads
+  EXPECT_EQ(s.budget->used(), used0 + 8 * kMiB);
+  EXPECT_EQ(s.changes, changes + 1);
+  ASSERT_TRUE(s.fake->CtxSetLimit(CU_LIMIT_STACK_SIZE, 16 << 10).ok());  // 128 MiB: past 64
+  l.incx = 3;
+  Status st = s.blas->Level1(*h, l, &r);
+  EXPECT_EQ(st.code(), proto::kBlasStatusBase + CUBLAS_STATUS_ALLOC_FAILED) << st.ToString();
+  EXPECT_NE(st.message().find("grew the stack"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("--gpu-mem 64"), std::string::npos) << st.message();
+  EXPECT_EQ(s.budget->used(), used0 + 8 * kMiB);
+}
+
 }  // namespace
 }  // namespace smolvm
