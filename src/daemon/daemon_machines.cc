@@ -205,7 +205,7 @@ Status Daemon::AdmitToMachine(const ForkJob& job, uint64_t private_bytes) {
   if (!job.machine_fork) return Status::Ok();
   // Each clone's worker brings its context too.
   uint64_t context = 0;
-  if (WorkerProc* w = PickPooledWorker(job.golden)) context = w->context_bytes;
+  if (WorkerProc* w = PickPooledWorker(job.golden, GoldenUid(job.golden))) context = w->context_bytes;
   if (context == 0) context = EstimatedContextBytes(options_.backend);
   const uint64_t need = private_bytes + context;
   for (const auto& c : job.clones) {
