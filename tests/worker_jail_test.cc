@@ -9,9 +9,12 @@
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <thread>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -44,6 +47,7 @@ uint32_t UidOf(pid_t pid) { return static_cast<uint32_t>(std::stoul(StatusLine(p
 
 class WorkerJailTest : public ::testing::Test {
  protected:
+  explicit WorkerJailTest(int pool = 1) : daemon("fake", pool) {}
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "workers drop their uid only under a root daemon";
   }
@@ -162,6 +166,103 @@ TEST_F(WorkerJailTest, AModuleOneMachineLoadedIsAMissForAnother) {
   r = a2.Call(ModuleLoadRequest{.module = 1, .hash = ModuleHash(image), .image = ""}, &lr);
   EXPECT_EQ(r.head.result, static_cast<int32_t>(Code::kNotFound));
   EXPECT_TRUE(a2.Call(ModuleLoadRequest{.module = 1, .hash = ModuleHash(image), .image = image}, &lr).ok());
+}
+
+// Issue 15: a pooled worker that preloads a golden's chunks enters its jail
+// then, as the golden's tenant, so a fork does not wait for the uid change.
+// It serves that tenant only: another tenant's guest gets the one pooled
+// worker kept out of any jail (or a new one), and once the tenant has no
+// golden left its jailed workers are retired, never pooled for anyone else.
+class PreloadJailTest : public WorkerJailTest {
+ protected:
+  PreloadJailTest() : WorkerJailTest(4) {}
+  // Polls the daemon's status until `pred` holds (or 10 s pass).
+  template <typename Pred>
+  nlohmann::json Wait(Pred pred) {
+    nlohmann::json j;
+    for (int i = 0; i < 1000; ++i) {
+      j = StatusOf(daemon);
+      if (pred(j)) return j;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return j;
+  }
+};
+
+TEST_F(PreloadJailTest, PreloadedWorkersRunAsTheGoldensUidAndAreRetiredWithIt) {
+  std::string sa, sb;
+  ASSERT_TRUE(Attach("pre-a", &sa).ok());
+  ASSERT_TRUE(Attach("pre-b", &sb).ok());
+  RawClient golden;
+  ASSERT_TRUE(golden.Connect(sa).ok()) << daemon.Log();
+  MemAllocReply frozen;
+  ASSERT_TRUE(golden.Call(MemAllocRequest{.bytes = 4u << 20}, &frozen).ok());
+  MarkFrozenReply m;
+  ASSERT_TRUE(golden.Call(MarkFrozenRequest{.dptr = frozen.dptr, .bytes = 4u << 20}, &m).ok());
+  const uint32_t uid_a = UidOf(WorkerOf(golden));
+  std::thread at_forkpoint([&] {
+    ForkpointWaitReply r;
+    (void)golden.Call(ForkpointWaitRequest{}, &r);  // ends when the session does
+  });
+  // Every pooled worker preloads; all but one are in machine a's jail.
+  nlohmann::json j = Wait([](const nlohmann::json& j) {
+    if (j["pool"].size() < 4u) return false;
+    for (const auto& w : j["pool"])
+      if (w["preloaded_session"] == 0) return false;
+    return true;
+  });
+  std::vector<pid_t> jailed;
+  int unjailed = 0;
+  for (const auto& w : j["pool"]) {
+    pid_t pid = w["pid"];
+    uint32_t uid = UidOf(pid);
+    if (uid == uid_a) {
+      jailed.push_back(pid);
+      EXPECT_EQ(StatusLine(pid, "Seccomp"), "2") << pid;
+      EXPECT_EQ(StatusLine(pid, "CapEff"), "0000000000000000") << pid;
+    } else {
+      EXPECT_EQ(uid, 0u) << "a pooled worker in another tenant's jail";
+      ++unjailed;
+    }
+  }
+  EXPECT_EQ(jailed.size(), 3u) << j.dump() << daemon.Log();
+  EXPECT_EQ(unjailed, 1) << j.dump();
+  auto is_jailed = [&](pid_t pid) { return std::find(jailed.begin(), jailed.end(), pid) != jailed.end(); };
+
+  // Machine b's guest, while a's golden waits: never one of a's workers.
+  RawClient b;
+  ASSERT_TRUE(b.Connect(sb).ok()) << daemon.Log();
+  pid_t wb = WorkerOf(b);
+  EXPECT_FALSE(is_jailed(wb));
+  EXPECT_NE(UidOf(wb), uid_a);
+  PingReply pong;
+  EXPECT_TRUE(b.Call(PingRequest{}, &pong).ok());
+
+  // The golden ends: its tenant's pooled workers are retired, not pooled again.
+  ::shutdown(golden.channel().fd(), SHUT_RDWR);  // wakes the thread at the forkpoint too
+  at_forkpoint.join();
+  golden.Close();
+  j = Wait([&](const nlohmann::json& j) {
+    for (const auto& w : j["pool"])
+      if (is_jailed(w["pid"])) return false;
+    for (pid_t pid : jailed)
+      if (std::filesystem::exists("/proc/" + std::to_string(pid))) return false;
+    return j["pool"].size() >= 3u;
+  });
+  for (pid_t pid : jailed) EXPECT_FALSE(std::filesystem::exists("/proc/" + std::to_string(pid))) << pid;
+  EXPECT_EQ(Count(daemon.Log(), "retired (in the jail of uid"), jailed.size()) << daemon.Log();
+  // Whoever comes next, of any tenant, gets a worker in its own jail (a's
+  // uid may be handed out again: no process of it is left).
+  RawClient b2, own;
+  ASSERT_TRUE(b2.Connect(sb).ok()) << daemon.Log();
+  ASSERT_TRUE(own.Connect(daemon.socket()).ok()) << daemon.Log();
+  for (RawClient* c : {&b2, &own}) {
+    pid_t w = WorkerOf(*c);
+    EXPECT_FALSE(is_jailed(w));
+    EXPECT_GE(UidOf(w), kDefaultWorkerUidBase);
+    EXPECT_TRUE(c->Call(PingRequest{}, &pong).ok());
+  }
+  EXPECT_EQ(UidOf(WorkerOf(b2)), UidOf(wb));
 }
 
 // SMOLVM_WORKER_TEST_SYSCALL makes every Ping call unshare(0): not on the
