@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -18,6 +19,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "proto/control_ops.h"
+#include "proto/fork_manifest.h"
 #include "worker/module_cache.h"
 #include "worker/worker_seccomp.h"
 #include "worker/worker_uids.h"
@@ -263,6 +266,75 @@ TEST_F(PreloadJailTest, PreloadedWorkersRunAsTheGoldensUidAndAreRetiredWithIt) {
     EXPECT_TRUE(c->Call(PingRequest{}, &pong).ok());
   }
   EXPECT_EQ(UidOf(WorkerOf(b2)), UidOf(wb));
+}
+
+// The worker keeps its side of the rule on its own: once in one tenant's
+// jail (entered at a preload), an adoption for another uid ends it
+// (kWorkerExitJailFailed) rather than serving that guest. Driven here over
+// its control link as the daemon would, with orders no daemon sends.
+TEST(WorkerJailEndToEnd, AWorkerInOneTenantsJailRefusesAnotherTenantsGuest) {
+  if (::geteuid() != 0) GTEST_SKIP() << "workers drop their uid only when started as root";
+  char tmpl[] = "/tmp/smolvm-jail-test-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  ASSERT_EQ(::chmod(dir.c_str(), 0711), 0);
+  const std::string jail = dir + "/jail", modules = dir + "/modules";
+  ASSERT_EQ(::mkdir(jail.c_str(), 0711), 0);
+  ASSERT_EQ(::mkdir(modules.c_str(), 0700), 0);
+  UniqueFd mine, theirs;
+  ASSERT_TRUE(SocketPair(&mine, &theirs).ok());
+  char hex[4][32];
+  std::snprintf(hex[0], 32, "0x%llx", 0x680000000000ull);
+  std::snprintf(hex[1], 32, "0x%llx", 1ull << 40);
+  std::snprintf(hex[2], 32, "0x%llx", 0x5c0000000000ull);
+  std::snprintf(hex[3], 32, "0x%llx", 1ull << 30);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::dup2(theirs.get(), 3) < 0) ::_exit(126);
+    ::execl(SMOLVM_BINARY, "smolvm", "_cuda-worker", "--control-fd", "3", "--backend", "fake", "--arena-base", hex[0],
+            "--arena-bytes", hex[1], "--host-base", hex[2], "--host-bytes", hex[3], "--module-cache", modules.c_str(),
+            "--jail-dir", jail.c_str(), "--seccomp", "enforce", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  theirs.Reset(-1);
+  UnixChannel control(std::move(mine));
+  FrameHeader h;
+  std::string payload;
+  std::vector<UniqueFd> fds;
+  ASSERT_TRUE(control.ReadFrame(&h, &payload, &fds).ok());
+  ASSERT_EQ(h.op, WorkerReadyRequest::kNumber);
+  const uint32_t uid_a = kDefaultWorkerUidBase + 4000, uid_b = kDefaultWorkerUidBase + 4001;
+  std::string chunks, out;
+  Encoder enc(&chunks);
+  EncodeFields(enc, ManifestChunkList{});
+  AppendRequest(&out, ForkPreloadRequest{7, 1, chunks, 0, 1, uid_a}, 0);
+  ASSERT_TRUE(control.Write(out).ok());
+  ASSERT_TRUE(control.ReadFrame(&h, &payload, &fds).ok());
+  ASSERT_EQ(h.op, PreloadDoneRequest::kNumber);
+  EXPECT_EQ(UidOf(pid), uid_a);  // in a's jail before any fork
+  EXPECT_EQ(StatusLine(pid, "Seccomp"), "2");
+  UniqueFd guest, guest_peer;
+  ASSERT_TRUE(SocketPair(&guest, &guest_peer).ok());
+  out.clear();
+  AppendRequest(&out, WorkerAdoptRequest{9, 1, 0, 4242, 0, uid_b}, 0, 1);
+  int fd = guest.get();
+  ASSERT_TRUE(control.Write(out, std::span<const int>(&fd, 1)).ok());
+  guest.Reset(-1);  // the worker holds the only copy now
+  int status = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 1000 && done == 0; ++i) {
+    done = ::waitpid(pid, &status, WNOHANG);
+    if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (done == 0) {
+    ADD_FAILURE() << "the worker serves another tenant's guest from its jail";
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  }
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 6) << "kWorkerExitJailFailed";
+  char c;
+  EXPECT_EQ(::read(guest_peer.get(), &c, 1), 0) << "the refused guest got an answer";
+  std::filesystem::remove_all(dir);
 }
 
 // SMOLVM_WORKER_TEST_SYSCALL makes every Ping call unshare(0): not on the
