@@ -50,7 +50,8 @@ uint32_t UidOf(pid_t pid) { return static_cast<uint32_t>(std::stoul(StatusLine(p
 
 class WorkerJailTest : public ::testing::Test {
  protected:
-  explicit WorkerJailTest(int pool = 1) : daemon("fake", pool) {}
+  explicit WorkerJailTest(int pool = 1, std::vector<std::string> extra = {})
+      : daemon(DaemonArgs{"fake", pool, -1, std::move(extra), nullptr}) {}
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "workers drop their uid only under a root daemon";
   }
@@ -178,7 +179,22 @@ TEST_F(WorkerJailTest, AModuleOneMachineLoadedIsAMissForAnother) {
 // golden left its jailed workers are retired, never pooled for anyone else.
 class PreloadJailTest : public WorkerJailTest {
  protected:
-  PreloadJailTest() : WorkerJailTest(4) {}
+  explicit PreloadJailTest(std::vector<std::string> extra = {}) : WorkerJailTest(4, std::move(extra)) {}
+  // Machine a's golden at its forkpoint (its thread waits there until the
+  // session ends); returns its uid.
+  uint32_t GoldenAtForkpoint(RawClient& golden, const std::string& socket, std::thread* at_forkpoint) {
+    EXPECT_TRUE(golden.Connect(socket).ok()) << daemon.Log();
+    MemAllocReply frozen;
+    EXPECT_TRUE(golden.Call(MemAllocRequest{.bytes = 4u << 20}, &frozen).ok());
+    MarkFrozenReply m;
+    EXPECT_TRUE(golden.Call(MarkFrozenRequest{.dptr = frozen.dptr, .bytes = 4u << 20}, &m).ok());
+    const uint32_t uid = UidOf(WorkerOf(golden));
+    *at_forkpoint = std::thread([&golden] {
+      ForkpointWaitReply r;
+      (void)golden.Call(ForkpointWaitRequest{}, &r);  // ends when the session does
+    });
+    return uid;
+  }
   // Polls the daemon's status until `pred` holds (or 10 s pass).
   template <typename Pred>
   nlohmann::json Wait(Pred pred) {
@@ -197,16 +213,8 @@ TEST_F(PreloadJailTest, PreloadedWorkersRunAsTheGoldensUidAndAreRetiredWithIt) {
   ASSERT_TRUE(Attach("pre-a", &sa).ok());
   ASSERT_TRUE(Attach("pre-b", &sb).ok());
   RawClient golden;
-  ASSERT_TRUE(golden.Connect(sa).ok()) << daemon.Log();
-  MemAllocReply frozen;
-  ASSERT_TRUE(golden.Call(MemAllocRequest{.bytes = 4u << 20}, &frozen).ok());
-  MarkFrozenReply m;
-  ASSERT_TRUE(golden.Call(MarkFrozenRequest{.dptr = frozen.dptr, .bytes = 4u << 20}, &m).ok());
-  const uint32_t uid_a = UidOf(WorkerOf(golden));
-  std::thread at_forkpoint([&] {
-    ForkpointWaitReply r;
-    (void)golden.Call(ForkpointWaitRequest{}, &r);  // ends when the session does
-  });
+  std::thread at_forkpoint;
+  const uint32_t uid_a = GoldenAtForkpoint(golden, sa, &at_forkpoint);
   // Every pooled worker preloads; all but one are in machine a's jail.
   nlohmann::json j = Wait([](const nlohmann::json& j) {
     if (j["pool"].size() < 4u) return false;
@@ -266,6 +274,41 @@ TEST_F(PreloadJailTest, PreloadedWorkersRunAsTheGoldensUidAndAreRetiredWithIt) {
     EXPECT_TRUE(c->Call(PingRequest{}, &pong).ok());
   }
   EXPECT_EQ(UidOf(WorkerOf(b2)), UidOf(wb));
+}
+
+// At the worker cap, other tenants' guests still get workers: once the one
+// pooled worker kept out of any jail is taken, a worker jailed ahead for
+// machine a is retired to make room.
+class PreloadJailAtCapTest : public PreloadJailTest {
+ protected:
+  PreloadJailAtCapTest() : PreloadJailTest({"--max-workers", "4"}) {}
+};
+
+TEST_F(PreloadJailAtCapTest, AnotherTenantsGuestsNeverWaitOnWorkersJailedAhead) {
+  std::string sa, sb;
+  ASSERT_TRUE(Attach("cap-a", &sa).ok());
+  ASSERT_TRUE(Attach("cap-b", &sb).ok());
+  RawClient golden;
+  std::thread at_forkpoint;
+  const uint32_t uid_a = GoldenAtForkpoint(golden, sa, &at_forkpoint);
+  // The golden's worker and 3 pooled, all preloaded: 2 in a's jail.
+  nlohmann::json j = Wait([uid_a](const nlohmann::json& j) {
+    size_t jailed = 0;
+    for (const auto& w : j["pool"]) jailed += w["preloaded_session"] != 0 && UidOf(w["pid"]) == uid_a;
+    return j["pool"].size() == 3u && jailed == 2u;
+  });
+  ASSERT_EQ(j["pool"].size(), 3u) << j.dump() << daemon.Log();
+  RawClient b1, b2;
+  ASSERT_TRUE(b1.Connect(sb).ok()) << daemon.Log();
+  ASSERT_TRUE(b2.Connect(sb).ok()) << daemon.Log();
+  PingReply pong;
+  for (RawClient* c : {&b1, &b2}) {
+    EXPECT_NE(UidOf(WorkerOf(*c)), uid_a);
+    EXPECT_TRUE(c->Call(PingRequest{}, &pong).ok());
+  }
+  EXPECT_EQ(Count(daemon.Log(), "for a waiting guest at the worker cap"), 1u) << daemon.Log();
+  ::shutdown(golden.channel().fd(), SHUT_RDWR);
+  at_forkpoint.join();
 }
 
 // The worker keeps its side of the rule on its own: once in one tenant's

@@ -170,10 +170,13 @@ void Daemon::AssignWorkers() {
   // and at least enough for the waiting guests and the clones to build plus
   // the spares.
   size_t pooled = 0, unbound = 0;  // unbound: not in the jail of a tenant's uid
+  size_t exiting = 0;              // let go, not reaped yet: each frees a place
   for (auto& [pid, w] : workers_)
     if (w.session_id == 0 && w.control) {
       ++pooled;
       unbound += !(w.jailed && w.uid != 0);
+    } else if (w.session_id == 0) {
+      ++exiting;
     }
   const uint64_t pool = static_cast<uint64_t>(options_.pool_size);
   // No spare is started while a fork is in flight: new contexts would
@@ -196,6 +199,17 @@ void Daemon::AssignWorkers() {
       continue;
     }
     ++pooled;
+    ++unbound;
+  }
+  // At the worker cap, a guest never waits on workers jailed ahead for
+  // another tenant's fork: one of those goes, and a new worker starts as it
+  // exits (OnWorkerExit).
+  const bool at_cap = workers_.size() >= static_cast<size_t>(options_.max_workers);
+  for (auto it = workers_.begin(); at_cap && it != workers_.end() && unbound + exiting < waiting_.size(); ++it) {
+    WorkerProc& w = it->second;
+    if (w.session_id != 0 || !w.control || !(w.jailed && w.uid != 0)) continue;
+    Log("worker %d retired (in the jail of uid %u) for a waiting guest at the worker cap", w.pid, w.uid);
+    DiscardWorker(w);
     ++unbound;
   }
 }
