@@ -319,6 +319,10 @@ TEST(WorkerJailEndToEnd, AWorkerInOneTenantsJailRefusesAnotherTenantsGuest) {
   if (::geteuid() != 0) GTEST_SKIP() << "workers drop their uid only when started as root";
   char tmpl[] = "/tmp/smolvm-jail-test-XXXXXX";
   const std::string dir = ::mkdtemp(tmpl);
+  struct RemoveAtEnd {
+    std::string path;
+    ~RemoveAtEnd() { std::filesystem::remove_all(path); }
+  } remove_at_end{dir};
   ASSERT_EQ(::chmod(dir.c_str(), 0711), 0);
   const std::string jail = dir + "/jail", modules = dir + "/modules";
   ASSERT_EQ(::mkdir(jail.c_str(), 0711), 0);
@@ -377,7 +381,6 @@ TEST(WorkerJailEndToEnd, AWorkerInOneTenantsJailRefusesAnotherTenantsGuest) {
   EXPECT_EQ(WEXITSTATUS(status), 6) << "kWorkerExitJailFailed";
   char c;
   EXPECT_EQ(::read(guest_peer.get(), &c, 1), 0) << "the refused guest got an answer";
-  std::filesystem::remove_all(dir);
 }
 
 // SMOLVM_WORKER_TEST_SYSCALL makes every Ping call unshare(0): not on the
