@@ -12,6 +12,10 @@
 # B's daemons run their workers as unprivileged per-tenant uids under
 # SMOLVM_WORKER_SECCOMP (default enforce; A predates both and ignores it) and
 # the words in B_ENV (e.g. B_ENV=SMOLVM_SHIM_FLUSH_OPS=0), recorded as `env`.
+# B_ENV=SMOLVM_WORKER_TRACE=1 makes B's workers log when they enter their
+# jail and what it took ("jail entered as uid U in X ms", in logs.tgz's
+# daemon logs): at a preload, ahead of the fork, except for the one pooled
+# worker kept out of any jail.
 # Each script runs from a tree of links (scripts, tests, build -> that arm's
 # build), so the same script version drives both builds.
 #

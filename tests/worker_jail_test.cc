@@ -9,12 +9,18 @@
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <thread>
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "proto/control_ops.h"
+#include "proto/fork_manifest.h"
 #include "worker/module_cache.h"
 #include "worker/worker_seccomp.h"
 #include "worker/worker_uids.h"
@@ -44,6 +50,8 @@ uint32_t UidOf(pid_t pid) { return static_cast<uint32_t>(std::stoul(StatusLine(p
 
 class WorkerJailTest : public ::testing::Test {
  protected:
+  explicit WorkerJailTest(int pool = 1, std::vector<std::string> extra = {})
+      : daemon(DaemonArgs{"fake", pool, -1, std::move(extra), nullptr}) {}
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "workers drop their uid only under a root daemon";
   }
@@ -162,6 +170,217 @@ TEST_F(WorkerJailTest, AModuleOneMachineLoadedIsAMissForAnother) {
   r = a2.Call(ModuleLoadRequest{.module = 1, .hash = ModuleHash(image), .image = ""}, &lr);
   EXPECT_EQ(r.head.result, static_cast<int32_t>(Code::kNotFound));
   EXPECT_TRUE(a2.Call(ModuleLoadRequest{.module = 1, .hash = ModuleHash(image), .image = image}, &lr).ok());
+}
+
+// Issue 15: a pooled worker that preloads a golden's chunks enters its jail
+// then, as the golden's tenant, so a fork does not wait for the uid change.
+// It serves that tenant only: another tenant's guest gets the one pooled
+// worker kept out of any jail (or a new one), and once the tenant has no
+// golden left its jailed workers are retired, never pooled for anyone else.
+class PreloadJailTest : public WorkerJailTest {
+ protected:
+  explicit PreloadJailTest(std::vector<std::string> extra = {}) : WorkerJailTest(4, std::move(extra)) {}
+  // Machine a's golden at its forkpoint (its thread waits there until the
+  // session ends); returns its uid.
+  uint32_t GoldenAtForkpoint(RawClient& golden, const std::string& socket, std::thread* at_forkpoint) {
+    EXPECT_TRUE(golden.Connect(socket).ok()) << daemon.Log();
+    MemAllocReply frozen;
+    EXPECT_TRUE(golden.Call(MemAllocRequest{.bytes = 4u << 20}, &frozen).ok());
+    MarkFrozenReply m;
+    EXPECT_TRUE(golden.Call(MarkFrozenRequest{.dptr = frozen.dptr, .bytes = 4u << 20}, &m).ok());
+    const uint32_t uid = UidOf(WorkerOf(golden));
+    *at_forkpoint = std::thread([&golden] {
+      ForkpointWaitReply r;
+      (void)golden.Call(ForkpointWaitRequest{}, &r);  // ends when the session does
+    });
+    return uid;
+  }
+  // Polls the daemon's status until `pred` holds (or 10 s pass).
+  template <typename Pred>
+  nlohmann::json Wait(Pred pred) {
+    nlohmann::json j;
+    for (int i = 0; i < 1000; ++i) {
+      j = StatusOf(daemon);
+      if (pred(j)) return j;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return j;
+  }
+};
+
+TEST_F(PreloadJailTest, PreloadedWorkersRunAsTheGoldensUidAndAreRetiredWithIt) {
+  std::string sa, sb;
+  ASSERT_TRUE(Attach("pre-a", &sa).ok());
+  ASSERT_TRUE(Attach("pre-b", &sb).ok());
+  RawClient golden;
+  std::thread at_forkpoint;
+  const uint32_t uid_a = GoldenAtForkpoint(golden, sa, &at_forkpoint);
+  // Every pooled worker preloads; all but one are in machine a's jail.
+  nlohmann::json j = Wait([](const nlohmann::json& j) {
+    if (j["pool"].size() < 4u) return false;
+    for (const auto& w : j["pool"])
+      if (w["preloaded_session"] == 0) return false;
+    return true;
+  });
+  std::vector<pid_t> jailed;
+  int unjailed = 0;
+  for (const auto& w : j["pool"]) {
+    pid_t pid = w["pid"];
+    uint32_t uid = UidOf(pid);
+    if (uid == uid_a) {
+      jailed.push_back(pid);
+      EXPECT_EQ(StatusLine(pid, "Seccomp"), "2") << pid;
+      EXPECT_EQ(StatusLine(pid, "CapEff"), "0000000000000000") << pid;
+    } else {
+      EXPECT_EQ(uid, 0u) << "a pooled worker in another tenant's jail";
+      ++unjailed;
+    }
+  }
+  EXPECT_EQ(jailed.size(), 3u) << j.dump() << daemon.Log();
+  EXPECT_EQ(unjailed, 1) << j.dump();
+  auto is_jailed = [&](pid_t pid) { return std::find(jailed.begin(), jailed.end(), pid) != jailed.end(); };
+
+  // Machine b's guest, while a's golden waits: never one of a's workers.
+  RawClient b;
+  ASSERT_TRUE(b.Connect(sb).ok()) << daemon.Log();
+  pid_t wb = WorkerOf(b);
+  EXPECT_FALSE(is_jailed(wb));
+  EXPECT_NE(UidOf(wb), uid_a);
+  PingReply pong;
+  EXPECT_TRUE(b.Call(PingRequest{}, &pong).ok());
+
+  // The golden ends: its tenant's pooled workers are retired, not pooled again.
+  ::shutdown(golden.channel().fd(), SHUT_RDWR);  // wakes the thread at the forkpoint too
+  at_forkpoint.join();
+  golden.Close();
+  j = Wait([&](const nlohmann::json& j) {
+    for (const auto& w : j["pool"])
+      if (is_jailed(w["pid"])) return false;
+    for (pid_t pid : jailed)
+      if (std::filesystem::exists("/proc/" + std::to_string(pid))) return false;
+    return j["pool"].size() >= 3u;
+  });
+  for (pid_t pid : jailed) EXPECT_FALSE(std::filesystem::exists("/proc/" + std::to_string(pid))) << pid;
+  EXPECT_EQ(Count(daemon.Log(), "retired (in the jail of uid"), jailed.size()) << daemon.Log();
+  // Whoever comes next, of any tenant, gets a worker in its own jail (a's
+  // uid may be handed out again: no process of it is left).
+  RawClient b2, own;
+  ASSERT_TRUE(b2.Connect(sb).ok()) << daemon.Log();
+  ASSERT_TRUE(own.Connect(daemon.socket()).ok()) << daemon.Log();
+  for (RawClient* c : {&b2, &own}) {
+    pid_t w = WorkerOf(*c);
+    EXPECT_FALSE(is_jailed(w));
+    EXPECT_GE(UidOf(w), kDefaultWorkerUidBase);
+    EXPECT_TRUE(c->Call(PingRequest{}, &pong).ok());
+  }
+  EXPECT_EQ(UidOf(WorkerOf(b2)), UidOf(wb));
+}
+
+// At the worker cap, other tenants' guests still get workers: once the one
+// pooled worker kept out of any jail is taken, a worker jailed ahead for
+// machine a is retired to make room.
+class PreloadJailAtCapTest : public PreloadJailTest {
+ protected:
+  PreloadJailAtCapTest() : PreloadJailTest({"--max-workers", "4"}) {}
+};
+
+TEST_F(PreloadJailAtCapTest, AnotherTenantsGuestsNeverWaitOnWorkersJailedAhead) {
+  std::string sa, sb;
+  ASSERT_TRUE(Attach("cap-a", &sa).ok());
+  ASSERT_TRUE(Attach("cap-b", &sb).ok());
+  RawClient golden;
+  std::thread at_forkpoint;
+  const uint32_t uid_a = GoldenAtForkpoint(golden, sa, &at_forkpoint);
+  // The golden's worker and 3 pooled, all preloaded: 2 in a's jail.
+  nlohmann::json j = Wait([uid_a](const nlohmann::json& j) {
+    size_t jailed = 0;
+    for (const auto& w : j["pool"]) jailed += w["preloaded_session"] != 0 && UidOf(w["pid"]) == uid_a;
+    return j["pool"].size() == 3u && jailed == 2u;
+  });
+  ASSERT_EQ(j["pool"].size(), 3u) << j.dump() << daemon.Log();
+  RawClient b1, b2;
+  ASSERT_TRUE(b1.Connect(sb).ok()) << daemon.Log();
+  ASSERT_TRUE(b2.Connect(sb).ok()) << daemon.Log();
+  PingReply pong;
+  for (RawClient* c : {&b1, &b2}) {
+    EXPECT_NE(UidOf(WorkerOf(*c)), uid_a);
+    EXPECT_TRUE(c->Call(PingRequest{}, &pong).ok());
+  }
+  EXPECT_EQ(Count(daemon.Log(), "for a waiting guest at the worker cap"), 1u) << daemon.Log();
+  ::shutdown(golden.channel().fd(), SHUT_RDWR);
+  at_forkpoint.join();
+}
+
+// The worker keeps its side of the rule on its own: once in one tenant's
+// jail (entered at a preload), an adoption for another uid ends it
+// (kWorkerExitJailFailed) rather than serving that guest. Driven here over
+// its control link as the daemon would, with orders no daemon sends.
+TEST(WorkerJailEndToEnd, AWorkerInOneTenantsJailRefusesAnotherTenantsGuest) {
+  if (::geteuid() != 0) GTEST_SKIP() << "workers drop their uid only when started as root";
+  char tmpl[] = "/tmp/smolvm-jail-test-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  struct RemoveAtEnd {
+    std::string path;
+    ~RemoveAtEnd() { std::filesystem::remove_all(path); }
+  } remove_at_end{dir};
+  ASSERT_EQ(::chmod(dir.c_str(), 0711), 0);
+  const std::string jail = dir + "/jail", modules = dir + "/modules";
+  ASSERT_EQ(::mkdir(jail.c_str(), 0711), 0);
+  ASSERT_EQ(::mkdir(modules.c_str(), 0700), 0);
+  UniqueFd mine, theirs;
+  ASSERT_TRUE(SocketPair(&mine, &theirs).ok());
+  char hex[4][32];
+  std::snprintf(hex[0], 32, "0x%llx", 0x680000000000ull);
+  std::snprintf(hex[1], 32, "0x%llx", 1ull << 40);
+  std::snprintf(hex[2], 32, "0x%llx", 0x5c0000000000ull);
+  std::snprintf(hex[3], 32, "0x%llx", 1ull << 30);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::dup2(theirs.get(), 3) < 0) ::_exit(126);
+    ::execl(SMOLVM_BINARY, "smolvm", "_cuda-worker", "--control-fd", "3", "--backend", "fake", "--arena-base", hex[0],
+            "--arena-bytes", hex[1], "--host-base", hex[2], "--host-bytes", hex[3], "--module-cache", modules.c_str(),
+            "--jail-dir", jail.c_str(), "--seccomp", "enforce", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  theirs.Reset(-1);
+  UnixChannel control(std::move(mine));
+  FrameHeader h;
+  std::string payload;
+  std::vector<UniqueFd> fds;
+  ASSERT_TRUE(control.ReadFrame(&h, &payload, &fds).ok());
+  ASSERT_EQ(h.op, WorkerReadyRequest::kNumber);
+  const uint32_t uid_a = kDefaultWorkerUidBase + 4000, uid_b = kDefaultWorkerUidBase + 4001;
+  std::string chunks, out;
+  Encoder enc(&chunks);
+  EncodeFields(enc, ManifestChunkList{});
+  AppendRequest(&out, ForkPreloadRequest{7, 1, chunks, 0, 1, uid_a}, 0);
+  ASSERT_TRUE(control.Write(out).ok());
+  ASSERT_TRUE(control.ReadFrame(&h, &payload, &fds).ok());
+  ASSERT_EQ(h.op, PreloadDoneRequest::kNumber);
+  EXPECT_EQ(UidOf(pid), uid_a);  // in a's jail before any fork
+  EXPECT_EQ(StatusLine(pid, "Seccomp"), "2");
+  UniqueFd guest, guest_peer;
+  ASSERT_TRUE(SocketPair(&guest, &guest_peer).ok());
+  out.clear();
+  AppendRequest(&out, WorkerAdoptRequest{9, 1, 0, 4242, 0, uid_b}, 0, 1);
+  int fd = guest.get();
+  ASSERT_TRUE(control.Write(out, std::span<const int>(&fd, 1)).ok());
+  guest.Reset(-1);  // the worker holds the only copy now
+  int status = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 1000 && done == 0; ++i) {
+    done = ::waitpid(pid, &status, WNOHANG);
+    if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (done == 0) {
+    ADD_FAILURE() << "the worker serves another tenant's guest from its jail";
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  }
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 6) << "kWorkerExitJailFailed";
+  char c;
+  EXPECT_EQ(::read(guest_peer.get(), &c, 1), 0) << "the refused guest got an answer";
 }
 
 // SMOLVM_WORKER_TEST_SYSCALL makes every Ping call unshare(0): not on the

@@ -25,6 +25,9 @@
 //   smolvm_test_empty()
 //   smolvm_test_write_u32(unsigned* p, unsigned value)  p[0] = value
 // and one module global, `smolvm_test_global` (4096 bytes), outside the arena.
+// SMOLVM_FAKE_LAUNCH_NS (default 0) makes every launch take that long on the
+// worker's CPU, as a GPU's launch does (~4,400 ns on the H200), so a
+// benchmark can see a guest that issues faster than its worker executes.
 //
 // Launches may carry cuLaunchKernelEx's attributes: a cluster must tile the
 // grid and hold at most 8 blocks (16 with the function's non-portable

@@ -3,6 +3,8 @@
 #include <cuda.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 
@@ -155,6 +157,15 @@ Status FakeBackend::LaunchKernel(uint64_t function, const LaunchConfig& config, 
     }
   }
   last_launch_ = config;
+  static const long long launch_ns = [] {
+    const char* v = std::getenv("SMOLVM_FAKE_LAUNCH_NS");
+    return v ? std::clamp(std::atoll(v), 0LL, 1000000LL) : 0LL;
+  }();
+  if (launch_ns > 0) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::nanoseconds(launch_ns);
+    while (std::chrono::steady_clock::now() < end) {
+    }
+  }
   return k->run(*this, config, params);
 }
 

@@ -125,6 +125,9 @@ class Daemon {
     // charged to a machine's --gpu-mem with the worker.
     uint64_t context_bytes = 0;
     uint32_t uid = 0;  // its tenant's (WorkerUids), once drawn; 0: the daemon's
+    // It entered its jail as `uid` while pooled (a preload, fork_ahead.cc):
+    // it holds a reference on uid and serves that uid's tenant only.
+    bool jailed = false;
   };
   // A golden's chunks, exported when it reached its forkpoint (ForkAhead):
   // what pooled workers preload, and the descriptors a fork in the same
@@ -293,9 +296,13 @@ class Daemon {
   // Points each ready pooled worker at a golden's ahead chunks (spread over
   // the goldens at their forkpoint), updates stale ones, drops orphans.
   void PrimeWorkers();
-  // A ready pooled worker: for a clone of `golden`, one primed for it first;
-  // for a new session (golden 0), an unprimed one first. Null if none.
-  WorkerProc* PickPooledWorker(uint64_t golden);
+  // A ready pooled worker that may serve tenant uid `uid` (one jailed as
+  // another uid never): for a clone of `golden`, one primed for it first
+  // (jailed ahead before unjailed); for a new session (golden 0), an
+  // unprimed one first. Null if none.
+  WorkerProc* PickPooledWorker(uint64_t golden, uint32_t uid = 0);
+  // The uid a golden's tenant holds (0: none, or uids off).
+  uint32_t GoldenUid(uint64_t golden) const;
   // How many pooled workers hold `golden`'s chunks, done preloading.
   size_t PreloadedWorkers(uint64_t golden) const;
   // --- clone tokens (clone_tokens.cc) ---

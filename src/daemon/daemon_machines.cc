@@ -205,7 +205,7 @@ Status Daemon::AdmitToMachine(const ForkJob& job, uint64_t private_bytes) {
   if (!job.machine_fork) return Status::Ok();
   // Each clone's worker brings its context too.
   uint64_t context = 0;
-  if (WorkerProc* w = PickPooledWorker(job.golden)) context = w->context_bytes;
+  if (WorkerProc* w = PickPooledWorker(job.golden, GoldenUid(job.golden))) context = w->context_bytes;
   if (context == 0) context = EstimatedContextBytes(options_.backend);
   // Its kernels grow the clone's context limits as they grew the golden's (device_charges.h).
   if (auto g = sessions_.find(job.golden); g != sessions_.end()) context += g->second.limit_bytes;

@@ -3,7 +3,18 @@
 // descriptors for the forks of that generation and has pooled workers import
 // and map the chunks a fork will likely share (ForkPreload), so a fork only
 // copies private chunks and rebuilds handles.
+//
+// A pooled worker primed for a golden also enters its jail then, as the
+// golden's tenant (issue 15: the uid change signals every driver thread and
+// cost a warm fork ~1 ms per clone on the H200 when it waited for the
+// CloneBuild). From then on it is that tenant's: drawn only for a session
+// of that uid, and retired (killed, never pooled again) when no golden of
+// that uid is left to preload. With worker uids on, the last unjailed pooled
+// worker preloads without entering, so any tenant's new session still finds
+// a worker at once.
 #include <fcntl.h>
+
+#include <set>
 
 #include "daemon/control_links.h"
 #include "worker/control.h"
@@ -72,16 +83,22 @@ size_t Daemon::PreloadedWorkers(uint64_t golden) const {
   return n;
 }
 
-Daemon::WorkerProc* Daemon::PickPooledWorker(uint64_t golden) {
+uint32_t Daemon::GoldenUid(uint64_t golden) const {
+  auto s = sessions_.find(golden);
+  return s == sessions_.end() ? 0 : uids_.Find(s->second.machine);
+}
+
+Daemon::WorkerProc* Daemon::PickPooledWorker(uint64_t golden, uint32_t uid) {
   WorkerProc* best = nullptr;
   int best_rank = 99;
   for (auto& [pid, w] : workers_) {
     if (!w.ready || w.session_id != 0 || !w.control) continue;
+    if (w.jailed && w.uid != uid) continue;  // another tenant's
     int rank;
     if (golden != 0 && w.primed == golden) {
-      rank = w.primed_done ? 0 : 1;
+      rank = w.primed_done ? (w.jailed ? 0 : 1) : 2;
     } else {
-      rank = w.primed == 0 ? 2 : 3;
+      rank = w.primed == 0 ? 3 : 4;
     }
     if (rank < best_rank) {
       best = &w;
@@ -94,10 +111,24 @@ Daemon::WorkerProc* Daemon::PickPooledWorker(uint64_t golden) {
 void Daemon::PrimeWorkers() {
   if (stopping_) return;
   std::map<uint64_t, size_t> load;  // golden -> workers primed for it
+  std::map<uint64_t, uint32_t> golden_uid;
+  std::set<uint32_t> live_uids;  // the tenants of the goldens to preload
   for (const auto& [id, a] : aheads_)
-    if (!a.preload_fds.empty()) load[id] = 0;
+    if (!a.preload_fds.empty()) {
+      load[id] = 0;
+      live_uids.insert(golden_uid[id] = GoldenUid(id));
+    }
+  // Bound: in the jail of a tenant's uid (uid 0 serves anyone).
+  auto bound = [](const WorkerProc& w) { return w.jailed && w.uid != 0; };
   for (auto& [pid, w] : workers_) {
-    if (w.session_id != 0 || !w.control || !w.ready || w.primed == 0) continue;
+    if (w.session_id != 0 || !w.control || !w.ready) continue;
+    if (bound(w) && !live_uids.count(w.uid)) {
+      // Its tenant has no golden left to preload: it can serve no one else.
+      Log("preload: worker %d retired (in the jail of uid %u, whose goldens left their forkpoint)", w.pid, w.uid);
+      DiscardWorker(w);
+      continue;
+    }
+    if (w.primed == 0) continue;
     if (load.count(w.primed)) {
       ++load[w.primed];
       continue;
@@ -109,20 +140,36 @@ void Daemon::PrimeWorkers() {
     w.primed = 0;
     w.primed_done = false;
   }
+  size_t unbound = 0;
+  for (const auto& [pid, w] : workers_) unbound += w.session_id == 0 && w.control && w.ready && !bound(w);
   for (auto& [pid, w] : workers_) {
     if (w.session_id != 0 || !w.control || !w.ready || load.empty()) continue;
     uint64_t golden = w.primed;
     if (golden == 0) {
-      // The golden with the fewest primed workers.
+      // The golden with the fewest primed workers, among those it may serve.
       for (const auto& [id, n] : load)
-        if (golden == 0 || n < load[golden]) golden = id;
+        if ((!bound(w) || golden_uid[id] == w.uid) && (golden == 0 || n < load[golden])) golden = id;
+      if (golden == 0) continue;
     }
     const Ahead& a = aheads_.at(golden);
     if (w.primed == golden && w.primed_generation == a.generation) continue;
+    if (!w.jailed && (!uids_.enabled() || unbound >= 2)) {
+      // Into the jail now, as the golden's tenant (the golden's worker holds
+      // that uid, so Acquire finds it).
+      auto s = sessions_.find(golden);
+      auto uid = s == sessions_.end() ? Result<uint32_t>(NotFound("golden")) : uids_.Acquire(s->second.machine);
+      if (uid.ok()) {
+        w.uid = *uid;
+        w.jailed = true;
+        unbound -= bound(w);
+      }
+    }
     std::vector<int> fds;
     for (size_t i : a.preload_fds) fds.push_back(a.fds[i].get());
     std::string out;
-    proto::AppendRequest(&out, proto::ForkPreloadRequest{golden, a.generation, a.preload, static_cast<uint32_t>(fds.size())},
+    proto::AppendRequest(&out,
+                         proto::ForkPreloadRequest{golden, a.generation, a.preload, static_cast<uint32_t>(fds.size()),
+                                                   w.jailed ? 1u : 0u, w.uid},
                          0);
     Status st = w.control->Write(out);
     if (st.ok()) st = SendChunkFds(*w.control, fds);

@@ -228,7 +228,7 @@ void Daemon::SendCloneBuilds(ForkJob& job) {
   for (auto& c : job.clones) {
     if (c.worker > 0) continue;
     if (in_flight >= options_.fork_build_parallel) break;
-    WorkerProc* free_worker = PickPooledWorker(job.golden);
+    WorkerProc* free_worker = PickPooledWorker(job.golden, GoldenUid(job.golden));
     if (!free_worker) break;
     if (job.machine_fork) {
       Endpoint* e = FindEndpoint(c.machine);
@@ -239,14 +239,17 @@ void Daemon::SendCloneBuilds(ForkJob& job) {
         return FailFork(job, placed);
       }
     }
-    // A clone runs as its golden's tenant (same uid: it reads that tenant's modules).
-    auto golden_session = sessions_.find(job.golden);
-    auto uid = uids_.Acquire(golden_session == sessions_.end() ? c.machine : golden_session->second.machine);
-    if (!uid.ok()) {
-      if (job.machine_fork) DiscardWorker(*free_worker);  // placed in the clone machine above
-      return FailFork(job, uid.status());
+    // A clone runs as its golden's tenant (same uid: it reads that tenant's
+    // modules). A worker preloaded in that tenant's jail holds the uid already.
+    if (!free_worker->jailed) {
+      auto golden_session = sessions_.find(job.golden);
+      auto uid = uids_.Acquire(golden_session == sessions_.end() ? c.machine : golden_session->second.machine);
+      if (!uid.ok()) {
+        if (job.machine_fork) DiscardWorker(*free_worker);  // placed in the clone machine above
+        return FailFork(job, uid.status());
+      }
+      free_worker->uid = *uid;
     }
-    free_worker->uid = *uid;
     c.worker = free_worker->pid;
     c.session = next_session_++;
     DrawPooledWorker(*free_worker, c.session);

@@ -109,7 +109,13 @@ void Daemon::DiscardWorker(WorkerProc& w) {
 void Daemon::AssignWorkers() {
   int failures = 0;
   while (!waiting_.empty()) {
-    WorkerProc* free_worker = PickPooledWorker(0);
+    // A worker jailed ahead serves its own tenant only (fork_ahead.cc).
+    uint32_t tenant_uid = uids_.Find("");
+    if (const PendingGuest& front = waiting_.front(); front.endpoint) {
+      auto e = endpoints_.find(front.endpoint);
+      tenant_uid = e == endpoints_.end() ? 0 : uids_.Find(e->second.machine);
+    }
+    WorkerProc* free_worker = PickPooledWorker(0, tenant_uid);
     if (!free_worker) break;
     PendingGuest g = std::move(waiting_.front());
     waiting_.pop_front();
@@ -126,7 +132,7 @@ void Daemon::AssignWorkers() {
       }
       machine = e->second.machine;
     }
-    auto uid = uids_.Acquire(machine);
+    auto uid = free_worker->jailed ? Result<uint32_t>(free_worker->uid) : uids_.Acquire(machine);
     if (!uid.ok()) {
       ReplyHelloError(*g.channel, g.hello_seq, Code::kUnavailable, uid.status().message());
       if (free_worker->budget_slot >= 0 || !free_worker->machine.empty()) DiscardWorker(*free_worker);
@@ -163,9 +169,15 @@ void Daemon::AssignWorkers() {
   // Keep the pool full: what is left of the first pool_size started ahead,
   // and at least enough for the waiting guests and the clones to build plus
   // the spares.
-  size_t pooled = 0;
+  size_t pooled = 0, unbound = 0;  // unbound: not in the jail of a tenant's uid
+  size_t exiting = 0;              // let go, not reaped yet: each frees a place
   for (auto& [pid, w] : workers_)
-    if (w.session_id == 0 && w.control) ++pooled;
+    if (w.session_id == 0 && w.control) {
+      ++pooled;
+      unbound += !(w.jailed && w.uid != 0);
+    } else if (w.session_id == 0) {
+      ++exiting;
+    }
   const uint64_t pool = static_cast<uint64_t>(options_.pool_size);
   // No spare is started while a fork is in flight: new contexts would
   // compete with the clones' builds on the device (context creation takes
@@ -176,7 +188,9 @@ void Daemon::AssignWorkers() {
     if (job.phase == ForkJob::kBuilding)
       for (const auto& c : job.clones) needs += c.worker < 0 ? 1 : 0;
   const size_t want = static_cast<size_t>(std::max(drawn_ < pool ? pool - drawn_ : 0, needs + spares));
-  while (!stopping_ && pooled < want && failures < kMaxStartFailures &&
+  // Guests still waiting when every pooled worker is another tenant's get
+  // new workers too.
+  while (!stopping_ && (pooled < want || unbound < waiting_.size()) && failures < kMaxStartFailures &&
          workers_.size() < static_cast<size_t>(options_.max_workers)) {
     Status st = SpawnWorker();
     if (!st.ok()) {
@@ -185,6 +199,18 @@ void Daemon::AssignWorkers() {
       continue;
     }
     ++pooled;
+    ++unbound;
+  }
+  // At the worker cap, a guest never waits on workers jailed ahead for
+  // another tenant's fork: one of those goes, and a new worker starts as it
+  // exits (OnWorkerExit).
+  const bool at_cap = workers_.size() >= static_cast<size_t>(options_.max_workers);
+  for (auto it = workers_.begin(); at_cap && it != workers_.end() && unbound + exiting < waiting_.size(); ++it) {
+    WorkerProc& w = it->second;
+    if (w.session_id != 0 || !w.control || !(w.jailed && w.uid != 0)) continue;
+    Log("worker %d retired (in the jail of uid %u) for a waiting guest at the worker cap", w.pid, w.uid);
+    DiscardWorker(w);
+    ++unbound;
   }
 }
 

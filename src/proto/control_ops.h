@@ -93,9 +93,11 @@
   X(310, ForkAhead, ASYNC, \
     (F(u64, session_id) F(u64, generation) F(str, chunks) F(u32, num_chunks)), ()) \
   /* daemon -> pooled worker: hold exactly these chunks of `golden` imported and mapped \
-     read-only (ManifestChunkList); num_chunks descriptors follow in ForkFds */ \
+     read-only (ManifestChunkList); num_chunks descriptors follow in ForkFds. jail 1: the \
+     worker is (or first enters its jail) as `uid`, the golden's tenant, so a clone build \
+     does not wait for the uid change; from then on it serves that uid only */ \
   X(311, ForkPreload, ASYNC, \
-    (F(u64, golden) F(u64, generation) F(str, chunks) F(u32, num_chunks)), ()) \
+    (F(u64, golden) F(u64, generation) F(str, chunks) F(u32, num_chunks) F(u32, jail) F(u32, uid)), ()) \
   X(312, PreloadDone, ASYNC, \
     (F(u64, golden) F(u64, generation) F(i32, result) F(str, message) F(u32, chunks) F(f32, ms)), ()) \
   /* daemon -> pooled worker: unmap and release every preloaded chunk */ \

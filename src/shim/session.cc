@@ -70,6 +70,8 @@ Status Session::Connect() {
 void Session::DetachForClone(const std::string& token) {
   channel_.reset();
   queue_.clear();
+  queue_written_ = 0;
+  ops_since_offer_ = 0;
   reply_payload_.clear();
   queued_ops_ = 0;
   deferred_ = 0;
@@ -131,9 +133,13 @@ Status Session::ReserveRanges() {
 Status Session::WriteQueue(std::span<const int> fds) {
   if (queue_.empty() && fds.empty()) return Status::Ok();
   if (channel_ == nullptr) return Connect().ok() ? Internal("no channel") : failure_status_;
-  Status st = channel_->Write(queue_, fds);
+  // Descriptors ride with the first byte written here: a frame that carries
+  // one is written alone, after a Flush (see Call).
+  Status st = channel_->Write(std::string_view(queue_).substr(queue_written_), fds);
   queue_.clear();
+  queue_written_ = 0;
   queued_ops_ = 0;
+  ops_since_offer_ = 0;
   if (!st.ok()) return Broken("smolvm cudart: lost the connection to the CUDA worker: " + st.message() +
                               " (CUDA calls now return cudaErrorDevicesUnavailable)");
   return Status::Ok();
@@ -143,6 +149,37 @@ Status Session::Flush() {
   if (queue_.empty()) return Status::Ok();
   RETURN_IF_ERROR(Connect());
   return WriteQueue({});
+}
+
+void Session::FlushQueued() {
+  if (unwritten_bytes() >= options_.flush_bytes) {
+    (void)Flush();
+    return;
+  }
+  ops_since_offer_ = 0;
+  (void)OfferQueue();
+}
+
+Status Session::OfferQueue() {
+  if (queue_.empty()) return Status::Ok();
+  RETURN_IF_ERROR(Connect());
+  if (channel_ == nullptr) return Internal("no channel");
+  Result<size_t> n = channel_->TryWrite(std::string_view(queue_).substr(queue_written_));
+  if (!n.ok())
+    return Broken("smolvm cudart: lost the connection to the CUDA worker: " + n.status().message() +
+                  " (CUDA calls now return cudaErrorDevicesUnavailable)");
+  queue_written_ += *n;
+  if (queue_written_ == queue_.size()) {
+    queue_.clear();
+    queue_written_ = 0;
+    queued_ops_ = 0;
+  } else if (queue_written_ >= queue_.size() / 2) {
+    // Keeps the buffer within twice what is unwritten, each byte moved at
+    // most once on average.
+    queue_.erase(0, queue_written_);
+    queue_written_ = 0;
+  }
+  return Status::Ok();
 }
 
 Status Session::ReadReply(uint16_t op, uint32_t seq, std::string* payload) {
@@ -206,8 +243,9 @@ static void ReportWorkerNotSupported(uint16_t op, const std::string& message) {
 void Session::EnqueueRaw(uint16_t op, std::string_view payload) {
   AppendRawFrame(&queue_, op, true, next_seq_++, payload);
   ++queued_ops_;
+  ++ops_since_offer_;
   Count(&queued_by_op_, op);
-  if (QueueFull()) (void)Flush();
+  if (FlushDue()) FlushQueued();
 }
 
 Status Session::CallRaw(uint16_t op, std::string_view payload, std::string_view* fields) {

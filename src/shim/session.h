@@ -53,6 +53,15 @@ struct SessionOptions {
   // otherwise leave the GPU idle until it synchronizes; a batch of a few
   // dozen ops keeps the worker and the GPU busy behind it at the cost of one
   // write per batch. SMOLVM_SHIM_FLUSH_OPS overrides the op count.
+  //
+  // The two differ in whether the guest waits. A batch of flush_ops is
+  // offered without waiting: what the socket does not take now stays queued
+  // (in order) and goes with the next batch, so a guest that issues faster
+  // than its worker executes runs ahead by up to flush_bytes of its own
+  // memory plus the socket's buffer, as without batches (issue 15: a waiting
+  // batch write held the H200 launch micro-benchmark's issue rate at its
+  // completion rate, 0.61x the previous build's). Only flush_bytes of
+  // unwritten ops, a SYNC op, a descriptor and Flush() wait.
   size_t flush_bytes = 1u << 20;
   size_t flush_ops = 32;
 
@@ -83,8 +92,9 @@ class Session {
     static_assert(Req::kKind == proto::OpKind::ASYNC);
     proto::AppendRequest(&queue_, m, next_seq_++);
     ++queued_ops_;
+    ++ops_since_offer_;
     Count(&queued_by_op_, static_cast<uint16_t>(Req::kOp));
-    if (QueueFull()) (void)Flush();
+    if (FlushDue()) FlushQueued();
   }
 
   // Sends the queue and `m` in one write and waits for m's reply. Returns the
@@ -128,9 +138,14 @@ class Session {
   // says Hello as a clone with `token`. The reserved ranges stay.
   void DetachForClone(const std::string& token);
 
-  // Writes the queued ASYNC ops now (no reply is awaited).
+  // Writes the queued ASYNC ops now (no reply is awaited); waits while the
+  // socket is full.
   Status Flush();
+  // Ops queued since the queue was last wholly written (a write that did
+  // not wait and was cut short leaves them all counted).
   size_t queued_ops() const { return queued_ops_; }
+  // Bytes queued and not yet written.
+  size_t unwritten_bytes() const { return queue_.size() - queue_written_; }
 
   // What this session sent, by wire op: SYNC ops, each one round trip (the
   // caller waited for the worker's reply), and ASYNC ops queued. Lifetime
@@ -150,6 +165,11 @@ class Session {
 
  private:
   Status WriteQueue(std::span<const int> fds);
+  // The flush Enqueue triggers (see SessionOptions::flush_ops): waits only
+  // when flush_bytes are unwritten, else offers the queue to the socket.
+  void FlushQueued();
+  // Writes what the socket takes now of the unwritten queue, never waiting.
+  Status OfferQueue();
   Status ReadReply(uint16_t op, uint32_t seq, std::string* payload);
   Status Handshake();
   Status ReserveRanges();
@@ -158,8 +178,9 @@ class Session {
   Status Fail(SessionFailure how, const std::string& message);
   Status Broken(const std::string& message) { return Fail(SessionFailure::kDevicesUnavailable, message); }
   static void Count(OpCounts* counts, uint16_t op) { ++(*counts)[op < kOpSlots ? op : 0]; }
-  bool QueueFull() const {
-    return queue_.size() >= options_.flush_bytes || (options_.flush_ops != 0 && queued_ops_ >= options_.flush_ops);
+  bool FlushDue() const {
+    return unwritten_bytes() >= options_.flush_bytes ||
+           (options_.flush_ops != 0 && ops_since_offer_ >= options_.flush_ops);
   }
 
   SessionOptions options_;
@@ -168,7 +189,11 @@ class Session {
   SessionFailure failure_ = SessionFailure::kNone;
   Status failure_status_;
   proto::HelloReply hello_;
+  // Frames in issue order; [0, queue_written_) was written already (by a
+  // write that did not wait and was cut short). Empty once all is written.
   std::string queue_;
+  size_t queue_written_ = 0;
+  size_t ops_since_offer_ = 0;  // ops queued since the last flush or offer
   std::string reply_payload_;  // backs bytes fields of the last reply
   size_t queued_ops_ = 0;
   uint32_t next_seq_ = 1;

@@ -55,6 +55,17 @@ Status UnixChannel::Write(std::string_view bytes, std::span<const int> fds) {
   return Status::Ok();
 }
 
+Result<size_t> UnixChannel::TryWrite(std::string_view bytes) {
+  ssize_t w;
+  do {
+    w = ::send(sock_.get(), bytes.data(), bytes.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  } while (w < 0 && errno == EINTR);
+  if (w >= 0) return static_cast<size_t>(w);
+  if (errno == EAGAIN || errno == EWOULDBLOCK) return size_t{0};
+  if (errno == EPIPE || errno == ECONNRESET) return Unavailable("peer closed the connection");
+  return ErrnoStatus("send", errno);
+}
+
 Status UnixChannel::Fill(int flags) {
   if (start_ > 0 && start_ == buf_.size()) {
     buf_.clear();

@@ -23,6 +23,11 @@ class UnixChannel final : public Channel {
   explicit UnixChannel(UniqueFd socket);
 
   Status Write(std::string_view bytes, std::span<const int> fds = {}) override;
+  // Writes what the socket takes now without waiting (MSG_DONTWAIT), no
+  // descriptors: the number of bytes written, 0 when the socket buffer is
+  // full. A stream socket may take a prefix that ends inside a frame; the
+  // caller writes the rest before anything else (order is the stream's).
+  Result<size_t> TryWrite(std::string_view bytes);
   Status ReadFrame(proto::FrameHeader* header, std::string* payload,
                    std::vector<UniqueFd>* fds) override;
   bool HasBufferedFrame() const override;

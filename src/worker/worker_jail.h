@@ -4,8 +4,11 @@
 // and is drawn for a session; then, before it adopts a guest or rebuilds a
 // clone, it drops to its tenant's uid (WorkerUids), with no supplementary
 // groups and no capabilities, and loads its seccomp filter
-// (worker_seccomp.h). What can be done before the draw is done while it
-// is pooled (WorkerJail::Prepare: the filter compiled, RLIMIT_MEMLOCK
+// (worker_seccomp.h). A pooled worker that preloads a golden's chunks
+// enters as that golden's tenant already then (worker_main.cc,
+// daemon/fork_ahead.cc), off the fork's critical path. What can be done
+// before the draw is done while it is pooled (WorkerJail::Prepare: the
+// filter compiled, RLIMIT_MEMLOCK
 // raised, root's supplementary groups cleared while it has one thread), so
 // that entering the jail costs a clone's fork little (issue 15: the H200
 // A/B found ~3 ms per clone; build/src/daemon/worker_jail_benchmark).

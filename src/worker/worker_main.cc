@@ -8,6 +8,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -29,7 +30,11 @@ namespace {
 // Drops to the tenant's uid and loads the seccomp filter: after this the
 // worker reads guest bytes. False (the worker must end) when it cannot.
 bool EnterJail(Worker& worker, WorkerJail& jail, uint32_t uid) {
+  auto t0 = std::chrono::steady_clock::now();
   auto modules = jail.Enter(uid);
+  if (std::getenv("SMOLVM_WORKER_TRACE") != nullptr)
+    std::fprintf(stderr, "smolvm worker %d: jail entered as uid %u in %.3f ms\n", ::getpid(), uid,
+                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   if (modules.ok() && !modules->empty()) worker.set_module_cache_dir(*modules);
   if (!modules.ok()) {
     std::fprintf(stderr, "smolvm worker %d: cannot enter its jail (uid %u): %s\n", ::getpid(), uid,
@@ -42,12 +47,19 @@ bool EnterJail(Worker& worker, WorkerJail& jail, uint32_t uid) {
 // The daemon's orders to a pooled worker, through the generated control
 // dispatch: preloads, then one clone build or one adoption. A handler that
 // must end the process says how in `exit`.
+//
+// The jail is entered once, at the first of: a preload (as its golden's
+// tenant: the fork that follows does not wait for the uid change), a clone
+// build, an adoption. Once in, the worker takes orders for that uid only:
+// any other ends it (kWorkerExitJailFailed), so a worker preloaded for one
+// tenant can never serve another (the daemon retires it instead).
 struct PooledLink {
   Worker& worker;
   UnixChannel& control;
   WorkerJail& jail;
   bool built_clone = false;
   bool jailed = false;
+  uint32_t jail_uid = 0;
   int exit = kWorkerExitServed;
   bool adopted = false;
   proto::WorkerAdoptRequest adopt;
@@ -58,8 +70,26 @@ struct PooledLink {
     exit = code;
     return why;
   }
+  // Enters the jail as uid, or checks that the worker is in uid's already.
+  Status Jail(uint32_t uid) {
+    if (jailed) {
+      if (uid == jail_uid) return Status::Ok();
+      std::fprintf(stderr, "smolvm worker %d: an order for uid %u while in the jail of uid %u\n", ::getpid(), uid,
+                   jail_uid);
+      return Fail(kWorkerExitJailFailed, PermissionDenied("an order for another tenant's uid"));
+    }
+    if (!EnterJail(worker, jail, uid)) return Fail(kWorkerExitJailFailed, Internal("jail"));
+    jailed = true;
+    jail_uid = uid;
+    return Status::Ok();
+  }
   Status Handle(const proto::ForkPreloadRequest& pre, Ctx*) {
     if (built_clone) return Malformed("ForkPreload after a clone build");
+    if (pre.jail != 0) {
+      RETURN_IF_ERROR(Jail(pre.uid));
+    } else if (jailed) {
+      return Malformed("a ForkPreload outside the jail the worker is in");
+    }
     auto chunk_fds = ReceiveChunkFds(control, pre.num_chunks);
     if (!chunk_fds.ok()) return Fail(kWorkerExitBadControl, chunk_fds.status());
     proto::PreloadDoneRequest done = worker.Preload(pre, *chunk_fds);
@@ -79,8 +109,7 @@ struct PooledLink {
   Status Handle(const proto::CloneBuildRequest& build, Ctx*) {
     // A fork: become a copy of the golden, then wait for the clone's guest.
     if (built_clone) return Malformed("a second CloneBuild");
-    if (!EnterJail(worker, jail, build.uid)) return Fail(kWorkerExitJailFailed, Internal("jail"));
-    jailed = true;
+    RETURN_IF_ERROR(Jail(build.uid));
     auto chunk_fds = ReceiveChunkFds(control, build.num_chunks);
     Result<proto::CloneBuiltRequest> built =
         chunk_fds.ok() ? worker.BuildClone(build, *chunk_fds) : Result<proto::CloneBuiltRequest>(chunk_fds.status());
@@ -101,6 +130,7 @@ struct PooledLink {
   }
   Status Handle(const proto::WorkerAdoptRequest& a, Ctx* ctx) {
     if (ctx->fds_in->size() != 1) return Malformed("WorkerAdopt without exactly the guest's socket");
+    RETURN_IF_ERROR(Jail(a.uid));
     adopt = a;
     guest = std::move((*ctx->fds_in)[0]);
     adopted = true;
@@ -176,7 +206,6 @@ int WorkerMain(int control_fd, const WorkerOptions& options) {
   }
   // Serving an unrelated session: hold no other session's chunks.
   if (!link.built_clone) worker.DropPreload();
-  if (!link.jailed && !EnterJail(worker, *jail, link.adopt.uid)) return kWorkerExitJailFailed;
   auto guest = std::make_unique<UnixChannel>(std::move(link.guest));
   st = worker.Serve(std::move(guest), link.adopt, &control);
   if (!st.ok())

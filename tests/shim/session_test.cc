@@ -11,6 +11,9 @@
 #include <functional>
 #include <memory>
 #include <thread>
+#include <condition_variable>
+#include <mutex>
+#include <unistd.h>
 
 #include "proto/proto_hash.h"
 #include "shim/errors.h"
@@ -161,6 +164,118 @@ TEST(Session, AsyncOpsAreWrittenInBatchesOfFlushOps) {
     server.reset();  // the server read the first eight without any SYNC op or Flush
   }
   EXPECT_EQ(frames, 8);
+}
+
+// Issue 15: a batch of flush_ops is offered to the socket without waiting.
+// Against a worker that reads nothing (a GPU behind on its work), the guest
+// keeps queueing past the socket's buffer as it did before batches; the next
+// SYNC op delivers every op in issue order. Before the fix, the batch write
+// waited for the worker: the guest stalled once the socket was full.
+constexpr int kOpsPastTheSocket = 20000;  // ~0.8 MiB of Memset frames
+
+// A server that answers Hello, then reads nothing until the guest says it
+// is done queueing (or 10 s passed: the guest is stuck in a write), then
+// reads every frame up to a Ping and answers it.
+struct SilentWorker {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool guest_done = false;
+  bool guest_stalled = false;
+  std::vector<FrameHeader> frames;
+  std::vector<uint32_t> values;  // each Memset's value, in arrival order
+  int ping_fds = -1;
+
+  void Serve(UnixChannel& ch) {
+    AnswerHello(ch);
+    {
+      std::unique_lock lock(mu);
+      guest_stalled = !cv.wait_for(lock, std::chrono::seconds(10), [&] { return guest_done; });
+    }
+    for (;;) {
+      FrameHeader h;
+      std::string p;
+      std::vector<UniqueFd> fds;
+      if (!ch.ReadFrame(&h, &p, &fds).ok()) return;
+      frames.push_back(h);
+      if (h.op == static_cast<uint16_t>(Op::kMemset)) {
+        MemsetRequest m;
+        Decoder dec(p);
+        EXPECT_TRUE(Decode(dec, &m));
+        values.push_back(static_cast<uint32_t>(m.value));
+        continue;
+      }
+      ping_fds = static_cast<int>(fds.size());
+      if (!fds.empty()) EXPECT_EQ(::write(fds[0].get(), "k", 1), 1);  // the descriptor works
+      std::string out;
+      AppendReply(&out, h.op, h.seq, 0, PingReply{});
+      EXPECT_TRUE(ch.Write(out).ok());
+      return;
+    }
+  }
+  void GuestDone() {
+    std::lock_guard lock(mu);
+    guest_done = true;
+    cv.notify_all();
+  }
+};
+
+void QueuePastTheSocket(Session& s, SilentWorker& w) {
+  for (uint32_t i = 0; i < kOpsPastTheSocket; ++i)
+    s.Enqueue(MemsetRequest{.dst = 0x600000000000ull, .value = i, .elem_bytes = 1, .count = 4});
+  w.GuestDone();
+}
+
+void ExpectAllInOrder(const SilentWorker& w) {
+  EXPECT_FALSE(w.guest_stalled) << "the guest waited for a worker that reads nothing";
+  ASSERT_EQ(w.values.size(), static_cast<size_t>(kOpsPastTheSocket));
+  for (int i = 0; i < kOpsPastTheSocket; ++i) ASSERT_EQ(w.values[i], static_cast<uint32_t>(i)) << i;
+  ASSERT_EQ(w.frames.size(), static_cast<size_t>(kOpsPastTheSocket) + 1);
+  for (size_t i = 1; i < w.frames.size(); ++i) ASSERT_EQ(w.frames[i].seq, w.frames[i - 1].seq + 1) << i;
+}
+
+TEST(Session, BatchesDoNotWaitForTheWorkerAndASyncOpDeliversAllInOrder) {
+  SilentWorker w;
+  auto server = std::make_unique<FakeServer>([&](UnixChannel& ch) { w.Serve(ch); });
+  {
+    Session s(Options(*server));  // flush_ops 32, flush_bytes 1 MiB: the defaults
+    std::lock_guard lock(s.mu());
+    ASSERT_TRUE(s.Connect().ok());
+    QueuePastTheSocket(s, w);
+    EXPECT_GT(s.unwritten_bytes(), 0u) << "the socket took everything: the test needs more ops";
+    EXPECT_LT(s.unwritten_bytes(), SessionOptions{}.flush_bytes);
+    PingReply pong;
+    ASSERT_TRUE(s.Call(PingRequest{}, &pong).ok());
+    EXPECT_EQ(s.unwritten_bytes(), 0u);
+    EXPECT_EQ(s.queued_ops(), 0u);
+  }
+  server.reset();
+  ExpectAllInOrder(w);
+  EXPECT_EQ(w.ping_fds, 0);
+}
+
+// A descriptor rides with the first byte of its own frame, also when a
+// batch was cut short inside a frame before it.
+TEST(Session, ADescriptorAfterAPartlyWrittenBatchRidesWithItsFrame) {
+  SilentWorker w;
+  auto server = std::make_unique<FakeServer>([&](UnixChannel& ch) { w.Serve(ch); });
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  UniqueFd rd(p[0]), wr(p[1]);
+  {
+    Session s(Options(*server));
+    std::lock_guard lock(s.mu());
+    ASSERT_TRUE(s.Connect().ok());
+    QueuePastTheSocket(s, w);
+    EXPECT_GT(s.unwritten_bytes(), 0u);
+    PingReply pong;
+    ASSERT_TRUE(s.Call(PingRequest{}, &pong, wr.get()).ok());
+  }
+  server.reset();
+  ExpectAllInOrder(w);
+  EXPECT_EQ(w.ping_fds, 1);
+  char c = 0;
+  EXPECT_EQ(::read(rd.get(), &c, 1), 1);
+  EXPECT_EQ(c, 'k');
 }
 
 TEST(Session, DeferredErrorIsHandedOutOnce) {
