@@ -43,10 +43,29 @@ def _empty_torch_cache(torch):
     cuda = getattr(torch, "cuda", None) if torch is not None else None
     if cuda is not None and cuda.is_initialized():
         cuda.synchronize()
+        # cuBLAS/cuBLASLt workspaces are live allocator blocks (one per
+        # handle and stream, 32 MiB on Hopper) that empty_cache keeps; torch
+        # gives a handle its workspace again at its next GEMM, in the clone.
+        clear = getattr(getattr(torch, "_C", None), "_cuda_clearCublasWorkspaces", None)
+        if clear is not None:
+            clear()
         cuda.empty_cache()  # free cached blocks: clones would copy them
 
 
-def forkpoint(*, seed=None, threads=None):
+def _report_memory(torch, memory_report):
+    """With memory_report (default: SMOLVM_FORK_MEMORY_REPORT=1), prints to
+    stderr what the clones will copy (smolvm.torch.describe_memory)."""
+    if memory_report is None:
+        memory_report = _os.environ.get("SMOLVM_FORK_MEMORY_REPORT") == "1"
+    if not memory_report or torch is None:
+        return
+    import smolvm.torch as smtorch
+
+    for line in smtorch.memory_report():
+        print("smolvm.forkpoint: memory: " + line, file=_sys.stderr, flush=True)
+
+
+def forkpoint(*, seed=None, threads=None, memory_report=None):
     """Waits at the forkpoint. In the golden: returns None once released
     (machine stopped, 'smolvm cuda release'). In each clone: returns its
     index (0, 1, 2, ...).
@@ -54,6 +73,9 @@ def forkpoint(*, seed=None, threads=None):
     seed:    clone i seeds random, numpy and torch with seed + i (default:
              fresh entropy per clone).
     threads: torch's CPU threads in each clone (default: the clone's CPUs).
+    memory_report: print torch's memory by pool and the live blocks outside
+             the frozen pools to stderr before waiting (default: when
+             SMOLVM_FORK_MEMORY_REPORT=1).
 
     Raises ForkRuleError before waiting when the golden broke a fork rule,
     ForkError when the controller refuses or goes away.
@@ -61,6 +83,7 @@ def forkpoint(*, seed=None, threads=None):
     torch = _sys.modules.get("torch")
     _rules.check(torch)
     _empty_torch_cache(torch)
+    _report_memory(torch, memory_report)
     lib = _guest.load()
     order = _guest.Order()
     while True:
