@@ -324,6 +324,11 @@ def at_forkpoint(a):
     if index is None:
         print("peft_dpo: golden released from its forkpoint", file=sys.stderr)
         return None, 0
+    t = smolvm.fork_timing()
+    if t:
+        print("peft_dpo: clone %d: fork order to os.fork %.1f ms, os.fork %.1f ms, child to attached %.1f ms, "
+              "become_clone %.1f ms" % (index, t["prepare_ms"], t["os_fork_ms"], t["child_ms"], t["become_clone_ms"]),
+              file=sys.stderr, flush=True)
     return index, None
 
 
