@@ -24,6 +24,9 @@
 #   python3 bench/peers/torch_fork_check.py bench/torch-fork/results
 #   build/smolvm bench summarize bench/torch-fork/results
 #
+# Then, per fork run, the log lines that decide memory and fork time (see
+# "what decides" below; docs/torch.md "Reading a fork's memory and time").
+#
 # Usage (repository root, root, build/ or .carry/build carried):
 #   OUT=DIR scripts/device-torch-fork.sh PART
 # Estimates assume the 7B model is made once per part (`smolvm-learner
@@ -120,6 +123,21 @@ python3 bench/peers/torch_fork_check.py "$W/results" --json "$OUT/torch-fork-che
 check_rc=${PIPESTATUS[0]}
 [[ $PART == smoke && $check_rc != 0 ]] && failed=1
 "$BUILD/smolvm" bench summarize "$W/results" >>"$LOG_FILE" 2>&1
+
+# What decides the memory and fork-time checks, from each fork run's logs:
+# the golden's base bytes outside frozen memory and torch's memory by pool at
+# the forkpoint; the golden worker's private chunks and what lives in them;
+# the pooled workers' library preload; each clone's build; when the golden
+# got its orders; each clone's own split of its fork (order to os.fork,
+# os.fork, child chain to attached).
+for d in "$W"/logs/torch-fork_*; do
+  [[ -d $d ]] || continue
+  log "fork run $(basename "$d"): what decides memory and fork time"
+  grep -hE "peft_dpo: golden: base|smolvm.forkpoint: memory:" "$d"/*-g.log 2>/dev/null | sed 's/^/  golden: /' | tee -a "$LOG_FILE"
+  grep -hE "fork prepare: private|libraries preloaded|preload of .* failed|clone build|orders sent to the golden|fork: clone" \
+    "$d"/cuda-daemon.log 2>/dev/null | sed 's/^/  daemon: /' | tee -a "$LOG_FILE"
+  grep -hE "peft_dpo: clone [0-9]+: fork order" "$d"/*-c*.log 2>/dev/null | sed 's/^/  clone: /' | tee -a "$LOG_FILE"
+done
 
 # The learners' events, the machines' and the daemon's logs come back; the
 # learners' own logs only in the last 200 lines each.

@@ -287,19 +287,48 @@ def parse_args(argv):
     return a, None
 
 
+def no_tqdm_monitor():
+    """tqdm's progress bars (transformers' "Loading weights") start a monitor
+    thread that a clone would not have (forkpoint() warns about it): none is
+    started from here on (monitor_interval 0, on every bar class), and one
+    already running is stopped and joined."""
+    try:
+        import threading
+
+        import tqdm
+        from tqdm._monitor import TMonitor
+    except ImportError:
+        return
+    classes = [tqdm.tqdm]
+    while classes:
+        cls = classes.pop()
+        cls.monitor_interval = 0
+        classes.extend(cls.__subclasses__())
+    for t in threading.enumerate():
+        if isinstance(t, TMonitor):
+            t.exit()  # sets its stop flag and joins it
+
+
 def at_forkpoint(a):
     """smolvm.forkpoint(): (the clone's lid, None) in a clone; (None, the exit
-    code) in the golden once released, or when a fork rule was broken."""
+    code) in the golden once released, or when a fork rule was broken. The
+    golden prints what its clones will copy (torch's memory by pool)."""
     import smolvm
 
+    no_tqdm_monitor()
     try:
-        index = smolvm.forkpoint(seed=a.seed)
+        index = smolvm.forkpoint(seed=a.seed, memory_report=True)
     except (smolvm.ForkError, smolvm.ForkRuleError) as e:
         print("peft_dpo: --fork: %s" % fork_error_text(e), file=sys.stderr)
         return None, EXIT_FAILED
     if index is None:
         print("peft_dpo: golden released from its forkpoint", file=sys.stderr)
         return None, 0
+    t = smolvm.fork_timing()
+    if t:
+        print("peft_dpo: clone %d: fork order to os.fork %.1f ms, os.fork %.1f ms, child to attached %.1f ms, "
+              "become_clone %.1f ms" % (index, t["prepare_ms"], t["os_fork_ms"], t["child_ms"], t["become_clone_ms"]),
+              file=sys.stderr, flush=True)
     return index, None
 
 
@@ -357,10 +386,17 @@ def main(argv=None):
         import smolvm
         import smolvm.torch
 
+        no_tqdm_monitor()
         frozen = smolvm.torch.frozen()
-    with frozen:  # the golden's base weights in their own allocations, marked frozen on leaving
+    with frozen:  # the golden's base weights in their own allocations (any thread's), marked frozen on leaving
         model = load_base(torch, a)
     base_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    if a.fork:
+        outside = smolvm.torch.outside_frozen(model)
+        print("peft_dpo: golden: base %.1f MiB, %.1f MiB of it outside frozen memory (%d tensors%s)" % (
+            base_bytes / 2**20, sum(n for _, n in outside) / 2**20, len(outside),
+            (": " + ", ".join(name for name, _ in outside[:3]) + (", ..." if len(outside) > 3 else ""))
+            if outside else ""), flush=True)
     model.config.use_cache = False
     if not a.no_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})

@@ -16,11 +16,14 @@ random/numpy/torch and gives torch its CPU threads back.
 import errno as _errno
 import os as _os
 import sys as _sys
+import time as _time
 
 from smolvm import _clone, _guest, _rules
 from smolvm._rules import ForkRuleError
 
-__all__ = ["forkpoint", "mark_frozen", "ForkError", "ForkRuleError"]
+__all__ = ["forkpoint", "fork_timing", "mark_frozen", "ForkError", "ForkRuleError"]
+
+_timing = {}
 
 
 class ForkError(OSError):
@@ -43,10 +46,29 @@ def _empty_torch_cache(torch):
     cuda = getattr(torch, "cuda", None) if torch is not None else None
     if cuda is not None and cuda.is_initialized():
         cuda.synchronize()
+        # cuBLAS/cuBLASLt workspaces are live allocator blocks (one per
+        # handle and stream, 32 MiB on Hopper) that empty_cache keeps; torch
+        # gives a handle its workspace again at its next GEMM, in the clone.
+        clear = getattr(getattr(torch, "_C", None), "_cuda_clearCublasWorkspaces", None)
+        if clear is not None:
+            clear()
         cuda.empty_cache()  # free cached blocks: clones would copy them
 
 
-def forkpoint(*, seed=None, threads=None):
+def _report_memory(torch, memory_report):
+    """With memory_report (default: SMOLVM_FORK_MEMORY_REPORT=1), prints to
+    stderr what the clones will copy (smolvm.torch.describe_memory)."""
+    if memory_report is None:
+        memory_report = _os.environ.get("SMOLVM_FORK_MEMORY_REPORT") == "1"
+    if not memory_report or torch is None:
+        return
+    import smolvm.torch as smtorch
+
+    for line in smtorch.memory_report():
+        print("smolvm.forkpoint: memory: " + line, file=_sys.stderr, flush=True)
+
+
+def forkpoint(*, seed=None, threads=None, memory_report=None):
     """Waits at the forkpoint. In the golden: returns None once released
     (machine stopped, 'smolvm cuda release'). In each clone: returns its
     index (0, 1, 2, ...).
@@ -54,6 +76,9 @@ def forkpoint(*, seed=None, threads=None):
     seed:    clone i seeds random, numpy and torch with seed + i (default:
              fresh entropy per clone).
     threads: torch's CPU threads in each clone (default: the clone's CPUs).
+    memory_report: print torch's memory by pool and the live blocks outside
+             the frozen pools to stderr before waiting (default: when
+             SMOLVM_FORK_MEMORY_REPORT=1).
 
     Raises ForkRuleError before waiting when the golden broke a fork rule,
     ForkError when the controller refuses or goes away.
@@ -61,6 +86,7 @@ def forkpoint(*, seed=None, threads=None):
     torch = _sys.modules.get("torch")
     _rules.check(torch)
     _empty_torch_cache(torch)
+    _report_memory(torch, memory_report)
     lib = _guest.load()
     order = _guest.Order()
     while True:
@@ -71,8 +97,10 @@ def forkpoint(*, seed=None, threads=None):
             raise _error(-r, "waiting for a fork order")
         # From the order to the fork the CUDA shim holds its session: only the
         # steps run here, and every path ends in smolvm_fork_parent/_child.
+        t_order = _time.monotonic()
         try:
             r = lib.smolvm_fork_prepare(order)
+            t_fork = _time.monotonic()
             pid = _os.fork() if r == 0 else r
         except OSError as e:
             pid = -(e.errno or _errno.EIO)
@@ -80,14 +108,29 @@ def forkpoint(*, seed=None, threads=None):
             lib.smolvm_fork_parent(order, -_errno.EINTR)
             raise
         if pid == 0:
+            t_child = _time.monotonic()
             index = lib.smolvm_fork_child(order)  # returns in the clone's program
             if index < 0:
                 _os._exit(70)
+            t_attached = _time.monotonic()
             _clone.become_clone(index, seed, threads, torch)
+            _timing.update(prepare_ms=(t_fork - t_order) * 1e3, os_fork_ms=(t_child - t_fork) * 1e3,
+                           child_ms=(t_attached - t_child) * 1e3,
+                           become_clone_ms=(_time.monotonic() - t_attached) * 1e3)
             return index
         r = lib.smolvm_fork_parent(order, pid)
         if r < 0:
             raise _error(-r, "reporting a fork to the controller")
+
+
+def fork_timing():
+    """In a clone: where its fork's time went on this side, in ms (monotonic
+    clock, continuous across the fork): prepare_ms (the order to os.fork:
+    the CUDA shim's wait for the daemon's order), os_fork_ms (os.fork() with
+    the at-fork handlers, as the child sees it), child_ms (the child chain
+    into the clone machine and the CUDA session's re-attach), become_clone_ms
+    (bad-fork flag, os.environ, seeds, threads). Empty in a golden."""
+    return dict(_timing)
 
 
 def mark_frozen(address, nbytes):

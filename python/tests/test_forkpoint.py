@@ -89,7 +89,28 @@ class ForkRulesTest(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         self.assertIn("%d | " % __import__("errno").ENOTSUP, out)
         self.assertIn("--forkable", out)
-        self.assertIn("[('synchronize',), ('empty_cache',)]", out)
+        self.assertIn("[('synchronize',), ('_cuda_clearCublasWorkspaces',), ('empty_cache',)]", out)
+
+    def test_memory_report_before_waiting(self):
+        rc, out, err = run("""
+            import torch, smolvm, smolvm.torch
+            torch.cuda._lazy_init()
+            smolvm.mark_frozen = lambda address, size: None
+            with smolvm.torch.frozen():
+                torch.cuda._fake_alloc(64 << 20)
+            torch.cuda._fake_alloc(3 << 20)
+            torch.cuda._fake_alloc(3 << 20)
+            try:
+                smolvm.forkpoint(memory_report=True)
+            except smolvm.ForkError:
+                pass
+        """)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("smolvm.forkpoint: memory: torch: allocated 70.0 MiB, reserved 70.0 MiB", err)
+        self.assertIn("smolvm.forkpoint: memory: pool (1, 1) (frozen): 1 segments, reserved 64.0 MiB, live 64.0 MiB",
+                      err)
+        self.assertIn("smolvm.forkpoint: memory: live outside frozen pools: 2 blocks, 6.0 MiB; largest: 2 x 3.0 MiB",
+                      err)
 
 
 class ScriptedController:
@@ -210,6 +231,72 @@ class LibraryTest(unittest.TestCase):
             smolvm.torch._mark([(0x7f0000000000, 2 << 20)])
 
 
+class FrozenPoolTest(unittest.TestCase):
+    MODULE = """
+        import threading, torch, smolvm, smolvm.torch
+        torch.cuda._lazy_init()
+        marked = []
+        smolvm.mark_frozen = lambda address, size: marked.append((address, size))
+
+        class Storage:
+            def __init__(self, address, size):
+                self.address, self.size = address, size
+            def data_ptr(self):
+                return self.address
+            def nbytes(self):
+                return self.size
+
+        class Tensor:
+            is_cuda = True
+            def __init__(self, size):
+                self.storage = Storage(torch.cuda._fake_alloc(size), size)
+            def untyped_storage(self):
+                return self.storage
+
+        class Module:  # its weights made by a loader thread, as transformers 5 loads them
+            def __init__(self):
+                self.params = {}
+                def load(name, size):
+                    self.params[name] = Tensor(size)
+                threads = [threading.Thread(target=load, args=("layer%d.weight" % i, 4 << 20)) for i in range(3)]
+                [t.start() for t in threads]
+                [t.join() for t in threads]
+                self.params["norm.weight"] = Tensor(1 << 20)  # the calling thread
+            def named_parameters(self):
+                return sorted(self.params.items())
+            def named_buffers(self):
+                return []
+    """
+
+    def test_frozen_takes_every_threads_allocations(self):
+        rc, out, err = run(textwrap.dedent(self.MODULE) + textwrap.dedent("""
+            with smolvm.torch.frozen() as pool:
+                m = Module()
+            print("outside", smolvm.torch.outside_frozen(m))
+            print("marked", len(marked), sum(n for _, n in marked) >> 20)
+            print([c[0] for c in torch.calls])
+        """))
+        self.assertEqual(rc, 0, err)
+        self.assertIn("outside []", out)
+        self.assertIn("marked 4 13", out)
+        self.assertIn("['_cuda_beginAllocateToPool', '_cuda_endAllocateToPool', '_cuda_releasePool', 'synchronize']",
+                      out)
+
+    def test_without_the_binding_warns_and_names_what_stayed_outside(self):
+        # torch.cuda.use_mem_pool alone: the loader threads' weights miss the
+        # pool (what the H200 showed: every clone copied the base).
+        rc, out, err = run(textwrap.dedent(self.MODULE) + textwrap.dedent("""
+            del torch._C._cuda_beginAllocateToPool
+            with smolvm.torch.frozen():
+                m = Module()
+            print("outside", smolvm.torch.outside_frozen(m))
+        """))
+        self.assertEqual(rc, 0, err)
+        self.assertIn("routes only the calling thread's allocations", err)
+        self.assertIn("outside [('layer0.weight', 4194304), ('layer1.weight', 4194304), ('layer2.weight', 4194304)]",
+                      out)
+
+
 class FrozenSegmentsTest(unittest.TestCase):
     SNAPSHOT = [
         {"address": 0x1000000, "total_size": 0x200000, "segment_pool_id": (0, 0), "blocks": [
@@ -226,6 +313,15 @@ class FrozenSegmentsTest(unittest.TestCase):
     def test_module_segments_hold_only_the_module(self):
         got = smolvm.torch.segments_holding(self.SNAPSHOT, {0x4000000: (0x300000, "w")})
         self.assertEqual(got, [(0x4000000, 0x400000)])
+
+    def test_describe_memory_by_pool_and_live_size(self):
+        lines = smolvm.torch.describe_memory(self.SNAPSHOT, {"allocated_bytes.all.current": 5 << 20,
+                                                             "reserved_bytes.all.current": 6 << 20}, [(1, 7)])
+        self.assertEqual(lines, [
+            "torch: allocated 5.0 MiB, reserved 6.0 MiB, inactive split 0.0 MiB",
+            "pool default: 1 segments, reserved 2.0 MiB, live 2.0 MiB",
+            "pool (1, 7) (frozen): 1 segments, reserved 4.0 MiB, live 3.0 MiB",
+            "live outside frozen pools: 2 blocks, 2.0 MiB; largest: 2 x 1.0 MiB"])
 
     def test_shared_segment_names_the_tensor(self):
         with self.assertRaisesRegex(ValueError, "layer.weight shares its allocation"):

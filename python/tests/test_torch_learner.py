@@ -70,5 +70,35 @@ class TorchLearnerContractTest(unittest.TestCase):
             self.assertIn("--fork: smolvm.forkpoint: waiting for a fork order: no fork controller", p.stderr)
 
 
+class TqdmMonitorTest(unittest.TestCase):
+    """peft_dpo's golden stops tqdm's monitor thread (transformers' "Loading
+    weights" bar starts it), so the forkpoint warns about no thread; shown
+    with a fake tqdm (python/tests/fake_tqdm)."""
+
+    def test_monitor_stopped_and_never_restarted(self):
+        script = "\n".join([
+            "import sys, threading, warnings",
+            "sys.path.insert(0, %r)" % os.path.join(HERE, "..", "..", "bench", "peers"),
+            "import tqdm, peft_dpo",
+            "from smolvm import _rules",
+            "tqdm.tqdm_asyncio(range(3))",
+            "print('before', sorted(t.name for t in threading.enumerate()))",
+            "peft_dpo.no_tqdm_monitor()",
+            "tqdm.tqdm_asyncio(range(3)); tqdm.tqdm(range(3))",
+            "print('after', sorted(t.name for t in threading.enumerate()))",
+            "with warnings.catch_warnings(record=True) as w:",
+            "    warnings.simplefilter('always')",
+            "    _rules.check(None)",
+            "print('warnings', len(w))",
+        ])
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([os.path.join(HERE, "fake_tqdm"), env.get("PYTHONPATH", "")])
+        p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("before ['MainThread', 'tqdm_monitor']", p.stdout)
+        self.assertIn("after ['MainThread']", p.stdout)
+        self.assertIn("warnings 0", p.stdout)
+
+
 if __name__ == "__main__":
     unittest.main()

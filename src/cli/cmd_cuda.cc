@@ -28,6 +28,12 @@ namespace {
 
 // --socket, else $SMOLVM_CUDA_SOCKET, else the daemon that --cuda machines
 // started under $SMOLVM_HOME.
+std::string Fixed1(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
 std::string DaemonSocket(const std::string& flag) {
   if (!flag.empty()) return flag;
   const char* env = std::getenv("SMOLVM_CUDA_SOCKET");
@@ -151,12 +157,16 @@ int Status(const std::string& socket_flag, bool json, bool ops) {
   // what its worker counts of the context column (modules, raised limits,
   // library handles); the rest of that column is the bare context and what
   // no part names.
-  for (const auto& s : j["sessions"])
-    std::printf("session %llu parts: private chunks %.1f, modules %.1f, limits %.1f, workspaces %.1f MiB of "
+  for (const auto& s : j["sessions"]) {
+    // At a golden's forkpoint: how much of what each clone copies is in use.
+    auto live = s.value("private_live_mib", nlohmann::json());
+    std::string in_use = live.is_number() ? " (" + Fixed1(live.get<double>()) + " MiB in use)" : "";
+    std::printf("session %llu parts: private chunks %.1f%s, modules %.1f, limits %.1f, workspaces %.1f MiB of "
                 "context %.1f MiB (%s)\n",
-                s.value("session", 0ull), s.value("private_mib", 0.0), s.value("modules_mib", 0.0),
+                s.value("session", 0ull), s.value("private_mib", 0.0), in_use.c_str(), s.value("modules_mib", 0.0),
                 s.value("limits_mib", 0.0), s.value("workspaces_mib", 0.0), s.value("context_mib", 0.0),
                 j.value("context_source", "?").c_str());
+  }
   for (const auto& s : j["sessions"])
     if (auto c = s.value("gpu_mem_charged", nlohmann::json()); c.is_object())
       std::printf("session %llu: %.1f MiB of its machine's --gpu-mem (context %.1f, chunks %.1f, modules %.1f, "

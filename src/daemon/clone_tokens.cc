@@ -71,6 +71,14 @@ void Daemon::ReleaseClones(ForkJob& job) {
   proto::AppendRequest(&out, go, 0);
   (void)SendToGolden(job, out);
   job.released = true;
+  // With each clone's "fork: clone k ... ms=" line: the request-to-release
+  // part (the golden's prepare and the builds) against release-to-attach
+  // (the guest forking each child and its first call).
+  size_t built = 0;
+  for (const auto& c : job.clones) built += c.built;
+  Log("fork of session %llu: %zu orders sent to the golden %.1f ms after the request met the forkpoint (%zu built)",
+      static_cast<unsigned long long>(job.golden), go.orders.size(),
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - job.t0).count(), built);
   // A machine's golden leaves the daemon's forkpoint with its orders and
   // waits at its supervisor's; its next fork finds it here again.
   if (job.machine_fork) golden->second.state = "running";

@@ -46,6 +46,7 @@ nlohmann::json ToJson(const SessionStatus& s) {
           {"shared_mib", s.shared_mib},
           {"private_chunks", s.private_chunks},
           {"private_mib", s.private_mib},
+          {"private_live_mib", s.private_live_mib ? nlohmann::json(*s.private_live_mib) : nlohmann::json()},
           {"allocations", s.allocations},
           {"context_mib", s.context_mib},
           {"modules_mib", s.modules_mib},
@@ -133,6 +134,7 @@ DaemonStatus Daemon::CollectStatus() const {
     x.shared_mib = Mib(s.shared_bytes);
     x.private_chunks = s.private_chunks;
     x.private_mib = Mib(s.private_bytes);
+    if (s.private_live_bytes != ~0ull) x.private_live_mib = Mib(s.private_live_bytes);
     x.allocations = s.allocations;
     x.context_mib = Mib(context);
     x.modules_mib = Mib(s.module_bytes);

@@ -25,6 +25,9 @@ struct SessionStatus {
   double shared_mib = 0;
   uint64_t private_chunks = 0;
   double private_mib = 0;
+  // At its forkpoint: the allocated bytes inside its private chunks (what a
+  // clone copies that is in use); unset otherwise.
+  std::optional<double> private_live_mib;
   uint64_t allocations = 0;
   double context_mib = 0;
   // What its loaded modules, raised context limits and library handles

@@ -271,6 +271,9 @@ void Daemon::SendCloneBuilds(ForkJob& job) {
     if (!st.ok()) return FailFork(job, st);
     c.sent = true;
     ++in_flight;
+    Log("fork of session %llu: clone build sent to worker %d %.1f ms after the request met the forkpoint",
+        static_cast<unsigned long long>(job.golden), c.worker,
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - job.t0).count());
   }
 }
 

@@ -43,6 +43,7 @@ void Daemon::OnSessionStats(const WorkerProc& w, const proto::WorkerStatsRequest
   it->second.module_bytes = r.module_bytes;
   it->second.limit_bytes = r.limit_bytes;
   it->second.workspace_bytes = r.workspace_bytes;
+  it->second.private_live_bytes = r.private_live_bytes;
 }
 
 }  // namespace smolvm

@@ -54,7 +54,7 @@ TEST_F(MachinePythonTest, PythonGoldenForksThreeClonesThroughOsFork) {
     // torch's CPU threads are back at the clone machine's CPUs.
     std::string expect = "clone idx=" + n + " env_index=" + n + " env_name=" + name +
                          " host=" + name + " socket=unset threads=True pool=True sub=" + name +
-                         " seed=True warm=[0, 1, 4, 9] torch_threads=True";
+                         " seed=True warm=[0, 1, 4, 9] torch_threads=True timing=True";
     EXPECT_TRUE(WaitForLog(name, expect)) << Logs(name);
     EXPECT_EQ(Logs(name).find("Traceback"), std::string::npos) << Logs(name);
   }

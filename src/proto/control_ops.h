@@ -58,11 +58,13 @@
     (F(u64, session_id) F(u32, hello_seq) F(u32, role) F(u32, guest_pid) F(u64, flags) F(u32, uid)), ()) \
   /* worker -> daemon: what its session holds, after each change; module_bytes, \
      limit_bytes and workspace_bytes: what its modules, context limits and library handles \
-     hold on the device (daemon/device_charges.h; charged to its machine's --gpu-mem) */ \
+     hold on the device (daemon/device_charges.h; charged to its machine's --gpu-mem); \
+     private_live_bytes: at its forkpoint, the allocated bytes inside its private chunks (what \
+     a clone copies that is in use), else UINT64_MAX (not counted) */ \
   X(302, WorkerStats, ASYNC, \
     (F(u64, session_id) F(u64, shared_chunks) F(u64, shared_bytes) F(u64, private_chunks) \
      F(u64, private_bytes) F(u64, allocations) F(u64, module_bytes) F(u64, limit_bytes) \
-     F(u64, workspace_bytes)), ()) \
+     F(u64, workspace_bytes) F(u64, private_live_bytes)), ()) \
   /* worker -> daemon: its session entered ("forkpoint") or left ("running") the forkpoint */ \
   X(303, WorkerState, ASYNC, (F(u64, session_id) F(str, state)), ()) \
   /* daemon -> golden worker: freeze and describe the session for `count` clones */ \

@@ -299,5 +299,30 @@ TEST_F(DeviceMemoryTest, WrappingWriteRangeIsInvalid) {
   EXPECT_EQ(mem.PrepareWrite(*a, ~uint64_t{0}).status().code(), CUDA_ERROR_INVALID_VALUE);
 }
 
+TEST_F(DeviceMemoryTest, PrivateSummaryCountsWhatAForkCopiesAndWhatLivesInIt) {
+  DeviceMemory mem(&fake, kBase, 4096 * kMiB);
+  auto base = mem.Alloc(100 * kMiB);  // frozen and shared: not copied
+  auto lora = mem.Alloc(3 * kMiB);    // private
+  auto small_a = mem.Alloc(1000);     // one slab chunk, partly live
+  auto small_b = mem.Alloc(1000);
+  auto gone = mem.Alloc(20 * kMiB);
+  ASSERT_TRUE(base.ok() && lora.ok() && small_a.ok() && small_b.ok() && gone.ok());
+  ASSERT_TRUE(mem.Free(*gone).ok());  // a freed allocation leaves nothing private behind
+  ASSERT_TRUE(mem.MarkFrozen(*base, 100 * kMiB).ok());
+  std::vector<uint64_t> frozen;
+  for (const auto& [addr, c] : mem.chunks())
+    if (mem.ChunkIsFrozen(addr)) frozen.push_back(addr);
+  ASSERT_TRUE(mem.ShareChunks(frozen).ok());
+
+  PrivateMemorySummary s = mem.PrivateSummary();
+  EXPECT_EQ(s.chunks, 2u);  // the 4 MiB of lora (2 granules, one chunk) and one 2 MiB slab
+  ASSERT_EQ(mem.granularity(), 2 * kMiB);
+  EXPECT_EQ(s.chunk_bytes, 6 * kMiB);
+  EXPECT_EQ(s.live_bytes, 3 * kMiB + 2000);
+  EXPECT_EQ(s.allocation_sizes, (std::map<uint64_t, size_t>{{1000, 2}, {3 * kMiB, 1}}));
+  EXPECT_EQ(FormatPrivateSummary(s),
+            "private 2 chunks 6.0 MiB, live 3.0 MiB in 3 allocations; largest: 1 x 3.0 MiB, 2 x 1000 B");
+}
+
 }  // namespace
 }  // namespace smolvm

@@ -200,6 +200,7 @@ Status Worker::ServeFrame(Channel& guest, const proto::FrameHeader& h, std::stri
       proto::AppendRequest(&note, proto::WorkerStateRequest{session_id_, "forkpoint"}, 0);
       (void)control_->Write(note);
       if (ahead_epoch_ != epoch_) SendAhead();
+      SendStats();  // with what its clones would copy in use
     }
     return AnswerForkpoint(guest);
   }
@@ -269,6 +270,8 @@ void Worker::SendStats() {
     }
   }
   s.allocations = memory_->allocation_count();
+  // Counted only while its memory holds still (a golden at its forkpoint).
+  s.private_live_bytes = forkpoint_waiting_ ? memory_->PrivateSummary().live_bytes : ~0ull;
   if (const auto* b = dynamic_cast<const BudgetedBackend*>(backend_.get())) {
     s.module_bytes = b->module_bytes();
     s.limit_bytes = b->limit_bytes();

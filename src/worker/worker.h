@@ -76,6 +76,9 @@ class Worker {
   // Pooled worker: let every preloaded chunk go (before serving an unrelated
   // session, or when the daemon says the golden left its forkpoint).
   void DropPreload() { preload_->Drop(); }
+  // Pooled worker: loads the libraries `libraries` names (library_preload.h)
+  // and makes and destroys a handle of each, logging the time it took.
+  void PreloadLibraries(uint32_t libraries);
 
   GpuBackend& backend() { return *backend_; }
   // After the drop to a tenant's uid: that tenant's module cache.

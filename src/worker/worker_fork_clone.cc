@@ -46,6 +46,7 @@ Result<proto::CloneBuiltRequest> Worker::BuildClone(const proto::CloneBuildReque
     ASSIGN_OR_RETURN(uint64_t h, backend_->ModuleGetFunction(mod->second.handle, f.name));
     functions_[f.id] = FunctionInfo{h, f.module, f.name};
   }
+  double modules_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   for (const auto& st : j.streams) {
     ASSIGN_OR_RETURN(uint64_t h, backend_->StreamCreate(st.flags, st.priority));
     streams_[st.id] = StreamInfo{h, st.flags, st.priority};
@@ -54,6 +55,7 @@ Result<proto::CloneBuiltRequest> Worker::BuildClone(const proto::CloneBuildReque
     ASSIGN_OR_RETURN(uint64_t h, backend_->EventCreate(ev.flags));
     events_[ev.id] = EventInfo{h, ev.flags};
   }
+  double handles_t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   // cuBLAS and cuBLASLt handles under the same guest ids, with their stream,
   // modes and workspace (same addresses: the workspace is golden memory).
   if (!j.blas.empty() || !j.lt.empty()) {
@@ -82,6 +84,7 @@ Result<proto::CloneBuiltRequest> Worker::BuildClone(const proto::CloneBuildReque
     }
   }
   // cuDNN handles and finalized descriptors (plans too) under the same ids.
+  double dnn_t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   RETURN_IF_ERROR(DnnRebuild(j));
   proto::CloneBuiltRequest built;
   for (const auto& [addr, c] : memory_->chunks()) {
@@ -95,8 +98,11 @@ Result<proto::CloneBuiltRequest> Worker::BuildClone(const proto::CloneBuildReque
   }
   built.ms = std::chrono::duration<float, std::milli>(std::chrono::steady_clock::now() - t0).count();
   built.preloaded = preloaded;
-  std::fprintf(stderr, "smolvm worker %d: clone build: memory %.1f ms (%u shared chunks preloaded), total %.1f ms\n",
-               ::getpid(), layout_ms, preloaded, static_cast<double>(built.ms));
+  std::fprintf(stderr,
+               "smolvm worker %d: clone build: memory %.1f ms (%u shared chunks preloaded), modules %.1f ms (%zu), "
+               "cuBLAS %.1f ms, cuDNN %.1f ms (%zu calls replayed), total %.1f ms\n",
+               ::getpid(), layout_ms, preloaded, modules_ms - layout_ms, j.modules.size(), dnn_t - handles_t,
+               static_cast<double>(built.ms) - dnn_t, j.dnn_log.size(), static_cast<double>(built.ms));
   return built;
 }
 

@@ -201,6 +201,11 @@ Status Worker::PrepareFork(const proto::ForkPrepareRequest& req) {
   std::fprintf(stderr, "smolvm worker %d: fork prepare: sync+share %.1f ms, %s %.1f ms\n", ::getpid(), share_ms,
                reuse_ahead ? "descriptors exported ahead" : ("export " + std::to_string(fds.size()) + " chunks").c_str(),
                ms_since(t1));
+  // What each clone copies, beside what lives in it (`smolvm cuda status`
+  // shows the chunk totals; this line says which allocations they hold).
+  if (share)
+    std::fprintf(stderr, "smolvm worker %d: fork prepare: %s\n", ::getpid(),
+                 FormatPrivateSummary(memory_->PrivateSummary()).c_str());
   std::string out;
   proto::AppendRequest(&out, m, 0);
   RETURN_IF_ERROR(control_->Write(out));

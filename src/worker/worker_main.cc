@@ -16,6 +16,7 @@
 #include "backend/backend_factory.h"
 #include "worker/control.h"
 #include "daemon/machine_budget.h"
+#include "worker/library_preload.h"
 #include "worker/worker.h"
 #include "worker/worker_jail.h"
 #include "worker/worker_seccomp.h"
@@ -186,6 +187,7 @@ int WorkerMain(int control_fd, const WorkerOptions& options) {
   std::string out;
   proto::AppendRequest(&out, proto::WorkerReadyRequest{static_cast<uint32_t>(::getpid()), 0}, 0);
   if (!control.Write(out).ok()) return kWorkerExitControlLost;
+  worker.PreloadLibraries(LibrariesToPreloadFromEnv());  // off a fork's path (library_preload.h)
 
   // Pooled: preload orders until a clone build, then an adoption.
   PooledLink link{worker, control, *jail};

@@ -8,12 +8,25 @@ about. It is NOT torch: only the names smolvm touches exist.
   torch.cuda._lazy_init()             # CUDA initialized; a fork flags the child
                                       # as a bad fork, as torch does
   torch.calls                         # [("manual_seed", 7), ("empty_cache",), ...]
+  torch.cuda._fake_alloc(nbytes)      # a live allocation, in the pool its
+                                      # thread is routed to (MemPool, use_mem_pool,
+                                      # _C._cuda_beginAllocateToPool)
 """
 
 import ctypes
 import threading
 
+import types
+
 from torch import cuda  # noqa: F401  (torch.cuda, as in torch)
+
+# torch._C's allocator bindings that smolvm uses (a test may delete one).
+_C = types.SimpleNamespace(
+    _cuda_beginAllocateToPool=cuda._begin_all,
+    _cuda_endAllocateToPool=cuda._end_all,
+    _cuda_releasePool=lambda device, pool_id: calls.append(("_cuda_releasePool", device, pool_id)),
+    _cuda_clearCublasWorkspaces=lambda: calls.append(("_cuda_clearCublasWorkspaces",)),
+)
 
 calls = []
 _num_threads = 1
