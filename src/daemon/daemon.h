@@ -193,6 +193,10 @@ class Daemon {
     // unless it had to wait for the golden to get there: waited_ms).
     std::chrono::steady_clock::time_point t0, deadline;
     double waited_ms = 0;
+    // ms from t0 to now: the clock of every step the fork's lines report.
+    double MsSinceT0() const {
+      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
     std::string manifest;  // encoded ForkManifestBody, passed on as the golden sent it
     std::vector<UniqueFd> fds;
     struct Clone {
@@ -208,6 +212,9 @@ class Daemon {
       std::optional<PendingGuest> parked;
       proto::CloneBuiltRequest info;
       double ms = 0;
+      // Its steps, in ms since t0 (0: not reached): build sent to a worker,
+      // built, its order in the golden's ForkGo, its child's Hello arrived.
+      double sent_ms = 0, built_ms = 0, released_ms = 0, hello_ms = 0;
     };
     std::vector<Clone> clones;
     bool released = false;  // the golden has every clone's order (its one ForkGo)

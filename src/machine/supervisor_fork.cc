@@ -80,8 +80,16 @@ Status Supervisor::DoForks(const PendingFork& req, std::vector<CloneWork>* works
       Log("GPU fork into '" + w.name + "': " + lines[i].dump());
       // Serving: the daemon's own clock from the request's arrival to the
       // clone's first call, on ours from when the request met the golden.
-      double attached = run->daemon_asked_ms + lines[i].value("waited_ms", 0.0) + lines[i].value("ms", 0.0);
+      const double at = run->daemon_asked_ms + lines[i].value("waited_ms", 0.0);
+      double attached = at + lines[i].value("ms", 0.0);
       w.ms = std::max(w.ms, attached);
+      auto daemon_step = [&](const char* key) {
+        double v = lines[i].value(key, 0.0);
+        return v > 0 ? at + v : 0.0;
+      };
+      w.steps.built = daemon_step("built_at_ms");
+      w.steps.released = daemon_step("released_ms");
+      w.steps.hello = daemon_step("hello_ms");
     }
   }
   if (!s.ok() && run->released && !run->golden_gone) {
@@ -97,6 +105,19 @@ Status Supervisor::DoForks(const PendingFork& req, std::vector<CloneWork>* works
     }
   }
   return s;
+}
+
+std::string Supervisor::CloneLine(const CloneWork& w) {
+  // "fork: clone <i> '<name>' pid <init> ms=<t>", then its steps (ms since
+  // the request met the golden, like ms); a GPU fork's daemon steps too.
+  char steps[256];
+  const CloneWork::Steps& t = w.steps;
+  int n = std::snprintf(steps, sizeof steps, " order=%.1f c1=%.1f cgroup=%.1f unshared=%.1f mounts=%.1f init=%.1f",
+                        t.order, t.c1, t.cgroup, t.unshared, t.mounts, t.init);
+  if (t.hello > 0 && n > 0 && static_cast<size_t>(n) < sizeof steps)
+    std::snprintf(steps + n, sizeof steps - n, " built=%.1f released=%.1f hello=%.1f", t.built, t.released, t.hello);
+  return "fork: clone " + std::to_string(w.index) + " '" + w.name + "' pid " + std::to_string(w.init) +
+         " ms=" + std::to_string(static_cast<int64_t>(w.ms)) + steps;
 }
 
 Status Supervisor::Commit(std::vector<CloneWork>& works) {
@@ -180,9 +201,7 @@ void Supervisor::ServeForks() {
     if (s.ok()) s = Commit(works);
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
     if (s.ok()) {
-      for (const auto& w : works)
-        Log("fork: clone " + std::to_string(w.index) + " '" + w.name + "' pid " + std::to_string(w.init) +
-            " ms=" + std::to_string(static_cast<int64_t>(w.ms)));
+      for (const auto& w : works) Log(CloneLine(w));
       Log("fork: " + std::to_string(works.size()) + " clone(s) in one request" + (run.gpu_fork ? " (one GPU fork)" : "") +
           " ms=" + std::to_string(ms));
     } else {
