@@ -59,6 +59,7 @@ inline constexpr int kDefaultMaxConnsPerMachine = 16;   // Hellos not finished y
 inline constexpr int kDefaultMaxConns = 128;            // the same, over every socket
 inline constexpr int kDefaultMaxSessionsPerMachine = kMaxPoolWorkers + 32;
 inline constexpr int kDefaultMaxWorkers = 2 * kMaxPoolWorkers + 64;
+inline constexpr int kDefaultForkBuildParallel = 8;  // `--fork-parallel`, SMOLVM_CUDA_FORK_PARALLEL
 static_assert(kDefaultMaxSessionsPerMachine >= 1 + kMaxPoolWorkers, "a golden and 128 clones fit on one socket");
 static_assert(kDefaultMaxWorkers >= 1 + kMaxPoolWorkers + kMaxPoolWorkers, "and beside them a full pool");
 // Largest Hello payload the daemon reads (its token is 32 hex characters).
@@ -83,7 +84,11 @@ struct DaemonOptions {
   int max_sessions_per_machine = kDefaultMaxSessionsPerMachine;
   int max_workers = kDefaultMaxWorkers;
   uint64_t module_cache_bytes = 4ull << 30;  // module images kept on disk, over every tenant
-  int fork_build_parallel = 1;    // clones rebuilding at once during a fork
+  // Clones rebuilding at once during a fork. Not 1: a fork of N clones would
+  // wait N x ~110 ms of serial rebuilds (H200, 7B learner) before its clones
+  // are released; the cost once blamed on parallel rebuilds was the first
+  // import of freshly exported chunks, paid ahead now (docs/fork.md).
+  int fork_build_parallel = kDefaultForkBuildParallel;
   bool quiet = false;
   // Workers' jail (worker_jail.h): the uid range they drop to, one uid per
   // tenant (base 0: they keep the daemon's uid; a daemon that is not root
