@@ -11,7 +11,9 @@
 //                          namespaces, gets /tmp,/workspace mounted (supervisor)
 //                          --fork()--> C2: pid 1 of the clone, runs the init loop
 //                                      --fork()--> C3: returns the clone index
-//   C1 exits at once; the golden reaps it. C2's parent becomes the golden's init.
+//   C1 exits once C2 is made; the golden reaps it later (ReapForkChildren), so
+//   it can fork the next clone's C1 while this one is still being set up.
+//   C2's parent becomes the golden's init.
 // The first fork is the caller's (fork(2) in smolvmForkpoint, os.fork() in
 // Python); C1 runs smolvm_fork_child, which makes C2 and C3 with fork(2). C1
 // has one thread, so C3 is a copy of a single-threaded process whose runtime
@@ -158,10 +160,34 @@ struct GoldenState {
 pthread_mutex_t g_state_mu = PTHREAD_MUTEX_INITIALIZER;
 GoldenState g_golden;
 
+// The golden's C1 children not reaped yet (under g_state_mu). A C1 lives
+// until its supervisor has set its clone up; the golden does not wait for
+// that before its next fork, and reaps them as they end.
+constexpr int kMaxUnreaped = 64;
+pid_t g_unreaped[kMaxUnreaped];
+int g_n_unreaped = 0;
+
+// Reaps the C1s that ended; with `block`, waits for all (or, when the list
+// is full, for the oldest). Under g_state_mu.
+void ReapForkChildrenLocked(bool block) {
+  int kept = 0;
+  for (int i = 0; i < g_n_unreaped; ++i) {
+    bool wait_this = block || (g_n_unreaped == kMaxUnreaped && i == 0);
+    int status;
+    pid_t r;
+    while ((r = waitpid(g_unreaped[i], &status, wait_this ? 0 : WNOHANG)) < 0 && errno == EINTR) {
+    }
+    if (r == 0) g_unreaped[kept++] = g_unreaped[i];  // still running
+  }
+  g_n_unreaped = kept;
+}
+
 // Leaves the forkpoint (closes the controller connection). Under g_state_mu.
 void LeaveLocked() {
   if (g_golden.fd >= 0) close(g_golden.fd);
   g_golden = GoldenState();
+  // The supervisor answered or left: every C1 ends on its own now.
+  ReapForkChildrenLocked(true);
 }
 
 // Runs in C1, the golden's fresh child. Returns the clone index in C3 (the
@@ -384,6 +410,7 @@ SMOLVM_EXPORT int smolvm_fork_child(const struct smolvm_fork_order* order) {
   if (r == 0) {
     if (g_golden.fd >= 0) close(g_golden.fd);  // the golden's connection
     g_golden = GoldenState();
+    g_n_unreaped = 0;  // the golden's children, not ours
   }
   pthread_mutex_unlock(&g_state_mu);
   if (r < 0) return r;
@@ -412,11 +439,13 @@ SMOLVM_EXPORT int smolvm_fork_parent(const struct smolvm_fork_order* order, pid_
   if (st.controller == Controller::kSupervisor) {
     if (pid > 0 && st.cwd[0] != '\0') (void)!chdir(st.cwd);
     r = SendLine(st.fd, "FORKED %d %d", st.order.index, pid != 0 ? (int)pid : -EIO);
-    if (pid > 0) {
-      int status;
-      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
-    }
+  }
+  if (st.controller == Controller::kSupervisor && pid > 0) {
+    pthread_mutex_lock(&g_state_mu);
+    if (g_n_unreaped == kMaxUnreaped) ReapForkChildrenLocked(false);  // waits for the oldest
+    g_unreaped[g_n_unreaped++] = pid;
+    ReapForkChildrenLocked(false);
+    pthread_mutex_unlock(&g_state_mu);
   }
   // A failed fork with the daemon as controller: it gives up on that clone
   // after its attach timeout.

@@ -63,7 +63,7 @@ Status Supervisor::PrepareClone(CloneWork& w) {
   return Status::Ok();
 }
 
-Status Supervisor::ForkClone(CloneWork& w, ForkRun& run, Clock::time_point c1_deadline) {
+Status Supervisor::StartClone(CloneWork& w, ForkRun& run, Clock::time_point c1_deadline) {
   const int index = next_index_++;
   w.index = index;
   if (!SendLine(golden_->fd.get(), "FORK " + std::to_string(index) + " " + w.name + " " + run.share + " -").ok()) {
@@ -121,11 +121,15 @@ Status Supervisor::ForkClone(CloneWork& w, ForkRun& run, Clock::time_point c1_de
     }
   }
   w.steps.c1 = run.Ms();
-  auto deadline = Clock::now() + kCloneStepTimeout;
   Conn& c1 = *w.conn;
   RETURN_IF_ERROR(w.cg.AddProcess(c1.peer));
   w.steps.cgroup = run.Ms();
-  RETURN_IF_ERROR(SendLine(c1.fd.get(), "MOVED"));
+  return SendLine(c1.fd.get(), "MOVED");
+}
+
+Status Supervisor::FinishClone(CloneWork& w, ForkRun& run) {
+  auto deadline = Clock::now() + kCloneStepTimeout;
+  Conn& c1 = *w.conn;
   ASSIGN_OR_RETURN(std::string line, ReadLine(c1, deadline));
   if (line != "UNSHARED") return Internal("clone setup failed: " + line);
   w.steps.unshared = run.Ms();

@@ -3,7 +3,7 @@
 // forkpoint: every clone's pieces first, then for a --cuda golden one daemon
 // request for all of its clones (the daemon builds them, then gives the
 // golden all their orders at once), then the golden forks them one after
-// the other. The request is all or nothing: on any failure, or when its
+// the other, each fork overlapping the previous clone's setup. The request is all or nothing: on any failure, or when its
 // caller hung up before the answer (Ctrl-C), every clone it made is undone.
 #include <errno.h>
 
@@ -55,12 +55,18 @@ Status Supervisor::DoForks(const PendingFork& req, std::vector<CloneWork>* works
     // The first clone's order comes once the daemon has built them all.
     c1_deadline = Clock::now() + kCudaForkTimeout;
   }
+  // Clone k's order goes to the golden before clone k-1 is finished: the
+  // golden forks C1 of k while C1 of k-1 unshares, gets its mounts and forks
+  // its init. On failure k is the last clone whose order was sent.
   Status s = Status::Ok();
+  const size_t n = works->size();
   size_t k = 0;
-  for (; k < works->size(); ++k) {
-    s = ForkClone((*works)[k], *run, k == 0 ? c1_deadline : Clock::now() + kCloneStepTimeout);
+  for (; k < n; ++k) {
+    s = StartClone((*works)[k], *run, k == 0 ? c1_deadline : Clock::now() + kCloneStepTimeout);
     if (!s.ok()) break;
+    if (k > 0 && !(s = FinishClone((*works)[k - 1], *run)).ok()) break;
   }
+  if (s.ok() && n > 0 && !(s = FinishClone((*works)[n - 1], *run)).ok()) k = n - 1;
   if (s.ok() && run->gpu_fork && run->cuda_fork.valid()) {
     // Done when every clone's program has re-attached as its clone session
     // (its first CUDA call, the handshake, served).

@@ -119,7 +119,13 @@ class Supervisor {
   void DeleteForkingRows(const std::vector<std::string>& names);
   // supervisor_clone.cc: one clone.
   Status PrepareClone(CloneWork& w);
-  Status ForkClone(CloneWork& w, ForkRun& run, Clock::time_point c1_deadline);
+  // A clone is made in two halves, so that the golden forks the next clone's
+  // C1 while this one's C1 unshares and gets its mounts (DoForks interleaves
+  // them): Start sends the golden its order, takes C1's connection and moves
+  // C1 into the clone's cgroup; Finish sees it unshared, injects its mounts
+  // and waits for its init.
+  Status StartClone(CloneWork& w, ForkRun& run, Clock::time_point c1_deadline);
+  Status FinishClone(CloneWork& w, ForkRun& run);
   // The golden holds a GPU order for a clone that will not be made: it forks
   // a child that is turned away, so no order is left for a later request.
   Status SpendOrder(const std::string& clone, ForkRun& run);
