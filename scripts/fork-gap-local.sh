@@ -45,5 +45,8 @@ done
 t0=$(date +%s%3N)
 "$SMOLVM" machine fork --golden gold --count "$N" --name-prefix kid --share-weights --timeout 120 || exit 1
 echo "machine fork --count $N: $(($(date +%s%3N) - t0)) ms end to end (host $HOST_MIB MiB, pinned $PINNED_MIB MiB)"
-"$SMOLVM" machine logs --name gold | grep -E "fork: "
+"$SMOLVM" machine logs --name gold >"$W/gold.log"
+grep -E "fork: " "$W/gold.log"
 grep -E "fork: clone|clone build|attached .* after" "$SMOLVM_HOME/cuda/daemon.log"
+python3 scripts/fork_timeline.py "$W/gold.log" "$SMOLVM_HOME/cuda/daemon.log"
+for i in 0 $((N - 1)); do echo "kid-$i: $("$SMOLVM" machine logs --name "kid-$i" | grep "clone attach")"; done
