@@ -97,8 +97,11 @@ int smolvm_fork_child(const struct smolvm_fork_order* order);
 
 /* In the golden after fork(2): `pid` is the child's pid, or a negative errno
  * when fork(2) or smolvm_fork_prepare failed. Releases what prepare took,
- * reports the fork to the controller and reaps the short-lived child. 0, or a
- * negative errno (the connection is then closed: the golden left). */
+ * and reports the fork to the controller; the short-lived child is reaped
+ * once it ends (here or at a later step, at the latest when the golden leaves
+ * its forkpoint), so the golden can fork the next clone while the supervisor
+ * still sets this one up. 0, or a negative errno (the connection is then
+ * closed: the golden left). */
 int smolvm_fork_parent(const struct smolvm_fork_order* order, pid_t pid);
 
 /* Marks device memory [device_ptr, device_ptr + bytes) as frozen: shareable

@@ -179,7 +179,7 @@ TEST_F(GuestStepsTest, SupervisorControllerReportsTheFork) {
   pid_t pid = fork();
   if (pid == 0) _exit(smolvm_fork_child(&o));  // exits 72 inside: CLONE refused
   ASSERT_GT(pid, 0);
-  EXPECT_EQ(smolvm_fork_parent(&o, pid), 0);  // reaps the child
+  EXPECT_EQ(smolvm_fork_parent(&o, pid), 0);
   EXPECT_EQ(smolvm_fork_wait(&o), -ECANCELED);
   server.join();
   EXPECT_EQ(hello, "HELLO\n");
