@@ -16,6 +16,7 @@ import sys
 
 STEP_KEYS = ["order", "c1", "cgroup", "unshared", "mounts", "init", "built", "released", "hello"]
 CLONE_RE = re.compile(r"fork: clone (\d+) '([^']+)' pid (\d+) ms=(\d+)((?: \w+=[\d.]+)*)")
+SPAN_RE = re.compile(r"fork: clone \d+ of golden pid .* sent=([\d.]+) built=([\d.]+)")
 BUILD_RE = re.compile(r"clone build: memory ([\d.]+) ms .*?modules ([\d.]+) ms, blas ([\d.]+) ms, dnn ([\d.]+) ms, "
                       r"total ([\d.]+) ms")
 
@@ -38,12 +39,15 @@ def main():
             for k, v in re.findall(r" (\w+)=([\d.]+)", m.group(5)):
                 c[k] = float(v)
             clones.append(c)
-    builds = []
+    builds, spans = [], []
     with open(sys.argv[2], errors="replace") as f:
         for line in f:
             m = BUILD_RE.search(line)
             if m:
                 builds.append([float(x) for x in m.groups()])
+            m = SPAN_RE.search(line)
+            if m:
+                spans.append((float(m.group(1)), float(m.group(2))))
     if not clones:
         print("no per-clone fork lines (a build before issue 18's timing lines?)")
         return 1
@@ -66,6 +70,15 @@ def main():
         d = [c[b] - c[a] for c in clones if c.get(a, 0) > 0 and c.get(b, 0) > 0]
         if d:
             print(f"  {what}: median {median(d):.1f} ms, max {max(d):.1f} ms")
+    if spans:
+        # Builds in flight at once: the most [sent, built) spans that overlap.
+        events = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans])
+        most = cur = 0
+        for _, d in events:
+            cur += d
+            most = max(most, cur)
+        print(f"  daemon: {len(spans)} builds sent {min(a for a, _ in spans):.0f}..{max(a for a, _ in spans):.0f} ms, "
+              f"at most {most} in flight at once")
     if builds:
         cols = list(zip(*builds))
         names = ["memory", "modules", "blas", "dnn", "total"]
