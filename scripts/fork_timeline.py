@@ -57,6 +57,9 @@ def main():
     if all("released" in c and c["released"] > 0 for c in clones):
         built = [c["built"] for c in clones]
         print(f"  daemon: built {min(built):.0f}..{max(built):.0f} ms, released at {clones[0]['released']:.0f} ms")
+    if not all("order" in c and "init" in c for c in clones):
+        print("  (no per-clone steps: a build before issue 18's timing lines)")
+        return 1
     order = [c["order"] for c in clones]
     init = [c["init"] for c in clones]
     print(f"  supervisor: first order {min(order):.0f} ms, last init {max(init):.0f} ms "
