@@ -92,7 +92,9 @@ int smolvm_fork_prepare(const struct smolvm_fork_order* order);
  * SMOLVM_FORKPOINT_SOCKET unset in the C environment (a runtime with its own
  * copy of the environment must refresh it), stdout/stderr on the clone's log,
  * and the CUDA session re-attached as the clone. Any failure ends the process
- * (_exit 70: the CUDA session could not re-attach; 71-78: a machine step). */
+ * (_exit 70: the CUDA session could not re-attach; 71-79: a machine step).
+ * Inside a machine it returns once the supervisor has made every clone of
+ * the request: a request's clones start together. */
 int smolvm_fork_child(const struct smolvm_fork_order* order);
 
 /* In the golden after fork(2): `pid` is the child's pid, or a negative errno

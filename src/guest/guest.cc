@@ -10,7 +10,8 @@
 //   golden --fork()--> C1: joins the clone cgroup (supervisor), unshares
 //                          namespaces, gets /tmp,/workspace mounted (supervisor)
 //                          --fork()--> C2: pid 1 of the clone, runs the init loop
-//                                      --fork()--> C3: returns the clone index
+//                                      --fork()--> C3: re-attaches, waits for C2's
+//                                                  GO, returns the clone index
 //   C1 exits once C2 is made; the golden reaps it later (ReapForkChildren), so
 //   it can fork the next clone's C1 while this one is still being set up.
 //   C2's parent becomes the golden's init.
@@ -22,6 +23,8 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <limits.h>
 #include <net/if.h>
 #include <pthread.h>
@@ -216,10 +219,18 @@ int ContinueAsClone(const GoldenState& st) {
 
   // C2: pid 1 of the clone's pid namespace.
   mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+  // The program goes on past its re-attach only once the supervisor made
+  // every clone of the request (GO): a request's clones start together, and
+  // one that fails runs none of them.
+  int go[2];
+  if (pipe2(go, O_CLOEXEC) < 0) _exit(79);
   if (SendLine(c, "INIT") < 0) _exit(77);
   pid_t program = fork();
   if (program < 0) _exit(78);
   if (program > 0) {
+    close(go[0]);
+    if (Expect(c, "GO", nullptr) < 0) kill(program, SIGKILL);
+    close(go[1]);  // EOF in the program: go on
     CloseFdsExcept(c);
     prctl(PR_SET_NAME, "smolvm-init", 0, 0, 0);
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
@@ -229,6 +240,7 @@ int ContinueAsClone(const GoldenState& st) {
 
   // C3: the clone's program continues from the golden's state.
   close(c);
+  close(go[1]);
   dup2(log_fd, STDOUT_FILENO);
   dup2(log_fd, STDERR_FILENO);
   close(log_fd);
@@ -243,6 +255,10 @@ int ContinueAsClone(const GoldenState& st) {
     fprintf(stderr, "smolvm: clone %d could not re-attach its CUDA session\n", o.index);
     _exit(70);
   }
+  char b;
+  while (read(go[0], &b, 1) < 0 && errno == EINTR) {
+  }
+  close(go[0]);
   return o.index;
 }
 

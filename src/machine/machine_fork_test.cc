@@ -258,6 +258,11 @@ TEST_F(MachineForkTest, CancelledWhileForkingUndoesEveryClone) {
   EXPECT_EQ(answer->rfind("ERR 200002 ", 0), 0u) << *answer << Logs("gold");
   EXPECT_NE(answer->find("its clones are removed"), std::string::npos) << *answer;
   for (const auto& n : names) ExpectNoClone(n);
+  // Its clones were made (attached) before the supervisor saw the hang-up,
+  // but none ran its program past the forkpoint: that waits for the whole
+  // request (GO).
+  for (int i = 0; i < 8; ++i)
+    EXPECT_FALSE(fs::exists(out + "/clone" + std::to_string(i) + ".txt")) << "clone " << i << " of a cancelled request ran";
   // The golden went back to its forkpoint with no order left over.
   CliRun r = Cli({"machine", "fork", "--golden", "gold", "--count", "2", "--name-prefix", "kid", "--share-weights"});
   ASSERT_EQ(r.rc, 0) << r.err << Logs("gold");

@@ -146,6 +146,8 @@ Status Supervisor::Commit(std::vector<CloneWork>& works) {
     return Status::Ok();
   }));
   for (auto& w : works) {
+    // Every clone made: their programs go on past the forkpoint together.
+    (void)SendLine(w.conn->fd.get(), "GO");
     w.conn->cuda = std::move(w.endpoint);
     w.conn->clone = w.name;
     conns_.push_back(std::move(*w.conn));
