@@ -288,8 +288,8 @@ class Daemon {
   // Sends the golden every clone's order in one ForkGo (when the job's
   // first clone is built); the built clones' orders come first.
   void ReleaseClones(ForkJob& job);
-  // Whether `job`'s orders may go now: at once, except a machine fork of
-  // several clones, once all are built (daemon_machines.cc).
+  // Whether `job`'s orders may go now: once any of its clones is built
+  // (daemon_machines.cc).
   bool ReadyToRelease(const ForkJob& job) const;
   // Hands a clone's child (its Hello) to the clone's built worker.
   void AdoptClone(ForkJob& job, ForkJob::Clone& c, PendingGuest g);
