@@ -24,11 +24,11 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <limits.h>
 #include <net/if.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,10 +137,13 @@ int LoopbackUp() {
   return r == 0 ? 0 : -e;
 }
 
-void CloseFdsExcept(int keep) {
+// Closes every descriptor but `a` and `b` (both >= 0).
+void CloseFdsExcept(int a, int b) {
+  unsigned lo = (unsigned)(a < b ? a : b), hi = (unsigned)(a < b ? b : a);
   // close_range is Linux 5.9+; both our kernels have it.
-  if (keep > 0) syscall(SYS_close_range, 0u, (unsigned)keep - 1, 0u);
-  syscall(SYS_close_range, (unsigned)keep + 1, ~0u, 0u);
+  if (lo > 0) syscall(SYS_close_range, 0u, lo - 1, 0u);
+  if (hi > lo + 1) syscall(SYS_close_range, lo + 1, hi - 1, 0u);
+  syscall(SYS_close_range, hi + 1, ~0u, 0u);
 }
 
 // The golden's side of one fork, kept between the steps. Changed under
@@ -228,10 +231,9 @@ int ContinueAsClone(const GoldenState& st) {
   pid_t program = fork();
   if (program < 0) _exit(78);
   if (program > 0) {
-    close(go[0]);
+    CloseFdsExcept(c, go[1]);
     if (Expect(c, "GO", nullptr) < 0) kill(program, SIGKILL);
     close(go[1]);  // EOF in the program: go on
-    CloseFdsExcept(c);
     prctl(PR_SET_NAME, "smolvm-init", 0, 0, 0);
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     int status = SmolvmInitLoop(program, c);

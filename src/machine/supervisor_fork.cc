@@ -1,10 +1,12 @@
 // Fork requests on the control socket (supervisor.h): FORK for one clone,
 // FORKN for many. A request is served whole, once the golden waits at its
 // forkpoint: every clone's pieces first, then for a --cuda golden one daemon
-// request for all of its clones (the daemon builds them, then gives the
-// golden all their orders at once), then the golden forks them one after
-// the other, each fork overlapping the previous clone's setup. The request is all or nothing: on any failure, or when its
-// caller hung up before the answer (Ctrl-C), every clone it made is undone.
+// request for all of its clones (the daemon builds them and gives the
+// golden all their orders at once, when the first is built), then the golden forks them one after
+// the other, each fork overlapping the previous clone's setup; the clones'
+// programs go on together once all are made (GO, at commit). The request is
+// all or nothing: on any failure, or when its caller hung up before the
+// answer (Ctrl-C), every clone it made is undone.
 #include <errno.h>
 
 #include <cstdio>
@@ -52,7 +54,7 @@ Status Supervisor::DoForks(const PendingFork& req, std::vector<CloneWork>* works
                                                          static_cast<int>(kCudaForkTimeout.count() * 1000)));
     run->daemon_asked_ms = std::chrono::duration<double, std::milli>(Clock::now() - run->t0).count();
     run->gpu_fork = true;
-    // The first clone's order comes once the daemon has built them all.
+    // The first clone's order comes once the daemon has built one.
     c1_deadline = Clock::now() + kCudaForkTimeout;
   }
   // Clone k's order goes to the golden before clone k-1 is finished: the
