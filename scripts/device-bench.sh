@@ -56,7 +56,8 @@
 #     N=16 then N=64, 1 rep each, into bench/next/results like `headline`; the
 #     arm forks all N clones from one request (fork_requests "one request": one
 #     supervisor FORKN, one daemon fork of N clones built before any trains).
-#     $OUT/forkn.txt lists each run's fork_requests, fork_s and slowest clone.
+#     $OUT/forkn.txt lists each run's fork_requests, fork_s and slowest clone,
+#     then per run where the fork's time went (scripts/fork_timeline.py).
 #     Goal: fork_s <= 1 s at N=16, <= 5 s at N=64.                       ~5 min
 #
 # Everything new comes back in $OUT/results.tgz (results + logs) with
@@ -147,6 +148,13 @@ for path in sorted(glob.glob(sys.argv[1] + "/*.json")):
     print(f"n={r.get('n')} fork_requests={r.get('fork_requests')!r} fork_s={fork_s:.3f} "
           f"clones={len(r.get('clones', []))} slowest_clone_ms={ms:.1f} done={r.get('learners_done')}/{r.get('n')}")
 PY
+  # Where each fork's time went (per-clone steps; scripts/fork_timeline.py).
+  for d in "$LOGDIR"/fork_n*; do
+    [[ -d $d ]] || continue
+    echo "== $(basename "$d")"
+    python3 scripts/fork_timeline.py "$(ls "$d"/*-g.log | head -1)" "$d/cuda-daemon.log"
+    grep -hE "fork ahead: session|fork of session|clone\(s\) in one request" "$d"/cuda-daemon.log "$d"/*-g.log
+  done 2>&1 | tee -a "$OUT/forkn.txt"
 elif [[ $PLAN == comparison ]]; then
   one20=(--shapes 2x256 --steps 20 --reps 1)
   case $PART in

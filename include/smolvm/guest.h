@@ -92,13 +92,18 @@ int smolvm_fork_prepare(const struct smolvm_fork_order* order);
  * SMOLVM_FORKPOINT_SOCKET unset in the C environment (a runtime with its own
  * copy of the environment must refresh it), stdout/stderr on the clone's log,
  * and the CUDA session re-attached as the clone. Any failure ends the process
- * (_exit 70: the CUDA session could not re-attach; 71-78: a machine step). */
+ * (_exit 70: the CUDA session could not re-attach; 71-79: a machine step).
+ * Inside a machine it returns once the supervisor has made every clone of
+ * the request: a request's clones start together. */
 int smolvm_fork_child(const struct smolvm_fork_order* order);
 
 /* In the golden after fork(2): `pid` is the child's pid, or a negative errno
  * when fork(2) or smolvm_fork_prepare failed. Releases what prepare took,
- * reports the fork to the controller and reaps the short-lived child. 0, or a
- * negative errno (the connection is then closed: the golden left). */
+ * and reports the fork to the controller; the short-lived child is reaped
+ * once it ends (here or at a later step, at the latest when the golden leaves
+ * its forkpoint), so the golden can fork the next clone while the supervisor
+ * still sets this one up. 0, or a negative errno (the connection is then
+ * closed: the golden left). */
 int smolvm_fork_parent(const struct smolvm_fork_order* order, pid_t pid);
 
 /* Marks device memory [device_ptr, device_ptr + bytes) as frozen: shareable

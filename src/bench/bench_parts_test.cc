@@ -18,11 +18,13 @@ const char* kDaemonLog =
     "smolvm-daemon: fork: clone 1 of 7 shared=12 private=3 shared_mib=768.0 private_mib=6.0 ms=70.0 (build 41.0 ms)\n"
     "smolvmd[9] 06:30:27.574: fork: clone 2 of 7 shared=12 private=3 shared_mib=768.0 private_mib=6.0 ms=48.6 "
     "build_ms=14.2 preloaded=12 waited_ms=0.0\n"
+    "smolvmd[9] 06:30:27.590: fork: clone 3 of golden pid 7 (4 of 16 attached) shared=12 private=3 shared_mib=768.0 "
+    "private_mib=6.0 ms=52.5 build_ms=15.0 preloaded=12 waited_ms=0.0 sent=1.0 built=16.0 released=16.1 hello=40.2\n"
     "fork: clone garbage\n";
 
 TEST(ControlCheck, ParsesTheDaemonsForkLines) {
   auto clones = ParseForkLines(kDaemonLog);
-  ASSERT_EQ(clones.size(), 3u);
+  ASSERT_EQ(clones.size(), 4u);
   EXPECT_EQ(clones[1].index, 1);
   EXPECT_EQ(clones[1].shared_chunks, 12);
   EXPECT_EQ(clones[1].private_chunks, 3);
@@ -33,11 +35,16 @@ TEST(ControlCheck, ParsesTheDaemonsForkLines) {
   EXPECT_DOUBLE_EQ(clones[2].ms, 48.6);
   EXPECT_DOUBLE_EQ(clones[2].build_ms, 14.2);
   EXPECT_EQ(clones[2].preloaded, 12);
+  // Today's line: "of golden pid 7 (4 of 16 attached)", then the same fields.
+  EXPECT_EQ(clones[3].index, 3);
+  EXPECT_EQ(clones[3].shared_chunks, 12);
+  EXPECT_DOUBLE_EQ(clones[3].ms, 52.5);
+  EXPECT_DOUBLE_EQ(clones[3].build_ms, 15.0);
 }
 
 TEST(ControlCheck, Verdicts) {
   auto shared = ParseForkLines(kDaemonLog);
-  shared.pop_back();
+  shared.resize(2);
   EXPECT_EQ(ControlVerdict("on", shared, 2), "ok");
   EXPECT_EQ(ControlVerdict("off", shared, 2), "!! CONTROL FAILED: asked for copy mode but the daemon shared 24 chunks");
   std::vector<CloneFork> copied = {{0, 0, 15, 0, 774, 60}, {1, 0, 15, 0, 774, 61}};

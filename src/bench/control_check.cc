@@ -16,8 +16,15 @@ std::vector<CloneFork> ParseForkLines(const std::string& log) {
     CloneFork c;
     unsigned pid = 0;
     long long shared = 0, priv = 0;
-    if (std::sscanf(line.c_str() + at, "fork: clone %d of %u shared=%lld private=%lld shared_mib=%lf private_mib=%lf ms=%lf",
-                    &c.index, &pid, &shared, &priv, &c.shared_mib, &c.private_mib, &c.ms) != 7)
+    // "clone <idx> of golden pid <pid> (<k> of <n> attached) shared=...";
+    // daemons before issue 18 wrote "clone <idx> of <pid> shared=...".
+    const char* rest = line.c_str() + at;
+    if (std::sscanf(rest, "fork: clone %d of golden pid %u", &c.index, &pid) != 2 &&
+        std::sscanf(rest, "fork: clone %d of %u", &c.index, &pid) != 2)
+      continue;
+    const char* fields = std::strstr(rest, " shared=");
+    if (fields == nullptr || std::sscanf(fields, " shared=%lld private=%lld shared_mib=%lf private_mib=%lf ms=%lf",
+                                         &shared, &priv, &c.shared_mib, &c.private_mib, &c.ms) != 5)
       continue;
     c.shared_chunks = shared;
     c.private_chunks = priv;

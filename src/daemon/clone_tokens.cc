@@ -62,10 +62,12 @@ void Daemon::ReleaseClones(ForkJob& job) {
   if (!job.machine_fork)
     std::stable_partition(order.begin(), order.end(), [](const ForkJob::Clone* c) { return c->built; });
   proto::ForkGoRequest go;
+  const double released_ms = job.MsSinceT0();
   for (ForkJob::Clone* c : order) {
     c->index = next_clone_index_[job.golden]++;
     go.orders.push_back({c->index, c->token});
     c->released = true;
+    c->released_ms = released_ms;
   }
   std::string out;
   proto::AppendRequest(&out, go, 0);
@@ -121,6 +123,7 @@ void Daemon::AttachClone(PendingGuest g, const std::string& token) {
   ForkJob& job = *found_job;
   ForkJob::Clone& c = *found;
   c.token.clear();  // spent: no Hello can match it again
+  c.hello_ms = job.MsSinceT0();
   if (!c.built) {
     // The golden forked this child before its clone was built.
     c.parked = std::move(g);
@@ -144,19 +147,25 @@ void Daemon::AdoptClone(ForkJob& job, ForkJob::Clone& c, PendingGuest g) {
   if (!w->second.control->Write(out, std::span<const int>(&fd, 1)).ok()) return;
   c.attached = true;
   c.host_pid = g.host_pid;
-  c.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - job.t0).count();
+  c.ms = job.MsSinceT0();
   Session& s = sessions_[c.session];
   s.guest_pid = g.guest_pid;
   s.host_pid = g.host_pid;
   s.state = "running";
   const Session& gold = sessions_[job.golden];
+  size_t attached = 0;
+  for (const auto& other : job.clones) attached += other.attached;
   // ms: the request met the golden at its forkpoint -> this clone's
-  // worker serves its first call (the Hello).
-  Log("fork: clone %d of %u shared=%llu private=%llu shared_mib=%.1f private_mib=%.1f ms=%.1f build_ms=%.1f "
-      "preloaded=%u waited_ms=%.1f",
-      c.index, gold.guest_pid, static_cast<unsigned long long>(c.info.shared_chunks),
+  // worker serves its first call (the Hello). "k of N": this clone is the
+  // k-th of the request's N to attach. The steps after waited_ms are ms
+  // since the forkpoint as well: build sent, built, released, Hello.
+  Log("fork: clone %d of golden pid %u (%zu of %zu attached) shared=%llu private=%llu shared_mib=%.1f "
+      "private_mib=%.1f ms=%.1f build_ms=%.1f preloaded=%u waited_ms=%.1f sent=%.1f built=%.1f released=%.1f "
+      "hello=%.1f",
+      c.index, gold.guest_pid, attached, job.clones.size(), static_cast<unsigned long long>(c.info.shared_chunks),
       static_cast<unsigned long long>(c.info.private_chunks), c.info.shared_bytes / 1048576.0,
-      c.info.private_bytes / 1048576.0, c.ms, static_cast<double>(c.info.ms), c.info.preloaded, job.waited_ms);
+      c.info.private_bytes / 1048576.0, c.ms, static_cast<double>(c.info.ms), c.info.preloaded, job.waited_ms,
+      c.sent_ms, c.built_ms, c.released_ms, c.hello_ms);
 }
 
 }  // namespace smolvm

@@ -59,6 +59,7 @@ inline constexpr int kDefaultMaxConnsPerMachine = 16;   // Hellos not finished y
 inline constexpr int kDefaultMaxConns = 128;            // the same, over every socket
 inline constexpr int kDefaultMaxSessionsPerMachine = kMaxPoolWorkers + 32;
 inline constexpr int kDefaultMaxWorkers = 2 * kMaxPoolWorkers + 64;
+inline constexpr int kDefaultForkBuildParallel = 8;  // `--fork-parallel`, SMOLVM_CUDA_FORK_PARALLEL
 static_assert(kDefaultMaxSessionsPerMachine >= 1 + kMaxPoolWorkers, "a golden and 128 clones fit on one socket");
 static_assert(kDefaultMaxWorkers >= 1 + kMaxPoolWorkers + kMaxPoolWorkers, "and beside them a full pool");
 // Largest Hello payload the daemon reads (its token is 32 hex characters).
@@ -83,7 +84,11 @@ struct DaemonOptions {
   int max_sessions_per_machine = kDefaultMaxSessionsPerMachine;
   int max_workers = kDefaultMaxWorkers;
   uint64_t module_cache_bytes = 4ull << 30;  // module images kept on disk, over every tenant
-  int fork_build_parallel = 1;    // clones rebuilding at once during a fork
+  // Clones rebuilding at once during a fork. Not 1: a fork of N clones would
+  // wait N x ~110 ms of serial rebuilds (H200, 7B learner) before its clones
+  // are released; the cost once blamed on parallel rebuilds was the first
+  // import of freshly exported chunks, paid ahead now (docs/fork.md).
+  int fork_build_parallel = kDefaultForkBuildParallel;
   bool quiet = false;
   // Workers' jail (worker_jail.h): the uid range they drop to, one uid per
   // tenant (base 0: they keep the daemon's uid; a daemon that is not root
@@ -197,6 +202,10 @@ class Daemon {
     // unless it had to wait for the golden to get there: waited_ms).
     std::chrono::steady_clock::time_point t0, deadline;
     double waited_ms = 0;
+    // ms from t0 to now: the clock of every step the fork's lines report.
+    double MsSinceT0() const {
+      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
     std::string manifest;  // encoded ForkManifestBody, passed on as the golden sent it
     std::vector<UniqueFd> fds;
     struct Clone {
@@ -212,6 +221,9 @@ class Daemon {
       std::optional<PendingGuest> parked;
       proto::CloneBuiltRequest info;
       double ms = 0;
+      // Its steps, in ms since t0 (0: not reached): build sent to a worker,
+      // built, its order in the golden's ForkGo, its child's Hello arrived.
+      double sent_ms = 0, built_ms = 0, released_ms = 0, hello_ms = 0;
     };
     std::vector<Clone> clones;
     bool released = false;  // the golden has every clone's order (its one ForkGo)
@@ -280,8 +292,8 @@ class Daemon {
   // Sends the golden every clone's order in one ForkGo (when the job's
   // first clone is built); the built clones' orders come first.
   void ReleaseClones(ForkJob& job);
-  // Whether `job`'s orders may go now: at once, except a machine fork of
-  // several clones, once all are built (daemon_machines.cc).
+  // Whether `job`'s orders may go now: once any of its clones is built
+  // (daemon_machines.cc).
   bool ReadyToRelease(const ForkJob& job) const;
   // Hands a clone's child (its Hello) to the clone's built worker.
   void AdoptClone(ForkJob& job, ForkJob::Clone& c, PendingGuest g);

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -180,13 +181,13 @@ void Daemon::StartMachineFork(uint64_t client, uint32_t seq, const proto::AdminM
 }
 
 bool Daemon::ReadyToRelease(const ForkJob& job) const {
-  if (!job.machine_fork || job.clones.size() == 1) return true;
-  // A machine fork of several clones: its supervisor places the golden's
-  // k-th child in clone machine k, so the orders go in that order, once
-  // every clone is built (no clone runs while the others still build).
-  for (const auto& c : job.clones)
-    if (!c.built) return false;
-  return true;
+  // As soon as one clone is built, a machine fork's too (in its clone
+  // machines' order: its supervisor places the golden's k-th child in clone
+  // machine k): the golden forks its children while the rest build, and a
+  // child whose clone still builds waits at its Hello. A machine's clones
+  // run no program before the whole request is made (the supervisor's GO),
+  // so an early release puts no training beside the builds.
+  return std::any_of(job.clones.begin(), job.clones.end(), [](const ForkJob::Clone& c) { return c.built; });
 }
 
 void Daemon::CancelGoldenWait(const ForkJob& job) {

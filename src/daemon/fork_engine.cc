@@ -126,6 +126,7 @@ void Daemon::OnCloneBuilt(WorkerProc& w, const proto::CloneBuiltRequest& b) {
       if (c.worker != w.pid) continue;
       if (b.result != 0) return FailFork(job, Status(b.result, "clone build: " + b.message));
       c.built = true;
+      c.built_ms = job.MsSinceT0();
       c.info = b;
       // Each build gives the rest of the fork 30 s more.
       job.deadline = std::max(job.deadline, std::chrono::steady_clock::now() + std::chrono::seconds(30));
@@ -270,6 +271,7 @@ void Daemon::SendCloneBuilds(ForkJob& job) {
     if (st.ok()) st = SendChunkFds(*free_worker->control, fds);
     if (!st.ok()) return FailFork(job, st);
     c.sent = true;
+    c.sent_ms = job.MsSinceT0();
     ++in_flight;
     Log("fork of session %llu: clone build sent to worker %d %.1f ms after the request met the forkpoint",
         static_cast<unsigned long long>(job.golden), c.worker,
@@ -296,6 +298,10 @@ void Daemon::FinishFork(ForkJob& job, const Session& golden, std::chrono::steady
                      {"build_ms", c.info.ms},
                      {"preloaded", c.info.preloaded},
                      {"waited_ms", job.waited_ms},
+                     {"build_sent_ms", c.sent_ms},
+                     {"built_at_ms", c.built_ms},
+                     {"released_ms", c.released_ms},
+                     {"hello_ms", c.hello_ms},
                      {"golden_messages", job.golden_messages},
                      {"ms", c.ms}});
   AdminReply(job.admin_client, job.admin_seq, job.admin_op, Status::Ok(), lines.dump());

@@ -23,6 +23,10 @@
 //                                 the clone's log (stdout/stderr)
 //   C2 -> S "INIT"                C2 = pid 1 of the clone; S reads its host pid
 //                                 from SCM_CREDENTIALS (SO_PASSCRED)
+//   S -> C2 "GO"                  every clone of the request is made (and, for a
+//                                 GPU fork, attached): the clone's program goes on
+//                                 past its forkpoint; anything else (or EOF)
+//                                 and C2 kills it
 //   C2 -> S "EXIT <wait status>"  the clone's program ended (processes it left may
 //                                 live on); EOF = the clone's init ended
 // Any step may be answered with "ERR <errno> <text>".

@@ -10,8 +10,11 @@
 //   golden --fork()--> C1: joins the clone cgroup (supervisor), unshares
 //                          namespaces, gets /tmp,/workspace mounted (supervisor)
 //                          --fork()--> C2: pid 1 of the clone, runs the init loop
-//                                      --fork()--> C3: returns the clone index
-//   C1 exits at once; the golden reaps it. C2's parent becomes the golden's init.
+//                                      --fork()--> C3: re-attaches, waits for C2's
+//                                                  GO, returns the clone index
+//   C1 exits once C2 is made; the golden reaps it later (ReapForkChildren), so
+//   it can fork the next clone's C1 while this one is still being set up.
+//   C2's parent becomes the golden's init.
 // The first fork is the caller's (fork(2) in smolvmForkpoint, os.fork() in
 // Python); C1 runs smolvm_fork_child, which makes C2 and C3 with fork(2). C1
 // has one thread, so C3 is a copy of a single-threaded process whose runtime
@@ -20,10 +23,12 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <net/if.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,10 +137,13 @@ int LoopbackUp() {
   return r == 0 ? 0 : -e;
 }
 
-void CloseFdsExcept(int keep) {
+// Closes every descriptor but `a` and `b` (both >= 0).
+void CloseFdsExcept(int a, int b) {
+  unsigned lo = (unsigned)(a < b ? a : b), hi = (unsigned)(a < b ? b : a);
   // close_range is Linux 5.9+; both our kernels have it.
-  if (keep > 0) syscall(SYS_close_range, 0u, (unsigned)keep - 1, 0u);
-  syscall(SYS_close_range, (unsigned)keep + 1, ~0u, 0u);
+  if (lo > 0) syscall(SYS_close_range, 0u, lo - 1, 0u);
+  if (hi > lo + 1) syscall(SYS_close_range, lo + 1, hi - 1, 0u);
+  syscall(SYS_close_range, hi + 1, ~0u, 0u);
 }
 
 // The golden's side of one fork, kept between the steps. Changed under
@@ -158,10 +166,34 @@ struct GoldenState {
 pthread_mutex_t g_state_mu = PTHREAD_MUTEX_INITIALIZER;
 GoldenState g_golden;
 
+// The golden's C1 children not reaped yet (under g_state_mu). A C1 lives
+// until its supervisor has set its clone up; the golden does not wait for
+// that before its next fork, and reaps them as they end.
+constexpr int kMaxUnreaped = 64;
+pid_t g_unreaped[kMaxUnreaped];
+int g_n_unreaped = 0;
+
+// Reaps the C1s that ended; with `block`, waits for all (or, when the list
+// is full, for the oldest). Under g_state_mu.
+void ReapForkChildrenLocked(bool block) {
+  int kept = 0;
+  for (int i = 0; i < g_n_unreaped; ++i) {
+    bool wait_this = block || (g_n_unreaped == kMaxUnreaped && i == 0);
+    int status;
+    pid_t r;
+    while ((r = waitpid(g_unreaped[i], &status, wait_this ? 0 : WNOHANG)) < 0 && errno == EINTR) {
+    }
+    if (r == 0) g_unreaped[kept++] = g_unreaped[i];  // still running
+  }
+  g_n_unreaped = kept;
+}
+
 // Leaves the forkpoint (closes the controller connection). Under g_state_mu.
 void LeaveLocked() {
   if (g_golden.fd >= 0) close(g_golden.fd);
   g_golden = GoldenState();
+  // The supervisor answered or left: every C1 ends on its own now.
+  ReapForkChildrenLocked(true);
 }
 
 // Runs in C1, the golden's fresh child. Returns the clone index in C3 (the
@@ -190,11 +222,18 @@ int ContinueAsClone(const GoldenState& st) {
 
   // C2: pid 1 of the clone's pid namespace.
   mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+  // The program goes on past its re-attach only once the supervisor made
+  // every clone of the request (GO): a request's clones start together, and
+  // one that fails runs none of them.
+  int go[2];
+  if (pipe2(go, O_CLOEXEC) < 0) _exit(79);
   if (SendLine(c, "INIT") < 0) _exit(77);
   pid_t program = fork();
   if (program < 0) _exit(78);
   if (program > 0) {
-    CloseFdsExcept(c);
+    CloseFdsExcept(c, go[1]);
+    if (Expect(c, "GO", nullptr) < 0) kill(program, SIGKILL);
+    close(go[1]);  // EOF in the program: go on
     prctl(PR_SET_NAME, "smolvm-init", 0, 0, 0);
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     int status = SmolvmInitLoop(program, c);
@@ -203,6 +242,7 @@ int ContinueAsClone(const GoldenState& st) {
 
   // C3: the clone's program continues from the golden's state.
   close(c);
+  close(go[1]);
   dup2(log_fd, STDOUT_FILENO);
   dup2(log_fd, STDERR_FILENO);
   close(log_fd);
@@ -217,6 +257,10 @@ int ContinueAsClone(const GoldenState& st) {
     fprintf(stderr, "smolvm: clone %d could not re-attach its CUDA session\n", o.index);
     _exit(70);
   }
+  char b;
+  while (read(go[0], &b, 1) < 0 && errno == EINTR) {
+  }
+  close(go[0]);
   return o.index;
 }
 
@@ -384,6 +428,7 @@ SMOLVM_EXPORT int smolvm_fork_child(const struct smolvm_fork_order* order) {
   if (r == 0) {
     if (g_golden.fd >= 0) close(g_golden.fd);  // the golden's connection
     g_golden = GoldenState();
+    g_n_unreaped = 0;  // the golden's children, not ours
   }
   pthread_mutex_unlock(&g_state_mu);
   if (r < 0) return r;
@@ -412,11 +457,13 @@ SMOLVM_EXPORT int smolvm_fork_parent(const struct smolvm_fork_order* order, pid_
   if (st.controller == Controller::kSupervisor) {
     if (pid > 0 && st.cwd[0] != '\0') (void)!chdir(st.cwd);
     r = SendLine(st.fd, "FORKED %d %d", st.order.index, pid != 0 ? (int)pid : -EIO);
-    if (pid > 0) {
-      int status;
-      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
-    }
+  }
+  if (st.controller == Controller::kSupervisor && pid > 0) {
+    pthread_mutex_lock(&g_state_mu);
+    if (g_n_unreaped == kMaxUnreaped) ReapForkChildrenLocked(false);  // waits for the oldest
+    g_unreaped[g_n_unreaped++] = pid;
+    ReapForkChildrenLocked(false);
+    pthread_mutex_unlock(&g_state_mu);
   }
   // A failed fork with the daemon as controller: it gives up on that clone
   // after its attach timeout.

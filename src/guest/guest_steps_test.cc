@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -178,7 +179,7 @@ TEST_F(GuestStepsTest, SupervisorControllerReportsTheFork) {
   pid_t pid = fork();
   if (pid == 0) _exit(smolvm_fork_child(&o));  // exits 72 inside: CLONE refused
   ASSERT_GT(pid, 0);
-  EXPECT_EQ(smolvm_fork_parent(&o, pid), 0);  // reaps the child
+  EXPECT_EQ(smolvm_fork_parent(&o, pid), 0);
   EXPECT_EQ(smolvm_fork_wait(&o), -ECANCELED);
   server.join();
   EXPECT_EQ(hello, "HELLO\n");
@@ -186,6 +187,82 @@ TEST_F(GuestStepsTest, SupervisorControllerReportsTheFork) {
   EXPECT_EQ(forked, "FORKED 3 " + std::to_string(pid) + "\n");
   EXPECT_EQ(g_log.parents, 1);
   EXPECT_EQ(waitpid(pid, nullptr, WNOHANG), -1) << "the golden reaped its child";
+  close(ls);
+  unlink(path.c_str());
+  rmdir(dir);
+}
+
+// The golden does not wait for a child it forked to finish its clone's setup
+// before it takes the next order: the supervisor holds clone 0's C1 (no
+// answer to its CLONE line) while it orders clone 1, and the golden forks
+// clone 1's C1 at once. Both are reaped once the supervisor lets them go.
+TEST_F(GuestStepsTest, GoldenForksTheNextCloneWhileTheLastIsSetUp) {
+  char dir[] = "/tmp/smolvm-guest-steps-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string path = std::string(dir) + "/fp.sock";
+  int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_un addr {};
+  addr.sun_family = AF_UNIX;
+  strcpy(addr.sun_path, path.c_str());
+  ASSERT_EQ(bind(ls, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(ls, 4), 0);
+  auto read_some = [](int fd) {
+    char buf[128] = {};
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+  };
+  std::string clone0, clone1, forked0, forked1;
+  bool clone1_in_time = false;
+  std::thread server([&] {
+    int g = accept(ls, nullptr, nullptr);
+    (void)read_some(g);  // HELLO
+    (void)!write(g, "FORK 0 kid-0 on -\n", 18);
+    int c0 = accept(ls, nullptr, nullptr);
+    clone0 = read_some(c0);  // C1 of clone 0 now waits for MOVED
+    forked0 = read_some(g);
+    (void)!write(g, "FORK 1 kid-1 on -\n", 18);
+    struct pollfd p = {ls, POLLIN, 0};
+    clone1_in_time = poll(&p, 1, 5000) == 1;
+    if (!clone1_in_time) {
+      // A golden that waits for clone 0's child gets on once it ends.
+      (void)!write(c0, "ERR 5 scripted\n", 15);
+      close(c0);
+      c0 = -1;
+    }
+    int c1 = accept(ls, nullptr, nullptr);
+    clone1 = read_some(c1);
+    forked1 = read_some(g);
+    (void)!write(c1, "ERR 5 scripted\n", 15);
+    close(c1);
+    if (c0 >= 0) {
+      (void)!write(c0, "ERR 5 scripted\n", 15);
+      close(c0);
+    }
+    (void)!write(g, "RELEASE\n", 8);
+    close(g);
+  });
+  setenv("SMOLVM_FORKPOINT_SOCKET", path.c_str(), 1);
+  pid_t pids[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    smolvm_fork_order o{};
+    ASSERT_EQ(smolvm_fork_wait(&o), 0);
+    EXPECT_EQ(o.index, i);
+    ASSERT_EQ(smolvm_fork_prepare(&o), 0);
+    pid_t pid = fork();
+    if (pid == 0) _exit(smolvm_fork_child(&o));  // exits 72 inside: CLONE refused
+    ASSERT_GT(pid, 0);
+    pids[i] = pid;
+    EXPECT_EQ(smolvm_fork_parent(&o, pid), 0);
+  }
+  smolvm_fork_order o{};
+  EXPECT_EQ(smolvm_fork_wait(&o), -ECANCELED);
+  server.join();
+  EXPECT_EQ(clone0, "CLONE 0\n");
+  EXPECT_TRUE(clone1_in_time) << "the golden waited for clone 0's child before forking clone 1";
+  EXPECT_EQ(clone1, "CLONE 1\n");
+  EXPECT_EQ(forked0, "FORKED 0 " + std::to_string(pids[0]) + "\n");
+  EXPECT_EQ(forked1, "FORKED 1 " + std::to_string(pids[1]) + "\n");
+  for (pid_t pid : pids) EXPECT_EQ(waitpid(pid, nullptr, WNOHANG), -1) << "the golden reaped its child " << pid;
   close(ls);
   unlink(path.c_str());
   rmdir(dir);

@@ -78,6 +78,10 @@ Result<pid_t> SpawnDaemon(const std::string& home, const std::string& socket, co
   std::string pool_arg = pool != nullptr && pool[0] != '\0' ? pool : "1";
   const char* spares = std::getenv("SMOLVM_CUDA_SPARES");
   std::string spares_arg = spares != nullptr && spares[0] != '\0' ? spares : pool_arg;
+  // Clones rebuilt at once in a fork (the daemon's --fork-parallel); its
+  // default when unset. The daemon validates the value.
+  const char* parallel = std::getenv("SMOLVM_CUDA_FORK_PARALLEL");
+  std::string parallel_arg = parallel != nullptr && parallel[0] != '\0' ? parallel : "";
   pid_t child = ::fork();
   if (child < 0) return ErrnoStatus("fork", errno);
   if (child == 0) {
@@ -97,7 +101,8 @@ Result<pid_t> SpawnDaemon(const std::string& home, const std::string& socket, co
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     const char* argv[] = {"smolvm", "_cuda-daemon", socket.c_str(), "--backend", backend.c_str(),
-                          "--pool", pool_arg.c_str(), "--spares", spares_arg.c_str(), nullptr};
+                          "--pool", pool_arg.c_str(), "--spares", spares_arg.c_str(),
+                          parallel_arg.empty() ? nullptr : "--fork-parallel", parallel_arg.c_str(), nullptr};
     ::execv("/proc/self/exe", const_cast<char**>(argv));
     ::_exit(127);
   }

@@ -109,6 +109,10 @@ TEST_F(MachineForkTest, CountFourOfACudaGoldenIsOneDaemonForkRequest) {
   EXPECT_EQ(Count(daemon_log, "clones attached"), 1u) << daemon_log;
   EXPECT_EQ(Count(daemon_log, ": 4 clones attached"), 1u) << daemon_log;
   EXPECT_EQ(Count(daemon_log, "fork: clone "), 4u) << daemon_log;
+  // Each line names the golden's pid and counts the request's clones (it
+  // once read "clone 3 of 2": of the golden's pid 2, not of 2 clones).
+  for (int k = 1; k <= 4; ++k)
+    EXPECT_EQ(Count(daemon_log, " of golden pid 2 (" + std::to_string(k) + " of 4 attached) "), 1u) << daemon_log;
   std::string gold_log = Logs("gold");
   EXPECT_NE(gold_log.find("fork: 4 clone(s) in one request (one GPU fork)"), std::string::npos) << gold_log;
   // Clone i's GPU session: the daemon's clone i, attached by a process of
@@ -136,6 +140,61 @@ TEST_F(MachineForkTest, CountFourOfACudaGoldenIsOneDaemonForkRequest) {
   ASSERT_EQ(r.rc, 0) << r.err;
   for (int i = 0; i < 500 && !Status()["sessions"].empty(); ++i) usleep(10000);
   EXPECT_EQ(Status()["sessions"].size(), 0u);
+}
+#endif
+
+#ifdef SMOLVM_SHIM_PROG_DIR
+// The clones of one request are built in parallel pooled workers (not one
+// after the other, which cost a 16-clone fork 16 x ~110 ms on the H200), and
+// each clone's steps are logged: the supervisor's (order .. init) and the
+// daemon's (build sent, built, released, Hello) on one clock.
+TEST_F(MachineForkTest, ClonesOfOneRequestBuildTogetherAndLogTheirSteps) {
+  setenv("SMOLVM_CUDA_POOL", "5", 1);
+  setenv("SMOLVM_CUDA_SPARES", "1", 1);
+  std::string out = scratch_ + "/vol-out";
+  StartCudaGolden(out);
+  unsetenv("SMOLVM_CUDA_POOL");
+  unsetenv("SMOLVM_CUDA_SPARES");
+  for (int i = 0; i < 500 && Status().value("ready_workers", 0) < 4; ++i) usleep(10000);
+  ASSERT_GE(Status().value("ready_workers", 0), 4) << Status().dump();
+  CliRun r = Cli({"machine", "fork", "--golden", "gold", "--count", "4", "--name-prefix", "par", "--share-weights"});
+  ASSERT_EQ(r.rc, 0) << r.err << Logs("gold");
+  std::string gold_log = Logs("gold");
+  std::vector<nlohmann::json> lines;
+  for (int i = 0; i < 4; ++i) {
+    std::string tag = "GPU fork into 'par-" + std::to_string(i) + "': ";
+    size_t at = gold_log.find(tag);
+    ASSERT_NE(at, std::string::npos) << gold_log;
+    lines.push_back(nlohmann::json::parse(gold_log.substr(at + tag.size(), gold_log.find('\n', at) - at - tag.size())));
+  }
+  double first_built = 1e18, last_built = 0;
+  for (const auto& l : lines) {
+    first_built = std::min(first_built, l["built_at_ms"].get<double>());
+    last_built = std::max(last_built, l["built_at_ms"].get<double>());
+  }
+  int sent_before_first_built = 0;
+  for (const auto& l : lines) {
+    sent_before_first_built += l["build_sent_ms"].get<double>() < first_built;
+    // A machine fork releases its clones once the first is built, while the
+    // rest still build; each child's Hello comes after its release, and its
+    // worker serves it after that.
+    EXPECT_GE(l["released_ms"].get<double>(), first_built) << l.dump();
+    EXPECT_LT(l["released_ms"].get<double>(), last_built) << l.dump();
+    EXPECT_GE(l["hello_ms"].get<double>(), l["released_ms"].get<double>()) << l.dump();
+    EXPECT_GE(l["ms"].get<double>(), l["hello_ms"].get<double>()) << l.dump();
+  }
+  EXPECT_EQ(sent_before_first_built, 4) << gold_log;
+  for (int i = 0; i < 4; ++i) {
+    std::string tag = "fork: clone " + std::to_string(i) + " 'par-" + std::to_string(i) + "' pid ";
+    size_t at = gold_log.find(tag);
+    ASSERT_NE(at, std::string::npos) << gold_log;
+    std::string line = gold_log.substr(at, gold_log.find('\n', at) - at);
+    for (const char* step : {" order=", " c1=", " cgroup=", " unshared=", " mounts=", " init=", " built=",
+                             " released=", " hello="})
+      EXPECT_NE(line.find(step), std::string::npos) << step << " in " << line;
+  }
+  std::ofstream(out + "/exit").flush();
+  ASSERT_EQ(Cli({"machine", "rm", "--name", "gold", "--cascade"}).rc, 0);
 }
 #endif
 
@@ -201,6 +260,11 @@ TEST_F(MachineForkTest, CancelledWhileForkingUndoesEveryClone) {
   EXPECT_EQ(answer->rfind("ERR 200002 ", 0), 0u) << *answer << Logs("gold");
   EXPECT_NE(answer->find("its clones are removed"), std::string::npos) << *answer;
   for (const auto& n : names) ExpectNoClone(n);
+  // Its clones were made (attached) before the supervisor saw the hang-up,
+  // but none ran its program past the forkpoint: that waits for the whole
+  // request (GO).
+  for (int i = 0; i < 8; ++i)
+    EXPECT_FALSE(fs::exists(out + "/clone" + std::to_string(i) + ".txt")) << "clone " << i << " of a cancelled request ran";
   // The golden went back to its forkpoint with no order left over.
   CliRun r = Cli({"machine", "fork", "--golden", "gold", "--count", "2", "--name-prefix", "kid", "--share-weights"});
   ASSERT_EQ(r.rc, 0) << r.err << Logs("gold");

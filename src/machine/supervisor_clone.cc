@@ -63,13 +63,14 @@ Status Supervisor::PrepareClone(CloneWork& w) {
   return Status::Ok();
 }
 
-Status Supervisor::ForkClone(CloneWork& w, ForkRun& run, Clock::time_point c1_deadline) {
+Status Supervisor::StartClone(CloneWork& w, ForkRun& run, Clock::time_point c1_deadline) {
   const int index = next_index_++;
   w.index = index;
   if (!SendLine(golden_->fd.get(), "FORK " + std::to_string(index) + " " + w.name + " " + run.share + " -").ok()) {
     run.golden_gone = true;
     return Unavailable("the golden left its forkpoint");
   }
+  w.steps.order = run.Ms();
   // The daemon answers before the last clone attached only when it will not
   // fork the golden's GPU session: no session (a CPU-only golden) or an error.
   auto daemon_answered = [&]() -> Status {
@@ -119,12 +120,19 @@ Status Supervisor::ForkClone(CloneWork& w, ForkRun& run, Clock::time_point c1_de
       }
     }
   }
-  auto deadline = Clock::now() + kCloneStepTimeout;
+  w.steps.c1 = run.Ms();
   Conn& c1 = *w.conn;
   RETURN_IF_ERROR(w.cg.AddProcess(c1.peer));
-  RETURN_IF_ERROR(SendLine(c1.fd.get(), "MOVED"));
+  w.steps.cgroup = run.Ms();
+  return SendLine(c1.fd.get(), "MOVED");
+}
+
+Status Supervisor::FinishClone(CloneWork& w, ForkRun& run) {
+  auto deadline = Clock::now() + kCloneStepTimeout;
+  Conn& c1 = *w.conn;
   ASSIGN_OR_RETURN(std::string line, ReadLine(c1, deadline));
   if (line != "UNSHARED") return Internal("clone setup failed: " + line);
+  w.steps.unshared = run.Ms();
   GuestMounts gm;
   gm.tmp = std::move(w.disk.tmp);
   gm.workspace = std::move(w.disk.workspace);
@@ -132,12 +140,13 @@ Status Supervisor::ForkClone(CloneWork& w, ForkRun& run, Clock::time_point c1_de
   gm.replace = true;
   if (cuda_) gm.cuda_sock = w.paths.cuda_sock;
   RETURN_IF_ERROR(InjectGuestMounts(c1.peer, std::move(gm), layout_));
+  w.steps.mounts = run.Ms();
   RETURN_IF_ERROR(SendLine(c1.fd.get(), "READY", w.log.get()));
   pid_t init = 0;
   ASSIGN_OR_RETURN(line, ReadLine(c1, deadline, &init));
   if (line != "INIT" || init <= 0 || !InMachineCgroup(init, w.name)) return Internal("clone did not come up: " + line);
   w.init = init;
-  w.ms = std::chrono::duration<double, std::milli>(Clock::now() - run.t0).count();
+  w.ms = w.steps.init = run.Ms();
   return Status::Ok();
 }
 

@@ -1,10 +1,12 @@
 // Fork requests on the control socket (supervisor.h): FORK for one clone,
 // FORKN for many. A request is served whole, once the golden waits at its
 // forkpoint: every clone's pieces first, then for a --cuda golden one daemon
-// request for all of its clones (the daemon builds them, then gives the
-// golden all their orders at once), then the golden forks them one after
-// the other. The request is all or nothing: on any failure, or when its
-// caller hung up before the answer (Ctrl-C), every clone it made is undone.
+// request for all of its clones (the daemon builds them and gives the
+// golden all their orders at once, when the first is built), then the golden forks them one after
+// the other, each fork overlapping the previous clone's setup; the clones'
+// programs go on together once all are made (GO, at commit). The request is
+// all or nothing: on any failure, or when its caller hung up before the
+// answer (Ctrl-C), every clone it made is undone.
 #include <errno.h>
 
 #include <cstdio>
@@ -52,15 +54,21 @@ Status Supervisor::DoForks(const PendingFork& req, std::vector<CloneWork>* works
                                                          static_cast<int>(kCudaForkTimeout.count() * 1000)));
     run->daemon_asked_ms = std::chrono::duration<double, std::milli>(Clock::now() - run->t0).count();
     run->gpu_fork = true;
-    // The first clone's order comes once the daemon has built them all.
+    // The first clone's order comes once the daemon has built one.
     c1_deadline = Clock::now() + kCudaForkTimeout;
   }
+  // Clone k's order goes to the golden before clone k-1 is finished: the
+  // golden forks C1 of k while C1 of k-1 unshares, gets its mounts and forks
+  // its init. On failure k is the last clone whose order was sent.
   Status s = Status::Ok();
+  const size_t n = works->size();
   size_t k = 0;
-  for (; k < works->size(); ++k) {
-    s = ForkClone((*works)[k], *run, k == 0 ? c1_deadline : Clock::now() + kCloneStepTimeout);
+  for (; k < n; ++k) {
+    s = StartClone((*works)[k], *run, k == 0 ? c1_deadline : Clock::now() + kCloneStepTimeout);
     if (!s.ok()) break;
+    if (k > 0 && !(s = FinishClone((*works)[k - 1], *run)).ok()) break;
   }
+  if (s.ok() && n > 0 && !(s = FinishClone((*works)[n - 1], *run)).ok()) k = n - 1;
   if (s.ok() && run->gpu_fork && run->cuda_fork.valid()) {
     // Done when every clone's program has re-attached as its clone session
     // (its first CUDA call, the handshake, served).
@@ -80,8 +88,16 @@ Status Supervisor::DoForks(const PendingFork& req, std::vector<CloneWork>* works
       Log("GPU fork into '" + w.name + "': " + lines[i].dump());
       // Serving: the daemon's own clock from the request's arrival to the
       // clone's first call, on ours from when the request met the golden.
-      double attached = run->daemon_asked_ms + lines[i].value("waited_ms", 0.0) + lines[i].value("ms", 0.0);
+      const double at = run->daemon_asked_ms + lines[i].value("waited_ms", 0.0);
+      double attached = at + lines[i].value("ms", 0.0);
       w.ms = std::max(w.ms, attached);
+      auto daemon_step = [&](const char* key) {
+        double v = lines[i].value(key, 0.0);
+        return v > 0 ? at + v : 0.0;
+      };
+      w.steps.built = daemon_step("built_at_ms");
+      w.steps.released = daemon_step("released_ms");
+      w.steps.hello = daemon_step("hello_ms");
     }
   }
   if (!s.ok() && run->released && !run->golden_gone) {
@@ -97,6 +113,19 @@ Status Supervisor::DoForks(const PendingFork& req, std::vector<CloneWork>* works
     }
   }
   return s;
+}
+
+std::string Supervisor::CloneLine(const CloneWork& w) {
+  // "fork: clone <i> '<name>' pid <init> ms=<t>", then its steps (ms since
+  // the request met the golden, like ms); a GPU fork's daemon steps too.
+  char steps[256];
+  const CloneWork::Steps& t = w.steps;
+  int n = std::snprintf(steps, sizeof steps, " order=%.1f c1=%.1f cgroup=%.1f unshared=%.1f mounts=%.1f init=%.1f",
+                        t.order, t.c1, t.cgroup, t.unshared, t.mounts, t.init);
+  if (t.hello > 0 && n > 0 && static_cast<size_t>(n) < sizeof steps)
+    std::snprintf(steps + n, sizeof steps - n, " built=%.1f released=%.1f hello=%.1f", t.built, t.released, t.hello);
+  return "fork: clone " + std::to_string(w.index) + " '" + w.name + "' pid " + std::to_string(w.init) +
+         " ms=" + std::to_string(static_cast<int64_t>(w.ms)) + steps;
 }
 
 Status Supervisor::Commit(std::vector<CloneWork>& works) {
@@ -119,6 +148,8 @@ Status Supervisor::Commit(std::vector<CloneWork>& works) {
     return Status::Ok();
   }));
   for (auto& w : works) {
+    // Every clone made: their programs go on past the forkpoint together.
+    (void)SendLine(w.conn->fd.get(), "GO");
     w.conn->cuda = std::move(w.endpoint);
     w.conn->clone = w.name;
     conns_.push_back(std::move(*w.conn));
@@ -180,9 +211,7 @@ void Supervisor::ServeForks() {
     if (s.ok()) s = Commit(works);
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
     if (s.ok()) {
-      for (const auto& w : works)
-        Log("fork: clone " + std::to_string(w.index) + " '" + w.name + "' pid " + std::to_string(w.init) +
-            " ms=" + std::to_string(static_cast<int64_t>(w.ms)));
+      for (const auto& w : works) Log(CloneLine(w));
       Log("fork: " + std::to_string(works.size()) + " clone(s) in one request" + (run.gpu_fork ? " (one GPU fork)" : "") +
           " ms=" + std::to_string(ms));
     } else {

@@ -57,6 +57,15 @@ class Supervisor {
     pid_t init = 0;            // host pid of its init, once up
     double ms = 0;             // the request met the golden at its forkpoint -> this clone up (serving)
     bool order_spent = false;  // the golden took its order (forked for it, or failed to)
+    // When each step of its making ended, in ms since ForkRun::t0 (0: not
+    // reached), for the per-clone log line: the golden's FORK order sent, C1
+    // connected, moved into the clone's cgroup, namespaces unshared, mounts
+    // injected, its init up; for a GPU fork the daemon's steps on the same
+    // clock: built, its order released to the golden, its child's Hello.
+    struct Steps {
+      double order = 0, c1 = 0, cgroup = 0, unshared = 0, mounts = 0, init = 0;
+      double built = 0, released = 0, hello = 0;
+    } steps;
   };
   // What a request's forks share: the daemon's one GPU fork of all its clones.
   struct ForkRun {
@@ -67,6 +76,7 @@ class Supervisor {
     bool gpu_fork = false;     // the golden's CUDA session is forked too
     bool released = false;     // the golden got its GPU orders (the daemon gives them all at once)
     bool golden_gone = false;  // the golden's connection failed: it left its forkpoint
+    double Ms() const { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
   };
 
   Supervisor(std::string home, std::string name, int64_t run_id)
@@ -100,6 +110,8 @@ class Supervisor {
   Status DoForks(const PendingFork& req, std::vector<CloneWork>* works, ForkRun* run);
   // The clones made: running in the store, their init connections watched.
   Status Commit(std::vector<CloneWork>& works);
+  // A made clone's log line: index, name, init pid, ms and its steps.
+  static std::string CloneLine(const CloneWork& w);
   void Answer(const PendingFork& req, const Status& s, const std::vector<CloneWork>& works);
   // A request that never ran (timed out, cancelled, the golden stopped):
   // its answer, and its clones' rows removed.
@@ -107,7 +119,13 @@ class Supervisor {
   void DeleteForkingRows(const std::vector<std::string>& names);
   // supervisor_clone.cc: one clone.
   Status PrepareClone(CloneWork& w);
-  Status ForkClone(CloneWork& w, ForkRun& run, Clock::time_point c1_deadline);
+  // A clone is made in two halves, so that the golden forks the next clone's
+  // C1 while this one's C1 unshares and gets its mounts (DoForks interleaves
+  // them): Start sends the golden its order, takes C1's connection and moves
+  // C1 into the clone's cgroup; Finish sees it unshared, injects its mounts
+  // and waits for its init.
+  Status StartClone(CloneWork& w, ForkRun& run, Clock::time_point c1_deadline);
+  Status FinishClone(CloneWork& w, ForkRun& run);
   // The golden holds a GPU order for a clone that will not be made: it forks
   // a child that is turned away, so no order is left for a later request.
   Status SpendOrder(const std::string& clone, ForkRun& run);

@@ -119,7 +119,7 @@ cudaError_t Runtime::WaitStaging(Staging& s) {
 cudaError_t Runtime::EnsureStaging() {
   if (staging_[0].buf != nullptr) return cudaSuccess;
   for (Staging& s : staging_) {
-    Result<uint64_t> addr = host_mem_.Alloc(session_, kStagingBytes, 0);
+    Result<uint64_t> addr = host_mem_.Alloc(session_, kStagingBytes, 0, /*scratch=*/true);
     if (!addr.ok()) return ToCuda(addr.status());
     s.buf = reinterpret_cast<char*>(*addr);
     s.event = NewHandle();

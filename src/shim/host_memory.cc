@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -30,7 +31,7 @@ void HostMemory::Init(uint64_t base, uint64_t bytes) {
   if (bytes != 0) free_[base] = bytes;
 }
 
-Result<uint64_t> HostMemory::Alloc(Session& session, uint64_t bytes, unsigned flags) {
+Result<uint64_t> HostMemory::Alloc(Session& session, uint64_t bytes, unsigned flags, bool scratch) {
   if (range_bytes_ == 0) return Unavailable("no pinned host range");
   uint64_t len = (bytes + kPage - 1) / kPage * kPage;
   if (len == 0) len = kPage;
@@ -75,6 +76,7 @@ Result<uint64_t> HostMemory::Alloc(Session& session, uint64_t bytes, unsigned fl
   seg.bytes = len;
   seg.requested = bytes;
   seg.flags = flags;
+  seg.scratch = scratch;
   seg.memfd = std::move(fd);
   segments_[addr] = std::move(seg);
   return addr;
@@ -123,18 +125,43 @@ Status HostMemory::PrivatizeForClone() {
     UniqueFd fd(::memfd_create("smolvm-pinned", MFD_CLOEXEC));
     if (!fd.valid()) return ErrnoStatus("memfd_create", errno);
     if (::ftruncate(fd.get(), static_cast<off_t>(seg.bytes)) < 0) return ErrnoStatus("ftruncate", errno);
-    // Copy the bytes as the parent left them, then put the copy in place.
-    const char* src = reinterpret_cast<const char*>(addr);
-    for (uint64_t off = 0; off < seg.bytes;) {
-      ssize_t w = ::pwrite(fd.get(), src + off, seg.bytes - off, static_cast<off_t>(off));
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) return ErrnoStatus("pwrite pinned copy", errno);
-      off += static_cast<uint64_t>(w);
-    }
+    // The bytes as the parent left them, then the copy in place.
+    if (!seg.scratch)
+      RETURN_IF_ERROR(CopyData(seg.memfd.get(), reinterpret_cast<const void*>(addr), seg.bytes, fd.get()));
     void* p = ::mmap(reinterpret_cast<void*>(addr), seg.bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
                      fd.get(), 0);
     if (p == MAP_FAILED) return ErrnoStatus("mmap private pinned copy", errno);
     seg.memfd = std::move(fd);
+  }
+  return Status::Ok();
+}
+
+Status HostMemory::CopyData(int from, const void* mapped, uint64_t bytes, int to) {
+  const off_t end = static_cast<off_t>(bytes);
+  for (off_t data = 0; data < end;) {
+    // The next extent of data; what lies past the last one is a hole.
+    off_t at = ::lseek(from, data, SEEK_DATA);
+    if (at < 0 && errno == ENXIO) break;
+    off_t hole = at < 0 ? -1 : ::lseek(from, at, SEEK_HOLE);
+    if (at < 0 || hole < 0) {  // no SEEK_DATA here: the whole rest is data
+      at = data;
+      hole = end;
+    }
+    hole = std::min(hole, end);
+    for (off_t off = at; off < hole;) {
+      loff_t in = off, out = off;
+      ssize_t n = ::copy_file_range(from, &in, to, &out, static_cast<size_t>(hole - off), 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        // No kernel copy between these files: through the parent's mapping.
+        const char* src = static_cast<const char*>(mapped);
+        n = ::pwrite(to, src + off, static_cast<size_t>(hole - off), off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return ErrnoStatus("pwrite pinned copy", errno);
+      }
+      off += n;
+    }
+    data = hole;
   }
   return Status::Ok();
 }

@@ -28,6 +28,9 @@ struct HostSegment {
   uint64_t bytes = 0;     // mapped length (page multiple)
   uint64_t requested = 0; // what the caller asked for
   unsigned flags = 0;     // cudaHostAlloc flags
+  // Contents that mean nothing between uses (the shim's own staging): a
+  // clone gets the segment zeroed, not copied.
+  bool scratch = false;
   UniqueFd memfd;
 };
 
@@ -40,7 +43,7 @@ class HostMemory {
 
   // Maps a new segment and registers it with the worker through `session`
   // (REQUIRES its lock). Returns the address.
-  Result<uint64_t> Alloc(Session& session, uint64_t bytes, unsigned flags);
+  Result<uint64_t> Alloc(Session& session, uint64_t bytes, unsigned flags, bool scratch = false);
   // Unregisters and unmaps the segment starting at `addr`, putting the
   // PROT_NONE reservation back. kInvalidArgument when no segment starts there.
   Status Free(Session& session, uint64_t addr);
@@ -50,8 +53,15 @@ class HostMemory {
 
   // In a forked child, before it talks to anyone: replaces every segment's
   // mapping (shared with the parent's memfd) by a private copy in a fresh
-  // memfd at the same address, so the child's writes stay its own.
+  // memfd at the same address, so the child's writes stay its own. Only the
+  // parent's data is copied (its memfd's holes stay holes, scratch segments
+  // start zeroed), kernel to kernel where it can (copy_file_range).
   Status PrivatizeForClone();
+  // Copies the data of the memfd `from` (`bytes` long, also mapped at
+  // `mapped`) into the same offsets of the empty memfd `to`: only its data
+  // extents (holes stay holes), kernel to kernel (copy_file_range), through
+  // the mapping where the kernel cannot.
+  static Status CopyData(int from, const void* mapped, uint64_t bytes, int to);
   // Registers every segment with the session's current worker (REQUIRES its
   // lock); the clone's worker starts knowing none.
   Status RegisterAll(Session& session);

@@ -6,7 +6,10 @@
 // OUTDIR/exit to appear, so its memory can be measured); the golden, once
 // released, checks its own memory and writes OUTDIR/golden.txt.
 // With PROG_FORK_UPLOAD=1 the frozen range is written by host-to-device
-// copies instead of a kernel, so `--share auto` finds it.
+// copies instead of a kernel, so `--share auto` finds it. PROG_FORK_HOST_MIB=M
+// makes the golden hold M MiB of touched private anonymous memory and
+// PROG_FORK_PINNED_MIB=P makes its pinned buffer P MiB (default 1), like a
+// learner that keeps host state: what each fork of the golden has to copy.
 #include <smolvm/guest.h>
 
 #include <sys/stat.h>
@@ -23,7 +26,7 @@ namespace {
 
 size_t kFrozenWords = (96u << 20) / 4;
 size_t kPrivateWords = (4u << 20) / 4;
-constexpr size_t kPinnedBytes = 1u << 20;
+size_t kPinnedBytes = 1u << 20;
 
 // p[i] == value + i, checked on up to 64 blocks of 256 KiB spread over the
 // range (first and last included), so multi-GiB buffers check quickly.
@@ -76,6 +79,9 @@ int main(int argc, char** argv) {
   smolvm_test_fill_u32<<<256, 256>>>(priv, 7, kPrivateWords);
   unsigned* ptrs[2] = {frozen, priv};
   CHECK_CUDA(cudaMemcpy(table, ptrs, sizeof ptrs, cudaMemcpyHostToDevice));
+  std::vector<char> host_state;
+  if (const char* m = std::getenv("PROG_FORK_HOST_MIB")) host_state.assign(std::stoull(m) << 20, 'h');
+  if (const char* m = std::getenv("PROG_FORK_PINNED_MIB")) kPinnedBytes = std::stoull(m) << 20;
   char* pinned;
   CHECK_CUDA(cudaMallocHost(&pinned, kPinnedBytes));
   std::memset(pinned, 'g', kPinnedBytes);
