@@ -52,6 +52,35 @@ int ChildAfter(void*, int index, const char* token) {
   return want == token && env != nullptr && std::to_string(index) == env ? 0 : 1;
 }
 
+// A scripted supervisor's forkpoint socket in a fresh directory: the
+// controller a golden's steps talk to; removed with the object.
+struct ScriptedSupervisor {
+  char dir[32] = "/tmp/smolvm-guest-steps-XXXXXX";
+  std::string path;
+  int ls = -1;
+  void Listen() {
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    path = std::string(dir) + "/fp.sock";
+    ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un addr {};
+    addr.sun_family = AF_UNIX;
+    strcpy(addr.sun_path, path.c_str());
+    ASSERT_EQ(bind(ls, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    ASSERT_EQ(listen(ls, 4), 0);
+  }
+  ~ScriptedSupervisor() {
+    if (ls >= 0) close(ls);
+    if (!path.empty()) unlink(path.c_str());
+    rmdir(dir);
+  }
+};
+
+std::string ReadSome(int fd) {
+  char buf[128] = {};
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
 class GuestStepsTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -140,34 +169,23 @@ TEST_F(GuestStepsTest, CForkpointIsTheStepsLoop) {
 // A supervisor as controller, scripted: FORK, then the child's CLONE
 // connection refused (it exits 72), FORKED with the child's pid, RELEASE.
 TEST_F(GuestStepsTest, SupervisorControllerReportsTheFork) {
-  char dir[] = "/tmp/smolvm-guest-steps-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  std::string path = std::string(dir) + "/fp.sock";
-  int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_un addr {};
-  addr.sun_family = AF_UNIX;
-  strcpy(addr.sun_path, path.c_str());
-  ASSERT_EQ(bind(ls, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(listen(ls, 4), 0);
+  ScriptedSupervisor sv;
+  ASSERT_NO_FATAL_FAILURE(sv.Listen());
+  const int ls = sv.ls;
   std::string hello, clone_line, forked;
-  auto read_some = [](int fd) {
-    char buf[128] = {};
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
-  };
   std::thread server([&] {
     int g = accept(ls, nullptr, nullptr);
-    hello = read_some(g);
+    hello = ReadSome(g);
     (void)!write(g, "FORK 3 kid-3 on -\n", 18);
     int c = accept(ls, nullptr, nullptr);
-    clone_line = read_some(c);
+    clone_line = ReadSome(c);
     (void)!write(c, "ERR 5 scripted\n", 15);
     close(c);
-    forked = read_some(g);
+    forked = ReadSome(g);
     (void)!write(g, "RELEASE\n", 8);
     close(g);
   });
-  setenv("SMOLVM_FORKPOINT_SOCKET", path.c_str(), 1);
+  setenv("SMOLVM_FORKPOINT_SOCKET", sv.path.c_str(), 1);
   smolvm_fork_order o{};
   ASSERT_EQ(smolvm_fork_wait(&o), 0);
   EXPECT_EQ(o.index, 3);
@@ -187,9 +205,6 @@ TEST_F(GuestStepsTest, SupervisorControllerReportsTheFork) {
   EXPECT_EQ(forked, "FORKED 3 " + std::to_string(pid) + "\n");
   EXPECT_EQ(g_log.parents, 1);
   EXPECT_EQ(waitpid(pid, nullptr, WNOHANG), -1) << "the golden reaped its child";
-  close(ls);
-  unlink(path.c_str());
-  rmdir(dir);
 }
 
 // The golden does not wait for a child it forked to finish its clone's setup
@@ -197,29 +212,18 @@ TEST_F(GuestStepsTest, SupervisorControllerReportsTheFork) {
 // answer to its CLONE line) while it orders clone 1, and the golden forks
 // clone 1's C1 at once. Both are reaped once the supervisor lets them go.
 TEST_F(GuestStepsTest, GoldenForksTheNextCloneWhileTheLastIsSetUp) {
-  char dir[] = "/tmp/smolvm-guest-steps-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  std::string path = std::string(dir) + "/fp.sock";
-  int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_un addr {};
-  addr.sun_family = AF_UNIX;
-  strcpy(addr.sun_path, path.c_str());
-  ASSERT_EQ(bind(ls, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(listen(ls, 4), 0);
-  auto read_some = [](int fd) {
-    char buf[128] = {};
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
-  };
+  ScriptedSupervisor sv;
+  ASSERT_NO_FATAL_FAILURE(sv.Listen());
+  const int ls = sv.ls;
   std::string clone0, clone1, forked0, forked1;
   bool clone1_in_time = false;
   std::thread server([&] {
     int g = accept(ls, nullptr, nullptr);
-    (void)read_some(g);  // HELLO
+    (void)ReadSome(g);  // HELLO
     (void)!write(g, "FORK 0 kid-0 on -\n", 18);
     int c0 = accept(ls, nullptr, nullptr);
-    clone0 = read_some(c0);  // C1 of clone 0 now waits for MOVED
-    forked0 = read_some(g);
+    clone0 = ReadSome(c0);  // C1 of clone 0 now waits for MOVED
+    forked0 = ReadSome(g);
     (void)!write(g, "FORK 1 kid-1 on -\n", 18);
     struct pollfd p = {ls, POLLIN, 0};
     clone1_in_time = poll(&p, 1, 5000) == 1;
@@ -230,8 +234,8 @@ TEST_F(GuestStepsTest, GoldenForksTheNextCloneWhileTheLastIsSetUp) {
       c0 = -1;
     }
     int c1 = accept(ls, nullptr, nullptr);
-    clone1 = read_some(c1);
-    forked1 = read_some(g);
+    clone1 = ReadSome(c1);
+    forked1 = ReadSome(g);
     (void)!write(c1, "ERR 5 scripted\n", 15);
     close(c1);
     if (c0 >= 0) {
@@ -241,7 +245,7 @@ TEST_F(GuestStepsTest, GoldenForksTheNextCloneWhileTheLastIsSetUp) {
     (void)!write(g, "RELEASE\n", 8);
     close(g);
   });
-  setenv("SMOLVM_FORKPOINT_SOCKET", path.c_str(), 1);
+  setenv("SMOLVM_FORKPOINT_SOCKET", sv.path.c_str(), 1);
   pid_t pids[2] = {0, 0};
   for (int i = 0; i < 2; ++i) {
     smolvm_fork_order o{};
@@ -263,9 +267,6 @@ TEST_F(GuestStepsTest, GoldenForksTheNextCloneWhileTheLastIsSetUp) {
   EXPECT_EQ(forked0, "FORKED 0 " + std::to_string(pids[0]) + "\n");
   EXPECT_EQ(forked1, "FORKED 1 " + std::to_string(pids[1]) + "\n");
   for (pid_t pid : pids) EXPECT_EQ(waitpid(pid, nullptr, WNOHANG), -1) << "the golden reaped its child " << pid;
-  close(ls);
-  unlink(path.c_str());
-  rmdir(dir);
 }
 
 }  // namespace
