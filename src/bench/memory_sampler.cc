@@ -92,18 +92,24 @@ void MemorySampler::SampleOnce() {
 }
 
 void MemorySampler::Watch(pid_t pid, const std::string& what) {
-  std::lock_guard<std::mutex> l(mu_);
-  labels_[pid] = what;
-  watched_.insert(pid);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    labels_[pid] = what;
+    watched_.insert(pid);
+  }
+  SampleOnce();  // a process that ends before the next tick still counts
 }
 
 void MemorySampler::WatchOnly(const std::vector<pid_t>& pids, const std::function<std::string(pid_t)>& what) {
-  std::lock_guard<std::mutex> l(mu_);
-  watched_.clear();
-  for (pid_t p : pids) {
-    if (!labels_.count(p)) labels_[p] = what(p);
-    watched_.insert(p);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    watched_.clear();
+    for (pid_t p : pids) {
+      if (!labels_.count(p)) labels_[p] = what(p);
+      watched_.insert(p);
+    }
   }
+  SampleOnce();
 }
 
 double MemorySampler::PeakTotalMib() const {

@@ -41,7 +41,8 @@ class MemorySampler {
   void Start();
   void Stop();  // idempotent; takes one last sample
 
-  // Labels a pid ("learner 3"); only labelled pids are reported per process
+  // Labels a pid ("learner 3") and samples at once, so a process that ends
+  // between two ticks is still counted; only labelled pids are reported per process
   // (on the GPU every compute process is, labelled "pid N" when unknown).
   void Watch(pid_t pid, const std::string& what);
   // Replaces the watched set with `pids`, labelled by `what(pid)`.
