@@ -1,8 +1,8 @@
 // The limits a worker's CUDA context runs with (issue 18, density). A fresh
 // context reserves device memory for CUDA's default limits: the stack for
 // every thread the device can hold resident (1 KiB each: 264 MiB on an
-// H200), an 8 MiB device malloc heap and a 1 MiB printf FIFO — about half of
-// a bare context (518 MiB measured, 254 MiB with the limits below). Right
+// H200), an 8 MiB device malloc heap and a 1 MiB printf FIFO. The stack is
+// half of a bare context (518 MiB measured, 254 MiB with stack 0). Right
 // after creating its context the worker sets:
 //   stack        0: the driver grows a context's local memory at a launch
 //                whose kernel needs more than the limit, and keeps it. None
@@ -21,10 +21,10 @@
 //                default 1 KiB: its guest must set the stack limit it needs
 //                (cudaDeviceSetLimit, charged), which deep recursion needs
 //                natively too.
-//   printf FIFO  4 KiB: enough for a few lines of device printf; a guest that
-//                prints more sets it (cudaDeviceSetLimit), charged.
-//   malloc heap  0: device malloc returns NULL until a guest sets a heap
-//                (before its first launch that uses malloc), charged.
+//   printf FIFO  and malloc heap stay at CUDA's defaults (1 MiB, 8 MiB): they
+//                were not part of the 264 MiB the measured context saved, and
+//                a guest's device printf (torch's device asserts print through
+//                it) and device malloc behave as they do natively.
 // A guest's cudaDeviceSetLimit still works; BudgetedBackend charges what a
 // limit reserves over these values (device_charges.h), since they are what
 // the measured context holds.
@@ -44,8 +44,8 @@ struct ContextLimitValue {
 };
 inline constexpr ContextLimitValue kWorkerContextLimits[] = {
     {CU_LIMIT_STACK_SIZE, 0},
-    {CU_LIMIT_PRINTF_FIFO_SIZE, 4096},
-    {CU_LIMIT_MALLOC_HEAP_SIZE, 0},
+    {CU_LIMIT_PRINTF_FIFO_SIZE, 1 << 20},
+    {CU_LIMIT_MALLOC_HEAP_SIZE, 8 << 20},
 };
 // CUDA's defaults for the same limits (a context before any change).
 inline constexpr ContextLimitValue kCudaDefaultContextLimits[] = {

@@ -10,7 +10,7 @@
 //            session's first change reserved, which is part of the
 //            measured context; lowering a limit refunds. The worker's
 //            context starts at kWorkerContextLimits (context_limits.h:
-//            stack 0, FIFO 4 KiB, heap 0), so that is the base. A launch
+//            stack 0, FIFO 1 MiB, heap 8 MiB), so that is the base. A launch
 //            whose kernel needs more local memory per thread than the
 //            stack limit raises the limit to that need first, charged
 //            like a CtxSetLimit (the driver would grow it inside the

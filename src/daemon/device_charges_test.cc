@@ -122,7 +122,7 @@ TEST_F(DeviceChargesTest, AModuleWithAGlobalPastTheBudgetIsRefusedAndNothingIsLo
 }
 
 TEST_F(DeviceChargesTest, RaisingTheStackOrTheHeapPastTheBudgetIsRefused) {
-  // The worker's context starts at stack 0 and heap 0 (context_limits.h).
+  // The worker's context starts at stack 0 and CUDA's 8 MiB heap (context_limits.h).
   // The fake holds 4 x 2048 threads: a 16 KiB stack is 128 MiB, past 64 MiB.
   Status st = b.CtxSetLimit(CU_LIMIT_STACK_SIZE, 16 << 10);
   EXPECT_EQ(st.code(), CUDA_ERROR_OUT_OF_MEMORY);
@@ -131,16 +131,16 @@ TEST_F(DeviceChargesTest, RaisingTheStackOrTheHeapPastTheBudgetIsRefused) {
   EXPECT_EQ(budget->used(), 0u);
   ASSERT_TRUE(b.CtxSetLimit(CU_LIMIT_STACK_SIZE, 4 << 10).ok());
   EXPECT_EQ(budget->used(), 32 * kMiB);
-  st = b.CtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 40 * kMiB);  // 32 + 40 > 64
+  st = b.CtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 48 * kMiB);  // 32 + (48 - 8) > 64
   EXPECT_EQ(st.code(), CUDA_ERROR_OUT_OF_MEMORY);
   EXPECT_NE(st.message().find("the malloc heap"), std::string::npos) << st.message();
-  ASSERT_TRUE(b.CtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 16 * kMiB).ok());
+  ASSERT_TRUE(b.CtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 24 * kMiB).ok());
   EXPECT_EQ(budget->used(), 32 * kMiB + 16 * kMiB);
   // Lowering gives it back; so does going back to the worker's values.
   ASSERT_TRUE(b.CtxSetLimit(CU_LIMIT_STACK_SIZE, 2 << 10).ok());
   EXPECT_EQ(budget->used(), 16 * kMiB + 16 * kMiB);
   ASSERT_TRUE(b.CtxSetLimit(CU_LIMIT_STACK_SIZE, 0).ok());
-  ASSERT_TRUE(b.CtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 0).ok());
+  ASSERT_TRUE(b.CtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 8 * kMiB).ok());
   EXPECT_EQ(budget->used(), 0u);
   // CUDA's default stack is no longer in the context: a guest that asks for
   // it back pays for it.
@@ -161,21 +161,22 @@ TEST(WorkerContextLimits, AreSetAtInitAndGiveTheirMemoryBack) {
   BudgetedBackend b{std::move(fake)};
   ASSERT_TRUE(b.Init(0).ok());
   EXPECT_EQ(b.CtxGetLimit(CU_LIMIT_STACK_SIZE).value(), 0u);
-  EXPECT_EQ(b.CtxGetLimit(CU_LIMIT_PRINTF_FIFO_SIZE).value(), 4096u);
-  EXPECT_EQ(b.CtxGetLimit(CU_LIMIT_MALLOC_HEAP_SIZE).value(), 0u);
+  // Device printf and malloc work as natively: CUDA's FIFO and heap stay.
+  EXPECT_EQ(b.CtxGetLimit(CU_LIMIT_PRINTF_FIFO_SIZE).value(), 1u << 20);
+  EXPECT_EQ(b.CtxGetLimit(CU_LIMIT_MALLOC_HEAP_SIZE).value(), 8u << 20);
   uint64_t free_plain = 0, free_worker = 0, total = 0;
   ASSERT_TRUE(plain.MemGetInfo(&free_plain, &total).ok());
   ASSERT_TRUE(inner->MemGetInfo(&free_worker, &total).ok());
   const DeviceInfo info = plain.GetDeviceInfo(0).value();
-  // 4 x 2048 threads x 1 KiB of stack, the 8 MiB heap and 1 MiB FIFO, less the 4 KiB FIFO kept.
-  EXPECT_EQ(DefaultContextLimitBytes(info) - WorkerContextLimitBytes(info), 8 * kMiB + 8 * kMiB + kMiB - 4096);
+  // 4 x 2048 threads x 1 KiB of stack.
+  EXPECT_EQ(DefaultContextLimitBytes(info) - WorkerContextLimitBytes(info), 8 * kMiB);
   EXPECT_EQ(free_worker - free_plain, DefaultContextLimitBytes(info) - WorkerContextLimitBytes(info));
-  // On the H200: 264 MiB of stack, 8 of heap, 1 of FIFO.
+  // On the H200: 264 MiB of stack (518 MiB measured for a bare context, 254 with stack 0).
   DeviceInfo h200;
   h200.attrs.assign(CU_DEVICE_ATTRIBUTE_MAX, 0);
   h200.attrs[CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT] = 132;
   h200.attrs[CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR] = 2048;
-  EXPECT_EQ(DefaultContextLimitBytes(h200) - WorkerContextLimitBytes(h200), 273 * kMiB - 4096);
+  EXPECT_EQ(DefaultContextLimitBytes(h200) - WorkerContextLimitBytes(h200), 264 * kMiB);
 }
 
 // A kernel that needs local memory grows the context's stack at its launch
