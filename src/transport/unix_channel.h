@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -62,8 +63,31 @@ class UnixChannel final : public Channel {
     UniqueFd fd;
     uint64_t batch_end;  // stream offset just past the bytes it arrived with
   };
+  // The bytes received and not consumed yet. Unlike a std::string it never
+  // zero-fills the room a read is offered: resizing a string by the read's
+  // 256 KiB cost each side of a round trip ~2.4 us, measured on the fake
+  // backend (a third of the sync round trip).
+  class RecvBuffer {
+   public:
+    char* data() { return p_.get(); }
+    const char* data() const { return p_.get(); }
+    size_t size() const { return size_; }
+    void clear() { size_ = 0; }
+    // Drops the first n bytes (n <= size()).
+    void EraseFront(size_t n);
+    // Makes room for at least n bytes past size(), keeping what is there;
+    // returns where they go.
+    char* Reserve(size_t n);
+    // n bytes were written at data() + size() (n <= the room reserved).
+    void Grew(size_t n) { size_ += n; }
+
+   private:
+    std::unique_ptr<char[]> p_;
+    size_t size_ = 0;
+    size_t capacity_ = 0;
+  };
   UniqueFd sock_;
-  std::string buf_;
+  RecvBuffer buf_;
   size_t start_ = 0;        // first unconsumed byte of buf_
   uint64_t consumed_ = 0;   // stream offset of the next unread frame
   uint64_t received_ = 0;   // stream offset just past the last byte received
