@@ -206,8 +206,8 @@ void Session::MarkWritten(size_t bytes) {
 Status Session::ReadReply(uint16_t op, uint32_t seq, std::string* payload) {
   proto::FrameHeader h;
   std::vector<UniqueFd> fds;
-  if (!channel_->HasBufferedFrame()) (void)SpinUntilReadable(channel_->fd(), spin_us_);
-  Status st = channel_->ReadFrame(&h, payload, &fds);
+  Status st = channel_->HasBufferedFrame() ? Status::Ok() : WaitUntilReadable(channel_->fd(), spin_us_);
+  if (st.ok()) st = channel_->ReadFrame(&h, payload, &fds);
   if (!st.ok())
     return Broken("smolvm cudart: lost the connection to the CUDA worker: " + st.message() +
                   " (CUDA calls now return cudaErrorDevicesUnavailable)");

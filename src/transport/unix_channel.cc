@@ -1,6 +1,7 @@
 #include "transport/unix_channel.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -282,6 +283,16 @@ bool SpinUntilReadable(int fd, int spin_us) {
     if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return true;
   } while (std::chrono::steady_clock::now() < end);
   return false;
+}
+
+Status WaitUntilReadable(int fd, int spin_us) {
+  if (SpinUntilReadable(fd, spin_us)) return Status::Ok();
+  struct pollfd p = {fd, POLLIN, 0};
+  for (;;) {
+    int n = ::poll(&p, 1, -1);
+    if (n > 0) return Status::Ok();  // readable, hung up or failed: the read says which
+    if (n < 0 && errno != EINTR) return ErrnoStatus("poll", errno);
+  }
 }
 
 int SpinMicrosFromEnv(const char* env, int fallback) {

@@ -99,6 +99,13 @@ class UnixChannel final : public Channel {
 // without sleeping; true when it did. A reply that arrives within the spin
 // costs no scheduler wakeup (tens of microseconds on a VM).
 bool SpinUntilReadable(int fd, int spin_us);
+// Waits until `fd` is readable, hung up or failed: spins up to `spin_us`
+// (SpinUntilReadable), then sleeps in poll(POLLIN). A reader asleep in
+// poll is woken by what arrives only; asleep in recvmsg, it is also woken
+// for nothing when the peer reads what this side sent (the kernel tells the
+// sender's socket it has room, a POLLOUT wake-up of every sleeper on it),
+// and that wake-up is paid by the peer on its way to its reply.
+Status WaitUntilReadable(int fd, int spin_us);
 // A spin budget in microseconds from the environment variable `env`
 // (clamped to [0, 1000]), else `fallback`.
 int SpinMicrosFromEnv(const char* env, int fallback);
