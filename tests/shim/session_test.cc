@@ -280,6 +280,47 @@ TEST(Session, ADescriptorAfterAPartlyWrittenBatchRidesWithItsFrame) {
   EXPECT_EQ(c, 'k');
 }
 
+// A worker that goes away while a batch sits partly written: the next offer
+// fails the session once (devices unavailable), and later calls say so at
+// once without touching the socket.
+TEST(Session, APeerGoneAfterAPartlyWrittenBatchFailsTheSessionOnce) {
+  SilentWorker w;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool closed = false;
+  auto server = std::make_unique<FakeServer>([&](UnixChannel& ch) {
+    AnswerHello(ch);
+    std::unique_lock lock(w.mu);
+    w.cv.wait(lock, [&] { return w.guest_done; });
+    ::shutdown(ch.fd(), SHUT_RDWR);  // hangs up, nothing read
+    std::lock_guard l(mu);
+    closed = true;
+    cv.notify_all();
+  });
+  {
+    Session s(Options(*server));
+    std::lock_guard lock(s.mu());
+    ASSERT_TRUE(s.Connect().ok());
+    QueuePastTheSocket(s, w);
+    ASSERT_GT(s.unwritten_bytes(), 0u);
+    {
+      std::unique_lock l(mu);
+      ASSERT_TRUE(cv.wait_for(l, std::chrono::seconds(10), [&] { return closed; }));
+    }
+    ::testing::internal::CaptureStderr();
+    for (uint32_t i = 0; i < 64; ++i)  // two batches: the first offer meets the closed socket
+      s.Enqueue(MemsetRequest{.dst = 0x600000000000ull, .value = i, .elem_bytes = 1, .count = 4});
+    PingReply pong;
+    Status st = s.Call(PingRequest{}, &pong);
+    std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_FALSE(st.ok());
+    EXPECT_EQ(s.failure(), SessionFailure::kDevicesUnavailable);
+    EXPECT_NE(err.find("lost the connection to the CUDA worker"), std::string::npos) << err;
+    EXPECT_EQ(err.find("lost the connection"), err.rfind("lost the connection")) << "said more than once: " << err;
+  }
+  server.reset();
+}
+
 // Issue 15: at flush_bytes unwritten the guest waits, but only until half of
 // it is left, so it stays ahead of a slower worker (a wait for the whole
 // queue held the launch benchmark's issue rate at 0.79x the previous
