@@ -18,6 +18,14 @@
 #                         (e.g. B_ENV=SMOLVM_WORKER_SECCOMP=off)
 #   OUT=                  keep the JSON lines (a.jsonl, b.jsonl) there
 # Exit status: 0; 1 when a run failed (named on stderr); 2 on bad usage.
+#
+# The fake's launches cost nothing, so a plain `launch` run measures two CPU
+# processes handing batches over on this machine's few cores; a GPU's launch
+# (~4.4 us on the H200) is modelled with SMOLVM_FAKE_LAUNCH_NS, which trees
+# before 957b912 ignore (build such an A with the fake's launch loop added):
+#   ROUNDS=10 scripts/local-ab.sh /tmp/A /tmp/B
+#   ROUNDS=8 MODES=launch A_ENV=SMOLVM_FAKE_LAUNCH_NS=4000 B_ENV=SMOLVM_FAKE_LAUNCH_NS=4000 \
+#     scripts/local-ab.sh /tmp/A-with-launch-ns /tmp/B
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
