@@ -152,11 +152,16 @@ Status Session::Flush() {
 }
 
 void Session::FlushQueued() {
-  if (unwritten_bytes() >= options_.flush_bytes) {
-    (void)Flush();
+  ops_since_offer_ = 0;
+  size_t unwritten = unwritten_bytes();
+  // Past flush_bytes the guest waits, but only until half of it is left:
+  // it stays that far ahead of its worker (a wait for the whole queue let
+  // the worker catch up at every full queue: the launch benchmark's issue
+  // rate fell to 0.79x the previous build's, which wrote 4 MiB at a time).
+  if (unwritten >= options_.flush_bytes) {
+    (void)WriteUnwritten(unwritten - options_.flush_bytes / 2);
     return;
   }
-  ops_since_offer_ = 0;
   (void)OfferQueue();
 }
 
@@ -168,7 +173,24 @@ Status Session::OfferQueue() {
   if (!n.ok())
     return Broken("smolvm cudart: lost the connection to the CUDA worker: " + n.status().message() +
                   " (CUDA calls now return cudaErrorDevicesUnavailable)");
-  queue_written_ += *n;
+  MarkWritten(*n);
+  return Status::Ok();
+}
+
+Status Session::WriteUnwritten(size_t bytes) {
+  if (bytes == 0) return Status::Ok();
+  RETURN_IF_ERROR(Connect());
+  if (channel_ == nullptr) return Internal("no channel");
+  Status st = channel_->Write(std::string_view(queue_).substr(queue_written_, bytes));
+  if (!st.ok())
+    return Broken("smolvm cudart: lost the connection to the CUDA worker: " + st.message() +
+                  " (CUDA calls now return cudaErrorDevicesUnavailable)");
+  MarkWritten(bytes);
+  return Status::Ok();
+}
+
+void Session::MarkWritten(size_t bytes) {
+  queue_written_ += bytes;
   if (queue_written_ == queue_.size()) {
     queue_.clear();
     queue_written_ = 0;
@@ -179,14 +201,13 @@ Status Session::OfferQueue() {
     queue_.erase(0, queue_written_);
     queue_written_ = 0;
   }
-  return Status::Ok();
 }
 
 Status Session::ReadReply(uint16_t op, uint32_t seq, std::string* payload) {
   proto::FrameHeader h;
   std::vector<UniqueFd> fds;
-  if (!channel_->HasBufferedFrame()) (void)SpinUntilReadable(channel_->fd(), spin_us_);
-  Status st = channel_->ReadFrame(&h, payload, &fds);
+  Status st = channel_->HasBufferedFrame() ? Status::Ok() : WaitUntilReadable(channel_->fd(), spin_us_);
+  if (st.ok()) st = channel_->ReadFrame(&h, payload, &fds);
   if (!st.ok())
     return Broken("smolvm cudart: lost the connection to the CUDA worker: " + st.message() +
                   " (CUDA calls now return cudaErrorDevicesUnavailable)");

@@ -1,6 +1,7 @@
 #include "transport/unix_channel.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -71,12 +72,10 @@ Status UnixChannel::Fill(int flags) {
     buf_.clear();
     start_ = 0;
   } else if (start_ > (1u << 20)) {
-    buf_.erase(0, start_);
+    buf_.EraseFront(start_);
     start_ = 0;
   }
-  size_t old = buf_.size();
-  buf_.resize(old + kReadChunk);
-  struct iovec iov = {buf_.data() + old, kReadChunk};
+  struct iovec iov = {buf_.Reserve(kReadChunk), kReadChunk};
   struct msghdr msg = {};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
@@ -88,8 +87,10 @@ Status UnixChannel::Fill(int flags) {
     r = ::recvmsg(sock_.get(), &msg, MSG_CMSG_CLOEXEC | flags);
   } while (r < 0 && errno == EINTR);
   int err = errno;
-  buf_.resize(old + (r > 0 ? static_cast<size_t>(r) : 0));
-  if (r > 0) received_ += static_cast<uint64_t>(r);
+  if (r > 0) {
+    buf_.Grew(static_cast<size_t>(r));
+    received_ += static_cast<uint64_t>(r);
+  }
   // Every descriptor that arrived is owned (and so closed) from here on,
   // whatever happens next.
   for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
@@ -119,6 +120,22 @@ Status UnixChannel::Fill(int flags) {
     return Malformed("more descriptors sent than frames announce");
   }
   return Status::Ok();
+}
+
+void UnixChannel::RecvBuffer::EraseFront(size_t n) {
+  std::memmove(p_.get(), p_.get() + n, size_ - n);
+  size_ -= n;
+}
+
+char* UnixChannel::RecvBuffer::Reserve(size_t n) {
+  if (capacity_ - size_ < n) {
+    size_t cap = std::max(capacity_ * 2, size_ + n);
+    auto p = std::make_unique_for_overwrite<char[]>(cap);
+    if (size_ > 0) std::memcpy(p.get(), p_.get(), size_);
+    p_ = std::move(p);
+    capacity_ = cap;
+  }
+  return p_.get() + size_;
 }
 
 void UnixChannel::DropUnclaimedFds() {
@@ -266,6 +283,16 @@ bool SpinUntilReadable(int fd, int spin_us) {
     if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return true;
   } while (std::chrono::steady_clock::now() < end);
   return false;
+}
+
+Status WaitUntilReadable(int fd, int spin_us) {
+  if (SpinUntilReadable(fd, spin_us)) return Status::Ok();
+  struct pollfd p = {fd, POLLIN, 0};
+  for (;;) {
+    int n = ::poll(&p, 1, -1);
+    if (n > 0) return Status::Ok();  // readable, hung up or failed: the read says which
+    if (n < 0 && errno != EINTR) return ErrnoStatus("poll", errno);
+  }
 }
 
 int SpinMicrosFromEnv(const char* env, int fallback) {

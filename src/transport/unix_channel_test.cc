@@ -2,10 +2,12 @@
 
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -226,6 +228,61 @@ TEST(UnixChannel, PayloadBufferGrowsWithBytesReceived) {
   peer.join();
   EXPECT_EQ(st.code(), static_cast<int32_t>(Code::kUnavailable));
   EXPECT_LE(payload.capacity(), 4u << 20) << "sized from the declared 64 MiB";
+}
+
+// The receive buffer (reused, grown and compacted without zero-filling)
+// hands out every frame intact: frames of many sizes, some larger than a
+// read and larger than the 1 MiB past which consumed bytes are dropped from
+// its front, written in pieces that cut frames anywhere, read by ReadFrame
+// and by TryReadFrame (which buffers a frame whole before it hands it out).
+TEST(UnixChannel, AStreamCutAnywhereArrivesFrameByFrame) {
+  UniqueFd a, b;
+  ASSERT_TRUE(SocketPair(&a, &b).ok());
+  UnixChannel cb(std::move(b));
+  auto payload_of = [](uint32_t i) {
+    size_t n = i % 97 == 0 ? (1100u << 10) + i : (i * 37) % 4000;
+    std::string p(n, '\0');
+    for (size_t k = 0; k < n; ++k) p[k] = static_cast<char>(i * 131 + k * 7);
+    return p;
+  };
+  constexpr uint32_t kFrames = 1000;
+  std::string stream;
+  for (uint32_t i = 0; i < kFrames; ++i) {
+    std::string p = payload_of(i);
+    std::string h(proto::kFrameHeaderBytes, '\0');
+    proto::EncodeHeader({.payload_bytes = static_cast<uint32_t>(p.size()), .op = 3, .flags = 0, .seq = i},
+                        reinterpret_cast<uint8_t*>(h.data()));
+    stream += h + p;
+  }
+  std::thread peer([&] {
+    uint32_t cut = 1;
+    for (size_t at = 0; at < stream.size();) {
+      cut = cut * 1103515245u + 12345u;
+      size_t n = std::min<size_t>(stream.size() - at, 1 + (cut >> 8) % (700u << 10));
+      ssize_t w = ::write(a.get(), stream.data() + at, n);
+      if (w <= 0) break;
+      at += static_cast<size_t>(w);
+    }
+  });
+  for (uint32_t i = 0; i < kFrames; ++i) {
+    proto::FrameHeader h;
+    std::string payload;
+    std::vector<UniqueFd> fds;
+    if (i % 3 == 0) {
+      ASSERT_TRUE(cb.ReadFrame(&h, &payload, &fds).ok()) << i;
+    } else {
+      for (;;) {
+        auto got = cb.TryReadFrame(&h, &payload, &fds);
+        ASSERT_TRUE(got.ok()) << i;
+        if (*got) break;
+        struct pollfd p = {cb.fd(), POLLIN, 0};
+        ASSERT_EQ(::poll(&p, 1, 10000), 1) << "frame " << i << " never came whole";
+      }
+    }
+    ASSERT_EQ(h.seq, i);
+    ASSERT_TRUE(payload == payload_of(i)) << "frame " << i << " of " << payload.size() << " bytes";
+  }
+  peer.join();
 }
 
 }  // namespace
