@@ -89,6 +89,9 @@ struct DaemonOptions {
   // are released; the cost once blamed on parallel rebuilds was the first
   // import of freshly exported chunks, paid ahead now (docs/fork.md).
   int fork_build_parallel = kDefaultForkBuildParallel;
+  // false: every fork builds fork_build_parallel at once; true: each fork
+  // picks from its clones' shape, at most that many (fork_parallel.h).
+  bool fork_parallel_by_shape = true;
   bool quiet = false;
   // Workers' jail (worker_jail.h): the uid range they drop to, one uid per
   // tenant (base 0: they keep the daemon's uid; a daemon that is not root
@@ -207,6 +210,7 @@ class Daemon {
       return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     }
     std::string manifest;  // encoded ForkManifestBody, passed on as the golden sent it
+    int parallel = 1;      // its clone builds at once (fork_parallel.h), set with the manifest
     std::vector<UniqueFd> fds;
     struct Clone {
       pid_t worker = -1;
@@ -285,6 +289,8 @@ class Daemon {
   // One job's step (may end it); its clones' CloneBuild orders; its reply.
   void AdvanceFork(ForkJob& job, std::chrono::steady_clock::time_point now);
   void SendCloneBuilds(ForkJob& job);
+  // How many of `job`'s clones build at once, from its manifest (logged).
+  int PickBuildParallelism(const ForkJob& job) const;
   void FinishFork(ForkJob& job, const Session& golden, std::chrono::steady_clock::time_point now);
   void FailFork(ForkJob& job, Status why);
   void OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m);

@@ -13,6 +13,7 @@
 
 #include "daemon/control_links.h"
 #include "daemon/daemon.h"
+#include "daemon/fork_parallel.h"
 #include "proto/frame.h"
 #include "worker/control.h"
 
@@ -113,6 +114,7 @@ void Daemon::OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m) 
   }
   if (Status admit = AdmitToMachine(job, m.private_bytes); !admit.ok()) return FailFork(job, admit);
   job.manifest = m.manifest;
+  job.parallel = PickBuildParallelism(job);
   job.fds = std::move(fds);
   job.phase = ForkJob::kBuilding;
   job.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -220,15 +222,28 @@ void Daemon::AdvanceFork(ForkJob& job, std::chrono::steady_clock::time_point now
   }
 }
 
+int Daemon::PickBuildParallelism(const ForkJob& job) const {
+  ManifestShape m = ShapeOfManifest(job.manifest);
+  const bool fixed = !options_.fork_parallel_by_shape;
+  int k = fixed ? options_.fork_build_parallel
+                : (m.ok ? ForkBuildParallelism(m.shape, job.count, options_.fork_build_parallel) : 1);
+  Log("fork of session %llu: %d of %u clone builds at once (each: %.0f MiB private in %u chunks, %u modules, %u "
+      "library handles, %u cuDNN calls; estimated device %.1f ms, host %.1f ms; --fork-parallel %d%s)",
+      static_cast<unsigned long long>(job.golden), k, job.count, m.shape.private_bytes / 1048576.0,
+      m.shape.private_chunks, m.shape.modules, m.shape.library_handles, m.shape.dnn_calls,
+      DeviceBuildMs(m.shape), HostBuildMs(m.shape), options_.fork_build_parallel, fixed ? ", fixed" : "");
+  return k;
+}
+
 void Daemon::SendCloneBuilds(ForkJob& job) {
-  // Clones rebuild a few at a time: the driver serializes VMM calls across
-  // processes, and sixteen at once each took 67x as long as one alone
-  // (H200, 2026-12-02: 4.4 s vs 65 ms).
+  // Clones rebuild a few at a time (job.parallel, fork_parallel.h): the
+  // driver serializes VMM calls across processes, and sixteen at once each
+  // took 67x as long as one alone (H200, 2026-12-02: 4.4 s vs 65 ms).
   int in_flight = 0;
   for (const auto& c : job.clones) in_flight += (c.sent && !c.built) ? 1 : 0;
   for (auto& c : job.clones) {
     if (c.worker > 0) continue;
-    if (in_flight >= options_.fork_build_parallel) break;
+    if (in_flight >= job.parallel) break;
     WorkerProc* free_worker = PickPooledWorker(job.golden, GoldenUid(job.golden));
     if (!free_worker) break;
     if (job.machine_fork) {
