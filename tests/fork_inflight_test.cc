@@ -1,9 +1,12 @@
 // Issue 18 (review of the fork engine with parallel builds and early
 // release): what may happen to a golden and its fork while clones are still
 // being built after the golden got its orders.
+#include <sys/socket.h>
+
 #include <cstring>
 #include <sstream>
 
+#include "proto/control_ops.h"
 #include "fork_fixture.h"
 
 namespace smolvm::testing {
@@ -40,6 +43,82 @@ TEST_F(ForkTest, ReleaseIsRefusedWhileAForkOfTheGoldenIsInFlight) {
   EXPECT_EQ(g.Next(std::chrono::milliseconds(300)).clone_index, -3);
   EXPECT_EQ(RunCommand(Cli(daemon, "release --pid " + pid)).first, 0);
   EXPECT_LT(g.Next().clone_index, 0);
+}
+
+// Two tenants' goldens at their forkpoints: the pool's workers preload both
+// and some enter tenant b's jail ahead, where they can build no clone of
+// tenant a's golden. A fork of a needing more workers than the pool holds
+// for it gets new ones started; counting b's jailed workers as available
+// left it waiting for workers that never came until its deadline.
+TEST(ForkTenantsTest, AForkGetsWorkersWhenThePoolIsJailedForAnotherTenant) {
+  if (::geteuid() != 0) GTEST_SKIP() << "workers enter a tenant's jail only under a root daemon";
+  DaemonProcess daemon(DaemonArgs{"fake", 4, -1, {}, nullptr});
+  std::vector<std::unique_ptr<UnixChannel>> admins;
+  auto attach = [&](const std::string& name) {
+    std::string socket = daemon.dir() + "/" + name + ".sock";
+    UniqueFd listener = ListenUnix(socket, 0666).value();
+    admins.push_back(std::make_unique<UnixChannel>(ConnectUnix(daemon.socket() + ".admin").value()));
+    AdminMachineAttachReply rep;
+    EXPECT_TRUE(AdminRoundTrip(*admins.back(), AdminMachineAttachRequest{name, "", 0}, &rep, listener.get()).ok());
+    return socket;
+  };
+  const std::string sa = attach("ten-a"), sb = attach("ten-b");
+  constexpr uint32_t kPidA = 770001, kPidB = 770002;
+  RawClient ga, gb;
+  ASSERT_TRUE(ga.Connect(sa, kProtoHash, 0, "", kPidA).ok()) << daemon.Log();
+  ASSERT_TRUE(gb.Connect(sb, kProtoHash, 0, "", kPidB).ok()) << daemon.Log();
+  const std::string frozen_bytes = Pattern(4 * kMiB, 7);
+  MemAllocReply frozen_a;
+  for (RawClient* g : {&ga, &gb}) {
+    MemAllocReply frozen, priv;
+    ASSERT_TRUE(g->Call(MemAllocRequest{.bytes = 4 * kMiB}, &frozen).ok());
+    if (g == &ga) frozen_a = frozen;
+    ASSERT_TRUE(g->Call(MemAllocRequest{.bytes = 2 * kMiB}, &priv).ok());
+    g->Queue(MemcpyHtoDRequest{.dst = frozen.dptr, .stream = 0, .data = frozen_bytes});
+    MarkFrozenReply m;
+    ASSERT_TRUE(g->Call(MarkFrozenRequest{.dptr = frozen.dptr, .bytes = 4 * kMiB}, &m).ok());
+  }
+  // On any return: the goldens' threads wait at their forkpoints until their
+  // sessions end.
+  struct EndSessions {
+    std::vector<RawClient*> goldens;
+    ~EndSessions() {
+      for (RawClient* g : goldens) ::shutdown(g->channel().fd(), SHUT_RDWR);
+    }
+  };
+  // b reaches its forkpoint first: every pooled worker preloads b's chunks,
+  // all but one in b's jail.
+  Golden golden_b(&gb);
+  EndSessions end_b{{&gb}};
+  const uint64_t session_b = gb.hello().session_id;
+  nlohmann::json j = WaitStatus(daemon, [&](const nlohmann::json& j) {
+    size_t n = 0;
+    for (const auto& w : j["pool"]) n += w["preloaded_session"] == session_b;
+    return n >= 4u;
+  });
+  size_t for_b = 0;
+  for (const auto& w : j["pool"]) for_b += w["preloaded_session"] == session_b;
+  ASSERT_EQ(for_b, 4u) << j.dump() << daemon.Log();
+  Golden golden_a(&ga);
+  EndSessions end_a{{&ga}};
+  std::pair<int, std::string> cli;
+  std::thread t([&] {
+    cli = RunCommand("timeout 25 " + Cli(daemon, "fork --count 4 --share on --json --pid " + std::to_string(kPidA)));
+  });
+  std::vector<std::unique_ptr<RawClient>> clones;
+  for (int i = 0; i < 4; ++i) {
+    ForkpointWaitReply o = golden_a.Next();
+    if (o.clone_index < 0) break;
+    auto c = std::make_unique<RawClient>();
+    Status st = c->Connect(daemon.socket(), kProtoHash, 2, o.token, 100000 + o.clone_index);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    clones.push_back(std::move(c));
+  }
+  t.join();
+  EXPECT_EQ(cli.first, 0) << cli.second << daemon.Log();
+  EXPECT_EQ(Count(cli.second, "\"clone\""), 4u) << cli.second;
+  ASSERT_EQ(clones.size(), 4u);
+  for (auto& c : clones) EXPECT_EQ(Bytes(*c, frozen_a.dptr + kMiB, 64), frozen_bytes.substr(kMiB, 64));
 }
 
 }  // namespace

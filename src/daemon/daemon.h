@@ -291,6 +291,9 @@ class Daemon {
   void SendCloneBuilds(ForkJob& job);
   // How many of `job`'s clones build at once, from its manifest (logged).
   int PickBuildParallelism(const ForkJob& job) const;
+  // Workers to start for clones that no pooled worker may build (those in
+  // other tenants' jails cannot), over the forks building now.
+  size_t ForkWorkersShort() const;
   void FinishFork(ForkJob& job, const Session& golden, std::chrono::steady_clock::time_point now);
   void FailFork(ForkJob& job, Status why);
   void OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m);

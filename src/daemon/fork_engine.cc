@@ -235,6 +235,20 @@ int Daemon::PickBuildParallelism(const ForkJob& job) const {
   return k;
 }
 
+size_t Daemon::ForkWorkersShort() const {
+  size_t short_by = 0;
+  for (const auto& [id, job] : forks_) {
+    if (job.phase != ForkJob::kBuilding) continue;
+    size_t unassigned = 0, usable = 0;
+    for (const auto& c : job.clones) unassigned += c.worker < 0;
+    // Pooled or starting (PickPooledWorker's rule: a jailed one serves its tenant only).
+    const uint32_t uid = GoldenUid(job.golden);
+    for (const auto& [pid, w] : workers_) usable += w.session_id == 0 && w.control && !(w.jailed && w.uid != uid);
+    short_by += unassigned > usable ? unassigned - usable : 0;
+  }
+  return short_by;
+}
+
 void Daemon::SendCloneBuilds(ForkJob& job) {
   // Clones rebuild a few at a time (job.parallel, fork_parallel.h): the
   // driver serializes VMM calls across processes, and sixteen at once each
