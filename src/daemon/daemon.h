@@ -211,6 +211,7 @@ class Daemon {
     }
     std::string manifest;  // encoded ForkManifestBody, passed on as the golden sent it
     int parallel = 1;      // its clone builds at once (fork_parallel.h), set with the manifest
+    uint64_t private_bytes = 0;  // copied into each clone (the manifest's), for admission
     std::vector<UniqueFd> fds;
     struct Clone {
       pid_t worker = -1;

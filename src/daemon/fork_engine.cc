@@ -13,6 +13,7 @@
 
 #include "daemon/control_links.h"
 #include "daemon/daemon.h"
+#include "daemon/fork_admission.h"
 #include "daemon/fork_parallel.h"
 #include "proto/frame.h"
 #include "worker/control.h"
@@ -87,13 +88,23 @@ void Daemon::OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m) 
   ForkJob& job = it->second;
   if (m.result != 0) return FailFork(job, Status(m.result, m.message));
   // Admission: the clones' private copies and the contexts of any workers
-  // not started yet must fit in what the device has free now.
-  size_t ready = 0;
+  // not started yet must fit in what the device has free now, beside what
+  // the forks in flight still take (fork_admission.h).
+  ForkAdmission admit{.private_bytes = m.private_bytes, .count = job.count, .free_bytes = m.free_bytes,
+                      .ready_workers = 0, .context_bytes = options_.backend == "cuda" ? (600ull << 20) : 0,
+                      .in_flight = {}};
   for (auto& [pid, x] : workers_)
-    if (x.ready && x.session_id == 0 && x.control) ++ready;
-  uint64_t ctx = options_.backend == "cuda" ? (600ull << 20) : 0;
-  uint64_t extra_workers = job.count > ready ? job.count - ready : 0;
-  uint64_t need = m.private_bytes * job.count + ctx * extra_workers;
+    if (x.ready && x.session_id == 0 && x.control) ++admit.ready_workers;
+  for (const auto& [id, other] : forks_) {
+    if (other.id == job.id || other.phase != ForkJob::kBuilding) continue;
+    ForkInFlight f{.private_bytes = other.private_bytes, .unbuilt = 0, .without_worker = 0};
+    for (const auto& c : other.clones) {
+      f.unbuilt += !c.built;
+      f.without_worker += c.worker < 0;
+    }
+    admit.in_flight.push_back(f);
+  }
+  const uint64_t need = ForkAdmissionNeed(admit);
   if (need > m.free_bytes) {
     char msg[128];
     std::snprintf(msg, sizeof msg, "fork needs %llu MiB, %llu MiB free",
@@ -114,6 +125,7 @@ void Daemon::OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m) 
   }
   if (Status admit = AdmitToMachine(job, m.private_bytes); !admit.ok()) return FailFork(job, admit);
   job.manifest = m.manifest;
+  job.private_bytes = m.private_bytes;
   job.parallel = PickBuildParallelism(job);
   job.fds = std::move(fds);
   job.phase = ForkJob::kBuilding;
