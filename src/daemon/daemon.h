@@ -84,10 +84,9 @@ struct DaemonOptions {
   int max_sessions_per_machine = kDefaultMaxSessionsPerMachine;
   int max_workers = kDefaultMaxWorkers;
   uint64_t module_cache_bytes = 4ull << 30;  // module images kept on disk, over every tenant
-  // Clones rebuilding at once during a fork. Not 1: a fork of N clones would
-  // wait N x ~110 ms of serial rebuilds (H200, 7B learner) before its clones
-  // are released; the cost once blamed on parallel rebuilds was the first
-  // import of freshly exported chunks, paid ahead now (docs/fork.md).
+  // The most clones rebuilding at once during a fork (each fork picks up to
+  // this many from its clones' shape: fork_parallel.h). Not 1: a fork of N
+  // learner clones would wait N x ~110 ms of serial rebuilds (H200, 7B).
   int fork_build_parallel = kDefaultForkBuildParallel;
   // false: every fork builds fork_build_parallel at once; true: each fork
   // picks from its clones' shape, at most that many (fork_parallel.h).
