@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <cstring>
+#include <future>
 #include <sstream>
 
 #include "proto/control_ops.h"
@@ -119,6 +120,61 @@ TEST(ForkTenantsTest, AForkGetsWorkersWhenThePoolIsJailedForAnotherTenant) {
   EXPECT_EQ(Count(cli.second, "\"clone\""), 4u) << cli.second;
   ASSERT_EQ(clones.size(), 4u);
   for (auto& c : clones) EXPECT_EQ(Bytes(*c, frozen_a.dptr + kMiB, 64), frozen_bytes.substr(kMiB, 64));
+}
+
+// A machine fork whose supervisor hangs up (its request was cancelled:
+// Ctrl-C, or a clone step failed) after the golden got its orders: its clone
+// machines are being undone, so no clone can ever attach. The fork fails at
+// once: its built clones' workers end and the golden is free for the next
+// request, where it used to hold them, and refuse the golden's next fork as
+// "already in progress", until its deadline (30 s after the last build).
+TEST(ForkTenantsTest, AMachineForkWhoseSupervisorHangsUpEndsAtOnce) {
+  DaemonProcess daemon(DaemonArgs{"fake", 2, -1, {}, nullptr});
+  std::vector<std::unique_ptr<UnixChannel>> admins;
+  auto attach = [&](const std::string& name) {
+    std::string socket = daemon.dir() + "/" + name + ".sock";
+    UniqueFd listener = ListenUnix(socket, 0666).value();
+    admins.push_back(std::make_unique<UnixChannel>(ConnectUnix(daemon.socket() + ".admin").value()));
+    AdminMachineAttachReply rep;
+    EXPECT_TRUE(AdminRoundTrip(*admins.back(), AdminMachineAttachRequest{name, "", 0}, &rep, listener.get()).ok());
+    return socket;
+  };
+  const std::string gold = attach("gold");
+  attach("kid0");
+  attach("kid1");
+  RawClient golden;
+  ASSERT_TRUE(golden.Connect(gold).ok()) << daemon.Log();
+  MemAllocReply mem;
+  ASSERT_TRUE(golden.Call(MemAllocRequest{.bytes = 4 * kMiB}, &mem).ok());
+  auto first = std::async(std::launch::async, [&] {
+    ForkpointWaitReply r;
+    CallResult res = golden.Call(ForkpointWaitRequest{}, &r);
+    return std::make_pair(res, r);
+  });
+  auto sup = std::make_unique<UnixChannel>(ConnectUnix(daemon.socket() + ".admin").value());
+  std::string out;
+  AppendRequest(&out, AdminMachineForkRequest{"gold", static_cast<uint32_t>(::getpid()), "kid0\nkid1\n",
+                                              Wire(ShareMode::kOff), 5000},
+                9);
+  ASSERT_TRUE(sup->Write(out).ok());
+  auto [res, go] = first.get();
+  ASSERT_TRUE(res.ok()) << res.head.message << daemon.Log();
+  ASSERT_GE(go.clone_index, 0);
+  // Orders given, clones built or building, none attached: the supervisor goes.
+  sup.reset();
+  nlohmann::json j = WaitStatus(daemon, [](const nlohmann::json& j) {
+    for (const auto& s : j["sessions"])
+      if (s["role"] == "clone") return false;
+    return true;
+  });
+  size_t clones = 0;
+  for (const auto& s : j["sessions"]) clones += s["role"] == "clone";
+  EXPECT_EQ(clones, 0u) << j.dump() << daemon.Log();
+  EXPECT_NE(daemon.Log().find("its requester went away"), std::string::npos) << daemon.Log();
+  // The clone's token is spent with its fork.
+  RawClient late;
+  EXPECT_FALSE(late.Connect(daemon.dir() + "/kid0.sock", kProtoHash, 2, go.token).ok());
+  ::shutdown(golden.channel().fd(), SHUT_RDWR);
 }
 
 }  // namespace

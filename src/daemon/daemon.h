@@ -296,6 +296,9 @@ class Daemon {
   size_t ForkWorkersShort() const;
   void FinishFork(ForkJob& job, const Session& golden, std::chrono::steady_clock::time_point now);
   void FailFork(ForkJob& job, Status why);
+  // The admin connection `client` closed: its machine forks fail now (their
+  // supervisor gave up and undoes the clone machines); other forks stand.
+  void FailForksOf(uint64_t client);
   void OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m);
   void OnCloneBuilt(WorkerProc& w, const proto::CloneBuiltRequest& b);
   // Sends the golden every clone's order in one ForkGo (when the job's
@@ -341,6 +344,7 @@ class Daemon {
   // --- machines (daemon_machines.cc) ---
   void AttachMachine(uint64_t client, uint32_t seq, const proto::AdminMachineAttachRequest& req,
                      std::vector<UniqueFd>* fds);
+  // The admin connection `client` closed: its endpoints go, its machine forks fail.
   void DetachEndpointsOf(uint64_t client);
   Endpoint* FindEndpoint(const std::string& machine);
   void AcceptMachineGuest(uint64_t endpoint);

@@ -69,6 +69,15 @@ void Daemon::FailFork(ForkJob& job, Status why) {
   forks_.erase(job.id);
 }
 
+void Daemon::FailForksOf(uint64_t client) {
+  for (auto it = forks_.begin(); it != forks_.end();) {
+    auto next = std::next(it);
+    if (it->second.admin_client == client && it->second.machine_fork)
+      FailFork(it->second, Unavailable("its requester went away (the supervisor cancelled the fork)"));
+    it = next;
+  }
+}
+
 void Daemon::OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m) {
   auto it = forks_.begin();
   while (it != forks_.end() && !(it->second.golden == w.session_id && w.session_id != 0)) ++it;
