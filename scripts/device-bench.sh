@@ -60,6 +60,23 @@
 #     then per run where the fork's time went (scripts/fork_timeline.py).
 #     Goal: fork_s <= 1 s at N=16, <= 5 s at N=64.                       ~5 min
 #
+#   scripts/device-bench.sh density96 [all|fork|native]
+#     issue 18's must-show 1: fork share on, qwen2.5-7b 4-bit, DPO 2x256, 10
+#     steps, N=96 (fork), into bench/next/results like `headline`; then the
+#     native comparison (native): `bench matrix` native N=16 (lids 0-15, 10
+#     steps), and SAMPLE (8) lids drawn from 16..N-1 (seed SEED=18) trained
+#     natively by the learner itself at once (8 x ~7.5 GB fits beside
+#     nothing else), coordination files in bench/next/density96-native;
+#     scripts/density-check.py compares every native lid's per-step losses
+#     with the fork run's (the newest fork_n96_s10 result in bench/next/results,
+#     else bench/results) and writes $OUT/density96.txt and density96.json.
+#     all: both in one call (~4.5 min fork + ~1.5 min native); fork and native
+#     split it across two calls (carry the fork result to the second: commit it
+#     to bench/results, or KEEP_NEXT=1 with bench/next carried). The native
+#     part starts in `all` only when it can end before ~9 minutes.
+#     Rehearsal without a GPU: DEVICE=cpu MODEL=tiny CPUS=1 DENSITY_N=6 SAMPLE=2
+#     NATIVE_N=2 (the same plumbing on the CPU path; root).
+#
 # Everything new comes back in $OUT/results.tgz (results + logs) with
 # $OUT/bench.log. A sweep that fails is reported and the next one still runs.
 #
@@ -73,6 +90,13 @@ PLAN=main RESULTS=bench/results LOGDIR=bench/logs TIMEOUT=240
 if [[ ${1:-} == forkn ]]; then
   PLAN=forkn PART= RESULTS=bench/next/results LOGDIR=bench/next/logs BUDGET=100000 TIMEOUT=300
   rm -rf bench/next
+elif [[ ${1:-} == density96 ]]; then
+  PLAN=density96 PART=${2:-all} RESULTS=bench/next/results LOGDIR=bench/next/logs BUDGET=100000 TIMEOUT=480
+  case $PART in
+    all | fork | native) ;;
+    *) echo "usage: $0 density96 [all|fork|native]" >&2; exit 2 ;;
+  esac
+  [[ ${KEEP_NEXT:-0} == 1 ]] || rm -rf bench/next
 elif [[ ${1:-} == headline || ${1:-} == comparison ]]; then
   PLAN=$1 PART=${2:-} RESULTS=bench/next/results LOGDIR=bench/next/logs BUDGET=100000 TIMEOUT=300
   case $PLAN:$PART in
@@ -95,7 +119,9 @@ fi
 export SMOLVM_HOME=${SMOLVM_HOME:-/tmp/smolvm-bench-home}
 mkdir -p "$OUT" "$RESULTS"
 start=$(date +%s)
-base=(--model qwen2.5-7b --method dpo --device cuda --cpus 4 --results "$RESULTS" --timeout "$TIMEOUT")
+# MODEL, DEVICE and CPUS: a rehearsal's (the plans' cells are qwen2.5-7b on cuda, 4 CPUs).
+MODEL=${MODEL:-qwen2.5-7b} DEVICE=${DEVICE:-cuda} CPUS=${CPUS:-4}
+base=(--model "$MODEL" --method dpo --device "$DEVICE" --cpus "$CPUS" --results "$RESULTS" --timeout "$TIMEOUT")
 common=("${base[@]}" --load-in-4bit)
 # The comparison's bf16 cells: the same learners on the checkpoint's own bf16 weights.
 [[ $PLAN == comparison && $PART == bf16-* ]] && common=("${base[@]}")
@@ -110,6 +136,48 @@ sweep() {  # matrix|highn flags...
     failed=1
     echo "!! bench $kind $* failed: $(tail -1 "$OUT/bench.log")" | tee -a "$OUT/bench.log"
   }
+}
+# Issue 18 must-show 1 (the density96 plan above).
+density96() {
+  local n=${DENSITY_N:-96} native_n=${NATIVE_N:-16} sample=${SAMPLE:-8} seed=${SEED:-18}
+  local ten=(--shapes 2x256 --steps 10 --reps 1) rc=0
+  [[ $PART == native ]] || sweep matrix --arms fork --share on --ns "$n" "${ten[@]}"
+  [[ $PART == fork ]] && return 0
+  if [[ $PART == all ]] && (($(date +%s) - start > 400)); then
+    echo "!! density96: no time left for the native part in this call: run 'density96 native'" | tee -a "$OUT/bench.log"
+    return 1
+  fi
+  sweep matrix --arms native --ns "$native_n" "${ten[@]}"
+  # Lids from native_n..n-1, trained natively by the learner at once, as the
+  # bench's native arm runs it (arm_common.cc LearnerArgs) with a --lid.
+  local lids dir=bench/next/density96-native model=$SMOLVM_HOME/bench/models/$MODEL
+  [[ -d $MODEL ]] && model=$MODEL
+  lids=$(python3 -c "import random; print(' '.join(map(str, sorted(random.Random($seed).sample(range($native_n, $n), min($sample, $n - $native_n))))))")
+  mkdir -p "$dir"
+  echo "== native lids $lids (seed $seed) into $dir" | tee -a "$OUT/bench.log"
+  (
+    nvidia_lib_path "$BUILD/smolvm-learner"
+    pids=()
+    for lid in $lids; do
+      timeout "$TIMEOUT" "$BUILD/smolvm-learner" train --model "$model" --coord "$dir" --arm native --device "$DEVICE" \
+        --method dpo --steps 10 --batch 2 --maxseq 256 --load-in-4bit --lid "$lid" >"$dir/learner_$lid.log" 2>&1 &
+      pids+=($!)
+    done
+    st=0
+    for p in "${pids[@]}"; do wait "$p" || st=1; done
+    exit $st
+  ) || { echo "!! density96: a native learner failed (see $dir/learner_*.log)" | tee -a "$OUT/bench.log"; rc=1; }
+  local fork_result native_result
+  fork_result=$(ls -t "$RESULTS"/fork_n${n}_s10_*.json bench/results/fork_n${n}_s10_*.json 2>/dev/null | head -1)
+  native_result=$(ls -t "$RESULTS"/native_n${native_n}_s10_*.json 2>/dev/null | head -1)
+  if [[ -z $fork_result ]]; then
+    echo "!! density96: no fork_n${n}_s10 result to compare with" | tee -a "$OUT/density96.txt"
+    return 1
+  fi
+  python3 scripts/density-check.py --fork "$fork_result" ${native_result:+--native "$native_result"} --native-dir "$dir" \
+    --expect-n "$n" --out "$OUT/density96.json" | tee "$OUT/density96.txt"
+  ((PIPESTATUS[0] == 0)) || rc=1
+  return $rc
 }
 if [[ $PLAN == headline ]]; then
   one20=(--shapes 2x256 --steps 20 --reps 1)
@@ -155,6 +223,8 @@ PY
     python3 scripts/fork_timeline.py "$(ls "$d"/*-g.log | head -1)" "$d/cuda-daemon.log"
     grep -hE "fork ahead: session|fork of session|clone\(s\) in one request" "$d"/cuda-daemon.log "$d"/*-g.log
   done 2>&1 | tee -a "$OUT/forkn.txt"
+elif [[ $PLAN == density96 ]]; then
+  density96 || failed=1
 elif [[ $PLAN == comparison ]]; then
   one20=(--shapes 2x256 --steps 20 --reps 1)
   case $PART in
@@ -189,5 +259,5 @@ if [[ $PLAN != main ]]; then  # every new result must carry what its build measu
 fi
 build/smolvm bench summarize "$RESULTS" | tee "$OUT/summary.txt"
 build/smolvm bench census "$RESULTS" | tail -1 | tee -a "$OUT/summary.txt"
-tar czf "$OUT/results.tgz" "$RESULTS" "$LOGDIR" 2>/dev/null
+tar czf "$OUT/results.tgz" "$RESULTS" "$LOGDIR" $([[ -d bench/next/density96-native ]] && echo bench/next/density96-native) 2>/dev/null
 exit $failed

@@ -35,8 +35,17 @@ void AddCudaDaemonCommand(CLI::App& parent, const std::string& name, const std::
   d->add_option("--spares", dopt->spares,
                 "started workers kept waiting once the first --pool are drawn (default: --pool)")
       ->check(CLI::Range(0, kMaxPoolWorkers));
-  d->add_option("--fork-parallel", dopt->fork_build_parallel, "clones rebuilt at once during a fork")
+  d->add_option("--fork-parallel", dopt->fork_build_parallel,
+                "most clones rebuilt at once during a fork (how many: --fork-parallel-policy)")
+      ->envname("SMOLVM_CUDA_FORK_PARALLEL")
       ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  auto policy = std::make_shared<std::string>("shape");
+  d->add_option("--fork-parallel-policy", *policy,
+                "shape: each fork picks from its clones' device and host work, up to --fork-parallel "
+                "(docs/fork.md); fixed: always --fork-parallel")
+      ->envname("SMOLVM_CUDA_FORK_POLICY")
+      ->check(CLI::IsMember({"shape", "fixed"}))
       ->capture_default_str();
   d->add_option("--hello-timeout-ms", dopt->hello_timeout_ms, "a connection must send its whole Hello within this")
       ->check(CLI::Range(100, 60000))
@@ -89,8 +98,9 @@ void AddCudaDaemonCommand(CLI::App& parent, const std::string& name, const std::
         }
         return "";
       });
-  d->callback([dopt, cache_mib, cuda_libs, exit_code] {
+  d->callback([dopt, cache_mib, cuda_libs, policy, exit_code] {
     dopt->module_cache_bytes = *cache_mib << 20;
+    dopt->fork_parallel_by_shape = *policy == "shape";
     if (!cuda_libs->empty()) {
       // Workers inherit both: the libraries are searched there first, and the
       // loader finds their own dependencies (cuDNN's sub-libraries) beside them.

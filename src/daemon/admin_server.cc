@@ -100,6 +100,11 @@ void Daemon::Release(uint64_t client, uint32_t seq, const proto::AdminReleaseReq
   if (!s) return AdminReply(client, seq, op, NotFound("no CUDA session of pid " + std::to_string(req.pid)), "");
   if (s->state != "forkpoint")
     return AdminReply(client, seq, op, InvalidArgument("the session is not waiting at its forkpoint"), "");
+  // Its clones may still be copying its memory: it stays until they are built.
+  for (const auto& [id, job] : forks_)
+    if (job.golden == s->id)
+      return AdminReply(client, seq, op,
+                        Unavailable("a fork of this session is in progress (release it once the fork is done)"), "");
   auto w = workers_.find(s->worker_pid);
   if (w == workers_.end() || !w->second.control) return AdminReply(client, seq, op, Unavailable("its worker is gone"), "");
   std::string out;

@@ -84,11 +84,13 @@ struct DaemonOptions {
   int max_sessions_per_machine = kDefaultMaxSessionsPerMachine;
   int max_workers = kDefaultMaxWorkers;
   uint64_t module_cache_bytes = 4ull << 30;  // module images kept on disk, over every tenant
-  // Clones rebuilding at once during a fork. Not 1: a fork of N clones would
-  // wait N x ~110 ms of serial rebuilds (H200, 7B learner) before its clones
-  // are released; the cost once blamed on parallel rebuilds was the first
-  // import of freshly exported chunks, paid ahead now (docs/fork.md).
+  // The most clones rebuilding at once during a fork (each fork picks up to
+  // this many from its clones' shape: fork_parallel.h). Not 1: a fork of N
+  // learner clones would wait N x ~110 ms of serial rebuilds (H200, 7B).
   int fork_build_parallel = kDefaultForkBuildParallel;
+  // false: every fork builds fork_build_parallel at once; true: each fork
+  // picks from its clones' shape, at most that many (fork_parallel.h).
+  bool fork_parallel_by_shape = true;
   bool quiet = false;
   // Workers' jail (worker_jail.h): the uid range they drop to, one uid per
   // tenant (base 0: they keep the daemon's uid; a daemon that is not root
@@ -207,6 +209,8 @@ class Daemon {
       return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     }
     std::string manifest;  // encoded ForkManifestBody, passed on as the golden sent it
+    int parallel = 1;      // its clone builds at once (fork_parallel.h), set with the manifest
+    uint64_t private_bytes = 0;  // copied into each clone (the manifest's), for admission
     std::vector<UniqueFd> fds;
     struct Clone {
       pid_t worker = -1;
@@ -285,8 +289,16 @@ class Daemon {
   // One job's step (may end it); its clones' CloneBuild orders; its reply.
   void AdvanceFork(ForkJob& job, std::chrono::steady_clock::time_point now);
   void SendCloneBuilds(ForkJob& job);
+  // How many of `job`'s clones build at once, from its manifest (logged).
+  int PickBuildParallelism(const ForkJob& job) const;
+  // Workers to start for clones that no pooled worker may build (those in
+  // other tenants' jails cannot), over the forks building now.
+  size_t ForkWorkersShort() const;
   void FinishFork(ForkJob& job, const Session& golden, std::chrono::steady_clock::time_point now);
   void FailFork(ForkJob& job, Status why);
+  // The admin connection `client` closed: its machine forks fail now (their
+  // supervisor gave up and undoes the clone machines); other forks stand.
+  void FailForksOf(uint64_t client);
   void OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m);
   void OnCloneBuilt(WorkerProc& w, const proto::CloneBuiltRequest& b);
   // Sends the golden every clone's order in one ForkGo (when the job's
@@ -332,6 +344,7 @@ class Daemon {
   // --- machines (daemon_machines.cc) ---
   void AttachMachine(uint64_t client, uint32_t seq, const proto::AdminMachineAttachRequest& req,
                      std::vector<UniqueFd>* fds);
+  // The admin connection `client` closed: its endpoints go, its machine forks fail.
   void DetachEndpointsOf(uint64_t client);
   Endpoint* FindEndpoint(const std::string& machine);
   void AcceptMachineGuest(uint64_t endpoint);

@@ -98,6 +98,7 @@ void Daemon::AttachMachine(uint64_t client, uint32_t seq, const proto::AdminMach
 }
 
 void Daemon::DetachEndpointsOf(uint64_t client) {
+  FailForksOf(client);
   for (auto it = endpoints_.begin(); it != endpoints_.end();) {
     if (it->second.admin_client == client) {
       Log("machine '%s': guest endpoint removed", it->second.machine.c_str());

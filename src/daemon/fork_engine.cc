@@ -13,6 +13,8 @@
 
 #include "daemon/control_links.h"
 #include "daemon/daemon.h"
+#include "daemon/fork_admission.h"
+#include "daemon/fork_parallel.h"
 #include "proto/frame.h"
 #include "worker/control.h"
 
@@ -67,6 +69,15 @@ void Daemon::FailFork(ForkJob& job, Status why) {
   forks_.erase(job.id);
 }
 
+void Daemon::FailForksOf(uint64_t client) {
+  for (auto it = forks_.begin(); it != forks_.end();) {
+    auto next = std::next(it);
+    if (it->second.admin_client == client && it->second.machine_fork)
+      FailFork(it->second, Unavailable("its requester went away (the supervisor cancelled the fork)"));
+    it = next;
+  }
+}
+
 void Daemon::OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m) {
   auto it = forks_.begin();
   while (it != forks_.end() && !(it->second.golden == w.session_id && w.session_id != 0)) ++it;
@@ -86,13 +97,23 @@ void Daemon::OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m) 
   ForkJob& job = it->second;
   if (m.result != 0) return FailFork(job, Status(m.result, m.message));
   // Admission: the clones' private copies and the contexts of any workers
-  // not started yet must fit in what the device has free now.
-  size_t ready = 0;
+  // not started yet must fit in what the device has free now, beside what
+  // the forks in flight still take (fork_admission.h).
+  ForkAdmission admit{.private_bytes = m.private_bytes, .count = job.count, .free_bytes = m.free_bytes,
+                      .ready_workers = 0, .context_bytes = options_.backend == "cuda" ? (600ull << 20) : 0,
+                      .in_flight = {}};
   for (auto& [pid, x] : workers_)
-    if (x.ready && x.session_id == 0 && x.control) ++ready;
-  uint64_t ctx = options_.backend == "cuda" ? (600ull << 20) : 0;
-  uint64_t extra_workers = job.count > ready ? job.count - ready : 0;
-  uint64_t need = m.private_bytes * job.count + ctx * extra_workers;
+    if (x.ready && x.session_id == 0 && x.control) ++admit.ready_workers;
+  for (const auto& [id, other] : forks_) {
+    if (other.id == job.id || other.phase != ForkJob::kBuilding) continue;
+    ForkInFlight f{.private_bytes = other.private_bytes, .unbuilt = 0, .without_worker = 0};
+    for (const auto& c : other.clones) {
+      f.unbuilt += !c.built;
+      f.without_worker += c.worker < 0;
+    }
+    admit.in_flight.push_back(f);
+  }
+  const uint64_t need = ForkAdmissionNeed(admit);
   if (need > m.free_bytes) {
     char msg[128];
     std::snprintf(msg, sizeof msg, "fork needs %llu MiB, %llu MiB free",
@@ -113,6 +134,8 @@ void Daemon::OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m) 
   }
   if (Status admit = AdmitToMachine(job, m.private_bytes); !admit.ok()) return FailFork(job, admit);
   job.manifest = m.manifest;
+  job.private_bytes = m.private_bytes;
+  job.parallel = PickBuildParallelism(job);
   job.fds = std::move(fds);
   job.phase = ForkJob::kBuilding;
   job.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -220,15 +243,42 @@ void Daemon::AdvanceFork(ForkJob& job, std::chrono::steady_clock::time_point now
   }
 }
 
+int Daemon::PickBuildParallelism(const ForkJob& job) const {
+  ManifestShape m = ShapeOfManifest(job.manifest);
+  const bool fixed = !options_.fork_parallel_by_shape;
+  int k = fixed ? options_.fork_build_parallel
+                : (m.ok ? ForkBuildParallelism(m.shape, job.count, options_.fork_build_parallel) : 1);
+  Log("fork of session %llu: %d of %u clone builds at once (each: %.0f MiB private in %u chunks, %u modules, %u "
+      "library handles, %u cuDNN calls; estimated device %.1f ms, host %.1f ms; --fork-parallel %d%s)",
+      static_cast<unsigned long long>(job.golden), k, job.count, m.shape.private_bytes / 1048576.0,
+      m.shape.private_chunks, m.shape.modules, m.shape.library_handles, m.shape.dnn_calls,
+      DeviceBuildMs(m.shape), HostBuildMs(m.shape), options_.fork_build_parallel, fixed ? ", fixed" : "");
+  return k;
+}
+
+size_t Daemon::ForkWorkersShort() const {
+  size_t short_by = 0;
+  for (const auto& [id, job] : forks_) {
+    if (job.phase != ForkJob::kBuilding) continue;
+    size_t unassigned = 0, usable = 0;
+    for (const auto& c : job.clones) unassigned += c.worker < 0;
+    // Pooled or starting (PickPooledWorker's rule: a jailed one serves its tenant only).
+    const uint32_t uid = GoldenUid(job.golden);
+    for (const auto& [pid, w] : workers_) usable += w.session_id == 0 && w.control && !(w.jailed && w.uid != uid);
+    short_by += unassigned > usable ? unassigned - usable : 0;
+  }
+  return short_by;
+}
+
 void Daemon::SendCloneBuilds(ForkJob& job) {
-  // Clones rebuild a few at a time: the driver serializes VMM calls across
-  // processes, and sixteen at once each took 67x as long as one alone
-  // (H200, 2026-12-02: 4.4 s vs 65 ms).
+  // Clones rebuild a few at a time (job.parallel, fork_parallel.h): the
+  // driver serializes VMM calls across processes, and sixteen at once each
+  // took 67x as long as one alone (H200, 2026-12-02: 4.4 s vs 65 ms).
   int in_flight = 0;
   for (const auto& c : job.clones) in_flight += (c.sent && !c.built) ? 1 : 0;
   for (auto& c : job.clones) {
     if (c.worker > 0) continue;
-    if (in_flight >= options_.fork_build_parallel) break;
+    if (in_flight >= job.parallel) break;
     WorkerProc* free_worker = PickPooledWorker(job.golden, GoldenUid(job.golden));
     if (!free_worker) break;
     if (job.machine_fork) {

@@ -189,9 +189,10 @@ void Daemon::AssignWorkers() {
       for (const auto& c : job.clones) needs += c.worker < 0 ? 1 : 0;
   const size_t want = static_cast<size_t>(std::max(drawn_ < pool ? pool - drawn_ : 0, needs + spares));
   // Guests still waiting when every pooled worker is another tenant's get
-  // new workers too.
-  while (!stopping_ && (pooled < want || unbound < waiting_.size()) && failures < kMaxStartFailures &&
-         workers_.size() < static_cast<size_t>(options_.max_workers)) {
+  // new workers too, and so do clones (fork_engine.cc).
+  size_t clones_short = ForkWorkersShort();
+  while (!stopping_ && (pooled < want || unbound < waiting_.size() || clones_short > 0) &&
+         failures < kMaxStartFailures && workers_.size() < static_cast<size_t>(options_.max_workers)) {
     Status st = SpawnWorker();
     if (!st.ok()) {
       Log("cannot start a worker: %s", st.ToString().c_str());
@@ -200,6 +201,7 @@ void Daemon::AssignWorkers() {
     }
     ++pooled;
     ++unbound;
+    clones_short -= clones_short > 0;
   }
   // At the worker cap, a guest never waits on workers jailed ahead for
   // another tenant's fork: one of those goes, and a new worker starts as it
