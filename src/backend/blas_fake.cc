@@ -4,6 +4,7 @@
 #include <cublas_api.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "backend/device_footprint.h"
@@ -99,6 +100,22 @@ float Gelu(float x) {
 
 Status BlasNotSupported(const std::string& what) { return BlasError(CUBLAS_STATUS_NOT_SUPPORTED, what); }
 Status BlasInvalidValue(const std::string& what) { return BlasError(CUBLAS_STATUS_INVALID_VALUE, what); }
+
+// NOT_SUPPORTED past kFakeGemmMaxMacs. Sizes are non-negative and below 2^63:
+// the product of four fits 128 bits only when each is below 2^32, which
+// int32 dimensions are; batch/m/n of a matmul layout are checked first.
+Status WithinFakeWork(const char* what, int64_t batch, int64_t m, int64_t n, int64_t k) {
+  if (batch <= 0 || m <= 0 || n <= 0 || k <= 0) return Status::Ok();
+  const bool huge = batch > INT32_MAX || m > INT32_MAX || n > INT32_MAX || k > INT32_MAX;
+  const unsigned __int128 macs = static_cast<unsigned __int128>(batch) * static_cast<uint64_t>(m) *
+                                 static_cast<uint64_t>(n) * static_cast<uint64_t>(k);
+  if (huge || macs > kFakeGemmMaxMacs)
+    return BlasNotSupported(std::string(what) + ": batch " + std::to_string(batch) + " x " + std::to_string(m) +
+                            " x " + std::to_string(n) + " x " + std::to_string(k) +
+                            " multiply-adds is past the fake's " + std::to_string(kFakeGemmMaxMacs) +
+                            " per call (it computes on the CPU)");
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -262,6 +279,8 @@ Status FakeBlasBackend::Gemm(uint64_t handle, const BlasGemmArgs& g) {
   for (int32_t t : {g.transa, g.transb})
     if (t != CUBLAS_OP_N && t != CUBLAS_OP_T && t != CUBLAS_OP_C) return BlasInvalidValue("bad transpose");
   if (g.m < 0 || g.n < 0 || g.k < 0 || g.batch < 0) return BlasInvalidValue("negative dimension");
+  const bool batched = g.fn != BlasGemmFn::kGemmEx && g.fn != BlasGemmFn::kSgemm;
+  RETURN_IF_ERROR(WithinFakeWork("fake cuBLAS GEMM", batched ? g.batch : 1, g.m, g.n, g.k));
   ASSIGN_OR_RETURN(float alpha, Scalar(g.scalars.alpha, g.scalars.alpha_ptr));
   ASSIGN_OR_RETURN(float beta, Scalar(g.scalars.beta, g.scalars.beta_ptr));
   switch (g.fn) {
@@ -423,6 +442,7 @@ Status FakeBlasBackend::LtMatmul(uint64_t handle, const LtMatmulArgs& args) {
     return BlasInvalidValue("fake cuBLASLt: layouts do not describe one matmul");
   int32_t batch = ld.batch;
   if (la.batch != batch || lb.batch != batch || lc.batch != batch) return BlasInvalidValue("batch counts differ");
+  RETURN_IF_ERROR(WithinFakeWork("fake cuBLASLt matmul", batch, m, n, k));
   ASSIGN_OR_RETURN(float alpha, Scalar(args.scalars.alpha, args.scalars.alpha_ptr));
   ASSIGN_OR_RETURN(float beta, Scalar(args.scalars.beta, args.scalars.beta_ptr));
   const char* pbias = nullptr;

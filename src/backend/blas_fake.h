@@ -36,6 +36,12 @@ namespace smolvm {
 // cudaDataType_t (R_32F, R_16F, R_16BF), on plain host memory.
 float BlasLoad(const void* base, int32_t type, int64_t index);
 void BlasStore(void* base, int32_t type, int64_t index, float value);
+// The most multiply-adds one fake GEMM or matmul call computes (batch x m x
+// n x k): the fake multiplies on the CPU, about a second for this many; a
+// larger call is CUBLAS_STATUS_NOT_SUPPORTED naming its size, so a guest (or
+// the fuzzer: a strided batch of stride 0 needs no memory) cannot keep a
+// fake worker busy for minutes. A GPU's cuBLAS has no such limit.
+inline constexpr uint64_t kFakeGemmMaxMacs = uint64_t{1} << 28;
 // C = alpha * op(A) op(B) + beta * C on host pointers; false for a type it
 // does not handle.
 bool HostGemm(int32_t transa, int32_t transb, int32_t m, int32_t n, int32_t k, float alpha,

@@ -1,10 +1,14 @@
 // The fake cuBLAS's host GEMM against a naive double-precision reference, at
-// fresh random inputs, for every input type and both transposes.
+// fresh random inputs, for every input type and both transposes; a call past
+// the fake's work limit is refused at once.
 #include <cublas_api.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/blas_fake.h"
@@ -83,6 +87,41 @@ TEST(BlasConvert, HalfAndBf16RoundTripExactValues) {
   EXPECT_EQ(BlasLoad(buf, CUDA_R_16BF, 0), 1.0f);
   BlasStore(buf, CUDA_R_16F, 0, 1e6f);
   EXPECT_TRUE(std::isinf(BlasLoad(buf, CUDA_R_16F, 0)));
+}
+
+// A strided batch of stride 0 needs no memory for any batch count: the fake
+// would multiply on the CPU for hours (the fuzzer found it). It is refused,
+// naming the size, before anything is read.
+TEST(FakeBlasWork, AGemmPastTheLimitIsRefusedAtOnce) {
+  FakeBackend gpu;
+  ASSERT_TRUE(gpu.Init(0).ok());
+  FakeBlasBackend blas(&gpu);
+  auto h = blas.Create();
+  ASSERT_TRUE(h.ok());
+  const float one = 1, zero = 0;
+  std::string alpha(4, '\0'), beta(4, '\0');
+  std::memcpy(alpha.data(), &one, 4);
+  std::memcpy(beta.data(), &zero, 4);
+  BlasGemmArgs g;
+  g.fn = BlasGemmFn::kSgemmStridedBatched;
+  g.transa = g.transb = CUBLAS_OP_N;
+  g.m = g.n = g.k = 64;
+  g.lda = g.ldb = g.ldc = 64;
+  g.atype = g.btype = g.ctype = CUDA_R_32F;
+  g.compute = CUBLAS_COMPUTE_32F;
+  g.batch = 1 << 20;  // 2^38 multiply-adds on the same 64 x 64 matrices
+  g.a = g.b = g.c = 0x1000;
+  g.scalars.alpha = alpha;
+  g.scalars.beta = beta;
+  auto t0 = std::chrono::steady_clock::now();
+  Status st = blas.Gemm(*h, g);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+  EXPECT_EQ(st.code(), proto::kBlasStatusBase + CUBLAS_STATUS_NOT_SUPPORTED) << st.ToString();
+  EXPECT_NE(st.message().find("past the fake's"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("1048576 x 64 x 64 x 64"), std::string::npos) << st.message();
+  g.batch = 1;  // within the limit: it goes on to the memory check (nothing allocated there)
+  st = blas.Gemm(*h, g);
+  EXPECT_EQ(st.message().find("past the fake's"), std::string::npos) << st.message();
 }
 
 }  // namespace
