@@ -142,6 +142,7 @@ class Daemon {
     std::vector<UniqueFd> fds;         // every chunk, in manifest order
     std::string preload;               // the candidates, an encoded ManifestChunkList
     std::vector<size_t> preload_fds;   // their indexes in fds
+    std::string setup;                 // ForkAhead.setup: for workers in the golden's jail only
   };
   struct Session {
     uint64_t id = 0;

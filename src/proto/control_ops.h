@@ -91,17 +91,25 @@
   X(309, ForkGo, ASYNC, (F(ForkOrder_list, orders)), ()) \
   /* golden worker -> daemon, on reaching its forkpoint with changed memory: every chunk \
      (ManifestChunkList, proto/fork_manifest.h; shared: what a fork will likely share) with num_chunks \
-     descriptors following in ForkFds; generation names this snapshot */ \
+     descriptors following in ForkFds; generation names this snapshot; setup: the objects a \
+     clone rebuilds (a ForkManifestBody without layout, cuBLAS handles or cuBLASLt handles: \
+     modules, functions, streams, events, cuDNN handles and call log) */ \
   X(310, ForkAhead, ASYNC, \
-    (F(u64, session_id) F(u64, generation) F(str, chunks) F(u32, num_chunks)), ()) \
+    (F(u64, session_id) F(u64, generation) F(str, chunks) F(u32, num_chunks) F(str, setup)), ()) \
   /* daemon -> pooled worker: hold exactly these chunks of `golden` imported and mapped \
      read-only (ManifestChunkList); num_chunks descriptors follow in ForkFds. jail 1: the \
      worker is (or first enters its jail) as `uid`, the golden's tenant, so a clone build \
-     does not wait for the uid change; from then on it serves that uid only */ \
+     does not wait for the uid change; from then on it serves that uid only. setup (jail 1 \
+     only, else empty): the golden's ForkAhead setup, which the worker loads and replays \
+     under the golden's ids ahead of a clone build */ \
   X(311, ForkPreload, ASYNC, \
-    (F(u64, golden) F(u64, generation) F(str, chunks) F(u32, num_chunks) F(u32, jail) F(u32, uid)), ()) \
+    (F(u64, golden) F(u64, generation) F(str, chunks) F(u32, num_chunks) F(u32, jail) F(u32, uid) \
+     F(str, setup)), ()) \
+  /* modules, dnn_calls: what the worker holds of the setup; setup_message: why it holds \
+     none of it when that failed (the chunks are held all the same) */ \
   X(312, PreloadDone, ASYNC, \
-    (F(u64, golden) F(u64, generation) F(i32, result) F(str, message) F(u32, chunks) F(f32, ms)), ()) \
+    (F(u64, golden) F(u64, generation) F(i32, result) F(str, message) F(u32, chunks) F(f32, ms) \
+     F(u32, modules) F(u32, dnn_calls) F(str, setup_message)), ()) \
   /* daemon -> pooled worker: unmap and release every preloaded chunk */ \
   X(313, PreloadDrop, ASYNC, (), ()) \
   /* daemon -> worker before it serves a machine's session: the machine's shared \

@@ -114,7 +114,8 @@ void Worker::SendAhead() {
   proto::Encoder enc(&list);
   proto::EncodeFields(enc, chunks);
   std::string out;
-  proto::AppendRequest(&out, proto::ForkAheadRequest{session_id_, epoch_, list, static_cast<uint32_t>(fds.size())}, 0);
+  proto::AppendRequest(
+      &out, proto::ForkAheadRequest{session_id_, epoch_, list, static_cast<uint32_t>(fds.size()), AheadSetup()}, 0);
   if (!control_->Write(out).ok() || !SendChunkFds(*control_, fds).ok()) return;
   ahead_epoch_ = epoch_;
   std::fprintf(stderr, "smolvm worker %d: fork ahead: %zu chunks exported, %zu to preload, %.1f ms\n", ::getpid(),
