@@ -18,8 +18,11 @@
 //             the whole log is replayed. Handle streams are set again.
 // The guest sees ids only, so the handles behind them may be any the worker
 // made: same ids is what the golden's guest state expects (DESIGN §4-§5).
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <iterator>
 #include <set>
 
@@ -193,6 +196,9 @@ Status Worker::ApplyDnnSetup(const proto::ForkManifestBody& want, SetupCounts* c
 }
 
 void Worker::DropSetup() {
+  if (setup_golden_ != 0)
+    std::fprintf(stderr, "smolvm worker %d: preload of session %llu dropped: %zu modules, %zu cuDNN calls\n",
+                 ::getpid(), static_cast<unsigned long long>(setup_golden_), modules_.size(), dnn_.log.size());
   setup_golden_ = 0;
   if (dnn_.backend) {
     for (auto it = dnn_.descs.rbegin(); it != dnn_.descs.rend(); ++it)
