@@ -304,6 +304,8 @@ class Daemon {
   // Ahead of forks (fork_ahead.cc).
   void OnForkAhead(WorkerProc& w, const proto::ForkAheadRequest& r);
   void OnPreloadDone(WorkerProc& w, const proto::PreloadDoneRequest& r);
+  // A machine golden at (or away from) its supervisor's forkpoint (fork_ahead.cc).
+  void OnAdminForkpoint(uint64_t client, uint32_t seq, const proto::AdminForkpointRequest& r);
   // The golden left its forkpoint or ended: its ahead goes, and pooled
   // workers let its chunks go, so its memory leaves with its last user.
   void ForgetAhead(uint64_t session);

@@ -80,6 +80,34 @@ void Daemon::OnPreloadDone(WorkerProc& w, const proto::PreloadDoneRequest& r) {
       r.setup_message.empty() ? "" : "; its setup failed: ", r.setup_message.c_str());
 }
 
+void Daemon::OnAdminForkpoint(uint64_t client, uint32_t seq, const proto::AdminForkpointRequest& r) {
+  const uint16_t op = proto::AdminForkpointRequest::kNumber;
+  // A machine's golden reaches the daemon's forkpoint (its ForkpointWait)
+  // only once a fork is asked for; its supervisor says earlier, so the work
+  // ahead is done before the first fork (docs/fork.md).
+  Session* golden = nullptr;
+  for (auto& [id, s] : sessions_)
+    if (s.machine == r.golden_machine && s.host_pid == r.golden_pid && s.role != proto::SessionRole::kClone) golden = &s;
+  if (!golden)
+    return AdminReply(client, seq, op,
+                      NotFound("no CUDA session of pid " + std::to_string(r.golden_pid) + " in machine '" +
+                               r.golden_machine + "'"),
+                      "");
+  auto w = workers_.find(golden->worker_pid);
+  if (w == workers_.end() || !w->second.control)
+    return AdminReply(client, seq, op, Unavailable("the golden's worker is gone"), "");
+  std::string out;
+  proto::AppendRequest(&out, proto::ForkAheadAskRequest{r.at != 0 ? 1u : 0u}, 0);
+  Status st = w->second.control->Write(out);
+  if (!st.ok()) return AdminReply(client, seq, op, st, "");
+  // Left its forkpoint with no fork under way: the preloads go (a golden
+  // at the daemon's forkpoint says "running" itself when it leaves).
+  if (r.at == 0 && golden->state != "forkpoint") ForgetAhead(golden->id);
+  Log("forkpoint: session %llu of machine '%s' %s its supervisor's forkpoint", static_cast<unsigned long long>(golden->id),
+      r.golden_machine.c_str(), r.at != 0 ? "waits at" : "left");
+  AdminReply(client, seq, op, Status::Ok(), "");
+}
+
 void Daemon::ForgetAhead(uint64_t session) {
   if (aheads_.erase(session)) PrimeWorkers();
 }

@@ -232,6 +232,20 @@ Result<UniqueFd> SendCudaMachineFork(const CudaDaemon& d, const std::string& gol
   return ch.TakeSocket();
 }
 
+Status AnnounceCudaForkpoint(const CudaDaemon& d, const std::string& golden, pid_t golden_pid, bool at) {
+  ASSIGN_OR_RETURN(UniqueFd conn, ConnectUnix(d.socket + ".admin"));
+  proto::AdminForkpointRequest req;
+  req.golden_machine = golden;
+  req.golden_pid = static_cast<uint32_t>(golden_pid);
+  req.at = at ? 1 : 0;
+  std::string out;
+  proto::AppendRequest(&out, req, 1);
+  UnixChannel ch(std::move(conn));
+  RETURN_IF_ERROR(ch.Write(out));
+  // The daemon answers at once (the export runs in the golden's worker).
+  return ReadReply(ch, Clock::now() + std::chrono::seconds(2), nullptr, false);
+}
+
 Result<std::string> ReadCudaMachineFork(int fd, Clock::time_point deadline) {
   UnixChannel ch{UniqueFd(::dup(fd))};
   std::string json;

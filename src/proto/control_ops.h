@@ -1,8 +1,8 @@
 // The control op table: the host-side links that guests never speak.
 //
-//   admin (200-204):  an operator or the machine supervisor -> the daemon's
+//   admin (200-205):  an operator or the machine supervisor -> the daemon's
 //                     admin socket (<socket>.admin, 0600).
-//   daemon <-> worker (300-315): the control link of each worker process
+//   daemon <-> worker (300-316): the control link of each worker process
 //                     (same binary on both ends).
 //
 // Same format and generated code as the guest table (ops.h): request/reply
@@ -49,6 +49,11 @@
   X(204, AdminMachineFork, SYNC, \
     (F(str, golden_machine) F(u32, golden_pid) F(str, clone_machines) F(u32, share) \
      F(u32, wait_ms)), (F(str, json))) \
+  /* a machine's supervisor: process golden_pid of golden_machine waits at the supervisor's \
+     forkpoint (at 1), before any fork is asked for, or left it (at 0). At 1 the daemon has the \
+     golden's worker export ahead (ForkAheadAsk) so pooled workers preload before the first fork; \
+     kNotFound when the process has no CUDA session */ \
+  X(205, AdminForkpoint, SYNC, (F(str, golden_machine) F(u32, golden_pid) F(u32, at)), ()) \
   /* -- daemon <-> worker control link (same binary on both ends) ------- */ \
   /* worker -> daemon once its context and arena are up */ \
   X(300, WorkerReady, ASYNC, (F(u32, pid) F(u64, context_bytes)), ()) \
@@ -117,6 +122,10 @@
   X(314, WorkerBudget, ASYNC, (F(u32, slot) F(u64, limit_bytes)), ()) \
   /* worker -> daemon: the cumulative counts of the guest ops its session served (op_counts.h) */ \
   X(315, WorkerOps, ASYNC, (F(u64, session_id) F(u32s, ops) F(u64s, counts)), ()) \
+  /* daemon -> a golden's worker (AdminForkpoint): at 1, its guest waits at a machine's forkpoint: \
+     send ForkAhead now if memory changed since the last one; at 0, it left: the next forkpoint \
+     exports again */ \
+  X(316, ForkAheadAsk, ASYNC, (F(u32, at)), ()) \
   SMOLVM_CONTROL_OPS_EXTRA(X)
 // clang-format on
 

@@ -258,6 +258,9 @@ class Worker {
     double modules_ms = 0, dnn_ms = 0;
   };
   std::string AheadSetup() const;
+  // ForkAheadAsk: a machine's golden waits at (at) or left its supervisor's
+  // forkpoint before reaching the daemon's.
+  void OnForkAheadAsk(bool at);
   Status ApplySetup(const proto::ForkManifestBody& want, SetupCounts* counts);
   Status ApplyDnnSetup(const proto::ForkManifestBody& want, SetupCounts* counts);
   void DropSetup();

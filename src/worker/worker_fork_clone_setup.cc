@@ -52,6 +52,16 @@ std::string Worker::AheadSetup() const {
   return proto::EncodeManifest(body);
 }
 
+void Worker::OnForkAheadAsk(bool at) {
+  // At the daemon's forkpoint the ahead export is made (or current) already.
+  if (forkpoint_waiting_ || !control_) return;
+  if (!at) {
+    ahead_epoch_ = 0;  // the daemon let go of it: export again next time
+    return;
+  }
+  if (ahead_epoch_ != epoch_) SendAhead();
+}
+
 Status Worker::ApplySetup(const proto::ForkManifestBody& want, SetupCounts* counts) {
   auto t0 = std::chrono::steady_clock::now();
   // Modules: unload what the manifest does not name as it is.

@@ -42,6 +42,10 @@ struct Worker::ServingLink {
   Worker& w;
   Channel& guest;
   Status Handle(const proto::ForkPrepareRequest& r, proto::ControlContext*) { return w.PrepareFork(r); }
+  Status Handle(const proto::ForkAheadAskRequest& r, proto::ControlContext*) {
+    w.OnForkAheadAsk(r.at != 0);
+    return Status::Ok();
+  }
   Status Handle(const proto::ForkGoRequest& r, proto::ControlContext*) {
     if (r.orders.empty()) return Malformed("ForkGo without an order");
     w.fork_orders_.insert(w.fork_orders_.end(), r.orders.begin(), r.orders.end());
