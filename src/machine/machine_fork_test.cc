@@ -198,6 +198,41 @@ TEST_F(MachineForkTest, ClonesOfOneRequestBuildTogetherAndLogTheirSteps) {
 }
 #endif
 
+#ifdef SMOLVM_SHIM_PROG_DIR
+// Issue 14: a machine golden reaches the daemon's forkpoint only when a fork
+// is asked for; its supervisor tells the daemon as soon as the golden waits
+// at its forkpoint, so the golden's worker exports ahead and the pooled
+// workers (those in its jail) preload its chunks, modules and cuDNN state
+// before any fork: the clone build then loads nothing.
+TEST_F(MachineForkTest, TheWorkAheadOfAMachineGoldenRunsBeforeTheFirstFork) {
+  setenv("SMOLVM_CUDA_POOL", "3", 1);
+  setenv("SMOLVM_CUDA_SPARES", "1", 1);
+  std::string out = scratch_ + "/vol-out";
+  StartCudaGolden(out);
+  unsetenv("SMOLVM_CUDA_POOL");
+  unsetenv("SMOLVM_CUDA_SPARES");
+  const std::string log_path = home_ + "/cuda/daemon.log";
+  for (int i = 0; i < 1000 && Count(Slurp(log_path), " holds ") < 2; ++i) usleep(10000);
+  std::string daemon_log = Slurp(log_path);
+  EXPECT_NE(daemon_log.find("waits at its supervisor's forkpoint"), std::string::npos) << daemon_log;
+  EXPECT_NE(daemon_log.find("fork ahead: session"), std::string::npos) << daemon_log;
+  EXPECT_GE(Count(daemon_log, " holds "), 2u) << daemon_log;
+  EXPECT_EQ(Count(daemon_log, "fork of session"), 0u) << "no fork was asked for yet\n" << daemon_log;
+  CliRun r = Cli({"machine", "fork", "--golden", "gold", "--name", "ahead-0", "--share-weights"});
+  ASSERT_EQ(r.rc, 0) << r.err << Logs("gold");
+  daemon_log = Slurp(log_path);
+  EXPECT_NE(daemon_log.find("descriptors exported ahead"), std::string::npos) << daemon_log;
+  size_t at = daemon_log.find("clone build:");
+  ASSERT_NE(at, std::string::npos) << daemon_log;
+  std::string build = daemon_log.substr(at, daemon_log.find('\n', at) - at);
+  EXPECT_NE(build.find(" 0 loaded, "), std::string::npos) << build;
+  EXPECT_EQ(build.find("(0: 0 loaded, 0 preloaded)"), std::string::npos) << "the golden has modules: " << build;
+  EXPECT_NE(WaitForFile(out + "/clone0.txt").find("clone 0 table=1 frozen=1"), std::string::npos) << Logs("ahead-0");
+  std::ofstream(out + "/exit").flush();
+  ASSERT_EQ(Cli({"machine", "rm", "--name", "gold", "--cascade"}).rc, 0);
+}
+#endif
+
 // Ctrl-C while the request waits for the golden's forkpoint: exit 130, the
 // clones' rows gone; the golden forks normally once it gets there.
 TEST_F(MachineForkTest, CtrlCBeforeTheForkpointLeavesNoClone) {

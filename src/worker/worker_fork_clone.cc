@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include "daemon/machine_budget.h"
 #include "proto/dispatch.h"
 #include "worker/worker.h"
 
@@ -37,7 +38,12 @@ Result<proto::CloneBuiltRequest> Worker::BuildClone(const proto::CloneBuildReque
   double layout_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   // Modules, functions, streams, events and cuDNN state: what this worker
   // made ahead for this golden stays where it matches (worker_fork_clone_setup.cc).
-  const bool setup_ahead = setup_golden_ == req.golden && req.golden != 0;
+  // What the machine's budget could not take of it (charged when the budget
+  // came, BudgetedBackend::SetBudget) goes too: made again under the budget,
+  // it fails as a clone build without a preload would.
+  auto* budgeted = dynamic_cast<BudgetedBackend*>(backend_.get());
+  const bool setup_ahead =
+      setup_golden_ == req.golden && req.golden != 0 && (budgeted == nullptr || budgeted->unpaid() == 0);
   if (!setup_ahead) DropSetup();
   setup_golden_ = 0;
   SetupCounts setup;

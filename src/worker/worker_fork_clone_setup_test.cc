@@ -15,7 +15,9 @@
 
 #include "backend/backend_factory.h"
 #include "backend/dnn_backend.h"
+#include "backend/fake_backend.h"
 #include "backend/forwarding_backend.h"
+#include "daemon/machine_budget.h"
 #include "proto/dnn_attrs.h"
 #include "worker/module_cache.h"
 #include "worker/worker.h"
@@ -250,6 +252,64 @@ TEST_P(SetupPreloadTest, AFailedOrDroppedPreloadHoldsNothing) {
   std::string log = Build(7, GoldenSetup());
   EXPECT_NE(log.find("(1: 1 loaded, 0 preloaded)"), std::string::npos) << log;
   ExpectGoldensIds();
+}
+
+// A preload happens before the worker knows its clone machine's budget:
+// what it holds is charged when the budget comes, refunded exactly once,
+// and when it does not fit the clone build makes it anew under the budget,
+// failing as it would have without the preload.
+TEST(SetupPreloadBudgetTest, WhatAPreloadHoldsIsChargedToTheBudgetThatComesAfter) {
+  for (uint64_t limit : {1ull << 30, 1ull}) {
+    SCOPED_TRACE(limit);
+    auto budgeted = std::make_unique<BudgetedBackend>(std::make_unique<FakeBackend>());
+    BudgetedBackend* b = budgeted.get();
+    auto dir = CreateModuleCacheDir("/tmp/smolvm-setup-test");
+    ASSERT_TRUE(dir.ok());
+    WorkerOptions opts;
+    opts.backend = "fake";
+    opts.arena_base = 0x5f0000000000ull;
+    opts.arena_bytes = 1ull << 32;
+    opts.module_cache_dir = *dir;
+    Worker worker(std::move(budgeted), opts);
+    ASSERT_TRUE(worker.Start().ok());
+    const std::string image = KernelsImage();
+    ModuleCache golden(*dir, 0);
+    ASSERT_TRUE(golden.Put(ModuleHash(image), image).ok());
+    proto::ForkManifestBody setup;
+    setup.modules.push_back({1, ModuleHash(image), golden.Sha256Of(ModuleHash(image))});
+    setup.dnn_handles.push_back({0x700, 0});
+    proto::ForkPreloadRequest req;
+    req.golden = 7;
+    proto::Encoder enc(&req.chunks);
+    proto::EncodeFields(enc, proto::ManifestChunkList{});
+    req.jail = 1;
+    req.setup = proto::EncodeManifest(setup);
+    ASSERT_EQ(worker.Preload(req, {}).modules, 1u);
+    const uint64_t held = b->module_bytes() + b->workspace_bytes();
+    ASSERT_GT(held, 0u);
+    auto budget = MachineBudget::Create(limit);
+    ASSERT_TRUE(budget.ok());
+    b->SetBudget(*budget, 0);
+    proto::CloneBuildRequest build;
+    build.manifest = proto::EncodeManifest(setup);
+    build.golden = 7;
+    ::testing::internal::CaptureStderr();
+    auto built = worker.BuildClone(build, {});
+    std::string log = ::testing::internal::GetCapturedStderr();
+    if (limit > held) {
+      EXPECT_EQ((*budget)->used(), held);
+      EXPECT_EQ(b->unpaid(), 0u);
+      ASSERT_TRUE(built.ok()) << built.status().ToString();
+      EXPECT_NE(log.find("(1: 0 loaded, 1 preloaded)"), std::string::npos) << log;
+      worker.DropPreload();  // as for a session of another golden
+      EXPECT_EQ((*budget)->used(), 0u);
+    } else {
+      EXPECT_FALSE(built.ok()) << log;
+      EXPECT_EQ(b->unpaid(), 0u) << "the preload's unpaid bytes were let go";
+      EXPECT_EQ((*budget)->used(), 0u);
+    }
+    (void)std::system(("rm -rf " + *dir).c_str());
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, SetupPreloadTest, ::testing::Values("fake", "cuda"),
