@@ -246,6 +246,17 @@ Status AnnounceCudaForkpoint(const CudaDaemon& d, const std::string& golden, pid
   return ReadReply(ch, Clock::now() + std::chrono::seconds(2), nullptr, false);
 }
 
+Result<std::string> CudaDaemonStatus(const CudaDaemon& d) {
+  ASSIGN_OR_RETURN(UniqueFd conn, ConnectUnix(d.socket + ".admin"));
+  std::string out;
+  proto::AppendRequest(&out, proto::AdminStatusRequest{}, 1);
+  UnixChannel ch(std::move(conn));
+  RETURN_IF_ERROR(ch.Write(out));
+  std::string json;
+  RETURN_IF_ERROR(ReadReply(ch, Clock::now() + std::chrono::seconds(5), &json, true));
+  return json;
+}
+
 Result<std::string> ReadCudaMachineFork(int fd, Clock::time_point deadline) {
   UnixChannel ch{UniqueFd(::dup(fd))};
   std::string json;

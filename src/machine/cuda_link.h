@@ -62,6 +62,9 @@ Result<UniqueFd> AttachCudaMachine(const CudaDaemon& d, const std::string& machi
 // the process has no CUDA session.
 Status AnnounceCudaForkpoint(const CudaDaemon& d, const std::string& golden, pid_t golden_pid, bool at);
 
+// The daemon's status (`smolvm cuda status --json`).
+Result<std::string> CudaDaemonStatus(const CudaDaemon& d);
+
 // Asks the daemon, in one request, to fork the session of host pid
 // `golden_pid` in machine `golden` into one clone session per machine of
 // `clones` (each attached before). The daemon builds them all, then gives

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <thread>
 
+#include "machine/cuda_link.h"
 #include "machine/machine_test_fixture.h"
 #include "machine/paths.h"
 #include "machine/store.h"
@@ -212,8 +213,21 @@ TEST_F(MachineForkTest, TheWorkAheadOfAMachineGoldenRunsBeforeTheFirstFork) {
   unsetenv("SMOLVM_CUDA_POOL");
   unsetenv("SMOLVM_CUDA_SPARES");
   const std::string log_path = home_ + "/cuda/daemon.log";
-  for (int i = 0; i < 1000 && Count(Slurp(log_path), " holds ") < 2; ++i) usleep(10000);
+  // What `bench run` waits for before it forks (arm_fork.cc): every pooled
+  // worker preloaded.
+  auto d = FindCudaDaemon(home_);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  nlohmann::json st;
+  for (int i = 0; i < 1000; ++i) {
+    auto json = CudaDaemonStatus(*d);
+    st = nlohmann::json::parse(json.ok() ? *json : "", nullptr, false);
+    if (st.is_object() && st.value("pooled_workers", 0) == 2 && st.value("preloaded_workers", 0) == 2) break;
+    usleep(10000);
+  }
+  EXPECT_EQ(st.value("preloaded_workers", 0), 2) << st.dump();
   std::string daemon_log = Slurp(log_path);
+  EXPECT_EQ(Count(daemon_log, "modules and 0 cuDNN calls of session"), 2u) << daemon_log;
+  EXPECT_EQ(Count(daemon_log, "chunks, 1 modules and 0 cuDNN calls"), 1u) << "the worker in the golden's jail" << daemon_log;
   EXPECT_NE(daemon_log.find("waits at its supervisor's forkpoint"), std::string::npos) << daemon_log;
   EXPECT_NE(daemon_log.find("fork ahead: session"), std::string::npos) << daemon_log;
   EXPECT_GE(Count(daemon_log, " holds "), 2u) << daemon_log;
