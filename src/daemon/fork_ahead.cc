@@ -100,9 +100,10 @@ void Daemon::OnAdminForkpoint(uint64_t client, uint32_t seq, const proto::AdminF
   proto::AppendRequest(&out, proto::ForkAheadAskRequest{r.at != 0 ? 1u : 0u}, 0);
   Status st = w->second.control->Write(out);
   if (!st.ok()) return AdminReply(client, seq, op, st, "");
-  // Left its forkpoint with no fork under way: the preloads go (a golden
-  // at the daemon's forkpoint says "running" itself when it leaves).
-  if (r.at == 0 && golden->state != "forkpoint") ForgetAhead(golden->id);
+  // Left its forkpoint with no fork under way: the preloads go.
+  bool forking = false;
+  for (const auto& [id, job] : forks_) forking |= job.golden == golden->id;
+  if (r.at == 0 && !forking) ForgetAhead(golden->id);
   Log("forkpoint: session %llu of machine '%s' %s its supervisor's forkpoint", static_cast<unsigned long long>(golden->id),
       r.golden_machine.c_str(), r.at != 0 ? "waits at" : "left");
   AdminReply(client, seq, op, Status::Ok(), "");

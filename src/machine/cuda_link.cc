@@ -242,8 +242,10 @@ Status AnnounceCudaForkpoint(const CudaDaemon& d, const std::string& golden, pid
   proto::AppendRequest(&out, req, 1);
   UnixChannel ch(std::move(conn));
   RETURN_IF_ERROR(ch.Write(out));
-  // The daemon answers at once (the export runs in the golden's worker).
-  return ReadReply(ch, Clock::now() + std::chrono::seconds(2), nullptr, false);
+  // The daemon answers at once (the export runs in the golden's worker),
+  // with an empty JSON string as every admin reply of the daemon's.
+  std::string unused;
+  return ReadReply(ch, Clock::now() + std::chrono::seconds(2), &unused, true);
 }
 
 Result<std::string> CudaDaemonStatus(const CudaDaemon& d) {

@@ -242,6 +242,7 @@ TEST_F(MachineForkTest, TheWorkAheadOfAMachineGoldenRunsBeforeTheFirstFork) {
   EXPECT_NE(build.find(" 0 loaded, "), std::string::npos) << build;
   EXPECT_EQ(build.find("(0: 0 loaded, 0 preloaded)"), std::string::npos) << "the golden has modules: " << build;
   EXPECT_NE(WaitForFile(out + "/clone0.txt").find("clone 0 table=1 frozen=1"), std::string::npos) << Logs("ahead-0");
+  EXPECT_EQ(Logs("gold").find("was not told"), std::string::npos) << Logs("gold");
   std::ofstream(out + "/exit").flush();
   ASSERT_EQ(Cli({"machine", "rm", "--name", "gold", "--cascade"}).rc, 0);
 }
