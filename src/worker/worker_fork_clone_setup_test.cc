@@ -8,8 +8,8 @@
 #include <cudnn_graph.h>
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -104,7 +104,8 @@ class SetupPreloadTest : public ::testing::TestWithParam<std::string> {
   }
   void TearDown() override {
     worker_.reset();
-    if (!dir_.empty()) (void)std::system(("rm -rf " + dir_).c_str());
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
   }
 
   // The golden at its forkpoint: one module and function, a stream, an
@@ -308,7 +309,8 @@ TEST(SetupPreloadBudgetTest, WhatAPreloadHoldsIsChargedToTheBudgetThatComesAfter
       EXPECT_EQ(b->unpaid(), 0u) << "the preload's unpaid bytes were let go";
       EXPECT_EQ((*budget)->used(), 0u);
     }
-    (void)std::system(("rm -rf " + *dir).c_str());
+    std::error_code ec;
+    std::filesystem::remove_all(*dir, ec);
   }
 }
 
