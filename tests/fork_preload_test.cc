@@ -97,5 +97,48 @@ TEST_F(ForkTest, PooledWorkersPreloadTheGoldensModulesAndCudnnSetup) {
   for (pid_t pid : held) EXPECT_TRUE(let_go(pid)) << pid << daemon.Log();
 }
 
+// A machine's supervisor says when its golden waits at (or leaves) the
+// supervisor's forkpoint, before the golden reaches the daemon's: the work
+// ahead starts then, and ends when it leaves. (A session on the daemon's own
+// socket stands in for the machine's golden: machine "", the test's pid.)
+TEST_F(ForkTest, ASupervisorsForkpointNoticeStartsTheWorkAheadAndLeavingEndsIt) {
+  auto fd = ConnectUnix(daemon.socket() + ".admin");
+  ASSERT_TRUE(fd.ok());
+  UnixChannel admin(std::move(fd).value());
+  const auto pid = static_cast<uint32_t>(::getpid());
+  AdminForkReply rep;  // every admin reply of the daemon's is one JSON string
+  Status unknown = AdminRoundTrip(admin, AdminForkpointRequest{"", 1, 1}, &rep);
+  EXPECT_EQ(unknown.code(), static_cast<int32_t>(Code::kNotFound)) << unknown.ToString();
+  ASSERT_TRUE(AdminRoundTrip(admin, AdminForkpointRequest{"", pid, 1}, &rep).ok());
+  auto j = WaitStatus(daemon, [](const nlohmann::json& j) { return j.value("preloaded_workers", 0) >= 2; });
+  ASSERT_EQ(j.value("preloaded_workers", 0), 2) << j.dump() << daemon.Log();
+  EXPECT_NE(daemon.Log().find("waits at its supervisor's forkpoint"), std::string::npos) << daemon.Log();
+  EXPECT_GE(Count(daemon.Log(), "holds 2 chunks, 1 modules"), 1u) << daemon.Log();
+  for (const auto& s : j["sessions"]) EXPECT_NE(s["state"], "forkpoint") << "the golden never waited at the daemon's";
+
+  // It left: no pooled worker holds its chunks (or lives on in its jail).
+  ASSERT_TRUE(AdminRoundTrip(admin, AdminForkpointRequest{"", pid, 0}, &rep).ok());
+  j = WaitStatus(daemon, [](const nlohmann::json& j) {
+    for (const auto& w : j["pool"])
+      if (ChunkHandles(w["pid"].get<pid_t>()) != 0) return false;
+    return j.value("preloaded_workers", 1) == 0;
+  });
+  EXPECT_EQ(j.value("preloaded_workers", 1), 0) << j.dump() << daemon.Log();
+  for (const auto& w : j["pool"]) EXPECT_EQ(ChunkHandles(w["pid"].get<pid_t>()), 0) << j.dump();
+
+  // At the daemon's forkpoint later it exports again, and forks as before.
+  PingReply pong;
+  ASSERT_TRUE(golden.Call(PingRequest{}, &pong).ok());
+  Golden g(&golden);
+  j = WaitStatus(daemon, [](const nlohmann::json& j) { return j.value("preloaded_workers", 0) >= 2; });
+  EXPECT_EQ(j.value("preloaded_workers", 0), 2) << j.dump() << daemon.Log();
+  std::vector<std::unique_ptr<RawClient>> clones;
+  auto [rc, out] = Fork(g, 1, "on", &clones);
+  EXPECT_EQ(rc, 0) << out << daemon.Log();
+  EXPECT_EQ(Count(daemon.Log(), "(1: 0 loaded, 1 preloaded)"), 1u) << daemon.Log();
+  RunCommand(Cli(daemon, "release --pid " + std::to_string(::getpid())));
+  EXPECT_LT(g.Next().clone_index, 0);
+}
+
 }  // namespace
 }  // namespace smolvm::testing
