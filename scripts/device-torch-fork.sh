@@ -134,7 +134,7 @@ for d in "$W"/logs/torch-fork_*; do
   [[ -d $d ]] || continue
   log "fork run $(basename "$d"): what decides memory and fork time"
   grep -hE "peft_dpo: golden: base|smolvm.forkpoint: memory:" "$d"/*-g.log 2>/dev/null | sed 's/^/  golden: /' | tee -a "$LOG_FILE"
-  grep -hE "fork prepare: private|libraries preloaded|preload of .* failed|clone build|orders sent to the golden|fork: clone" \
+  grep -hE "fork prepare: private|libraries preloaded|preload of .* failed|fork preload of session|supervisor's forkpoint|clone build|orders sent to the golden|fork: clone" \
     "$d"/cuda-daemon.log 2>/dev/null | sed 's/^/  daemon: /' | tee -a "$LOG_FILE"
   grep -hE "peft_dpo: clone [0-9]+: fork order" "$d"/*-c*.log 2>/dev/null | sed 's/^/  clone: /' | tee -a "$LOG_FILE"
 done

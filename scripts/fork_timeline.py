@@ -5,8 +5,9 @@ Usage: scripts/fork_timeline.py GOLDEN_LOG DAEMON_LOG
   GOLDEN_LOG: the golden machine's log (the supervisor's `fork: clone <i> '<name>'
               pid <p> ms=<t> order=.. c1=.. cgroup=.. unshared=.. mounts=.. init=..
               [built=.. released=.. hello=..]` lines; bench: bench-*-g.log)
-  DAEMON_LOG: the CUDA daemon's log (`clone build: memory .. modules .. blas ..
-              dnn .. total ..` lines of its workers)
+  DAEMON_LOG: the CUDA daemon's log (`clone build: memory .. modules .. (N: L
+              loaded, K preloaded), blas .. dnn .. (N calls: R replayed, K
+              preloaded), total ..` lines of its workers)
 Every step is in ms since the request met the golden at its forkpoint. Prints
 the span of each phase over the clones and the median of each per-clone step.
 """
@@ -17,7 +18,7 @@ import sys
 STEP_KEYS = ["order", "c1", "cgroup", "unshared", "mounts", "init", "built", "released", "hello"]
 CLONE_RE = re.compile(r"fork: clone (\d+) '([^']+)' pid (\d+) ms=(\d+)((?: \w+=[\d.]+)*)")
 SPAN_RE = re.compile(r"fork: clone \d+ of golden pid .* sent=([\d.]+) built=([\d.]+)")
-BUILD_RE = re.compile(r"clone build: memory ([\d.]+) ms .*?modules ([\d.]+) ms(?: \(\d+\))?, blas ([\d.]+) ms, "
+BUILD_RE = re.compile(r"clone build: memory ([\d.]+) ms .*?modules ([\d.]+) ms(?: \([^)]*\))?, blas ([\d.]+) ms, "
                       r"dnn ([\d.]+) ms(?: \([^)]*\))?, "
                       r"total ([\d.]+) ms")
 
@@ -40,12 +41,17 @@ def main():
             for k, v in re.findall(r" (\w+)=([\d.]+)", m.group(5)):
                 c[k] = float(v)
             clones.append(c)
-    builds, spans = [], []
+    builds, spans, made = [], [], []
+    made_re = re.compile(r"clone build: .*modules [\d.]+ ms \(\d+: (\d+) loaded, (\d+) preloaded\).*"
+                         r"dnn [\d.]+ ms \(\d+ calls: (\d+) replayed, (\d+) preloaded\)")
     with open(sys.argv[2], errors="replace") as f:
         for line in f:
             m = BUILD_RE.search(line)
             if m:
                 builds.append([float(x) for x in m.groups()])
+            m = made_re.search(line)
+            if m:
+                made.append([int(x) for x in m.groups()])
             m = SPAN_RE.search(line)
             if m:
                 spans.append((float(m.group(1)), float(m.group(2))))
@@ -88,6 +94,11 @@ def main():
         names = ["memory", "modules", "blas", "dnn", "total"]
         print("  clone build medians: " + ", ".join(f"{nm} {median(col):.1f} ms" for nm, col in zip(names, cols)) +
               f" ({len(builds)} builds, max total {max(cols[4]):.1f} ms)")
+    if made:
+        # What each build made itself and what its worker preloaded ahead.
+        cols = list(zip(*made))
+        print(f"  clone builds made: modules {sum(cols[0])} loaded, {sum(cols[1])} preloaded; "
+              f"cuDNN calls {sum(cols[2])} replayed, {sum(cols[3])} preloaded ({len(made)} builds)")
     return 0
 
 

@@ -1,5 +1,5 @@
 // The admin server: operators' and supervisors' requests on the admin
-// socket (<socket>.admin, 0600; control_ops.h 200-204), decoded by the
+// socket (<socket>.admin, 0600; control_ops.h 200-205), decoded by the
 // generated control dispatch. Forks are queued for the fork engine
 // (fork_engine.cc), whose reply comes when the clones are attached.
 #include <sys/socket.h>
@@ -33,6 +33,10 @@ struct Daemon::AdminLink {
   }
   Status Handle(const proto::AdminMachineForkRequest& r, Ctx* ctx) {
     d.StartMachineFork(client, ctx->header->seq, r);
+    return Status::Ok();
+  }
+  Status Handle(const proto::AdminForkpointRequest& r, Ctx* ctx) {
+    d.OnAdminForkpoint(client, ctx->header->seq, r);  // fork_ahead.cc
     return Status::Ok();
   }
 };

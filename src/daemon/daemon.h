@@ -144,6 +144,7 @@ class Daemon {
     std::vector<UniqueFd> fds;         // every chunk, in manifest order
     std::string preload;               // the candidates, an encoded ManifestChunkList
     std::vector<size_t> preload_fds;   // their indexes in fds
+    std::string setup;                 // ForkAhead.setup: for workers in the golden's jail only
   };
   struct Session {
     uint64_t id = 0;
@@ -315,6 +316,8 @@ class Daemon {
   // Ahead of forks (fork_ahead.cc).
   void OnForkAhead(WorkerProc& w, const proto::ForkAheadRequest& r);
   void OnPreloadDone(WorkerProc& w, const proto::PreloadDoneRequest& r);
+  // A machine golden at (or away from) its supervisor's forkpoint (fork_ahead.cc).
+  void OnAdminForkpoint(uint64_t client, uint32_t seq, const proto::AdminForkpointRequest& r);
   // The golden left its forkpoint or ended: its ahead goes, and pooled
   // workers let its chunks go, so its memory leaves with its last user.
   void ForgetAhead(uint64_t session);

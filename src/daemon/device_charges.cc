@@ -32,7 +32,9 @@ bool ChargesLimit(int limit) {
 bool BudgetedBackend::Take(uint64_t bytes) { return !budget_ || budget_->Charge(slot_, bytes); }
 
 void BudgetedBackend::Give(uint64_t bytes) {
-  if (budget_) budget_->Refund(slot_, bytes);
+  const uint64_t owed = std::min(bytes, unpaid_);  // never charged (SetBudget)
+  unpaid_ -= owed;
+  if (budget_ && bytes > owed) budget_->Refund(slot_, bytes - owed);
 }
 
 Status BudgetedBackend::ChargeWorkspace(uint64_t bytes, const std::string& what) {

@@ -4,6 +4,10 @@
 // and map the chunks a fork will likely share (ForkPreload), so a fork only
 // copies private chunks and rebuilds handles.
 //
+// A pooled worker in the golden's jail also loads the golden's modules and
+// replays its cuDNN setup then (ForkPreload.setup), so a clone build only
+// makes what changed since (worker_fork_clone_setup.cc).
+//
 // A pooled worker primed for a golden also enters its jail then, as the
 // golden's tenant (issue 15: the uid change signals every driver thread and
 // cost a warm fork ~1 ms per clone on the H200 when it waited for the
@@ -53,8 +57,10 @@ void Daemon::OnForkAhead(WorkerProc& w, const proto::ForkAheadRequest& r) {
   }
   proto::Encoder enc(&a.preload);
   proto::EncodeFields(enc, preload);
-  Log("fork ahead: session %llu at its forkpoint, %zu chunks exported, %zu for pooled workers to preload",
-      static_cast<unsigned long long>(r.session_id), a.fds.size(), a.preload_fds.size());
+  a.setup = r.setup;
+  Log("fork ahead: session %llu at its forkpoint, %zu chunks exported, %zu for pooled workers to preload, "
+      "setup %zu bytes",
+      static_cast<unsigned long long>(r.session_id), a.fds.size(), a.preload_fds.size(), a.setup.size());
   aheads_[r.session_id] = std::move(a);
   PrimeWorkers();
 }
@@ -69,8 +75,38 @@ void Daemon::OnPreloadDone(WorkerProc& w, const proto::PreloadDoneRequest& r) {
     return;
   }
   w.primed_done = true;
-  Log("preload: worker %d holds %u chunks of session %llu (%.1f ms)", w.pid, r.chunks,
-      static_cast<unsigned long long>(r.golden), static_cast<double>(r.ms));
+  Log("preload: worker %d holds %u chunks, %u modules and %u cuDNN calls of session %llu (%.1f ms)%s%s", w.pid,
+      r.chunks, r.modules, r.dnn_calls, static_cast<unsigned long long>(r.golden), static_cast<double>(r.ms),
+      r.setup_message.empty() ? "" : "; its setup failed: ", r.setup_message.c_str());
+}
+
+void Daemon::OnAdminForkpoint(uint64_t client, uint32_t seq, const proto::AdminForkpointRequest& r) {
+  const uint16_t op = proto::AdminForkpointRequest::kNumber;
+  // A machine's golden reaches the daemon's forkpoint (its ForkpointWait)
+  // only once a fork is asked for; its supervisor says earlier, so the work
+  // ahead is done before the first fork (docs/fork.md).
+  Session* golden = nullptr;
+  for (auto& [id, s] : sessions_)
+    if (s.machine == r.golden_machine && s.host_pid == r.golden_pid && s.role != proto::SessionRole::kClone) golden = &s;
+  if (!golden)
+    return AdminReply(client, seq, op,
+                      NotFound("no CUDA session of pid " + std::to_string(r.golden_pid) + " in machine '" +
+                               r.golden_machine + "'"),
+                      "");
+  auto w = workers_.find(golden->worker_pid);
+  if (w == workers_.end() || !w->second.control)
+    return AdminReply(client, seq, op, Unavailable("the golden's worker is gone"), "");
+  std::string out;
+  proto::AppendRequest(&out, proto::ForkAheadAskRequest{r.at != 0 ? 1u : 0u}, 0);
+  Status st = w->second.control->Write(out);
+  if (!st.ok()) return AdminReply(client, seq, op, st, "");
+  // Left its forkpoint with no fork under way: the preloads go.
+  bool forking = false;
+  for (const auto& [id, job] : forks_) forking |= job.golden == golden->id;
+  if (r.at == 0 && !forking) ForgetAhead(golden->id);
+  Log("forkpoint: session %llu of machine '%s' %s its supervisor's forkpoint", static_cast<unsigned long long>(golden->id),
+      r.golden_machine.c_str(), r.at != 0 ? "waits at" : "left");
+  AdminReply(client, seq, op, Status::Ok(), "");
 }
 
 void Daemon::ForgetAhead(uint64_t session) {
@@ -166,10 +202,12 @@ void Daemon::PrimeWorkers() {
     }
     std::vector<int> fds;
     for (size_t i : a.preload_fds) fds.push_back(a.fds[i].get());
+    // The golden's modules and cuDNN state go only to a worker in its jail:
+    // the unjailed spare may serve any tenant next.
     std::string out;
     proto::AppendRequest(&out,
                          proto::ForkPreloadRequest{golden, a.generation, a.preload, static_cast<uint32_t>(fds.size()),
-                                                   w.jailed ? 1u : 0u, w.uid},
+                                                   w.jailed ? 1u : 0u, w.uid, w.jailed ? a.setup : std::string()},
                          0);
     Status st = w.control->Write(out);
     if (st.ok()) st = SendChunkFds(*w.control, fds);

@@ -94,10 +94,18 @@ class BudgetedBackend final : public ForwardingBackend {
  public:
   explicit BudgetedBackend(std::unique_ptr<GpuBackend> inner) : ForwardingBackend(std::move(inner)) {}
 
+  // What the worker's modules and library handles hold already (a pooled
+  // worker's preload, worker_fork_clone_setup.cc) is charged to the budget
+  // now, as if made under it; when it does not fit it stays unpaid (unpaid()),
+  // and its refunds pay that off first.
   void SetBudget(std::shared_ptr<MachineBudget> budget, uint32_t slot) {
     budget_ = std::move(budget);
     slot_ = slot;
+    const uint64_t held = module_bytes() + workspace_bytes();
+    unpaid_ = held != 0 && !budget_->Charge(slot_, held) ? held : 0;
   }
+  // Bytes held that the budget could not take (SetBudget).
+  uint64_t unpaid() const { return unpaid_; }
   const MachineBudget* budget() const { return budget_.get(); }
   // What the session's modules and context limits hold of the budget now.
   uint64_t module_bytes() const {
@@ -151,6 +159,7 @@ class BudgetedBackend final : public ForwardingBackend {
 
   std::shared_ptr<MachineBudget> budget_;
   uint32_t slot_ = 0;
+  uint64_t unpaid_ = 0;
   std::map<uint64_t, uint64_t> charged_;  // chunk handle -> bytes charged
   DeviceCharges charges_;                 // modules and context limits
 };

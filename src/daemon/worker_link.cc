@@ -1,5 +1,5 @@
 // What workers send the daemon on their control links (control_ops.h
-// 300-314), decoded by the generated control dispatch.
+// 300-316), decoded by the generated control dispatch.
 #include "daemon/control_links.h"
 #include "daemon/daemon.h"
 #include "proto/control_dispatch.h"

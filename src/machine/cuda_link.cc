@@ -232,6 +232,33 @@ Result<UniqueFd> SendCudaMachineFork(const CudaDaemon& d, const std::string& gol
   return ch.TakeSocket();
 }
 
+Status AnnounceCudaForkpoint(const CudaDaemon& d, const std::string& golden, pid_t golden_pid, bool at) {
+  ASSIGN_OR_RETURN(UniqueFd conn, ConnectUnix(d.socket + ".admin"));
+  proto::AdminForkpointRequest req;
+  req.golden_machine = golden;
+  req.golden_pid = static_cast<uint32_t>(golden_pid);
+  req.at = at ? 1 : 0;
+  std::string out;
+  proto::AppendRequest(&out, req, 1);
+  UnixChannel ch(std::move(conn));
+  RETURN_IF_ERROR(ch.Write(out));
+  // The daemon answers at once (the export runs in the golden's worker),
+  // with an empty JSON string as every admin reply of the daemon's.
+  std::string unused;
+  return ReadReply(ch, Clock::now() + std::chrono::seconds(2), &unused, true);
+}
+
+Result<std::string> CudaDaemonStatus(const CudaDaemon& d) {
+  ASSIGN_OR_RETURN(UniqueFd conn, ConnectUnix(d.socket + ".admin"));
+  std::string out;
+  proto::AppendRequest(&out, proto::AdminStatusRequest{}, 1);
+  UnixChannel ch(std::move(conn));
+  RETURN_IF_ERROR(ch.Write(out));
+  std::string json;
+  RETURN_IF_ERROR(ReadReply(ch, Clock::now() + std::chrono::seconds(5), &json, true));
+  return json;
+}
+
 Result<std::string> ReadCudaMachineFork(int fd, Clock::time_point deadline) {
   UnixChannel ch{UniqueFd(::dup(fd))};
   std::string json;

@@ -56,6 +56,15 @@ Status StopCudaDaemon(const std::string& home, int timeout_ms);
 Result<UniqueFd> AttachCudaMachine(const CudaDaemon& d, const std::string& machine, const std::string& sock_path,
                                    const std::vector<std::string>& cgroup_dirs, int64_t gpu_mem_bytes);
 
+// Tells the daemon that process `golden_pid` of machine `golden` waits at
+// its supervisor's forkpoint (at) or left it, so the daemon's work ahead of
+// forks (docs/fork.md) starts before the first fork is asked for. kNotFound:
+// the process has no CUDA session.
+Status AnnounceCudaForkpoint(const CudaDaemon& d, const std::string& golden, pid_t golden_pid, bool at);
+
+// The daemon's status (`smolvm cuda status --json`).
+Result<std::string> CudaDaemonStatus(const CudaDaemon& d);
+
 // Asks the daemon, in one request, to fork the session of host pid
 // `golden_pid` in machine `golden` into one clone session per machine of
 // `clones` (each attached before). The daemon builds them all, then gives

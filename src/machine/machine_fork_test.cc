@@ -8,6 +8,7 @@
 #include <chrono>
 #include <thread>
 
+#include "machine/cuda_link.h"
 #include "machine/machine_test_fixture.h"
 #include "machine/paths.h"
 #include "machine/store.h"
@@ -193,6 +194,55 @@ TEST_F(MachineForkTest, ClonesOfOneRequestBuildTogetherAndLogTheirSteps) {
                              " released=", " hello="})
       EXPECT_NE(line.find(step), std::string::npos) << step << " in " << line;
   }
+  std::ofstream(out + "/exit").flush();
+  ASSERT_EQ(Cli({"machine", "rm", "--name", "gold", "--cascade"}).rc, 0);
+}
+#endif
+
+#ifdef SMOLVM_SHIM_PROG_DIR
+// Issue 14: a machine golden reaches the daemon's forkpoint only when a fork
+// is asked for; its supervisor tells the daemon as soon as the golden waits
+// at its forkpoint, so the golden's worker exports ahead and the pooled
+// workers (those in its jail) preload its chunks, modules and cuDNN state
+// before any fork: the clone build then loads nothing.
+TEST_F(MachineForkTest, TheWorkAheadOfAMachineGoldenRunsBeforeTheFirstFork) {
+  setenv("SMOLVM_CUDA_POOL", "3", 1);
+  setenv("SMOLVM_CUDA_SPARES", "1", 1);
+  std::string out = scratch_ + "/vol-out";
+  StartCudaGolden(out);
+  unsetenv("SMOLVM_CUDA_POOL");
+  unsetenv("SMOLVM_CUDA_SPARES");
+  const std::string log_path = home_ + "/cuda/daemon.log";
+  // What `bench run` waits for before it forks (arm_fork.cc): every pooled
+  // worker preloaded.
+  auto d = FindCudaDaemon(home_);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  nlohmann::json st;
+  for (int i = 0; i < 1000; ++i) {
+    auto json = CudaDaemonStatus(*d);
+    st = nlohmann::json::parse(json.ok() ? *json : "", nullptr, false);
+    if (st.is_object() && st.value("pooled_workers", 0) == 2 && st.value("preloaded_workers", 0) == 2) break;
+    usleep(10000);
+  }
+  EXPECT_EQ(st.value("preloaded_workers", 0), 2) << st.dump();
+  std::string daemon_log = Slurp(log_path);
+  EXPECT_EQ(Count(daemon_log, "modules and 0 cuDNN calls of session"), 2u) << daemon_log;
+  EXPECT_EQ(Count(daemon_log, "chunks, 1 modules and 0 cuDNN calls"), 1u) << "the worker in the golden's jail" << daemon_log;
+  EXPECT_NE(daemon_log.find("waits at its supervisor's forkpoint"), std::string::npos) << daemon_log;
+  EXPECT_NE(daemon_log.find("fork ahead: session"), std::string::npos) << daemon_log;
+  EXPECT_GE(Count(daemon_log, " holds "), 2u) << daemon_log;
+  EXPECT_EQ(Count(daemon_log, "fork of session"), 0u) << "no fork was asked for yet\n" << daemon_log;
+  CliRun r = Cli({"machine", "fork", "--golden", "gold", "--name", "ahead-0", "--share-weights"});
+  ASSERT_EQ(r.rc, 0) << r.err << Logs("gold");
+  daemon_log = Slurp(log_path);
+  EXPECT_NE(daemon_log.find("descriptors exported ahead"), std::string::npos) << daemon_log;
+  size_t at = daemon_log.find("clone build:");
+  ASSERT_NE(at, std::string::npos) << daemon_log;
+  std::string build = daemon_log.substr(at, daemon_log.find('\n', at) - at);
+  EXPECT_NE(build.find(" 0 loaded, "), std::string::npos) << build;
+  EXPECT_EQ(build.find("(0: 0 loaded, 0 preloaded)"), std::string::npos) << "the golden has modules: " << build;
+  EXPECT_NE(WaitForFile(out + "/clone0.txt").find("clone 0 table=1 frozen=1"), std::string::npos) << Logs("ahead-0");
+  EXPECT_EQ(Logs("gold").find("was not told"), std::string::npos) << Logs("gold");
   std::ofstream(out + "/exit").flush();
   ASSERT_EQ(Cli({"machine", "rm", "--name", "gold", "--cascade"}).rc, 0);
 }

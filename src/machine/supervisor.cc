@@ -285,6 +285,7 @@ void Supervisor::OnLine(Conn& c, const std::string& line) {
             r.detail = "at forkpoint";
             return Status::Ok();
           });
+          AnnounceForkpoint(true);  // the daemon's work ahead starts now, not at the first fork
         }
         return;
       }
@@ -405,6 +406,7 @@ void Supervisor::Loop() {
       if (it->dead) {
         if (&*it == golden_) {
           golden_ = nullptr;
+          AnnounceForkpoint(false);
           (void)Update(name_, [](MachineRecord& rec) {
             if (rec.detail == "at forkpoint") rec.detail = "";
             return Status::Ok();

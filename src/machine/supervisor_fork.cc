@@ -115,6 +115,14 @@ Status Supervisor::DoForks(const PendingFork& req, std::vector<CloneWork>* works
   return s;
 }
 
+void Supervisor::AnnounceForkpoint(bool at) {
+  if (!cuda_ || golden_pid_ <= 0) return;
+  Status st = AnnounceCudaForkpoint(*cuda_, name_, golden_pid_, at);
+  if (!st.ok() && st.code() != static_cast<int32_t>(Code::kNotFound))
+    Log(std::string("forkpoint: the CUDA daemon was not told the golden ") + (at ? "waits" : "left") + ": " +
+        st.message());
+}
+
 std::string Supervisor::CloneLine(const CloneWork& w) {
   // "fork: clone <i> '<name>' pid <init> ms=<t>", then its steps (ms since
   // the request met the golden, like ms); a GPU fork's daemon steps too.

@@ -133,6 +133,10 @@ class Supervisor {
   void CloneEnded(Conn& c);
   Status Update(const std::string& name, const std::function<Status(MachineRecord&)>& fn);
   void Log(const std::string& msg);
+  // --cuda: tells the daemon the golden waits at (or left) the forkpoint
+  // (AnnounceCudaForkpoint, supervisor_fork.cc); a golden without a CUDA
+  // session is not an error.
+  void AnnounceForkpoint(bool at);
   void ReleaseHostResources();
 
   std::string home_, name_;

@@ -1,8 +1,8 @@
 // The control op table: the host-side links that guests never speak.
 //
-//   admin (200-204):  an operator or the machine supervisor -> the daemon's
+//   admin (200-205):  an operator or the machine supervisor -> the daemon's
 //                     admin socket (<socket>.admin, 0600).
-//   daemon <-> worker (300-315): the control link of each worker process
+//   daemon <-> worker (300-316): the control link of each worker process
 //                     (same binary on both ends).
 //
 // Same format and generated code as the guest table (ops.h): request/reply
@@ -49,6 +49,11 @@
   X(204, AdminMachineFork, SYNC, \
     (F(str, golden_machine) F(u32, golden_pid) F(str, clone_machines) F(u32, share) \
      F(u32, wait_ms)), (F(str, json))) \
+  /* a machine's supervisor: process golden_pid of golden_machine waits at the supervisor's \
+     forkpoint (at 1), before any fork is asked for, or left it (at 0). At 1 the daemon has the \
+     golden's worker export ahead (ForkAheadAsk) so pooled workers preload before the first fork; \
+     kNotFound when the process has no CUDA session */ \
+  X(205, AdminForkpoint, SYNC, (F(str, golden_machine) F(u32, golden_pid) F(u32, at)), ()) \
   /* -- daemon <-> worker control link (same binary on both ends) ------- */ \
   /* worker -> daemon once its context and arena are up */ \
   X(300, WorkerReady, ASYNC, (F(u32, pid) F(u64, context_bytes)), ()) \
@@ -91,17 +96,25 @@
   X(309, ForkGo, ASYNC, (F(ForkOrder_list, orders)), ()) \
   /* golden worker -> daemon, on reaching its forkpoint with changed memory: every chunk \
      (ManifestChunkList, proto/fork_manifest.h; shared: what a fork will likely share) with num_chunks \
-     descriptors following in ForkFds; generation names this snapshot */ \
+     descriptors following in ForkFds; generation names this snapshot; setup: the objects a \
+     clone rebuilds (a ForkManifestBody without layout, cuBLAS handles or cuBLASLt handles: \
+     modules, functions, streams, events, cuDNN handles and call log) */ \
   X(310, ForkAhead, ASYNC, \
-    (F(u64, session_id) F(u64, generation) F(str, chunks) F(u32, num_chunks)), ()) \
+    (F(u64, session_id) F(u64, generation) F(str, chunks) F(u32, num_chunks) F(str, setup)), ()) \
   /* daemon -> pooled worker: hold exactly these chunks of `golden` imported and mapped \
      read-only (ManifestChunkList); num_chunks descriptors follow in ForkFds. jail 1: the \
      worker is (or first enters its jail) as `uid`, the golden's tenant, so a clone build \
-     does not wait for the uid change; from then on it serves that uid only */ \
+     does not wait for the uid change; from then on it serves that uid only. setup (jail 1 \
+     only, else empty): the golden's ForkAhead setup, which the worker loads and replays \
+     under the golden's ids ahead of a clone build */ \
   X(311, ForkPreload, ASYNC, \
-    (F(u64, golden) F(u64, generation) F(str, chunks) F(u32, num_chunks) F(u32, jail) F(u32, uid)), ()) \
+    (F(u64, golden) F(u64, generation) F(str, chunks) F(u32, num_chunks) F(u32, jail) F(u32, uid) \
+     F(str, setup)), ()) \
+  /* modules, dnn_calls: what the worker holds of the setup; setup_message: why it holds \
+     none of it when that failed (the chunks are held all the same) */ \
   X(312, PreloadDone, ASYNC, \
-    (F(u64, golden) F(u64, generation) F(i32, result) F(str, message) F(u32, chunks) F(f32, ms)), ()) \
+    (F(u64, golden) F(u64, generation) F(i32, result) F(str, message) F(u32, chunks) F(f32, ms) \
+     F(u32, modules) F(u32, dnn_calls) F(str, setup_message)), ()) \
   /* daemon -> pooled worker: unmap and release every preloaded chunk */ \
   X(313, PreloadDrop, ASYNC, (), ()) \
   /* daemon -> worker before it serves a machine's session: the machine's shared \
@@ -109,6 +122,10 @@
   X(314, WorkerBudget, ASYNC, (F(u32, slot) F(u64, limit_bytes)), ()) \
   /* worker -> daemon: the cumulative counts of the guest ops its session served (op_counts.h) */ \
   X(315, WorkerOps, ASYNC, (F(u64, session_id) F(u32s, ops) F(u64s, counts)), ()) \
+  /* daemon -> a golden's worker (AdminForkpoint): at 1, its guest waits at a machine's forkpoint: \
+     send ForkAhead now if memory changed since the last one; at 0, it left: the next forkpoint \
+     exports again */ \
+  X(316, ForkAheadAsk, ASYNC, (F(u32, at)), ()) \
   SMOLVM_CONTROL_OPS_EXTRA(X)
 // clang-format on
 

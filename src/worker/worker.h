@@ -71,11 +71,17 @@ class Worker {
   Result<proto::CloneBuiltRequest> BuildClone(const proto::CloneBuildRequest& req,
                                               const std::vector<UniqueFd>& chunk_fds);
   // Pooled worker, before any adoption: hold exactly the chunks `req` names
-  // imported and mapped read-only (ChunkPreload::Update).
+  // imported and mapped read-only (ChunkPreload::Update) and, when req.jail
+  // (the worker is in the golden's jail), req.setup's objects under the
+  // golden's ids (ApplySetup); anything else it held of another golden goes.
   proto::PreloadDoneRequest Preload(const proto::ForkPreloadRequest& req, const std::vector<UniqueFd>& chunk_fds);
-  // Pooled worker: let every preloaded chunk go (before serving an unrelated
-  // session, or when the daemon says the golden left its forkpoint).
-  void DropPreload() { preload_->Drop(); }
+  // Pooled worker: let every preloaded chunk and setup object go (before
+  // serving an unrelated session, or when the daemon says the golden left
+  // its forkpoint).
+  void DropPreload() {
+    preload_->Drop();
+    DropSetup();
+  }
   // Pooled worker: loads the libraries `libraries` names (library_preload.h)
   // and makes and destroys a handle of each, logging the time it took.
   void PreloadLibraries(uint32_t libraries);
@@ -171,6 +177,7 @@ class Worker {
   struct ModuleInfo {
     uint64_t handle = 0;
     std::string hash;
+    std::string sha256;  // a clone's or a preload's: the cached image it loaded
   };
   struct FunctionInfo {
     uint64_t handle = 0;
@@ -238,8 +245,26 @@ class Worker {
   // replay in a clone (worker_fork_clone.cc).
   Result<DnnBackend*> Dnn();
   void DnnManifest(proto::ForkManifestBody* body) const;
-  Status DnnRebuild(const proto::ForkManifestBody& body);
   void DnnRelease();
+  // The objects a clone rebuilds under the golden's ids, ahead of its build
+  // (worker_fork_clone_setup.cc). Golden side: AheadSetup describes them for
+  // ForkAhead. Clone side: ApplySetup makes modules_, functions_, streams_,
+  // events_ and the cuDNN state exactly what `want` names, keeping what
+  // already matches (a preload) and loading or replaying the rest;
+  // DropSetup lets all of it go.
+  struct SetupCounts {
+    uint32_t modules_loaded = 0, modules_kept = 0;
+    uint32_t dnn_replayed = 0, dnn_kept = 0;
+    double modules_ms = 0, dnn_ms = 0;
+  };
+  std::string AheadSetup() const;
+  // ForkAheadAsk: a machine's golden waits at (at) or left its supervisor's
+  // forkpoint before reaching the daemon's.
+  void OnForkAheadAsk(bool at);
+  Status ApplySetup(const proto::ForkManifestBody& want, SetupCounts* counts);
+  Status ApplyDnnSetup(const proto::ForkManifestBody& want, SetupCounts* counts);
+  void DropSetup();
+  uint64_t setup_golden_ = 0;  // pooled worker: whose setup it holds (0: none)
 
   std::unique_ptr<GpuBackend> backend_;
   WorkerOptions options_;

@@ -1,12 +1,15 @@
 // The clone's half of a fork: a pooled worker preloads a golden's chunks
-// ahead (ForkPreload), then rebuilds the golden's session from its manifest
-// (CloneBuild): memory at the same addresses, modules, functions, streams,
-// events, cuBLAS and cuDNN handles under the same guest ids.
+// ahead (ForkPreload) and, in the golden's jail, its modules, functions,
+// streams, events and cuDNN state (worker_fork_clone_setup.cc), then
+// rebuilds the golden's session from its manifest (CloneBuild): memory at the
+// same addresses, the rest of those objects, cuBLAS handles, all under the
+// same guest ids.
 #include <chrono>
 #include <cstdio>
 #include <algorithm>
 #include <iterator>
 
+#include "daemon/machine_budget.h"
 #include "proto/dispatch.h"
 #include "worker/worker.h"
 
@@ -33,31 +36,21 @@ Result<proto::CloneBuiltRequest> Worker::BuildClone(const proto::CloneBuildReque
   }
   RETURN_IF_ERROR(memory_->ImportLayout(j.layout, fds, std::move(ahead)));
   double layout_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  for (const auto& m : j.modules) {
-    // The golden's index entry: the clone is the same tenant.
-    RETURN_IF_ERROR(module_cache_.Remember(m.hash, m.sha256));
-    ASSIGN_OR_RETURN(std::string image, module_cache_.Get(m.hash));
-    ASSIGN_OR_RETURN(uint64_t h, backend_->ModuleLoad(image));
-    modules_[m.id] = ModuleInfo{h, m.hash};
-  }
-  for (const auto& f : j.functions) {
-    auto mod = modules_.find(f.module);
-    if (mod == modules_.end()) return Malformed("clone manifest names an unknown module");
-    ASSIGN_OR_RETURN(uint64_t h, backend_->ModuleGetFunction(mod->second.handle, f.name));
-    functions_[f.id] = FunctionInfo{h, f.module, f.name};
-  }
+  // Modules, functions, streams, events and cuDNN state: what this worker
+  // made ahead for this golden stays where it matches (worker_fork_clone_setup.cc).
+  // What the machine's budget could not take of it (charged when the budget
+  // came, BudgetedBackend::SetBudget) goes too: made again under the budget,
+  // it fails as a clone build without a preload would.
+  auto* budgeted = dynamic_cast<BudgetedBackend*>(backend_.get());
+  const bool setup_ahead =
+      setup_golden_ == req.golden && req.golden != 0 && (budgeted == nullptr || budgeted->unpaid() == 0);
+  if (!setup_ahead) DropSetup();
+  setup_golden_ = 0;
+  SetupCounts setup;
+  RETURN_IF_ERROR(ApplySetup(j, &setup));
   auto ms_since = [](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
   };
-  double modules_ms = ms_since(t0) - layout_ms;
-  for (const auto& st : j.streams) {
-    ASSIGN_OR_RETURN(uint64_t h, backend_->StreamCreate(st.flags, st.priority));
-    streams_[st.id] = StreamInfo{h, st.flags, st.priority};
-  }
-  for (const auto& ev : j.events) {
-    ASSIGN_OR_RETURN(uint64_t h, backend_->EventCreate(ev.flags));
-    events_[ev.id] = EventInfo{h, ev.flags};
-  }
   // cuBLAS and cuBLASLt handles under the same guest ids, with their stream,
   // modes and workspace (same addresses: the workspace is golden memory).
   auto t_blas = std::chrono::steady_clock::now();
@@ -87,10 +80,6 @@ Result<proto::CloneBuiltRequest> Worker::BuildClone(const proto::CloneBuildReque
     }
   }
   double blas_ms = ms_since(t_blas);
-  // cuDNN handles and finalized descriptors (plans too) under the same ids.
-  auto t_dnn = std::chrono::steady_clock::now();
-  RETURN_IF_ERROR(DnnRebuild(j));
-  double dnn_ms = ms_since(t_dnn);
   proto::CloneBuiltRequest built;
   for (const auto& [addr, c] : memory_->chunks()) {
     if (c.shared) {
@@ -103,44 +92,14 @@ Result<proto::CloneBuiltRequest> Worker::BuildClone(const proto::CloneBuildReque
   }
   built.ms = std::chrono::duration<float, std::milli>(std::chrono::steady_clock::now() - t0).count();
   built.preloaded = preloaded;
+  // scripts/fork_timeline.py parses this line: keep "<part> <x> ms (...)".
   std::fprintf(stderr,
-               "smolvm worker %d: clone build: memory %.1f ms (%u shared chunks preloaded), modules %.1f ms (%zu), "
-               "blas %.1f ms, dnn %.1f ms (%zu calls replayed), total %.1f ms\n",
-               ::getpid(), layout_ms, preloaded, modules_ms, j.modules.size(), blas_ms, dnn_ms, j.dnn_log.size(),
+               "smolvm worker %d: clone build: memory %.1f ms (%u shared chunks preloaded), modules %.1f ms (%zu: %u "
+               "loaded, %u preloaded), blas %.1f ms, dnn %.1f ms (%zu calls: %u replayed, %u preloaded), total %.1f ms\n",
+               ::getpid(), layout_ms, preloaded, setup.modules_ms, j.modules.size(), setup.modules_loaded,
+               setup.modules_kept, blas_ms, setup.dnn_ms, j.dnn_log.size(), setup.dnn_replayed, setup.dnn_kept,
                static_cast<double>(built.ms));
   return built;
-}
-
-// REQUIRES: streams_ rebuilt. Replays the golden's cuDNN calls in order,
-// under the same ids, through the generated guest dispatch.
-Status Worker::DnnRebuild(const proto::ForkManifestBody& body) {
-  if (body.dnn_handles.empty() && body.dnn_log.empty()) return Status::Ok();
-  ASSIGN_OR_RETURN(DnnBackend * dnn, Dnn());
-  for (const auto& h : body.dnn_handles) {
-    ASSIGN_OR_RETURN(uint64_t made, dnn->Create());
-    dnn_.handles[h.id] = DnnState::HandleInfo{made, h.stream};
-    if (h.stream != 0) {
-      ASSIGN_OR_RETURN(uint64_t s, Stream(h.stream));
-      RETURN_IF_ERROR(dnn->SetStream(made, s));
-    }
-  }
-  // Only what the log records; anything else in a manifest is refused.
-  constexpr uint16_t kReplayable[] = {proto::DnnFinalizeRequest::kNumber, proto::DnnGetAttributeRequest::kNumber,
-                                      proto::DnnDestroyDescRequest::kNumber};
-  for (const auto& call : body.dnn_log) {
-    if (std::find(std::begin(kReplayable), std::end(kReplayable), call.op) == std::end(kReplayable))
-      return Malformed("clone manifest: a cuDNN log entry that is not a cuDNN descriptor call");
-    proto::FrameHeader h;
-    h.op = static_cast<uint16_t>(call.op);
-    h.flags = proto::IsAsyncOp(h.op) ? proto::kFlagAsync : 0;
-    h.payload_bytes = static_cast<uint32_t>(call.request.size());
-    proto::CallContext ctx;
-    ctx.header = &h;
-    std::string reply;  // the golden's guest had its answer
-    proto::DispatchOutcome o = proto::Dispatch(*this, h, call.request, &ctx, &reply);
-    RETURN_IF_ERROR(o.status);
-  }
-  return Status::Ok();
 }
 
 proto::PreloadDoneRequest Worker::Preload(const proto::ForkPreloadRequest& req, const std::vector<UniqueFd>& chunk_fds) {
@@ -162,6 +121,33 @@ proto::PreloadDoneRequest Worker::Preload(const proto::ForkPreloadRequest& req, 
     done.message = st.message();
   }
   done.chunks = static_cast<uint32_t>(preload_->size());
+  double chunks_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  // The objects a clone rebuilds: only in the golden's jail (a worker that
+  // may serve another tenant holds nothing of this one's but its chunks,
+  // which it drops before serving anyone else).
+  if (setup_golden_ != 0 && setup_golden_ != req.golden) DropSetup();
+  if (st.ok() && req.jail != 0 && !req.setup.empty()) {
+    proto::ForkManifestBody setup;
+    SetupCounts counts;
+    Status made = proto::DecodeManifest(req.setup, &setup) ? ApplySetup(setup, &counts)
+                                                            : Malformed("preload setup does not decode");
+    if (made.ok()) {
+      setup_golden_ = req.golden;
+      done.modules = static_cast<uint32_t>(modules_.size());
+      done.dnn_calls = static_cast<uint32_t>(dnn_.log.size());
+    } else {
+      DropSetup();  // a clone build makes all of it then, and says why if it cannot
+      done.setup_message = made.ToString();
+    }
+    std::fprintf(stderr,
+                 "smolvm worker %d: fork preload of session %llu: %u chunks %.1f ms, modules %.1f ms (%u loaded, %u "
+                 "kept), dnn %.1f ms (%u calls replayed, %u kept)%s%s\n",
+                 ::getpid(), static_cast<unsigned long long>(req.golden), done.chunks, chunks_ms, counts.modules_ms,
+                 counts.modules_loaded, counts.modules_kept, counts.dnn_ms, counts.dnn_replayed, counts.dnn_kept,
+                 made.ok() ? "" : "; setup failed, dropped: ", done.setup_message.c_str());
+  } else {
+    DropSetup();
+  }
   done.ms = std::chrono::duration<float, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return done;
 }

@@ -42,6 +42,10 @@ struct Worker::ServingLink {
   Worker& w;
   Channel& guest;
   Status Handle(const proto::ForkPrepareRequest& r, proto::ControlContext*) { return w.PrepareFork(r); }
+  Status Handle(const proto::ForkAheadAskRequest& r, proto::ControlContext*) {
+    w.OnForkAheadAsk(r.at != 0);
+    return Status::Ok();
+  }
   Status Handle(const proto::ForkGoRequest& r, proto::ControlContext*) {
     if (r.orders.empty()) return Malformed("ForkGo without an order");
     w.fork_orders_.insert(w.fork_orders_.end(), r.orders.begin(), r.orders.end());
@@ -114,7 +118,8 @@ void Worker::SendAhead() {
   proto::Encoder enc(&list);
   proto::EncodeFields(enc, chunks);
   std::string out;
-  proto::AppendRequest(&out, proto::ForkAheadRequest{session_id_, epoch_, list, static_cast<uint32_t>(fds.size())}, 0);
+  proto::AppendRequest(
+      &out, proto::ForkAheadRequest{session_id_, epoch_, list, static_cast<uint32_t>(fds.size()), AheadSetup()}, 0);
   if (!control_->Write(out).ok() || !SendChunkFds(*control_, fds).ok()) return;
   ahead_epoch_ = epoch_;
   std::fprintf(stderr, "smolvm worker %d: fork ahead: %zu chunks exported, %zu to preload, %.1f ms\n", ::getpid(),

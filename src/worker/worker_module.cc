@@ -31,7 +31,7 @@ Status Worker::Handle(const proto::ModuleLoadRequest& q, proto::ModuleLoadReply*
     RETURN_IF_ERROR(module_cache_.Put(q.hash, image));
   }
   ASSIGN_OR_RETURN(uint64_t h, backend_->ModuleLoad(image));
-  modules_[q.module] = ModuleInfo{h, std::string(q.hash)};
+  modules_[q.module] = ModuleInfo{h, std::string(q.hash), {}};
   SendChargedStats();
   return Status::Ok();
 }
