@@ -42,6 +42,7 @@ struct ArmContext {
 struct ArmOutcome {
   double t0_unix = 0;  // first learner process / golden machine started
   double golden_load_s, golden_learner_load_s, fork_s;  // NaN where they do not apply
+  double preload_wait_s;  // fork arm on the GPU: the wait for pooled workers' preloads (NaN elsewhere)
   std::vector<CloneFork> clones;
   std::optional<int64_t> shared_ranges;
   std::string control_check;

@@ -9,7 +9,7 @@
 
 namespace smolvm::bench {
 
-ArmOutcome::ArmOutcome() : golden_load_s(NAN), golden_learner_load_s(NAN), fork_s(NAN) {}
+ArmOutcome::ArmOutcome() : golden_load_s(NAN), golden_learner_load_s(NAN), fork_s(NAN), preload_wait_s(NAN) {}
 
 double NowUnix() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();

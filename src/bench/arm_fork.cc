@@ -56,9 +56,10 @@ Result<machine::MachineRecord> Find(const std::string& home, const std::string& 
 // golden on the H200. A user forks a golden that has waited a while; the
 // bench asks once every pooled worker is done (at most 30 s, or the
 // deadline), so a clone's time is its fork's, not the golden's warm-up.
-void WaitForPreloads(const std::string& home, double deadline) {
+// Returns the seconds it waited (NaN without a daemon to ask).
+double WaitForPreloads(const std::string& home, double deadline) {
   auto d = machine::FindCudaDaemon(home);
-  if (!d.ok()) return;
+  if (!d.ok()) return NAN;
   const double t0 = NowUnix();
   nlohmann::json j;
   while (NowUnix() < std::min(deadline, t0 + 30) && !Interrupted()) {
@@ -74,6 +75,7 @@ void WaitForPreloads(const std::string& home, double deadline) {
                 j.is_object() ? j.value("preloaded_workers", 0) : 0, j.is_object() ? j.value("pooled_workers", 0) : 0,
                 NowUnix() - t0);
   Progress(line);
+  return NowUnix() - t0;
 }
 
 // The CUDA daemon the machine layer started for --cuda machines.
@@ -193,7 +195,7 @@ Status RunForkArm(const ArmContext& c, ArmOutcome* out) {
   char at[96];
   std::snprintf(at, sizeof at, "golden at its forkpoint after %.2f s", out->golden_load_s);
   Progress(at);
-  if (cuda) WaitForPreloads(c.home, deadline);
+  if (cuda) out->preload_wait_s = WaitForPreloads(c.home, deadline);
 
   // Forks: all N from one request when the supervisor offers it, else one
   // at a time (Ctrl-C and the deadline are checked between them).

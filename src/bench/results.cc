@@ -254,6 +254,7 @@ Result<RunResult> ParseRunResult(const std::string& text) {
                             Num(c, "shared_mib"), Num(c, "private_mib"), Num(c, "ms"), Num(c, "build_ms"),
                             Int(c, "preloaded", -1)});
   r.golden_learner_load_s = Num(j, "golden_learner_load_s");
+  r.preload_wait_s = Num(j, "preload_wait_s");
   r.started_at = Str(j, "started_at");
   r.timed_out = Bool(j, "timed_out");
   r.note = Str(j, "note");
@@ -291,6 +292,7 @@ std::string FormatRunResult(const RunResult& r) {
   j["wall_s"] = r.wall_s;
   j["golden_load_s"] = r.golden_load_s;
   j["golden_learner_load_s"] = r.golden_learner_load_s;
+  j["preload_wait_s"] = r.preload_wait_s;
   j["fork_s"] = r.fork_s;
   j["peak_gpu_mib"] = r.peak_gpu_mib;
   j["learners_done"] = r.learners_done;

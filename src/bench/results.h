@@ -109,6 +109,10 @@ struct RunResult {
   std::vector<ProcessPeak> process_peaks;
   std::vector<CloneFork> clones;   // fork arm: per clone, from the daemon (GPU) or the machine layer
   double golden_learner_load_s = 0;  // fork arm: the golden's own load_ms / 1000 (NaN when unknown)
+  // fork arm on the GPU: how long the bench waited, after the golden reached
+  // its forkpoint, for the pooled workers to preload it before asking for
+  // the fork (docs/fork.md); NaN where it did not wait (native, CPU, older files)
+  double preload_wait_s = std::numeric_limits<double>::quiet_NaN();
   std::string started_at;            // local time, YYYYmmdd-HHMMSS
   bool timed_out = false;
   std::string note;                  // why learners are missing, in words ("" when none)

@@ -84,6 +84,7 @@ TEST(FormatRunResult, RoundTripsWithNonFiniteTokens) {
   r.learners_expected = 2;
   r.started_at = "20250101-010203";
   r.rep = 3;
+  r.preload_wait_s = 1.25;  // the bench's wait for the pooled workers' preloads
   LearnerResult l;
   l.lid = "0";
   l.tok_s = 50;
@@ -105,6 +106,12 @@ TEST(FormatRunResult, RoundTripsWithNonFiniteTokens) {
   EXPECT_EQ(back->rep, 3);
   EXPECT_EQ(*back->shared_ranges, 7);
   EXPECT_TRUE(std::isnan(back->golden_load_s));
+  EXPECT_DOUBLE_EQ(back->preload_wait_s, 1.25);
+  RunResult no_wait = r;
+  no_wait.preload_wait_s = std::nan("");  // native, the CPU path, older files
+  auto nw = ParseRunResult(FormatRunResult(no_wait));
+  ASSERT_TRUE(nw.ok()) << nw.status().ToString();
+  EXPECT_TRUE(std::isnan(nw->preload_wait_s));
   EXPECT_TRUE(back->learners[0].loss_nan);
   EXPECT_TRUE(std::isnan(back->learners[0].losses[1]));
   EXPECT_DOUBLE_EQ(back->learners[0].t_done, 1796280470.5353556);

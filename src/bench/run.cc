@@ -94,6 +94,7 @@ RunResult BuildResult(const RunOptions& o, const ArmOutcome& a, const MemorySamp
   r.control_check = o.arm == "native" ? "n/a (native)" : a.control_check;
   r.golden_load_s = a.golden_load_s;
   r.golden_learner_load_s = a.golden_learner_load_s;
+  r.preload_wait_s = a.preload_wait_s;
   r.fork_s = a.fork_s;
   r.clones = a.clones;
   r.learners_expected = o.n;
