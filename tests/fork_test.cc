@@ -104,6 +104,32 @@ TEST_F(ForkTest, ClonesShareFrozenMemoryReadOnlyAndKeepPrivateWritesApart) {
   EXPECT_EQ(Bytes(*clones[3], frozen.dptr, 6), frozen_bytes.substr(0, 6));
 }
 
+// A golden that raised its malloc heap and printf FIFO forks clones with the
+// same limits (the manifest's limits, worker_fork_limits.cc): a clone's
+// device malloc and printf behave as the golden's; the stack the golden
+// left at the worker's 0 stays 0.
+TEST_F(ForkTest, ClonesKeepTheGoldensContextLimits) {
+  CtxSetLimitReply sl;
+  ASSERT_TRUE(golden.Call(CtxSetLimitRequest{.limit = CU_LIMIT_MALLOC_HEAP_SIZE, .value = 32 << 20}, &sl).ok());
+  ASSERT_TRUE(golden.Call(CtxSetLimitRequest{.limit = CU_LIMIT_PRINTF_FIFO_SIZE, .value = 2 << 20}, &sl).ok());
+  Golden g(&golden);
+  std::vector<std::unique_ptr<RawClient>> clones;
+  auto [rc, out] = Fork(g, 2, "on", &clones);
+  ASSERT_EQ(rc, 0) << out << daemon.Log();
+  ASSERT_EQ(clones.size(), 2u);
+  for (auto& c : clones) {
+    CtxGetLimitReply gl;
+    ASSERT_TRUE(c->Call(CtxGetLimitRequest{.limit = CU_LIMIT_MALLOC_HEAP_SIZE}, &gl).ok());
+    EXPECT_EQ(gl.value, 32u << 20);
+    ASSERT_TRUE(c->Call(CtxGetLimitRequest{.limit = CU_LIMIT_PRINTF_FIFO_SIZE}, &gl).ok());
+    EXPECT_EQ(gl.value, 2u << 20);
+    ASSERT_TRUE(c->Call(CtxGetLimitRequest{.limit = CU_LIMIT_STACK_SIZE}, &gl).ok());
+    EXPECT_EQ(gl.value, 0u);
+  }
+  auto [rc2, out2] = RunCommand(Cli(daemon, "release --pid " + std::to_string(::getpid())));
+  EXPECT_EQ(rc2, 0) << out2;
+  EXPECT_LT(g.Next().clone_index, 0);
+}
 
 // cuDNN: a golden with a finalized plan (graph, heuristics' engine config,
 // plan; the tensors and config destroyed after) forks; the clone executes

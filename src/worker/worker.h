@@ -258,6 +258,15 @@ class Worker {
     double modules_ms = 0, dnn_ms = 0;
   };
   std::string AheadSetup() const;
+  // Modules, functions, streams, events and the cuDNN state into `body`
+  // (what AheadSetup and the golden's manifest both describe).
+  void DescribeSetup(proto::ForkManifestBody* body) const;
+  // Golden: its context's limits that differ from a fresh worker's. Clone:
+  // sets them (charged to its budget like a guest's cudaDeviceSetLimit), so
+  // its device printf, malloc heap and stack are the golden's
+  // (worker_fork_limits.cc).
+  Status DescribeLimits(proto::ForkManifestBody* body) const;
+  Status ApplyLimits(const proto::ForkManifestBody& want);
   // ForkAheadAsk: a machine's golden waits at (at) or left its supervisor's
   // forkpoint before reaching the daemon's.
   void OnForkAheadAsk(bool at);

@@ -35,6 +35,7 @@ Result<proto::CloneBuiltRequest> Worker::BuildClone(const proto::CloneBuildReque
     preload_->Drop();
   }
   RETURN_IF_ERROR(memory_->ImportLayout(j.layout, fds, std::move(ahead)));
+  RETURN_IF_ERROR(ApplyLimits(j));
   double layout_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   // Modules, functions, streams, events and cuDNN state: what this worker
   // made ahead for this golden stays where it matches (worker_fork_clone_setup.cc).

@@ -42,13 +42,17 @@ bool SameCall(const proto::ManifestDnnCall& a, const proto::ManifestDnnCall& b) 
 
 }  // namespace
 
+void Worker::DescribeSetup(proto::ForkManifestBody* body) const {
+  for (const auto& [id, mod] : modules_) body->modules.push_back({id, mod.hash, module_cache_.Sha256Of(mod.hash)});
+  for (const auto& [id, f] : functions_) body->functions.push_back({id, f.module, f.name});
+  for (const auto& [id, si] : streams_) body->streams.push_back({id, si.flags, si.priority});
+  for (const auto& [id, ei] : events_) body->events.push_back({id, ei.flags});
+  DnnManifest(body);
+}
+
 std::string Worker::AheadSetup() const {
   proto::ForkManifestBody body;
-  for (const auto& [id, mod] : modules_) body.modules.push_back({id, mod.hash, module_cache_.Sha256Of(mod.hash)});
-  for (const auto& [id, f] : functions_) body.functions.push_back({id, f.module, f.name});
-  for (const auto& [id, si] : streams_) body.streams.push_back({id, si.flags, si.priority});
-  for (const auto& [id, ei] : events_) body.events.push_back({id, ei.flags});
-  DnnManifest(&body);
+  DescribeSetup(&body);
   return proto::EncodeManifest(body);
 }
 

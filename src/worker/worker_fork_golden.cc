@@ -188,17 +188,16 @@ Status Worker::PrepareFork(const proto::ForkPrepareRequest& req) {
     // The control arm: nothing is shared, whatever was shared before.
     for (auto& c : body.layout.chunks) c.shared = 0;
   }
-  for (const auto& [id, mod] : modules_) body.modules.push_back({id, mod.hash, module_cache_.Sha256Of(mod.hash)});
-  for (const auto& [id, f] : functions_) body.functions.push_back({id, f.module, f.name});
-  for (const auto& [id, si] : streams_) body.streams.push_back({id, si.flags, si.priority});
-  for (const auto& [id, ei] : events_) body.events.push_back({id, ei.flags});
+  DescribeSetup(&body);
+  if (Status st = DescribeLimits(&body); !st.ok())
+    std::fprintf(stderr, "smolvm worker %d: fork prepare: context limits not read (%s); clones keep a fresh worker's\n",
+                 ::getpid(), st.ToString().c_str());
   for (const auto& [id, b] : blas_handles_) {
     proto::ManifestBlas rec{id, b.stream, {}, b.workspace, b.workspace_bytes};
     for (const auto& [what, value] : b.modes) rec.modes.push_back({what, value});
     body.blas.push_back(std::move(rec));
   }
   for (const auto& [id, h] : lt_handles_) body.lt.push_back(id);
-  DnnManifest(&body);
   uint64_t total = 0;
   (void)backend_->DeviceMemGetInfo(&m.free_bytes, &total);
   m.manifest = proto::EncodeManifest(body);
