@@ -3,7 +3,9 @@
 # step's files tarred into one file under $OUT (the device tool brings back
 # at most 8 files: 7 steps and steps.txt).
 #
-# Usage: scripts/device-steps.sh PLAN          (PLAN a file, or - for stdin)
+# Usage: scripts/device-steps.sh [--check] PLAN  (PLAN a file, or - for stdin)
+#   --check  reads the plan only: each step's scripts/... exist and the time
+#            boxes add up to at most DEADLINE; runs nothing (exit 0 or 2)
 # PLAN lines: NAME SECONDS COMMAND...           ('#' starts a comment line)
 #   NAME     [A-Za-z0-9_-]+, unique; the step's files come back as NAME.tgz
 #   SECONDS  the step's time box (timeout -k 10)
@@ -25,6 +27,11 @@ ROOT=$PWD
 source scripts/lib.sh
 OUT=${OUT:-$ROOT/device-steps-out}
 DEADLINE=${DEADLINE:-570}
+check=0
+if [[ ${1:-} == --check ]]; then
+  check=1
+  shift
+fi
 plan=${1:-}
 [[ -n $plan ]] || { echo "device-steps: usage: scripts/device-steps.sh PLAN (a file, or -)" >&2; exit 2; }
 if [[ $plan == - ]]; then
@@ -51,6 +58,18 @@ while IFS= read -r line; do
 done <<<"$lines"
 ((${#names[@]})) || { echo "device-steps: the plan has no step" >&2; exit 2; }
 ((${#names[@]} <= 7)) || { echo "device-steps: at most 7 steps (8 files come back)" >&2; exit 2; }
+if ((check)); then
+  total=0
+  for i in "${!names[@]}"; do
+    total=$((total + budgets[i]))
+    for word in ${commands[$i]}; do
+      [[ $word == scripts/* && ! -e ${word%%[;)]*} ]] && { echo "device-steps: step ${names[$i]}: no $word" >&2; exit 2; }
+    done
+  done
+  ((total <= DEADLINE)) || { echo "device-steps: the steps' ${total} s pass the ${DEADLINE} s deadline" >&2; exit 2; }
+  echo "device-steps: ${#names[@]} steps, ${total} s of ${DEADLINE} s"
+  exit 0
+fi
 
 if [[ ! -x .carry/build/smolvm ]]; then
   if [[ -f .carry/build.tgz ]]; then

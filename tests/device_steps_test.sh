@@ -48,4 +48,16 @@ done
 seq 8 | sed 's/^/s/; s/$/ 5 true/' | OUT=$t/out2 "$t/repo/scripts/device-steps.sh" - >/dev/null 2>&1
 check "more than 7 steps exit 2" [ $? = 2 ]
 check "a bad plan runs nothing" [ ! -e "$t/out2/steps.txt" ]
+# --check: the committed plans name scripts that exist and fit a call.
+for plan in "$src"/scripts/plans/*.plan; do
+  (cd "$src" && scripts/device-steps.sh --check "$plan" >/dev/null)
+  rc=$?
+  check "the committed plan $(basename "$plan") checks" [ "$rc" = 0 ]
+done
+printf 'x 100 scripts/no-such.sh\n' | (cd "$src" && scripts/device-steps.sh --check - >/dev/null 2>&1)
+rc=$?
+check "--check refuses a missing script" [ "$rc" = 2 ]
+printf 'x 400 true\ny 400 true\n' | (cd "$src" && scripts/device-steps.sh --check - >/dev/null 2>&1)
+rc=$?
+check "--check refuses steps past the deadline" [ "$rc" = 2 ]
 ((fails == 0)) || { echo "$fails failed"; exit 1; }
