@@ -46,80 +46,108 @@ TEST_F(ForkTest, ReleaseIsRefusedWhileAForkOfTheGoldenIsInFlight) {
   EXPECT_LT(g.Next().clone_index, 0);
 }
 
-// Two tenants' goldens at their forkpoints: the pool's workers preload both
-// and some enter tenant b's jail ahead, where they can build no clone of
-// tenant a's golden. A fork of a needing more workers than the pool holds
-// for it gets new ones started; counting b's jailed workers as available
-// left it waiting for workers that never came until its deadline.
-TEST(ForkTenantsTest, AForkGetsWorkersWhenThePoolIsJailedForAnotherTenant) {
-  if (::geteuid() != 0) GTEST_SKIP() << "workers enter a tenant's jail only under a root daemon";
-  DaemonProcess daemon(DaemonArgs{"fake", 4, -1, {}, nullptr});
-  std::vector<std::unique_ptr<UnixChannel>> admins;
-  auto attach = [&](const std::string& name) {
-    std::string socket = daemon.dir() + "/" + name + ".sock";
-    UniqueFd listener = ListenUnix(socket, 0666).value();
-    admins.push_back(std::make_unique<UnixChannel>(ConnectUnix(daemon.socket() + ".admin").value()));
-    AdminMachineAttachReply rep;
-    EXPECT_TRUE(AdminRoundTrip(*admins.back(), AdminMachineAttachRequest{name, "", 0}, &rep, listener.get()).ok());
-    return socket;
-  };
-  const std::string sa = attach("ten-a"), sb = attach("ten-b");
-  constexpr uint32_t kPidA = 770001, kPidB = 770002;
-  RawClient ga, gb;
-  ASSERT_TRUE(ga.Connect(sa, kProtoHash, 0, "", kPidA).ok()) << daemon.Log();
-  ASSERT_TRUE(gb.Connect(sb, kProtoHash, 0, "", kPidB).ok()) << daemon.Log();
-  const std::string frozen_bytes = Pattern(4 * kMiB, 7);
-  MemAllocReply frozen_a;
-  for (RawClient* g : {&ga, &gb}) {
-    MemAllocReply frozen, priv;
-    ASSERT_TRUE(g->Call(MemAllocRequest{.bytes = 4 * kMiB}, &frozen).ok());
-    if (g == &ga) frozen_a = frozen;
-    ASSERT_TRUE(g->Call(MemAllocRequest{.bytes = 2 * kMiB}, &priv).ok());
-    g->Queue(MemcpyHtoDRequest{.dst = frozen.dptr, .stream = 0, .data = frozen_bytes});
-    MarkFrozenReply m;
-    ASSERT_TRUE(g->Call(MarkFrozenRequest{.dptr = frozen.dptr, .bytes = 4 * kMiB}, &m).ok());
-  }
-  // On any return: the goldens' threads wait at their forkpoints until their
-  // sessions end.
-  struct EndSessions {
-    std::vector<RawClient*> goldens;
-    ~EndSessions() {
-      for (RawClient* g : goldens) ::shutdown(g->channel().fd(), SHUT_RDWR);
+// Two tenants' goldens (machines "<prefix>-a" and "<prefix>-b") in one
+// daemon, each with 4 MiB of frozen memory; b reaches its forkpoint first and
+// every pooled worker preloads it (all but one in b's jail). Then a forks
+// `count` clones from one CLI request; Run returns how many attached, each
+// checked to hold a's bytes.
+class TwoTenants {
+ public:
+  TwoTenants(const DaemonArgs& args, const std::string& prefix, uint32_t pid_a)
+      : daemon_(args), pid_a_(pid_a), frozen_bytes_(Pattern(4 * kMiB, static_cast<int>(pid_a % 97))) {
+    const std::string sa = Attach(prefix + "-a"), sb = Attach(prefix + "-b");
+    EXPECT_TRUE(ga_.Connect(sa, kProtoHash, 0, "", pid_a).ok()) << daemon_.Log();
+    EXPECT_TRUE(gb_.Connect(sb, kProtoHash, 0, "", pid_a + 1).ok()) << daemon_.Log();
+    for (RawClient* g : {&ga_, &gb_}) {
+      MemAllocReply frozen;
+      EXPECT_TRUE(g->Call(MemAllocRequest{.bytes = 4 * kMiB}, &frozen).ok());
+      if (g == &ga_) frozen_a_ = frozen;
+      g->Queue(MemcpyHtoDRequest{.dst = frozen.dptr, .stream = 0, .data = frozen_bytes_});
+      MarkFrozenReply m;
+      EXPECT_TRUE(g->Call(MarkFrozenRequest{.dptr = frozen.dptr, .bytes = 4 * kMiB}, &m).ok());
     }
-  };
-  // b reaches its forkpoint first: every pooled worker preloads b's chunks,
-  // all but one in b's jail.
-  Golden golden_b(&gb);
-  EndSessions end_b{{&gb}};
-  const uint64_t session_b = gb.hello().session_id;
-  nlohmann::json j = WaitStatus(daemon, [&](const nlohmann::json& j) {
+  }
+  // The goldens' threads wait at their forkpoints until their sessions end.
+  ~TwoTenants() {
+    for (RawClient* g : {&ga_, &gb_}) ::shutdown(g->channel().fd(), SHUT_RDWR);
+  }
+  // b at its forkpoint; returns how many pooled workers preloaded it.
+  size_t PreloadB(size_t want) {
+    golden_b_ = std::make_unique<Golden>(&gb_);
+    const uint64_t session_b = gb_.hello().session_id;
+    nlohmann::json j = WaitStatus(daemon_, [&](const nlohmann::json& j) {
+      size_t n = 0;
+      for (const auto& w : j["pool"]) n += w["preloaded_session"] == session_b;
+      return n >= want;
+    });
     size_t n = 0;
     for (const auto& w : j["pool"]) n += w["preloaded_session"] == session_b;
-    return n >= 4u;
-  });
-  size_t for_b = 0;
-  for (const auto& w : j["pool"]) for_b += w["preloaded_session"] == session_b;
-  ASSERT_EQ(for_b, 4u) << j.dump() << daemon.Log();
-  Golden golden_a(&ga);
-  EndSessions end_a{{&ga}};
-  std::pair<int, std::string> cli;
-  std::thread t([&] {
-    cli = RunCommand("timeout 25 " + Cli(daemon, "fork --count 4 --share on --json --pid " + std::to_string(kPidA)));
-  });
-  std::vector<std::unique_ptr<RawClient>> clones;
-  for (int i = 0; i < 4; ++i) {
-    ForkpointWaitReply o = golden_a.Next();
-    if (o.clone_index < 0) break;
-    auto c = std::make_unique<RawClient>();
-    Status st = c->Connect(daemon.socket(), kProtoHash, 2, o.token, 100000 + o.clone_index);
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    clones.push_back(std::move(c));
+    return n;
   }
-  t.join();
-  EXPECT_EQ(cli.first, 0) << cli.second << daemon.Log();
-  EXPECT_EQ(Count(cli.second, "\"clone\""), 4u) << cli.second;
-  ASSERT_EQ(clones.size(), 4u);
-  for (auto& c : clones) EXPECT_EQ(Bytes(*c, frozen_a.dptr + kMiB, 64), frozen_bytes.substr(kMiB, 64));
+  // a forks `count` clones; the CLI's exit status and how many attached.
+  std::pair<int, size_t> ForkA(int count) {
+    golden_a_ = std::make_unique<Golden>(&ga_);
+    std::pair<int, std::string> cli;
+    std::thread t([&] {
+      cli = RunCommand("timeout 25 " + Cli(daemon_, "fork --count " + std::to_string(count) + " --share on --json --pid " +
+                                                       std::to_string(pid_a_)));
+    });
+    std::vector<std::unique_ptr<RawClient>> clones;
+    for (int i = 0; i < count; ++i) {
+      ForkpointWaitReply o = golden_a_->Next();
+      if (o.clone_index < 0) break;
+      auto c = std::make_unique<RawClient>();
+      Status st = c->Connect(daemon_.socket(), kProtoHash, 2, o.token, 100000 + pid_a_ % 1000 * 10 + o.clone_index);
+      EXPECT_TRUE(st.ok()) << st.ToString();
+      clones.push_back(std::move(c));
+    }
+    t.join();
+    EXPECT_EQ(cli.first, 0) << cli.second << daemon_.Log();
+    EXPECT_EQ(Count(cli.second, "\"clone\""), clones.size()) << cli.second;
+    for (auto& c : clones) EXPECT_EQ(Bytes(*c, frozen_a_.dptr + kMiB, 64), frozen_bytes_.substr(kMiB, 64));
+    return {cli.first, clones.size()};
+  }
+  DaemonProcess& daemon() { return daemon_; }
+
+ private:
+  std::string Attach(const std::string& name) {
+    std::string socket = daemon_.dir() + "/" + name + ".sock";
+    UniqueFd listener = ListenUnix(socket, 0666).value();
+    admins_.push_back(std::make_unique<UnixChannel>(ConnectUnix(daemon_.socket() + ".admin").value()));
+    AdminMachineAttachReply rep;
+    EXPECT_TRUE(AdminRoundTrip(*admins_.back(), AdminMachineAttachRequest{name, "", 0}, &rep, listener.get()).ok());
+    return socket;
+  }
+  DaemonProcess daemon_;
+  uint32_t pid_a_;
+  std::string frozen_bytes_;
+  std::vector<std::unique_ptr<UnixChannel>> admins_;
+  RawClient ga_, gb_;
+  MemAllocReply frozen_a_;
+  std::unique_ptr<Golden> golden_a_, golden_b_;  // declared after the clients: they end first
+};
+
+// The pool's workers preload b, and some enter b's jail ahead, where they can
+// build no clone of a's golden. A fork of a needing more workers than the
+// pool holds for it gets new ones started; counting b's jailed workers as
+// available left it waiting for workers that never came until its deadline.
+TEST(ForkTenantsTest, AForkGetsWorkersWhenThePoolIsJailedForAnotherTenant) {
+  if (::geteuid() != 0) GTEST_SKIP() << "workers enter a tenant's jail only under a root daemon";
+  TwoTenants t(DaemonArgs{"fake", 4, -1, {}, nullptr}, "ten", 770001);
+  ASSERT_EQ(t.PreloadB(4), 4u) << t.daemon().Log();
+  EXPECT_EQ(t.ForkA(4), std::make_pair(0, size_t{4}));
+}
+
+// The same at the worker cap (--max-workers 6, a pool of 6: two goldens
+// draw two, the other four preload b): no worker can start, so workers
+// jailed for b, whose golden is not forking, are retired for a's clones;
+// they used to wait until the fork's deadline.
+TEST(ForkTenantsTest, AtTheWorkerCapAnotherTenantsJailedWorkersGoForAFork) {
+  if (::geteuid() != 0) GTEST_SKIP() << "workers enter a tenant's jail only under a root daemon";
+  TwoTenants t(DaemonArgs{"fake", 6, 0, {"--max-workers", "6"}, nullptr}, "cap", 770011);
+  ASSERT_EQ(t.PreloadB(4), 4u) << t.daemon().Log();
+  EXPECT_EQ(t.ForkA(3), std::make_pair(0, size_t{3}));
+  EXPECT_NE(t.daemon().Log().find("for a fork's clones at the worker cap"), std::string::npos) << t.daemon().Log();
 }
 
 // A machine fork whose supervisor hangs up (its request was cancelled:

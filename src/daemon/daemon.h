@@ -295,6 +295,9 @@ class Daemon {
   // Workers to start for clones that no pooled worker may build (those in
   // other tenants' jails cannot), over the forks building now.
   size_t ForkWorkersShort() const;
+  // At the worker cap: retires pooled workers jailed for tenants with no fork
+  // building until `exiting` (workers let go, not reaped yet) covers `short_by`.
+  void RetireForClones(size_t short_by, size_t exiting);
   void FinishFork(ForkJob& job, const Session& golden, std::chrono::steady_clock::time_point now);
   void FailFork(ForkJob& job, Status why);
   // The admin connection `client` closed: its machine forks fail now (their

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <set>
 
 #include "daemon/control_links.h"
 #include "daemon/daemon.h"
@@ -213,6 +214,24 @@ void Daemon::AssignWorkers() {
     Log("worker %d retired (in the jail of uid %u) for a waiting guest at the worker cap", w.pid, w.uid);
     DiscardWorker(w);
     ++unbound;
+    ++exiting;
+  }
+  if (at_cap && clones_short > 0) RetireForClones(clones_short, exiting);
+}
+
+void Daemon::RetireForClones(size_t short_by, size_t exiting) {
+  // Clones no pooled worker may build wait at the cap the same way: workers
+  // jailed ahead for a tenant with no fork building go (each exit starts a
+  // worker, OnWorkerExit). A building fork's own tenant keeps its workers.
+  std::set<uint32_t> building;
+  for (const auto& [id, job] : forks_)
+    if (job.phase == ForkJob::kBuilding) building.insert(GoldenUid(job.golden));
+  for (auto it = workers_.begin(); it != workers_.end() && exiting < short_by; ++it) {
+    WorkerProc& w = it->second;
+    if (w.session_id != 0 || !w.control || !(w.jailed && w.uid != 0) || building.count(w.uid)) continue;
+    Log("worker %d retired (in the jail of uid %u) for a fork's clones at the worker cap", w.pid, w.uid);
+    DiscardWorker(w);
+    ++exiting;
   }
 }
 
