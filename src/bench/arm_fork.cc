@@ -152,10 +152,14 @@ Status RunForkArm(const ArmContext& c, ArmOutcome* out) {
     // they would count in the arm's GPU memory. The caller's settings win.
     static const bool user_pool = std::getenv("SMOLVM_CUDA_POOL") != nullptr;
     static const bool user_spares = std::getenv("SMOLVM_CUDA_SPARES") != nullptr;
-    // One more: with worker uids on (a root daemon) the daemon keeps one
-    // pooled worker out of any jail, and that one preloads no golden's
-    // modules or cuDNN state (docs/fork.md): each clone gets a jailed one.
-    if (!user_pool) ::setenv("SMOLVM_CUDA_POOL", std::to_string(std::min(c.o.n + 2, kMaxPoolWorkers)).c_str(), 1);
+    // The torch learner gets one more: with worker uids on (a root daemon)
+    // the daemon keeps one pooled worker out of any jail, and that one
+    // preloads no golden's modules or cuDNN state (docs/fork.md), ~1 s of a
+    // torch clone's build: each clone gets a jailed one, and the spare idles
+    // (its context counts in the peak). Our learner's setup is a module or
+    // two, which the last clone loads itself rather than keep a context idle.
+    const int extra = c.o.learner == kLearnerTorch ? 2 : 1;
+    if (!user_pool) ::setenv("SMOLVM_CUDA_POOL", std::to_string(std::min(c.o.n + extra, kMaxPoolWorkers)).c_str(), 1);
     if (!user_spares) ::setenv("SMOLVM_CUDA_SPARES", "0", 1);
   }
   RETURN_IF_ERROR(machine::StartMachine(c.home, golden, /*forkable=*/true));
