@@ -3,6 +3,7 @@
 #pragma once
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -83,8 +84,13 @@ class DaemonProcess {
     std::vector<char*> argv;
     for (auto& s : args) argv.push_back(s.data());
     argv.push_back(nullptr);
+    const pid_t test_pid = ::getpid();
     pid_ = ::fork();
     if (pid_ == 0) {
+      // A test killed mid-way (ctest's timeout, a hang ended by hand) never
+      // runs the destructor: the daemon (and its workers) go with it.
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (::getppid() != test_pid) ::_exit(126);
       FILE* f = std::freopen(log_.c_str(), "w", stderr);
       (void)f;
       ::execv(SMOLVM_BINARY, argv.data());
