@@ -92,10 +92,13 @@ std::string GnuplotScript(const std::vector<PlotSeries>& series, const std::stri
       "set logscale x 2\nset xtics (1,2,4,8,16,24,32,48,64,96,128)\n"
       "set offsets graph 0.05, graph 0.05, graph 0.05, 0\nset yrange [0:*]\n";
   // The key where the lines are not: under the throughput, which is about
-  // flat in N; above the memory, which grows with it.
+  // flat in N; above the memory, which grows with it (with headroom over the
+  // highest point, so the key covers no line and no label).
   auto panel = [&](const std::string& title, const std::string& ylabel, int column) {
     std::string p = "set title " + Quote(title) + "\nset ylabel " + Quote(ylabel) + "\nset key " +
-                    (column == 3 ? "top left" : "bottom left") + "\nplot ";
+                    (column == 3 ? "top left Left reverse samplen 2\nset offsets graph 0.05, graph 0.05, graph 0.3, 0"
+                                 : "bottom left") +
+                    "\nplot ";
     for (size_t i = 0; i < series.size(); ++i) {
       if (i) p += ", \\\n     ";
       p += Quote(data_dir + "/series_" + std::to_string(i) + ".dat") + " using 1:" + std::to_string(column) +
