@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string>
 
+#include "base/stderr_lines.h"
 #include "cli/commands.h"
 #include "proto/proto_hash.h"
 #include "version.h"
@@ -56,6 +57,7 @@ int ReportParseError(const CLI::App& app, const CLI::ParseError& e, int argc, ch
 }  // namespace
 
 int main(int argc, char** argv) {
+  smolvm::StderrWholeLines();  // the daemon, workers and supervisor share a log: whole lines in it
   CLI::App app{"smolvm: a GPU fork pool. Fork warm CUDA learners that share frozen weights."};
   app.require_subcommand(0, 1);
   app.footer("Exit codes: 0 ok, 2 command-line error (every command); the rest per command family.");
