@@ -131,6 +131,46 @@ TEST_F(ForkTest, ClonesKeepTheGoldensContextLimits) {
   EXPECT_LT(g.Next().clone_index, 0);
 }
 
+// Module globals: the golden resolved one and wrote it. Each clone's worker
+// loads the module anew (on the fake, each worker's global is a mapping of
+// its own, so it is elsewhere, as a driver may put it): the clone still
+// reads the golden's bytes at the golden's address, writes its own there
+// without touching the golden's, and resolving the name again gives the
+// golden's address.
+TEST_F(ForkTest, ClonesKeepTheGoldensModuleGlobalsAtTheGoldensAddress) {
+  ModuleGetGlobalReply gg;
+  ASSERT_TRUE(golden.Call(ModuleGetGlobalRequest{.module = 1, .name = "smolvm_test_global"}, &gg).ok());
+  ASSERT_EQ(gg.bytes, 4096u);
+  const std::string golden_bytes = Pattern(4096, 7);
+  golden.Queue(MemcpyHtoDRequest{.dst = gg.dptr, .stream = 0, .data = golden_bytes});
+  Golden g(&golden);
+  std::vector<std::unique_ptr<RawClient>> clones;
+  auto [rc, out] = Fork(g, 2, "on", &clones);
+  ASSERT_EQ(rc, 0) << out << daemon.Log();
+  ASSERT_EQ(clones.size(), 2u);
+  for (size_t i = 0; i < clones.size(); ++i) {
+    RawClient& c = *clones[i];
+    MemcpyDtoHReply back;
+    CallResult res = c.Call(MemcpyDtoHRequest{.src = gg.dptr + 64, .bytes = 1024, .stream = 0}, &back);
+    ASSERT_TRUE(res.ok()) << res.head.message << daemon.Log();
+    EXPECT_EQ(back.data, golden_bytes.substr(64, 1024)) << "clone " << i;
+    ModuleGetGlobalReply again;
+    ASSERT_TRUE(c.Call(ModuleGetGlobalRequest{.module = 1, .name = "smolvm_test_global"}, &again).ok());
+    EXPECT_EQ(again.dptr, gg.dptr);
+    c.Queue(MemsetRequest{.dst = gg.dptr, .value = 0x40u + static_cast<uint32_t>(i), .elem_bytes = 1, .count = 16,
+                          .stream = 0});
+    ASSERT_TRUE(c.Call(MemcpyDtoHRequest{.src = gg.dptr, .bytes = 16, .stream = 0}, &back).ok());
+    EXPECT_EQ(back.data, std::string(16, static_cast<char>(0x40 + i)));
+  }
+  EXPECT_NE(daemon.Log().find("moved"), std::string::npos) << "the fake's global should sit elsewhere in a clone";
+  auto [rc2, out2] = RunCommand(Cli(daemon, "release --pid " + std::to_string(::getpid())));
+  EXPECT_EQ(rc2, 0) << out2;
+  EXPECT_LT(g.Next().clone_index, 0);
+  MemcpyDtoHReply mine;
+  ASSERT_TRUE(golden.Call(MemcpyDtoHRequest{.src = gg.dptr, .bytes = 4096, .stream = 0}, &mine).ok());
+  EXPECT_EQ(mine.data, golden_bytes);
+}
+
 // cuDNN: a golden with a finalized plan (graph, heuristics' engine config,
 // plan; the tensors and config destroyed after) forks; the clone executes
 // the plan by the same handle and plan ids on its own data.

@@ -53,11 +53,13 @@
   /* a context limit (CUlimit: stack, printf FIFO, malloc heap) the golden's context holds */ \
   /* at another value than a fresh worker's (backend/context_limits.h) */ \
   R(ManifestLimit, (F(i32, limit) F(u64, value))) \
+  /* a module global the golden's guest resolved: where it was and what it held at the fork */ \
+  R(ManifestGlobal, (F(u64, module) F(str, name) F(u64, dptr) F(str, data))) \
   R(ForkManifestBody, \
     (F(ManifestLayout, layout) F(ManifestModule_list, modules) F(ManifestFunction_list, functions) \
      F(ManifestStream_list, streams) F(ManifestEvent_list, events) F(ManifestBlas_list, blas) \
      F(u64s, lt) F(ManifestDnnHandle_list, dnn_handles) F(ManifestDnnCall_list, dnn_log) \
-     F(ManifestLimit_list, limits))) \
+     F(ManifestLimit_list, limits) F(ManifestGlobal_list, globals))) \
   /* ForkGo: one order answering the golden's ForkpointWait; clone_index < 0: a release */ \
   R(ForkOrder, (F(i32, clone_index) F(str, token)))
 // clang-format on

@@ -267,6 +267,21 @@ class Worker {
   // (worker_fork_limits.cc).
   Status DescribeLimits(proto::ForkManifestBody* body) const;
   Status ApplyLimits(const proto::ForkManifestBody& want);
+  // Module globals (worker_fork_globals.cc). Golden: each global its guest
+  // resolved, with the bytes it holds. Clone (after ApplySetup): each written
+  // with those bytes where this context's driver put it; one put elsewhere
+  // is moved, so a copy or memset at the golden's address reaches it.
+  Status DescribeGlobals(proto::ForkManifestBody* body);
+  Status ApplyGlobals(const proto::ForkManifestBody& want);
+  // `addr` as this context has it: inside a moved global (the whole range),
+  // the same offset in the clone's; else `addr`.
+  uint64_t Moved(uint64_t addr, uint64_t bytes) const {
+    if (global_moves_.empty()) return addr;
+    return MovedSlow(addr, bytes);
+  }
+  uint64_t MovedSlow(uint64_t addr, uint64_t bytes) const;
+  // A global's address as the guest knows it: the golden's, where it moved.
+  uint64_t GuestAddressOf(uint64_t dptr) const;
   // ForkAheadAsk: a machine's golden waits at (at) or left its supervisor's
   // forkpoint before reaching the daemon's.
   void OnForkAheadAsk(bool at);
@@ -288,6 +303,17 @@ class Worker {
   std::map<uint64_t, StreamInfo> streams_;  // by guest id
   std::map<uint64_t, EventInfo> events_;
   std::map<uint64_t, ModuleInfo> modules_;
+  struct GlobalInfo {
+    uint64_t dptr = 0;
+    uint64_t bytes = 0;
+  };
+  // The module globals the guest resolved, by (module id, name).
+  std::map<std::pair<uint64_t, std::string>, GlobalInfo> globals_;
+  struct GlobalMove {
+    uint64_t bytes = 0;
+    uint64_t to = 0;
+  };
+  std::map<uint64_t, GlobalMove> global_moves_;  // clone: golden's address -> this context's
   ModuleCache module_cache_;  // this session's tenant index over the daemon's images
   std::map<uint64_t, FunctionInfo> functions_;
   std::unique_ptr<BlasBackend> blas_;   // null until the first cuBLAS op

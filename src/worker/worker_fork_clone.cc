@@ -49,6 +49,7 @@ Result<proto::CloneBuiltRequest> Worker::BuildClone(const proto::CloneBuildReque
   setup_golden_ = 0;
   SetupCounts setup;
   RETURN_IF_ERROR(ApplySetup(j, &setup));
+  RETURN_IF_ERROR(ApplyGlobals(j));  // the golden's values, where this context's driver put them
   auto ms_since = [](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
   };

@@ -225,6 +225,8 @@ void Worker::DropSetup() {
   functions_.clear();
   for (auto& [id, m] : modules_) (void)backend_->ModuleUnload(m.handle);
   modules_.clear();
+  globals_.clear();
+  global_moves_.clear();
   for (auto& [id, s] : streams_) (void)backend_->StreamDestroy(s.handle);
   streams_.clear();
   for (auto& [id, e] : events_) (void)backend_->EventDestroy(e.handle);

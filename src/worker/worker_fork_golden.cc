@@ -189,6 +189,7 @@ Status Worker::PrepareFork(const proto::ForkPrepareRequest& req) {
     for (auto& c : body.layout.chunks) c.shared = 0;
   }
   DescribeSetup(&body);
+  if (Status g = DescribeGlobals(&body); !g.ok()) return fail(g);
   if (Status st = DescribeLimits(&body); !st.ok())
     std::fprintf(stderr, "smolvm worker %d: fork prepare: context limits not read (%s); clones keep a fresh worker's\n",
                  ::getpid(), st.ToString().c_str());

@@ -83,7 +83,7 @@ Status Worker::Handle(const proto::MemcpyHtoDRequest& q, proto::MemcpyHtoDReply*
   RETURN_IF_ERROR(memory_->PrepareWrite(q.dst, q.data.size()).status());
   // The bytes live in the frame buffer, which the next read reuses: copy
   // synchronously with respect to it, as pageable copies are.
-  RETURN_IF_ERROR(backend_->MemcpyHtoD(q.dst, q.data.data(), q.data.size(), s));
+  RETURN_IF_ERROR(backend_->MemcpyHtoD(Moved(q.dst, q.data.size()), q.data.data(), q.data.size(), s));
   memory_->NoteUpload(q.dst, q.data.data(), q.data.size());
   if (q.data.size() > 0) return backend_->StreamSynchronize(s);
   return Status::Ok();
@@ -94,7 +94,7 @@ Status Worker::Handle(const proto::MemcpyHtoDHostRequest& q, proto::MemcpyHtoDHo
   RETURN_IF_ERROR(CheckRange(q.dst, q.bytes, "MemcpyHtoDHost destination"));
   ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
   RETURN_IF_ERROR(memory_->PrepareWrite(q.dst, q.bytes).status());
-  RETURN_IF_ERROR(backend_->MemcpyHtoD(q.dst, reinterpret_cast<const void*>(q.src), q.bytes, s));
+  RETURN_IF_ERROR(backend_->MemcpyHtoD(Moved(q.dst, q.bytes), reinterpret_cast<const void*>(q.src), q.bytes, s));
   // The segment is mapped here at the guest's address; the guest may not
   // change it before the copy completes, so this is what the copy writes.
   memory_->NoteUpload(q.dst, reinterpret_cast<const void*>(q.src), q.bytes);
@@ -106,7 +106,7 @@ Status Worker::Handle(const proto::MemcpyDtoHRequest& q, proto::MemcpyDtoHReply*
   RETURN_IF_ERROR(CheckRange(q.src, q.bytes, "MemcpyDtoH source"));
   ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
   scratch_.resize(q.bytes);
-  RETURN_IF_ERROR(backend_->MemcpyDtoH(scratch_.data(), q.src, q.bytes, s));
+  RETURN_IF_ERROR(backend_->MemcpyDtoH(scratch_.data(), Moved(q.src, q.bytes), q.bytes, s));
   RETURN_IF_ERROR(backend_->StreamSynchronize(s));
   r->data = scratch_;
   return Status::Ok();
@@ -116,7 +116,7 @@ Status Worker::Handle(const proto::MemcpyDtoHHostRequest& q, proto::MemcpyDtoHHo
   RETURN_IF_ERROR(CheckHost(q.dst, q.bytes));
   RETURN_IF_ERROR(CheckRange(q.src, q.bytes, "MemcpyDtoHHost source"));
   ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
-  return backend_->MemcpyDtoH(reinterpret_cast<void*>(q.dst), q.src, q.bytes, s);
+  return backend_->MemcpyDtoH(reinterpret_cast<void*>(q.dst), Moved(q.src, q.bytes), q.bytes, s);
 }
 
 Status Worker::Handle(const proto::MemcpyDtoDRequest& q, proto::MemcpyDtoDReply*, Ctx*) {
@@ -125,7 +125,7 @@ Status Worker::Handle(const proto::MemcpyDtoDRequest& q, proto::MemcpyDtoDReply*
   ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
   RETURN_IF_ERROR(memory_->PrepareWrite(q.dst, q.bytes).status());
   memory_->NoteOtherWrite(q.dst, q.bytes);
-  return backend_->MemcpyDtoD(q.dst, q.src, q.bytes, s);
+  return backend_->MemcpyDtoD(Moved(q.dst, q.bytes), Moved(q.src, q.bytes), q.bytes, s);
 }
 
 Status Worker::Handle(const proto::MemsetRequest& q, proto::MemsetReply*, Ctx*) {
@@ -134,7 +134,7 @@ Status Worker::Handle(const proto::MemsetRequest& q, proto::MemsetReply*, Ctx*) 
   ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
   RETURN_IF_ERROR(memory_->PrepareWrite(q.dst, bytes).status());
   memory_->NoteOtherWrite(q.dst, bytes);
-  return backend_->Memset(q.dst, q.value, q.elem_bytes, q.count, s);
+  return backend_->Memset(Moved(q.dst, bytes), q.value, q.elem_bytes, q.count, s);
 }
 
 }  // namespace smolvm

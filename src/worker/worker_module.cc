@@ -41,6 +41,8 @@ Status Worker::Handle(const proto::ModuleUnloadRequest& q, proto::ModuleUnloadRe
   if (it == modules_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown module");
   Status st = backend_->ModuleUnload(it->second.handle);
   modules_.erase(it);
+  for (auto g = globals_.lower_bound({q.module, std::string()}); g != globals_.end() && g->first.first == q.module;)
+    g = globals_.erase(g);
   SendChargedStats();
   return st;
 }
@@ -65,7 +67,10 @@ Status Worker::Handle(const proto::ModuleGetFunctionRequest& q, proto::ModuleGet
 Status Worker::Handle(const proto::ModuleGetGlobalRequest& q, proto::ModuleGetGlobalReply* r, Ctx*) {
   auto m = modules_.find(q.module);
   if (m == modules_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown module");
-  return backend_->ModuleGetGlobal(m->second.handle, q.name, &r->dptr, &r->bytes);
+  RETURN_IF_ERROR(backend_->ModuleGetGlobal(m->second.handle, q.name, &r->dptr, &r->bytes));
+  r->dptr = GuestAddressOf(r->dptr);  // a clone's guest keeps one address per global: its golden's
+  globals_[{q.module, q.name}] = GlobalInfo{r->dptr, r->bytes};  // a fork carries it
+  return Status::Ok();
 }
 
 Status Worker::Handle(const proto::FuncSetAttributeRequest& q, proto::FuncSetAttributeReply*, Ctx*) {
