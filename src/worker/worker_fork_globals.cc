@@ -43,6 +43,8 @@ Status Worker::DescribeGlobals(proto::ForkManifestBody* body) {
     }
     body->globals.push_back(std::move(rec));
   }
+  // The copies are asynchronous: the bytes are in place once they finished.
+  if (!body->globals.empty()) RETURN_IF_ERROR(backend_->StreamSynchronize(0));
   return Status::Ok();
 }
 
