@@ -122,7 +122,7 @@ if used:
     print(f"  per clone NVML MiB: median {statistics.median(used)}, max {max(used)}; "
           f"within private + context ({ctx}) + 100 MiB: {len(ok)}/{len(clones)}")
 EOF
-  log "share=$share: $(ls "$dir"/clone*.txt 2>/dev/null | wc -l)/$count clone reports, ok=$(cat "$dir"/clone*.txt 2>/dev/null | grep -c 'table=1 frozen=1 private=1 pinned=1 own_private=1 cow=1'), fault: $(grep -ho 'fault=[A-Za-z]*' "$dir"/clone1.txt 2>/dev/null), device used $(smi_used) MiB"
+  log "share=$share: $(ls "$dir"/clone*.txt 2>/dev/null | wc -l)/$count clone reports, ok=$(cat "$dir"/clone*.txt 2>/dev/null | grep -c 'table=1 frozen=1 private=1 pinned=1 own_private=1 cow=1'), module global ok=$(cat "$dir"/clone*.txt 2>/dev/null | grep -c 'global=1'), fault: $(grep -ho 'fault=[A-Za-z]*' "$dir"/clone1.txt 2>/dev/null), device used $(smi_used) MiB"
   cat "$dir"/clone*.txt >>"$OUT/fork-$share.jsonl" 2>/dev/null
   touch "$dir/exit"
   build/smolvm cuda release --pid "$golden" >>"$OUT/fork-$share.jsonl" 2>&1

@@ -10,6 +10,9 @@
 // makes the golden hold M MiB of touched private anonymous memory and
 // PROG_FORK_PINNED_MIB=P makes its pinned buffer P MiB (default 1), like a
 // learner that keeps host state: what each fork of the golden has to copy.
+// A module global (smolvm_test_global) the golden wrote through
+// cudaMemcpyToSymbol: each clone reads the golden's values at the golden's
+// symbol address and writes its own (global=1), the golden keeps its own.
 #include <smolvm/guest.h>
 
 #include <sys/stat.h>
@@ -21,6 +24,8 @@
 #include <vector>
 
 #include "check.h"
+
+__device__ unsigned smolvm_test_global[1024];
 
 namespace {
 
@@ -86,13 +91,20 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaMallocHost(&pinned, kPinnedBytes));
   std::memset(pinned, 'g', kPinnedBytes);
   CHECK_CUDA(cudaDeviceSynchronize());
+  std::vector<unsigned> global_values(1024);
+  for (unsigned i = 0; i < 1024; ++i) global_values[i] = 300 + i;
+  CHECK_CUDA(cudaMemcpyToSymbol(smolvm_test_global, global_values.data(), 4096));
+  void* global_addr = nullptr;
+  CHECK_CUDA(cudaGetSymbolAddress(&global_addr, smolvm_test_global));
   CHECK(smolvmMarkFrozen(frozen, kFrozenWords * 4) == 0);
   CHECK(smolvmMarkFrozen(&argc, 4) != 0);  // not device memory
 
   int idx = smolvmForkpoint();
   if (idx < 0) {
     // Released: the golden's memory is as it left it, shared or not.
-    bool ok = Holds(frozen, kFrozenWords, 1000) && Holds(priv, kPrivateWords, 7) && pinned[123] == 'g';
+    std::vector<unsigned> g(1024);
+    bool ok = Holds(frozen, kFrozenWords, 1000) && Holds(priv, kPrivateWords, 7) && pinned[123] == 'g' &&
+              cudaMemcpyFromSymbol(g.data(), smolvm_test_global, 4096) == cudaSuccess && g == global_values;
     WriteFile(outdir + "/golden.txt", "golden released=" + std::to_string(idx) + " ok=" + (ok ? "1" : "0") + "\n");
     return ok ? 0 : 1;
   }
@@ -112,6 +124,15 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaMemcpy(back, frozen, sizeof back, cudaMemcpyDeviceToHost));
   report += " own_private=" + std::string(Holds(priv, kPrivateWords, 5000 + idx) ? "1" : "0");
   report += " cow=" + std::string(std::memcmp(back, mark, sizeof mark) == 0 ? "1" : "0");
+  // The golden's global: its values, at its symbol address; then this clone's own.
+  std::vector<unsigned> g(1024);
+  void* addr = nullptr;
+  unsigned own = 9000 + static_cast<unsigned>(idx), own_back = 0;
+  bool global_ok = cudaMemcpyFromSymbol(g.data(), smolvm_test_global, 4096) == cudaSuccess && g == global_values &&
+                   cudaGetSymbolAddress(&addr, smolvm_test_global) == cudaSuccess && addr == global_addr &&
+                   cudaMemcpyToSymbol(smolvm_test_global, &own, 4, 64) == cudaSuccess &&
+                   cudaMemcpyFromSymbol(&own_back, smolvm_test_global, 4, 64) == cudaSuccess && own_back == own;
+  report += " global=" + std::string(global_ok ? "1" : "0");
   if (idx == 1) {
     // A kernel write into shared frozen memory faults, in this clone only.
     smolvm_test_write_u32<<<1, 1>>>(frozen + (80u << 20) / 4, 9);  // past the copied first chunk

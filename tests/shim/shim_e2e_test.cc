@@ -322,7 +322,7 @@ TEST_F(ShimE2eTest, GoldenForksClonesThroughTheShim) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     std::string r = ReadFile(path);
     EXPECT_NE(r.find("clone " + std::to_string(i) +
-                     " table=1 frozen=1 private=1 pinned=1 own_private=1 cow=1"),
+                     " table=1 frozen=1 private=1 pinned=1 own_private=1 cow=1 global=1"),
               std::string::npos)
         << path << ": " << r << golden.Report() << daemon.Log();
     if (i == 1) EXPECT_NE(r.find("fault=cudaErrorIllegalAddress"), std::string::npos) << r;
