@@ -30,6 +30,8 @@
 #     Back here, per part: tar xzf <files_at>/results.tgz; then
 #     mv bench/next/results/*.json bench/results/ && scripts/gen-tables.sh
 #     (schema-2 runs of a cell supersede its schema-1 runs in every table).
+#     BUDGET_S=S (environment) replaces the part's budget, for a plan that
+#     runs two parts in one call (scripts/plans/headline-native.plan).
 #     KEEP_NEXT=1 keeps bench/next (carry it to resume a part cut short: the
 #     sweeps skip the reps already there).
 #
@@ -113,6 +115,7 @@ elif [[ ${1:-} == headline || ${1:-} == comparison ]]; then
     headline:native-16 | headline:fork-16 | headline:extra) BUDGET=400 ;;
     headline:*) BUDGET=420 ;;
   esac
+  BUDGET=${BUDGET_S:-$BUDGET}  # a plan that puts two parts in one call gives each less
 else
   BUDGET=${1:-330}
 fi
