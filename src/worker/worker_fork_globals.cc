@@ -18,7 +18,7 @@
 namespace smolvm {
 namespace {
 
-constexpr uint64_t kMaxForkGlobalBytes = 8ull << 20;
+constexpr uint64_t kMaxForkGlobalBytes = 32ull << 20;  // the manifest travels in one 80 MiB frame
 
 std::string Hex(uint64_t v) {
   char b[24];
