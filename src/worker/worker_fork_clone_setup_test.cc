@@ -314,6 +314,51 @@ TEST(SetupPreloadBudgetTest, WhatAPreloadHoldsIsChargedToTheBudgetThatComesAfter
   }
 }
 
+// Module globals in the manifest (worker_fork_globals.cc): the clone writes
+// the golden's bytes where its driver put the global, and a copy at the
+// golden's address, or the name resolved again, reaches them there. A global
+// of a module the manifest does not load, of another size, or past the
+// fork's limit fails the build.
+TEST_P(SetupPreloadTest, ModuleGlobalsAreWrittenAndReachedAtTheGoldensAddress) {
+  proto::ForkManifestBody m = GoldenSetup();
+  std::string bytes(4096, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 7);
+  const uint64_t golden_addr = 0x7e0000001000;  // not where this context has it
+  m.globals.push_back({1, "smolvm_test_global", golden_addr, bytes});
+  std::string log = Build(7, m);
+  EXPECT_NE(log.find("module global 'smolvm_test_global' (4096 bytes) is at"), std::string::npos) << log;
+  proto::MemcpyDtoHReply r;
+  ASSERT_TRUE(worker_->Handle(proto::MemcpyDtoHRequest{.src = golden_addr + 100, .bytes = 200, .stream = 0}, &r,
+                              nullptr).ok());
+  EXPECT_EQ(r.data, bytes.substr(100, 200));
+  proto::ModuleGetGlobalReply gr;
+  ASSERT_TRUE(worker_->Handle(proto::ModuleGetGlobalRequest{.module = 1, .name = "smolvm_test_global"}, &gr,
+                              nullptr).ok());
+  EXPECT_EQ(gr.dptr, golden_addr);
+  EXPECT_EQ(gr.bytes, 4096u);
+}
+
+TEST_P(SetupPreloadTest, ABadModuleGlobalInTheManifestFailsTheCloneBuild) {
+  auto build = [&](const proto::ManifestGlobal& g) {
+    proto::ForkManifestBody m = GoldenSetup();
+    m.globals.push_back(g);
+    proto::CloneBuildRequest req;
+    req.session_id = 9;
+    req.manifest = proto::EncodeManifest(m);
+    req.golden = 7;
+    ::testing::internal::CaptureStderr();
+    auto built = worker_->BuildClone(req, {});
+    ::testing::internal::GetCapturedStderr();
+    return built.ok() ? std::string("built") : built.status().message();
+  };
+  EXPECT_NE(build({3, "smolvm_test_global", 0x1000, std::string(4096, 'x')}).find("unknown module"),
+            std::string::npos);
+  EXPECT_NE(build({1, "smolvm_test_global", 0x1000, std::string(16, 'x')}).find("has 4096 bytes here, 16"),
+            std::string::npos);
+  EXPECT_NE(build({1, "smolvm_test_global", 0x1000, std::string((32u << 20) + 1, 'x')}).find("past the fork's limit"),
+            std::string::npos);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, SetupPreloadTest, ::testing::Values("fake", "cuda"),
                          [](const auto& info) { return info.param; });
 
