@@ -66,7 +66,7 @@ Status Worker::ApplyGlobals(const proto::ForkManifestBody& want) {
     if (dptr != g.dptr) {
       // Two globals never overlap in one context, so neither do their moves.
       global_moves_[g.dptr] = GlobalMove{bytes, dptr};
-      std::fprintf(stderr, "smolvm worker %d: clone build: module global '%s' (%llu bytes) is at %s here, %s in the golden: moved\n",
+      std::fprintf(stderr, "smolvm worker %d: fork: module global '%s' (%llu bytes) is at %s here, %s in the golden: moved\n",
                    ::getpid(), g.name.c_str(), static_cast<unsigned long long>(bytes), Hex(dptr).c_str(),
                    Hex(g.dptr).c_str());
     }
