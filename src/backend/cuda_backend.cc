@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cinttypes>
 #include <cstdio>
 #include <cstring>
+
+#include "base/hex.h"
 
 namespace smolvm {
 namespace {
@@ -24,12 +25,6 @@ CUfunction ToFunction(uint64_t f) {
 template <typename T>
 uint64_t ToHandle(T* p) {
   return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p));
-}
-
-std::string Hex(uint64_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%" PRIx64, v);
-  return buf;
 }
 
 CUmemAllocationProp ChunkProp(CUdevice device) {
@@ -193,7 +188,7 @@ Status CudaBackend::ReserveArena(uint64_t base, uint64_t bytes) {
   RETURN_IF_ERROR(Enter());
   if (arena_bytes_ != 0) {
     return Status(CUDA_ERROR_INVALID_VALUE,
-                  "ReserveArena: an arena is already reserved at " + Hex(arena_base_));
+                  "ReserveArena: an arena is already reserved at " + HexOfAddress(arena_base_));
   }
   CUdeviceptr got = 0;
   RETURN_IF_ERROR(
@@ -202,8 +197,8 @@ Status CudaBackend::ReserveArena(uint64_t base, uint64_t bytes) {
     (void)driver_->cuMemAddressFree(got, bytes);
     // Never translate pointers: a worker whose arena is elsewhere cannot run
     // this guest (or its clones) at all.
-    return Unavailable("cuMemAddressReserve: asked for the arena at " + Hex(base) + " (" +
-                       std::to_string(bytes) + " bytes), the driver granted " + Hex(got) +
+    return Unavailable("cuMemAddressReserve: asked for the arena at " + HexOfAddress(base) + " (" +
+                       std::to_string(bytes) + " bytes), the driver granted " + HexOfAddress(got) +
                        "; the range is taken in this process");
   }
   arena_base_ = base;

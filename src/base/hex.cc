@@ -1,5 +1,7 @@
 #include "base/hex.h"
 
+#include <cstdio>
+
 namespace smolvm {
 
 std::string HexOfBytes(std::string_view bytes) {
@@ -24,6 +26,12 @@ std::string BytesOfHex(std::string_view hex) {
   out.reserve(hex.size() / 2);
   for (size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<char>(nibble(hex[i]) << 4 | nibble(hex[i + 1])));
   return out;
+}
+
+std::string HexOfAddress(uint64_t v) {
+  char b[24];
+  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
+  return b;
 }
 
 }  // namespace smolvm

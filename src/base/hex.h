@@ -2,6 +2,7 @@
 // byte strings the worker writes into JSON (fork manifests, cuDNN's replay log).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -12,5 +13,7 @@ std::string HexOfBytes(std::string_view bytes);
 // The bytes of `hex` as HexOfBytes writes it; a character that is not a hex
 // digit reads as 0 and a trailing odd character is ignored (never throws).
 std::string BytesOfHex(std::string_view hex);
+// An address or handle as logs show it: "0x" and lowercase hex digits.
+std::string HexOfAddress(uint64_t v);
 
 }  // namespace smolvm

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <set>
 
+#include "base/hex.h"
 #include "daemon/control_links.h"
 #include "daemon/daemon.h"
 #include "proto/frame.h"
@@ -21,12 +22,6 @@ namespace smolvm {
 namespace {
 
 int PidfdOpen(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
-
-std::string Hex(uint64_t v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
-  return b;
-}
 
 // A daemon that cannot start workers stops trying after this many failures
 // in a row, and tells waiting guests why.
@@ -46,10 +41,10 @@ Status Daemon::SpawnWorker() {
   std::vector<std::string> args = {
       "smolvm-worker",     "_cuda-worker",        "--control-fd",
       "3",                 "--backend",           options_.backend,
-      "--arena-base",      Hex(options_.arena_base),
-      "--arena-bytes",     Hex(options_.arena_bytes),
-      "--host-base",       Hex(options_.host_base),
-      "--host-bytes",      Hex(options_.host_bytes),
+      "--arena-base",      HexOfAddress(options_.arena_base),
+      "--arena-bytes",     HexOfAddress(options_.arena_bytes),
+      "--host-base",       HexOfAddress(options_.host_base),
+      "--host-bytes",      HexOfAddress(options_.host_bytes),
       "--module-cache",    module_dir_,
       "--module-cache-bytes", std::to_string(options_.module_cache_bytes),
       "--jail-dir",        jail_dir_,

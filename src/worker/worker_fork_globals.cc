@@ -13,18 +13,13 @@
 #include <cstdio>
 #include <string>
 
+#include "base/hex.h"
 #include "worker/worker.h"
 
 namespace smolvm {
 namespace {
 
 constexpr uint64_t kMaxForkGlobalBytes = 32ull << 20;  // the manifest travels in one 80 MiB frame
-
-std::string Hex(uint64_t v) {
-  char b[24];
-  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
-  return b;
-}
 
 }  // namespace
 
@@ -67,8 +62,8 @@ Status Worker::ApplyGlobals(const proto::ForkManifestBody& want) {
       // Two globals never overlap in one context, so neither do their moves.
       global_moves_[g.dptr] = GlobalMove{bytes, dptr};
       std::fprintf(stderr, "smolvm worker %d: fork: module global '%s' (%llu bytes) is at %s here, %s in the golden: moved\n",
-                   ::getpid(), g.name.c_str(), static_cast<unsigned long long>(bytes), Hex(dptr).c_str(),
-                   Hex(g.dptr).c_str());
+                   ::getpid(), g.name.c_str(), static_cast<unsigned long long>(bytes), HexOfAddress(dptr).c_str(),
+                   HexOfAddress(g.dptr).c_str());
     }
   }
   if (!want.globals.empty()) RETURN_IF_ERROR(backend_->StreamSynchronize(0));
