@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <iterator>
 #include <fstream>
 #include <map>
 
@@ -24,6 +25,10 @@ std::string Quote(const std::string& s) {
   for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
   return out + "'";
 }
+
+// Distinct colours for up to 14 series, then again.
+constexpr const char* kColours[] = {"#9400d3", "#009e73", "#56b4e9", "#e69f00", "#f0e442", "#0072b2", "#e51e10",
+                                    "#000000", "#8b4513", "#ff69b4", "#808000", "#00ced1", "#696969", "#4b0082"};
 
 std::string DataValue(double v) { return std::isfinite(v) ? std::to_string(v) : "NaN"; }
 
@@ -60,7 +65,7 @@ std::vector<PlotSeries> PlotSeriesOf(const std::vector<CellSummary>& cells) {
   for (const auto& c : cells) {
     const CellKey& k = c.key;
     std::string arm = k.mps == "on" ? k.arm + " + MPS" : k.mps == "off" ? k.arm : k.arm + " + MPS (trusted)";
-    std::string label = arm + (k.arm == "fork" ? " share " + k.share_mode : "") + ", " + k.model +
+    std::string label = (k.learner == "torch" ? "torch " : "") + arm + (k.arm == "fork" ? " share " + k.share_mode : "") + ", " + k.model +
                         (k.load_in_4bit ? " 4bit" : " bf16") + " " + k.method + " " + std::to_string(k.batch) + "x" +
                         std::to_string(k.maxseq) + ", " + std::to_string(k.steps) + " steps" +
                         (k.device == "cpu" ? " (cpu)" : "");
@@ -91,18 +96,23 @@ std::string GnuplotScript(const std::vector<PlotSeries>& series, const std::stri
       "set grid\nset key font 'sans,8'\nset xlabel 'learners (N)'\n"
       "set logscale x 2\nset xtics (1,2,4,8,16,24,32,48,64,96,128)\n"
       "set offsets graph 0.05, graph 0.05, graph 0.05, 0\nset yrange [0:*]\n";
-  // The key where the lines are not: under the throughput, which is about
-  // flat in N; above the memory, which grows with it (with headroom over the
-  // highest point, so the key covers no line and no label).
+  // One key, on the memory panel (the series and their colours are the same
+  // in both): above the lines, which grow with N, with headroom over the
+  // highest point so that it covers no line and no label. The throughput
+  // panel has lines at every height (the torch learner's below the rest).
   auto panel = [&](const std::string& title, const std::string& ylabel, int column) {
-    std::string p = "set title " + Quote(title) + "\nset ylabel " + Quote(ylabel) + "\nset key " +
-                    (column == 3 ? "top left Left reverse samplen 2\nset offsets graph 0.05, graph 0.05, graph 0.3, 0"
-                                 : "bottom left") +
+    std::string p = "set title " + Quote(title) + "\nset ylabel " + Quote(ylabel) + "\n" +
+                    (column == 3 ? "set key top left Left reverse samplen 2\nset offsets graph 0.05, graph 0.05, graph 0.45, 0"
+                                 : "unset key") +
                     "\nplot ";
     for (size_t i = 0; i < series.size(); ++i) {
       if (i) p += ", \\\n     ";
+      // A colour of its own per series (gnuplot's default cycle repeats after
+      // 8); the torch learner's series dashed, with squares.
+      bool torch = series[i].label.rfind("torch ", 0) == 0;
       p += Quote(data_dir + "/series_" + std::to_string(i) + ".dat") + " using 1:" + std::to_string(column) +
-           " with linespoints lw 2 pt 7 title " + Quote(series[i].label);
+           " with linespoints lw 2 lc rgb '" + kColours[i % std::size(kColours)] + "' " +
+           (torch ? "dt 2 pt 5" : "pt 7") + " title " + Quote(series[i].label);
     }
     if (!LabelRows(series, column).empty())
       p += ", \\\n     " + Quote(data_dir + "/labels_" + std::to_string(column) + ".dat") +

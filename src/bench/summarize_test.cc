@@ -133,6 +133,18 @@ TEST(Plot, SeriesAndScript) {
   EXPECT_NE(gp.find("'/d/labels_3.dat' using 1:2:3 with labels"), std::string::npos) << gp;
   EXPECT_EQ(LabelRows(series, 3), "8 52000.000000 \"7/8 done\"\n");  // native N=8 finished 7 of 8
   EXPECT_NE(gp.find("peak GPU memory"), std::string::npos);
+
+  // The torch learner's runs of a cell are their own series, dashed, never
+  // points of ours.
+  std::vector<RunResult> runs = Fixtures();
+  RunResult torch = runs.front();
+  torch.learner = "torch";
+  runs.push_back(torch);
+  series = PlotSeriesOf(Summarize(runs));
+  ASSERT_EQ(series.size(), 4u);
+  EXPECT_EQ(series[3].label.rfind("torch " + torch.arm, 0), 0u) << series[3].label;
+  gp = GnuplotScript(series, "/d", "/o.png");
+  EXPECT_NE(gp.find("dt 2 pt 5 title 'torch "), std::string::npos) << gp;
 }
 
 TEST(Plot, DrawsAPng) {

@@ -14,6 +14,7 @@
 #include "bench/comparison.h"
 #include "bench/summarize.h"
 #include "bench/table.h"
+#include "bench/torch_table.h"
 
 namespace smolvm::bench {
 namespace {
@@ -305,16 +306,20 @@ Result<std::string> SpliceBlock(const std::string& text, const std::string& name
 
 Status UpdateTables(const std::string& root, bool check, std::vector<std::string>* stale) {
   ASSIGN_OR_RETURN(std::vector<RunResult> all, LoadRunResults(root + "/bench/results"));
-  std::vector<RunResult> runs = SupersedeHandTDone(std::move(all));
+  std::vector<RunResult> every = SupersedeHandTDone(std::move(all));
+  // The seed's tables and the comparison are smolvm-learner's; the torch
+  // learner's runs have their own block beside ours (and RESULTS.md lists all).
+  std::vector<RunResult> runs = RunsOfLearner(every, "smolvm-learner");
   ASSIGN_OR_RETURN(std::vector<DeviceRecord> records, LoadDeviceRecords(root + "/bench/records"));
   SplitRecords split = SplitCurrentRecords(records);
-  std::vector<CellSummary> cells = Summarize(runs);
+  std::vector<CellSummary> cells = Summarize(every);
   struct Target {
     std::string file;
     std::vector<std::pair<std::string, std::string>> blocks;  // empty name: the whole file
   };
   std::vector<Target> targets = {
-      {"README.md", {{"headline", HeadlineTable(runs)}, {"comparison", ComparisonTable(runs, HeadlineKey(runs))}}},
+      {"README.md", {{"headline", HeadlineTable(runs)}, {"comparison", ComparisonTable(runs, HeadlineKey(runs))},
+        {"torch", TorchTable(every)}}},
       {"docs/PERF.md",
        {{"bench-ratios", BenchRatioTable(runs)},
         {"bench-forks", BenchForkTable(runs)},

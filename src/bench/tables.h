@@ -46,7 +46,8 @@ std::vector<RunResult> SupersedeHandTDone(std::vector<RunResult> runs);
 bool HandTDone(const std::vector<RunResult>& runs, const CellKey& key);
 extern const char* const kHandTDone;
 
-// The generated blocks, by name (README's `comparison`: comparison.h).
+// The generated blocks, by name (README's `comparison`: comparison.h; its
+// `torch`: torch_table.h).
 std::string HeadlineTable(const std::vector<RunResult>& runs);   // README: headline
 std::string BenchRatioTable(const std::vector<RunResult>& runs);  // PERF: bench-ratios
 std::string BenchForkTable(const std::vector<RunResult>& runs);   // PERF: bench-forks

@@ -36,7 +36,8 @@ class TablesTest : public ::testing::Test {
     fs::create_directories(root_ + "/docs");
     for (const auto& e : fs::directory_iterator(SMOLVM_BENCH_FIXTURES))
       fs::copy_file(e.path(), root_ + "/bench/results/" + e.path().filename().string());
-    std::ofstream(root_ + "/README.md") << "# x\n\n" << Block("headline") << "\ntext\n" << Block("comparison");
+    std::ofstream(root_ + "/README.md") << "# x\n\n" << Block("headline") << "\ntext\n" << Block("comparison")
+                                        << Block("torch");
     std::ofstream(root_ + "/docs/PERF.md") << Block("bench-ratios") << Block("bench-forks") << Block("device-records");
     std::ofstream(root_ + "/docs/PERF-log.md") << Block("device-records-history");
     std::ofstream(root_ + "/bench/RESULTS.md") << "old\n";
@@ -52,7 +53,7 @@ class TablesTest : public ::testing::Test {
 TEST_F(TablesTest, GeneratedThenCurrentThenStaleWhenARecordChanges) {
   std::vector<std::string> stale;
   ASSERT_TRUE(UpdateTables(root_, false, &stale).ok());
-  EXPECT_EQ(stale.size(), 7u);  // every block and RESULTS.md were rewritten
+  EXPECT_EQ(stale.size(), 8u);  // every block and RESULTS.md were rewritten
   std::string readme = Slurp(root_ + "/README.md");
   EXPECT_NE(readme.find("| N "), std::string::npos) << readme;
   EXPECT_NE(readme.find("\ntext\n"), std::string::npos);  // outside the block: untouched
@@ -103,6 +104,37 @@ TEST_F(TablesTest, PerfShowsTheNewestBuildsRecordsAndTheLogTheOlderOnes) {
   EXPECT_EQ(split.current[0].file + split.current[1].file + split.current[2].file, "acd");
   ASSERT_EQ(split.history.size(), 1u);
   EXPECT_EQ(split.history[0].file, "b");
+}
+
+TEST_F(TablesTest, TorchRunsHaveTheirOwnBlockAndStayOutOfTheSeedsTablesAndTheComparison) {
+  std::vector<std::string> stale;
+  ASSERT_TRUE(UpdateTables(root_, false, &stale).ok());
+  auto before_torch = [](const std::string& readme) { return readme.substr(0, readme.find("<!-- BEGIN generated: torch")); };
+  std::string readme_before = before_torch(Slurp(root_ + "/README.md")), perf_before = Slurp(root_ + "/docs/PERF.md");
+  EXPECT_NE(Slurp(root_ + "/README.md").find("No torch learner run is committed"), std::string::npos);
+
+  // The fixture's smolvm-learner fork N=4 cell, run again by the torch
+  // learner, three reps: its cell would outrank ours (two) were it let in.
+  auto runs = LoadRunResults(root_ + "/bench/results");
+  ASSERT_TRUE(runs.ok());
+  RunResult torch;
+  for (const auto& r : *runs)
+    if (r.arm == "fork" && r.n == 4) torch = r;
+  ASSERT_EQ(torch.n, 4);
+  torch.learner = "torch";
+  for (int rep = 1; rep <= 3; ++rep) {
+    torch.rep = rep;
+    ASSERT_TRUE(WriteResultFile(root_ + "/bench/results/" + ResultFileName(torch), torch).ok());
+  }
+  stale.clear();
+  ASSERT_TRUE(UpdateTables(root_, false, &stale).ok());
+  std::string readme = Slurp(root_ + "/README.md");
+  EXPECT_EQ(before_torch(readme), readme_before) << readme;  // the headline and the comparison: ours only
+  EXPECT_EQ(Slurp(root_ + "/docs/PERF.md"), perf_before);
+  size_t block = readme.find("<!-- BEGIN generated: torch");
+  EXPECT_NE(readme.find("| torch (PEFT) ", block), std::string::npos) << readme;
+  EXPECT_NE(readme.find("| smolvm-learner ", block), std::string::npos) << readme;
+  EXPECT_NE(Slurp(root_ + "/bench/RESULTS.md").find("torch fork"), std::string::npos);  // RESULTS lists every cell
 }
 
 TEST_F(TablesTest, AMissingBlockIsAnError) {

@@ -1,0 +1,104 @@
+#include "bench/torch_table.h"
+
+#include <cmath>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "bench/summarize.h"
+#include "bench/table.h"
+
+namespace smolvm::bench {
+namespace {
+
+// The configuration a torch cell ran: its key without arm, share, learner, N and steps.
+CellKey ConfigOf(CellKey k) {
+  k.arm = k.share_mode = k.learner = "";
+  k.n = k.steps = 0;
+  return k;
+}
+
+double Ratio(double a, double b) { return std::isfinite(a) && std::isfinite(b) && b != 0 ? a / b : NAN; }
+
+// The clones' serving times (fork request -> first call served) over every rep of the cell.
+Spread CloneMs(const std::vector<RunResult>& runs, const CellKey& key) {
+  std::vector<double> ms;
+  for (const auto& r : runs)
+    if (KeyOf(r) == key)
+      for (const auto& c : r.clones) ms.push_back(c.ms);
+  return SpreadOf(ms);
+}
+
+double FinalLoss(const std::vector<RunResult>& runs, const CellKey& key) {
+  std::vector<double> losses;
+  for (const auto& r : runs)
+    if (KeyOf(r) == key)
+      for (const auto& l : r.learners) losses.push_back(l.lossN);
+  return SpreadOf(losses).median;
+}
+
+}  // namespace
+
+std::vector<RunResult> RunsOfLearner(const std::vector<RunResult>& runs, const std::string& learner) {
+  std::vector<RunResult> out;
+  for (const auto& r : runs)
+    if (r.learner == learner) out.push_back(r);
+  return out;
+}
+
+std::string TorchTable(const std::vector<RunResult>& runs) {
+  std::vector<CellSummary> cells = Summarize(runs);
+  // (configuration, N, steps) of every time-sliced torch cell.
+  std::set<std::tuple<CellKey, int, int>> wanted;
+  for (const auto& c : cells)
+    if (c.key.learner == "torch" && c.key.mps == "off") wanted.insert({ConfigOf(c.key), c.key.n, c.key.steps});
+  if (wanted.empty()) return "No torch learner run is committed (`bench run --learner torch`).\n";
+
+  std::map<std::tuple<CellKey, int, int, std::string, std::string>, const CellSummary*> by;  // + learner, arm
+  for (const auto& c : cells)
+    if (c.key.mps == "off" && (c.key.arm == "native" || c.key.share_mode == "on"))
+      by[{ConfigOf(c.key), c.key.n, c.key.steps, c.key.learner, c.key.arm}] = &c;
+
+  std::vector<TableRow> rows;
+  std::set<std::string> configs;
+  for (const auto& [config, n, steps] : wanted) {
+    configs.insert(config.model + (config.load_in_4bit ? " 4-bit" : " bf16") + " " + config.method + " " +
+                   std::to_string(config.batch) + "×" + std::to_string(config.maxseq));
+    for (const std::string learner : {"torch", "smolvm-learner"}) {
+      auto find = [&](const std::string& arm) -> const CellSummary* {
+        auto it = by.find({config, n, steps, learner, arm});
+        return it == by.end() ? nullptr : it->second;
+      };
+      const CellSummary* native = find("native");
+      for (const CellSummary* c : {native, find("fork")}) {
+        if (!c) continue;
+        bool fork = c->key.arm == "fork";
+        bool comparable = fork && native && !native->incomplete && !c->incomplete;
+        Spread ms = fork ? CloneMs(runs, c->key) : Spread{NAN, NAN, NAN};
+        std::string done = std::to_string(c->min_done) + "/" + std::to_string(c->expected);
+        if (c->nan_learners > 0) done += ", " + std::to_string(c->nan_learners) + " nan";
+        rows.push_back({std::to_string(n), learner == "torch" ? "torch (PEFT)" : "smolvm-learner",
+                        fork ? "fork, share on" : "native",
+                        c->incomplete ? "incomplete" : Thousands(c->span_tok_s.median),
+                        comparable ? Fixed(Ratio(c->span_tok_s.median, native->span_tok_s.median), 2) : "-",
+                        GiB(c->peak_gpu_mib.median),
+                        comparable ? Fixed(Ratio(c->peak_gpu_mib.median, native->peak_gpu_mib.median), 2) : "-",
+                        fork ? Fixed(ms.median, 0) + " / " + Fixed(ms.max, 0) : "-", Fixed(FinalLoss(runs, c->key), 4),
+                        done, std::to_string(steps) + "×" + std::to_string(c->reps)});
+      }
+    }
+  }
+  std::string which;
+  for (const auto& c : configs) which += (which.empty() ? "" : "; ") + c;
+  std::string out =
+      "A user's PyTorch trainer (`bench run --learner torch`: torch, transformers and PEFT, "
+      "`bench/peers/peft_dpo.py`) beside smolvm-learner on the same learners (" + which +
+      ", time-sliced): each native (one process per learner) and forked from one golden that loaded the base once "
+      "(share on). fork ÷ native compares the same learner at the same N and steps; clone ms is from a clone's "
+      "fork request to its first call served (median / max over the cell's clones).\n\n";
+  return out + RenderTable({"N", "learner", "arm", "span tok/s", "fork ÷ native", "peak GPU", "fork ÷ native GPU",
+                            "clone ms", "final loss", "done", "steps×reps"},
+                           rows, true, 3);
+}
+
+}  // namespace smolvm::bench
