@@ -45,9 +45,11 @@
 #                    N=16 (20), N=24,32 (10)                                       ~6.5 min
 #       bf16-native  native bf16: N=1,4,8 (20 steps), then N=9 unless 8 did not
 #                    fit (`bench highn` stops native at its first incomplete N)   ~3.5 min
-#       bf16-highn   fork share on, bf16 base: N=48,64,72 (10 steps); 72 is not
-#                    expected to fit (the daemon's admission refuses the rest:
-#                    a result, recorded incomplete)                                ~6.5 min
+#       bf16-highn   fork share on, bf16 base: N=48,64,96,104,112 (10 steps;
+#                    HIGHN_NS=LIST for some only); clones beyond the card are
+#                    refused by the daemon's admission (a result, recorded
+#                    incomplete): the largest complete N is the largest
+#                    that fits                                                  ~9 min
 #       mps          native 4-bit under the bench's own MPS (--mps) and
 #                    time-sliced beside it: N=4,8,16 (20 steps)                    ~5.5 min
 #     The README's comparison table shows each cell as "not measured" until
@@ -239,7 +241,7 @@ elif [[ $PLAN == comparison ]]; then
     bf16-native)
       sweep highn --arms native --ns 1,4,8,9 "${one20[@]}" ;;
     bf16-highn)
-      sweep highn --arms fork --share on --ns 48,64,72 --shapes 2x256 --steps 10 --reps 1 ;;
+      sweep highn --arms fork --share on --ns "${HIGHN_NS:-48,64,96,104,112}" --shapes 2x256 --steps 10 --reps 1 ;;
     mps)
       sweep matrix --arms native --mps --ns 4,8,16 "${one20[@]}"
       sweep matrix --arms native --ns 4,8,16 "${one20[@]}" ;;

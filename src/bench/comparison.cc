@@ -43,7 +43,7 @@ std::vector<ComparisonArm> ComparisonArms() {
     return out;
   };
   auto bf16_fork = cells({8, 16, 24, 32}, "comparison bf16-fork");
-  for (const auto& c : cells({48, 64, 72}, "comparison bf16-highn")) bf16_fork.push_back(c);
+  for (const auto& c : cells({48, 64, 96, 104, 112}, "comparison bf16-highn")) bf16_fork.push_back(c);
   return {
       {"native, time-sliced (reference)", "native", "-", true, "off", cells({1, 4, 8, 16}, "headline native")},
       {"native + MPS", "native", "-", true, "on", cells({4, 8, 16}, "comparison mps")},
