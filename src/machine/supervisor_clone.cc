@@ -127,26 +127,39 @@ Status Supervisor::StartClone(CloneWork& w, ForkRun& run, Clock::time_point c1_d
   return SendLine(c1.fd.get(), "MOVED");
 }
 
-Status Supervisor::FinishClone(CloneWork& w, ForkRun& run) {
-  auto deadline = Clock::now() + kCloneStepTimeout;
+Status Supervisor::AdvanceClone(CloneWork& w, ForkRun& run, std::optional<Clock::time_point> deadline) {
   Conn& c1 = *w.conn;
-  ASSIGN_OR_RETURN(std::string line, ReadLine(c1, deadline));
-  if (line != "UNSHARED") return Internal("clone setup failed: " + line);
-  w.steps.unshared = run.Ms();
-  GuestMounts gm;
-  gm.tmp = std::move(w.disk.tmp);
-  gm.workspace = std::move(w.disk.workspace);
-  gm.cgroupfs = true;
-  gm.replace = true;
-  if (cuda_) gm.cuda_sock = w.paths.cuda_sock;
-  RETURN_IF_ERROR(InjectGuestMounts(c1.peer, std::move(gm), layout_));
-  w.steps.mounts = run.Ms();
-  RETURN_IF_ERROR(SendLine(c1.fd.get(), "READY", w.log.get()));
-  pid_t init = 0;
-  ASSIGN_OR_RETURN(line, ReadLine(c1, deadline, &init));
-  if (line != "INIT" || init <= 0 || !InMachineCgroup(init, w.name)) return Internal("clone did not come up: " + line);
-  w.init = init;
-  w.ms = w.steps.init = run.Ms();
+  while (w.init == 0) {
+    // The INIT line comes from the clone's init, whose pid its credentials carry.
+    std::optional<std::string> line = PopLine(c1);
+    if (!line) {
+      RETURN_IF_ERROR(Fill(c1, deadline, &w.sender));
+      line = PopLine(c1);
+      if (!line) {
+        if (!deadline) return Status::Ok();  // nothing more yet
+        continue;
+      }
+    }
+    if (w.steps.unshared == 0) {
+      if (*line != "UNSHARED") return Internal("clone setup failed: " + *line);
+      w.steps.unshared = run.Ms();
+      GuestMounts gm;
+      gm.tmp = std::move(w.disk.tmp);
+      gm.workspace = std::move(w.disk.workspace);
+      gm.cgroupfs = true;
+      gm.replace = true;
+      if (cuda_) gm.cuda_sock = w.paths.cuda_sock;
+      RETURN_IF_ERROR(InjectGuestMounts(c1.peer, std::move(gm), layout_));
+      w.steps.mounts = run.Ms();
+      RETURN_IF_ERROR(SendLine(c1.fd.get(), "READY", w.log.get()));
+      w.sender = 0;
+      continue;
+    }
+    if (*line != "INIT" || w.sender <= 0 || !InMachineCgroup(w.sender, w.name))
+      return Internal("clone did not come up: " + *line);
+    w.init = w.sender;
+    w.ms = w.steps.init = run.Ms();
+  }
   return Status::Ok();
 }
 

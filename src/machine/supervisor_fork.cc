@@ -3,7 +3,7 @@
 // forkpoint: every clone's pieces first, then for a --cuda golden one daemon
 // request for all of its clones (the daemon builds them and gives the
 // golden all their orders at once, when the first is built), then the golden forks them one after
-// the other, each fork overlapping the previous clone's setup; the clones'
+// the other, each fork overlapping the earlier clones' setup; the clones'
 // programs go on together once all are made (GO, at commit). The request is
 // all or nothing: on any failure, or when its caller hung up before the
 // answer (Ctrl-C), every clone it made is undone.
@@ -57,18 +57,31 @@ Status Supervisor::DoForks(const PendingFork& req, std::vector<CloneWork>* works
     // The first clone's order comes once the daemon has built one.
     c1_deadline = Clock::now() + kCudaForkTimeout;
   }
-  // Clone k's order goes to the golden before clone k-1 is finished: the
-  // golden forks C1 of k while C1 of k-1 unshares, gets its mounts and forks
-  // its init. On failure k is the last clone whose order was sent.
+  // The golden forks one clone's C1 after the other, each as soon as the
+  // last one connected; meanwhile the C1s already forked unshare, get their
+  // mounts and fork their inits, each as far as its lines have come, without
+  // waiting for one another (the golden's forks set the pace, not the
+  // clones' setup). Then each clone not up yet is waited for. On failure k
+  // is the last clone whose order was sent.
   Status s = Status::Ok();
   const size_t n = works->size();
-  size_t k = 0;
+  size_t k = 0, first_not_up = 0;
+  // Clones [first_not_up, upto) go on; wait: each until it is up.
+  auto advance = [&](size_t upto, bool wait) {
+    for (size_t j = first_not_up; j < upto; ++j) {
+      CloneWork& w = (*works)[j];
+      if (w.init != 0) continue;
+      Status a = AdvanceClone(w, *run, wait ? std::optional(Clock::now() + kCloneStepTimeout) : std::nullopt);
+      if (!a.ok()) return a;
+    }
+    while (first_not_up < upto && (*works)[first_not_up].init != 0) ++first_not_up;
+    return Status::Ok();
+  };
   for (; k < n; ++k) {
     s = StartClone((*works)[k], *run, k == 0 ? c1_deadline : Clock::now() + kCloneStepTimeout);
-    if (!s.ok()) break;
-    if (k > 0 && !(s = FinishClone((*works)[k - 1], *run)).ok()) break;
+    if (!s.ok() || !(s = advance(k + 1, false)).ok()) break;
   }
-  if (s.ok() && n > 0 && !(s = FinishClone((*works)[n - 1], *run)).ok()) k = n - 1;
+  if (s.ok() && !(s = advance(n, true)).ok()) k = n - 1;
   if (s.ok() && run->gpu_fork && run->cuda_fork.valid()) {
     // Done when every clone's program has re-attached as its clone session
     // (its first CUDA call, the handshake, served).

@@ -57,6 +57,7 @@ class Supervisor {
     pid_t init = 0;            // host pid of its init, once up
     double ms = 0;             // the request met the golden at its forkpoint -> this clone up (serving)
     bool order_spent = false;  // the golden took its order (forked for it, or failed to)
+    pid_t sender = 0;          // the credentials of C1's connection's last bytes (its init's for INIT)
     // When each step of its making ended, in ms since ForkRun::t0 (0: not
     // reached), for the per-clone log line: the golden's FORK order sent, C1
     // connected, moved into the clone's cgroup, namespaces unshared, mounts
@@ -119,13 +120,15 @@ class Supervisor {
   void DeleteForkingRows(const std::vector<std::string>& names);
   // supervisor_clone.cc: one clone.
   Status PrepareClone(CloneWork& w);
-  // A clone is made in two halves, so that the golden forks the next clone's
-  // C1 while this one's C1 unshares and gets its mounts (DoForks interleaves
-  // them): Start sends the golden its order, takes C1's connection and moves
-  // C1 into the clone's cgroup; Finish sees it unshared, injects its mounts
-  // and waits for its init.
+  // A clone is made in two halves, so that the golden forks the next
+  // clones' C1s while the earlier ones' C1s unshare, get their mounts and
+  // fork their inits (DoForks interleaves them): Start sends the golden its
+  // order, takes C1's connection and moves C1 into the clone's cgroup;
+  // Advance sees it unshared, injects its mounts and sees its init up, as
+  // far as C1's lines have come (no deadline: never waits) or until done
+  // (w.init set) by the deadline.
   Status StartClone(CloneWork& w, ForkRun& run, Clock::time_point c1_deadline);
-  Status FinishClone(CloneWork& w, ForkRun& run);
+  Status AdvanceClone(CloneWork& w, ForkRun& run, std::optional<Clock::time_point> deadline);
   // The golden holds a GPU order for a clone that will not be made: it forks
   // a child that is turned away, so no order is left for a later request.
   Status SpendOrder(const std::string& clone, ForkRun& run);
