@@ -336,6 +336,13 @@ TEST_P(SetupPreloadTest, ModuleGlobalsAreWrittenAndReachedAtTheGoldensAddress) {
                               nullptr).ok());
   EXPECT_EQ(gr.dptr, golden_addr);
   EXPECT_EQ(gr.bytes, 4096u);
+
+  // Unloaded, the module's global is gone at the golden's address too: no
+  // copy there reaches the memory the driver took back.
+  proto::ModuleUnloadReply ur;
+  ASSERT_TRUE(worker_->Handle(proto::ModuleUnloadRequest{.module = 1}, &ur, nullptr).ok());
+  EXPECT_FALSE(worker_->Handle(proto::MemcpyDtoHRequest{.src = golden_addr + 100, .bytes = 200, .stream = 0}, &r,
+                               nullptr).ok());
 }
 
 TEST_P(SetupPreloadTest, ABadModuleGlobalInTheManifestFailsTheCloneBuild) {

@@ -41,8 +41,10 @@ Status Worker::Handle(const proto::ModuleUnloadRequest& q, proto::ModuleUnloadRe
   if (it == modules_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown module");
   Status st = backend_->ModuleUnload(it->second.handle);
   modules_.erase(it);
-  for (auto g = globals_.lower_bound({q.module, std::string()}); g != globals_.end() && g->first.first == q.module;)
+  for (auto g = globals_.lower_bound({q.module, std::string()}); g != globals_.end() && g->first.first == q.module;) {
+    global_moves_.erase(g->second.dptr);  // a clone's global at the golden's address: gone with it
     g = globals_.erase(g);
+  }
   SendChargedStats();
   return st;
 }
