@@ -255,6 +255,7 @@ Result<RunResult> ParseRunResult(const std::string& text) {
                             Int(c, "preloaded", -1)});
   r.golden_learner_load_s = Num(j, "golden_learner_load_s");
   r.preload_wait_s = Num(j, "preload_wait_s");
+  r.worker_preload = Str(j, "worker_preload");
   r.started_at = Str(j, "started_at");
   r.timed_out = Bool(j, "timed_out");
   r.note = Str(j, "note");
@@ -293,6 +294,7 @@ std::string FormatRunResult(const RunResult& r) {
   j["golden_load_s"] = r.golden_load_s;
   j["golden_learner_load_s"] = r.golden_learner_load_s;
   j["preload_wait_s"] = r.preload_wait_s;
+  if (!r.worker_preload.empty()) j["worker_preload"] = r.worker_preload;
   j["fork_s"] = r.fork_s;
   j["peak_gpu_mib"] = r.peak_gpu_mib;
   j["learners_done"] = r.learners_done;

@@ -113,6 +113,11 @@ struct RunResult {
   // its forkpoint, for the pooled workers to preload it before asking for
   // the fork (docs/fork.md); NaN where it did not wait (native, CPU, older files)
   double preload_wait_s = std::numeric_limits<double>::quiet_NaN();
+  // fork arm on the GPU: what the daemon's pooled workers load before any
+  // session (SMOLVM_WORKER_PRELOAD as the daemon got it, "cublas,cudnn" for
+  // a torch install given through SMOLVM_CUDA_LIBS, "none"); "" where it does
+  // not apply or was not recorded (older files)
+  std::string worker_preload;
   std::string started_at;            // local time, YYYYmmdd-HHMMSS
   bool timed_out = false;
   std::string note;                  // why learners are missing, in words ("" when none)

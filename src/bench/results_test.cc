@@ -85,6 +85,7 @@ TEST(FormatRunResult, RoundTripsWithNonFiniteTokens) {
   r.started_at = "20250101-010203";
   r.rep = 3;
   r.preload_wait_s = 1.25;  // the bench's wait for the pooled workers' preloads
+  r.worker_preload = "cublas";
   LearnerResult l;
   l.lid = "0";
   l.tok_s = 50;
@@ -107,6 +108,7 @@ TEST(FormatRunResult, RoundTripsWithNonFiniteTokens) {
   EXPECT_EQ(*back->shared_ranges, 7);
   EXPECT_TRUE(std::isnan(back->golden_load_s));
   EXPECT_DOUBLE_EQ(back->preload_wait_s, 1.25);
+  EXPECT_EQ(back->worker_preload, "cublas");
   RunResult no_wait = r;
   no_wait.preload_wait_s = std::nan("");  // native, the CPU path, older files
   auto nw = ParseRunResult(FormatRunResult(no_wait));

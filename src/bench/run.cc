@@ -95,6 +95,12 @@ RunResult BuildResult(const RunOptions& o, const ArmOutcome& a, const MemorySamp
   r.golden_load_s = a.golden_load_s;
   r.golden_learner_load_s = a.golden_learner_load_s;
   r.preload_wait_s = a.preload_wait_s;
+  if (o.arm == "fork" && o.device == "cuda") {
+    // As the daemon the fork arm started read it (library_preload.h).
+    const char* preload = std::getenv("SMOLVM_WORKER_PRELOAD");
+    const char* libs = std::getenv("SMOLVM_CUDA_LIBS");
+    r.worker_preload = preload ? preload : libs && *libs ? "cublas,cudnn" : "none";
+  }
   r.fork_s = a.fork_s;
   r.clones = a.clones;
   r.learners_expected = o.n;
@@ -303,6 +309,13 @@ Status RunBench(const RunOptions& given, std::vector<RunResult>* written) {
   if (o.learner == kLearnerTorch && o.device == "cuda" && std::getenv("SMOLVM_CUDA_LIBS") == nullptr &&
       !TorchCudaLibs(torch).empty())
     torch_libs.emplace(std::vector<std::string>{"SMOLVM_CUDA_LIBS=" + TorchCudaLibs(torch)});
+  // smolvm-learner's every clone makes a cuBLAS handle: the daemon's pooled
+  // workers load cuBLAS before any session (as they do for torch, whose
+  // SMOLVM_CUDA_LIBS turns it on), so a clone's build does not (83 of its
+  // 137 ms on the H200), unless the caller chose.
+  std::optional<ScopedEnv> preload;
+  if (o.learner != kLearnerTorch && o.device == "cuda" && o.arm == "fork" && std::getenv("SMOLVM_WORKER_PRELOAD") == nullptr)
+    preload.emplace(std::vector<std::string>{"SMOLVM_WORKER_PRELOAD=cublas"});
   for (int k = 0; k < o.reps; ++k) {
     if (Interrupted()) return InterruptedStatus();
     RETURN_IF_ERROR(RunOnce(o, home, model_dir, torch, o.first_rep + k, written));
