@@ -10,7 +10,7 @@
 #     BUDGET seconds.
 #
 #   scripts/device-bench.sh headline PART
-#     (PART: native | native-16 | fork-low | fork-16 | fork-high | extra)
+#     (PART: native | native-16 | fork-low | fork-16 | fork-high | extra | rest)
 #     re-measures the README headline's cells with their steps x reps
 #     (N=1: 20x1; N=4,8,16: 20x3; N=24,32,48,64: 10x1), by a build that
 #     writes t_done and learner_errors itself (result schema 2), into
@@ -27,6 +27,10 @@
 #       extra      the other cells of docs/PERF.md and bench/RESULTS.md: fork
 #                  share off N=4 (20 x3), native and fork N=16 (10), fork N=32
 #                  (20)                                                          ~4.9 min
+#       rest       the cells still marked † on 2026-12-04 (the others were
+#                  re-measured by other parts and the comparison's runs):
+#                  native N=1 (20); fork share on N=1 (20), N=4,8 (20 x3),
+#                  N=24 (10), N=32,48 (10)                                        ~8 min
 #     Back here, per part: tar xzf <files_at>/results.tgz; then
 #     mv bench/next/results/*.json bench/results/ && scripts/gen-tables.sh
 #     (schema-2 runs of a cell supersede its schema-1 runs in every table).
@@ -104,7 +108,7 @@ elif [[ ${1:-} == density96 ]]; then
 elif [[ ${1:-} == headline || ${1:-} == comparison ]]; then
   PLAN=$1 PART=${2:-} RESULTS=bench/next/results LOGDIR=bench/next/logs BUDGET=100000 TIMEOUT=300
   case $PLAN:$PART in
-    headline:native | headline:native-16 | headline:fork-low | headline:fork-16 | headline:fork-high | headline:extra) ;;
+    headline:native | headline:native-16 | headline:fork-low | headline:fork-16 | headline:fork-high | headline:extra | headline:rest) ;;
     comparison:bf16-fork | comparison:bf16-native | comparison:bf16-highn | comparison:mps) ;;
     *) echo "usage: $0 headline native|native-16|fork-low|fork-16|fork-high|extra, or $0 comparison bf16-fork|bf16-native|bf16-highn|mps" >&2
        exit 2 ;;
@@ -115,6 +119,7 @@ elif [[ ${1:-} == headline || ${1:-} == comparison ]]; then
   case $PLAN:$PART in
     headline:fork-high) BUDGET=330 ;;
     headline:native-16 | headline:fork-16 | headline:extra) BUDGET=400 ;;
+    headline:rest) BUDGET=440 ;;
     headline:*) BUDGET=420 ;;
   esac
   BUDGET=${BUDGET_S:-$BUDGET}  # a plan that puts two parts in one call gives each less
@@ -203,6 +208,11 @@ if [[ $PLAN == headline ]]; then
       sweep matrix --arms fork --share on --ns 16 "${three20[@]}" ;;
     fork-high)
       sweep matrix --arms fork --share on --ns 32,48,64 "${one10[@]}" ;;
+    rest)
+      sweep matrix --arms native --ns 1 "${one20[@]}"
+      sweep matrix --arms fork --share on --ns 1 "${one20[@]}"
+      sweep matrix --arms fork --share on --ns 4,8 "${three20[@]}"
+      sweep matrix --arms fork --share on --ns 24,32,48 "${one10[@]}" ;;
     extra)
       sweep matrix --arms fork --share off --ns 4 "${three20[@]}"
       sweep matrix --arms native --ns 16 "${one10[@]}"

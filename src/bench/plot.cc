@@ -10,8 +10,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <iterator>
 #include <fstream>
+#include <iterator>
 #include <map>
 
 extern char** environ;
@@ -65,7 +65,8 @@ std::vector<PlotSeries> PlotSeriesOf(const std::vector<CellSummary>& cells) {
   for (const auto& c : cells) {
     const CellKey& k = c.key;
     std::string arm = k.mps == "on" ? k.arm + " + MPS" : k.mps == "off" ? k.arm : k.arm + " + MPS (trusted)";
-    std::string label = (k.learner == "torch" ? "torch " : "") + arm + (k.arm == "fork" ? " share " + k.share_mode : "") + ", " + k.model +
+    std::string label = (k.learner == "torch" ? "torch " : "") + arm +
+                        (k.arm == "fork" ? " share " + k.share_mode : "") + ", " + k.model +
                         (k.load_in_4bit ? " 4bit" : " bf16") + " " + k.method + " " + std::to_string(k.batch) + "x" +
                         std::to_string(k.maxseq) + ", " + std::to_string(k.steps) + " steps" +
                         (k.device == "cpu" ? " (cpu)" : "");
@@ -102,7 +103,8 @@ std::string GnuplotScript(const std::vector<PlotSeries>& series, const std::stri
   // panel has lines at every height (the torch learner's below the rest).
   auto panel = [&](const std::string& title, const std::string& ylabel, int column) {
     std::string p = "set title " + Quote(title) + "\nset ylabel " + Quote(ylabel) + "\n" +
-                    (column == 3 ? "set key top left Left reverse samplen 2\nset offsets graph 0.05, graph 0.05, graph 0.45, 0"
+                    (column == 3 ? "set key top left Left reverse samplen 2\n"
+                                   "set offsets graph 0.05, graph 0.05, graph 0.45, 0"
                                  : "unset key") +
                     "\nplot ";
     for (size_t i = 0; i < series.size(); ++i) {

@@ -314,7 +314,8 @@ Status RunBench(const RunOptions& given, std::vector<RunResult>* written) {
   // SMOLVM_CUDA_LIBS turns it on), so a clone's build does not (83 of its
   // 137 ms on the H200), unless the caller chose.
   std::optional<ScopedEnv> preload;
-  if (o.learner != kLearnerTorch && o.device == "cuda" && o.arm == "fork" && std::getenv("SMOLVM_WORKER_PRELOAD") == nullptr)
+  if (o.learner != kLearnerTorch && o.device == "cuda" && o.arm == "fork" &&
+      std::getenv("SMOLVM_WORKER_PRELOAD") == nullptr)
     preload.emplace(std::vector<std::string>{"SMOLVM_WORKER_PRELOAD=cublas"});
   for (int k = 0; k < o.reps; ++k) {
     if (Interrupted()) return InterruptedStatus();

@@ -91,7 +91,8 @@ std::string StepsReps(const CellSummary* c) {
 const char* const kHandTDone =
     "† `t_done` (and so this throughput) was added to these schema-1 files after the run, from learner logs that "
     "are not committed: not from a committed record. To re-measure: `scripts/device-bench.sh headline PART` "
-    "(PART: native, native-16, fork-low, fork-16, fork-high, extra; docs/bench.md \"On the H200\").";
+    "(PART: native, native-16, fork-low, fork-16, fork-high, extra; rest: only the cells marked; "
+    "docs/bench.md \"On the H200\").";
 
 bool HandTDone(const std::vector<RunResult>& runs, const CellKey& key) {
   for (const auto& r : runs)

@@ -109,7 +109,9 @@ TEST_F(TablesTest, PerfShowsTheNewestBuildsRecordsAndTheLogTheOlderOnes) {
 TEST_F(TablesTest, TorchRunsHaveTheirOwnBlockAndStayOutOfTheSeedsTablesAndTheComparison) {
   std::vector<std::string> stale;
   ASSERT_TRUE(UpdateTables(root_, false, &stale).ok());
-  auto before_torch = [](const std::string& readme) { return readme.substr(0, readme.find("<!-- BEGIN generated: torch")); };
+  auto before_torch = [](const std::string& readme) {
+    return readme.substr(0, readme.find("<!-- BEGIN generated: torch"));
+  };
   std::string readme_before = before_torch(Slurp(root_ + "/README.md")), perf_before = Slurp(root_ + "/docs/PERF.md");
   EXPECT_NE(Slurp(root_ + "/README.md").find("No torch learner run is committed"), std::string::npos);
 
