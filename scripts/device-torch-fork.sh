@@ -13,6 +13,7 @@
 #             recorded incomplete, which is a result)                        ~7 min
 #   fork-4    7B fork N=4, 3 reps, then N=16, 1 rep                          ~7 min
 #   fork-8    7B fork N=8, 3 reps                                            ~6 min
+#   fork-16   7B fork N=16, 1 rep (the clones' fork times after a change)    ~2.5 min
 #
 # After each part, bench/peers/torch_fork_check.py checks everything in the
 # results directory so far (each clone's losses against the native learner
@@ -50,8 +51,8 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 PART=${1:-}
 case $PART in
-  smoke | native-4 | native-8 | fork-4 | fork-8) ;;
-  *) echo "usage: OUT=DIR $0 smoke|native-4|native-8|fork-4|fork-8" >&2; exit 2 ;;
+  smoke | native-4 | native-8 | fork-4 | fork-8 | fork-16) ;;
+  *) echo "usage: OUT=DIR $0 smoke|native-4|native-8|fork-4|fork-8|fork-16" >&2; exit 2 ;;
 esac
 OUT=${OUT:-$PWD/device-torch-fork-out}
 mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
@@ -116,6 +117,7 @@ case $PART in
     run fork 4 3 "${seven[@]}" --share on
     run fork 16 1 "${seven[@]}" --share on ;;
   fork-8) run fork 8 3 "${seven[@]}" --share on ;;
+  fork-16) run fork 16 1 "${seven[@]}" --share on ;;
 esac
 
 log "checks over this part's runs (native and fork meet here only in smoke; run the check over all parts at home)"
