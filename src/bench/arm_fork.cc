@@ -219,7 +219,13 @@ Status RunForkArm(const ArmContext& c, ArmOutcome* out) {
                                  [&](const machine::ForkResult& r) { forked.push_back(r); }, [] { return Interrupted(); })
                            : Status(Code::kTimeout, "--timeout reached before forking");
     if (f.code() == machine::kCancelled || (Interrupted() && forked.empty())) return InterruptedStatus();
-    if (!f.ok()) return f;  // a request is all or nothing: no clone to measure
+    if (RefusedForMemory(f)) {
+      // All or nothing: no clone was made, and that is this N's answer.
+      out->note = "the fork request for " + std::to_string(c.o.n) + " clones was refused: " + f.message();
+      Progress(out->note);
+    } else if (!f.ok()) {
+      return f;  // a request is all or nothing: no clone to measure
+    }
     Progress("forking " + std::to_string(forked.size()) + "/" + std::to_string(c.o.n) + " in one request");
   }
   for (int i = 0; probe.mode == ForkRequests::kPerClone && i < c.o.n; ++i) {
@@ -271,7 +277,7 @@ Status RunForkArm(const ArmContext& c, ArmOutcome* out) {
         alive += r.name == clones[i] && (r.state == machine::kStateRunning || r.state == machine::kStateForking);
     return alive;
   };
-  if (!out->timed_out) RETURN_IF_ERROR(WaitForLearners(c, deadline, running, tick, out));
+  if (!out->timed_out && !forked.empty()) RETURN_IF_ERROR(WaitForLearners(c, deadline, running, tick, out));
 
   for (const auto& [lid, p] : out->learners)
     if (p.ready && std::isnan(out->golden_learner_load_s)) out->golden_learner_load_s = p.load_ms / 1e3;
@@ -288,7 +294,9 @@ Status RunForkArm(const ArmContext& c, ArmOutcome* out) {
   int64_t most = 0;
   for (const auto& cf : out->clones) most = std::max(most, cf.shared_chunks);
   out->shared_ranges = most;
-  out->control_check = ControlVerdict(c.effective_share, out->clones, static_cast<int>(forked.size()));
+  // No clone (the request refused for memory): nothing shared or copied to check.
+  out->control_check = forked.empty() ? "n/a (no clone)"
+                                      : ControlVerdict(c.effective_share, out->clones, static_cast<int>(forked.size()));
   return Status::Ok();
 }
 

@@ -37,6 +37,11 @@ ForkRequestsProbe ProbeForkRequests(const std::string& ctl_sock, int timeout_ms)
   return p;
 }
 
+bool RefusedForMemory(const Status& fork) {
+  return !fork.ok() && fork.message().find("fork needs ") != std::string::npos &&
+         fork.message().find(" MiB free") != std::string::npos;
+}
+
 std::string ForkRequestsText(ForkRequests mode) {
   return mode == ForkRequests::kOneForAll ? "one request" : "one request per clone";
 }

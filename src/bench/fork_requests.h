@@ -14,6 +14,8 @@
 
 #include <string>
 
+#include "base/status.h"
+
 namespace smolvm::bench {
 
 enum class ForkRequests { kPerClone, kOneForAll };
@@ -31,5 +33,11 @@ ForkRequests ForkRequestsOf(const std::string& answer);
 
 // "one request" | "one request per clone": the result's fork_requests.
 std::string ForkRequestsText(ForkRequests mode);
+
+// True when a fork request failed because the CUDA daemon's admission found
+// too little GPU memory for its clones ("fork needs X MiB, Y MiB free"): at
+// high N that is a result (the run records 0 of N, as native learners out
+// of memory are recorded), not an error of the bench.
+bool RefusedForMemory(const Status& fork);
 
 }  // namespace smolvm::bench

@@ -86,5 +86,15 @@ TEST(ForkRequestsTest, ProbeAsksCapsAndReadsTheAnswer) {
   EXPECT_NE(none.answer.find("no answer"), std::string::npos) << none.answer;
 }
 
+TEST(ForkRequestsTest, OnlyTheDaemonsMemoryRefusalIsAResult) {
+  // As the supervisor passes the daemon's answer on (fork_engine.cc, daemon_machines.cc).
+  EXPECT_TRUE(RefusedForMemory(Status(2, "GPU fork: fork needs 150000 MiB, 139000 MiB free")));
+  EXPECT_TRUE(RefusedForMemory(Status(2, "GPU fork: fork needs 1300 MiB (1000 MiB of private copies + 300 MiB of "
+                                         "context), 900 MiB free under machine 'c9' --gpu-mem 4096")));
+  EXPECT_FALSE(RefusedForMemory(Status::Ok()));
+  EXPECT_FALSE(RefusedForMemory(Unavailable("the golden left its forkpoint")));
+  EXPECT_FALSE(RefusedForMemory(Internal("clone setup failed: fork needs a clone machine")));
+}
+
 }  // namespace
 }  // namespace smolvm::bench
