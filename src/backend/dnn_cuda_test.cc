@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -28,6 +29,13 @@ TEST(CudaDnnBackendTest, LoadsTheRealLibraryAndBuildsATensor) {
   // A shim directory first on the path: skipped by its marker.
   std::string dir = ::testing::TempDir() + "/shimdir" + std::to_string(::getpid());
   ::mkdir(dir.c_str(), 0700);
+  struct Cleanup {  // on every way out, skips and failures too
+    std::string d;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(d, ec);
+    }
+  } cleanup{dir};
   std::ofstream(dir + "/.smolvm-shim") << "marker\n";
   std::ofstream(dir + "/libcudnn.so.9") << "not a library\n";
   ::setenv("SMOLVM_CUDA_LIBS", dir.c_str(), 1);
