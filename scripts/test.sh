@@ -10,13 +10,13 @@ if [[ ! -f build/build.ninja ]]; then
 fi
 cmake --build build -j"$(nproc)" || exit 1
 log=$(mktemp)
+trap 'rm -f "$log"' EXIT  # Ctrl-C too
 (cd build && ctest --output-on-failure --timeout 300 "$@") 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 total=$(grep -oE 'tests failed out of [0-9]+' "$log" | grep -oE '[0-9]+$' | tail -1)
 failed=$(grep -oE '[0-9]+ tests failed' "$log" | grep -oE '^[0-9]+' | tail -1)
 skipped=$(grep -cE '\(Skipped\)|\*\*\*Not Run' "$log")
 scripts/skip-reasons.sh build/Testing/Temporary/LastTest.log "$log"
-rm -f "$log"
 total=${total:-0}; failed=${failed:-0}
 echo "$((total - failed - skipped)) passed, ${failed} failed, ${skipped} skipped"
 exit "$rc"
