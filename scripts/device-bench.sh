@@ -110,7 +110,7 @@ elif [[ ${1:-} == headline || ${1:-} == comparison ]]; then
   case $PLAN:$PART in
     headline:native | headline:native-16 | headline:fork-low | headline:fork-16 | headline:fork-high | headline:extra | headline:rest) ;;
     comparison:bf16-fork | comparison:bf16-native | comparison:bf16-highn | comparison:mps) ;;
-    *) echo "usage: $0 headline native|native-16|fork-low|fork-16|fork-high|extra, or $0 comparison bf16-fork|bf16-native|bf16-highn|mps" >&2
+    *) echo "usage: $0 headline native|native-16|fork-low|fork-16|fork-high|extra|rest, or $0 comparison bf16-fork|bf16-native|bf16-highn|mps" >&2
        exit 2 ;;
   esac
   [[ ${KEEP_NEXT:-0} == 1 ]] || rm -rf bench/next
