@@ -25,7 +25,9 @@ ForkRequestsProbe ProbeForkRequests(const std::string& ctl_sock, int timeout_ms)
     return p;
   }
   // The CLI's side of ctl.sock, with the supervisor's own line helpers.
-  machine::Conn conn{machine::Conn::kCtl, std::move(*sock)};
+  machine::Conn conn;
+  conn.kind = machine::Conn::kCtl;
+  conn.fd = std::move(*sock);
   Status sent = machine::SendLine(conn.fd.get(), "CAPS");
   if (!sent.ok()) {
     p.answer = "no answer: " + sent.message();

@@ -352,7 +352,7 @@ Status MoveToImageOffset(const std::string& tmp) {
   }
   ::execvp(argv[0], argv);
   if (errno == ENOENT) ::_exit(127);
-  die("exec", argv[0]);
+  ChildDie("exec", argv[0]);  // not die: a pointer keeps no [[noreturn]]
 }
 
 // mkfs.erofs 1.5 reads one directory and writes at offset 0: stage the

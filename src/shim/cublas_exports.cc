@@ -62,7 +62,7 @@ void SyncHandle(LibCall& call, cublasContext* h) {
   if (w.workspace_set != p.workspace_set || w.workspace != p.workspace || w.workspace_bytes != p.workspace_bytes)
     call.Enqueue(proto::BlasSetWorkspaceRequest{h->id, reinterpret_cast<uint64_t>(p.workspace), p.workspace_bytes});
   auto mode = [&](BlasMode what, uint32_t have, uint32_t want) {
-    if (have != want) call.Enqueue(proto::BlasSetModeRequest{h->id, static_cast<uint32_t>(what), want});
+    if (have != want) call.Enqueue(proto::BlasSetModeRequest{h->id, static_cast<uint32_t>(what), static_cast<proto::i32_t>(want)});
   };
   mode(BlasMode::kMath, w.math_mode, p.math_mode);
   mode(BlasMode::kPointer, w.pointer_mode, p.pointer_mode);

@@ -26,8 +26,6 @@
 namespace smolvm::shim {
 namespace {
 
-Runtime& rt() { return Runtime::Get(); }
-
 struct VmmHandle {
   uint64_t bytes = 0;
   CUmemAllocationProp prop{};
