@@ -11,7 +11,11 @@ void DeclareNoCudaState() {
   if (dlsym(RTLD_DEFAULT, "smolvm_shim_cuda_hooks")) return;  // the shim's hooks rule
   auto set = reinterpret_cast<int (*)(const smolvm_cuda_hooks*)>(dlsym(RTLD_DEFAULT, "smolvm_guest_set_cuda_hooks"));
   if (!set) return;  // a guest library without the seam (tests' stand-in)
-  static smolvm_cuda_hooks none = {sizeof(smolvm_cuda_hooks), nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+  static smolvm_cuda_hooks none = [] {
+    smolvm_cuda_hooks h{};  // every hook null
+    h.size = sizeof h;
+    return h;
+  }();
   set(&none);
 }
 

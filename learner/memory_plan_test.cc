@@ -55,8 +55,10 @@ TEST(MemoryPlan, ArenaGroupsAreDisjointInsideAndShareTheRange) {
         EXPECT_EQ(b->offset % 256, 0u) << b->name;
         EXPECT_LE(b->offset + b->bytes(), p.arena_bytes) << b->name;
         for (const PlannedBuffer* o : bufs)
-          if (o != b) EXPECT_TRUE(b->offset + b->bytes() <= o->offset || o->offset + o->bytes() <= b->offset)
-                          << b->name << " overlaps " << o->name;
+          if (o != b) {
+            EXPECT_TRUE(b->offset + b->bytes() <= o->offset || o->offset + o->bytes() <= b->offset)
+                << b->name << " overlaps " << o->name;
+          }
         if (g != ArenaGroup::kMlp) lowest_other = std::min(lowest_other, b->offset);
       }
     }

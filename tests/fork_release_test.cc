@@ -88,7 +88,9 @@ TEST_F(ForkTest, AGoldenThatDiesMidForkFailsTheForkAndKeepsAttachedClones) {
   for (const auto& s : status["sessions"])
     if (s["role"] == "golden") golden_worker = s["worker_pid"].get<pid_t>();
   EXPECT_GT(golden_worker, 0) << DaemonStatus(daemon).dump();
-  if (golden_worker > 0) EXPECT_EQ(::kill(golden_worker, SIGKILL), 0) << strerror(errno);
+  if (golden_worker > 0) {
+    EXPECT_EQ(::kill(golden_worker, SIGKILL), 0) << strerror(errno);
+  }
   t.join();
   ASSERT_TRUE(attached.ok());
   EXPECT_NE(cli.first, 0) << cli.second;

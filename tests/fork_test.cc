@@ -84,11 +84,19 @@ TEST_F(ForkTest, ClonesShareFrozenMemoryReadOnlyAndKeepPrivateWritesApart) {
     clones_seen += s["role"] == "clone";
     // What each session holds, as the daemon sees it: the golden's frozen
     // chunks are shared; a share-on clone holds 2 shared chunks.
-    if (s["role"] == "golden") EXPECT_EQ(s["shared_chunks"], 2) << s.dump();
+    if (s["role"] == "golden") {
+      EXPECT_EQ(s["shared_chunks"], 2) << s.dump();
+    }
     // At its forkpoint: of the 10 MiB each clone copies, 8 MiB + 16 B are in use.
-    if (s["role"] == "golden") EXPECT_EQ(s["private_live_mib"], (8.0 * 1048576 + 16) / 1048576) << s.dump();
-    if (s["role"] == "clone") EXPECT_TRUE(s["private_live_mib"].is_null()) << s.dump();
-    if (s["role"] == "clone" && s["shared_chunks"] != 0) EXPECT_EQ(s["shared_mib"], 128.0) << s.dump();
+    if (s["role"] == "golden") {
+      EXPECT_EQ(s["private_live_mib"], (8.0 * 1048576 + 16) / 1048576) << s.dump();
+    }
+    if (s["role"] == "clone") {
+      EXPECT_TRUE(s["private_live_mib"].is_null()) << s.dump();
+    }
+    if (s["role"] == "clone" && s["shared_chunks"] != 0) {
+      EXPECT_EQ(s["shared_mib"], 128.0) << s.dump();
+    }
   }
   EXPECT_EQ(goldens, 1);
   EXPECT_EQ(clones_seen, 5);

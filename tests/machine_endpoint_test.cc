@@ -102,7 +102,9 @@ TEST_F(MachineEndpointTest, GuestSocketRefusesAdminOpsAndTagsSessions) {
   ASSERT_TRUE(plain.Connect(daemon.socket()).ok());
   auto now = StatusOf(daemon);
   for (const auto& x : now["sessions"])
-    if (x["session"] == plain.hello().session_id) EXPECT_EQ(x["machine"], "");
+    if (x["session"] == plain.hello().session_id) {
+      EXPECT_EQ(x["machine"], "");
+    }
 }
 
 TEST_F(MachineEndpointTest, ClosingTheAttachConnectionRemovesTheEndpoint) {

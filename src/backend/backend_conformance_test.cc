@@ -457,7 +457,9 @@ TEST_P(BackendConformanceTest, RunOfChunksMapsWithOneAccessCall) {
   EXPECT_EQ(Read(a, 3 * gran_), in) << "seed " << seed_;
   // The fake refuses a range that runs past the mappings (the driver's
   // answer there is not pinned down by its documentation).
-  if (GetParam() == "fake") EXPECT_FALSE(b_->ChunkSetAccess(a, 3 * gran_ + gran_, true).ok());
+  if (GetParam() == "fake") {
+    EXPECT_FALSE(b_->ChunkSetAccess(a, 3 * gran_ + gran_, true).ok());
+  }
 }
 
 TEST_P(BackendConformanceTest, KernelWriteThroughReadOnlyMappingFaults) {

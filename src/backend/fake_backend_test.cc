@@ -90,7 +90,7 @@ TEST_F(FakeBackendTest, FillKernelUsesItsRealParameterLayout) {
   std::memcpy(params.data() + (*layout)[0].offset, &p, 8);
   std::memcpy(params.data() + (*layout)[1].offset, &value, 4);
   std::memcpy(params.data() + (*layout)[2].offset, &n, 8);
-  ASSERT_TRUE(b.LaunchKernel(*f, LaunchConfig{{4, 1, 1}, {256, 1, 1}, 0}, 0, params).ok());
+  ASSERT_TRUE(b.LaunchKernel(*f, LaunchConfig{{4, 1, 1}, {256, 1, 1}, 0, 0, {}}, 0, params).ok());
   std::vector<uint32_t> out(n);
   ASSERT_TRUE(b.MemcpyDtoH(out.data(), kBase, n * 4, 0).ok());
   for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], 77 + i);

@@ -196,13 +196,13 @@ TEST(WorkerContextLimits, ALaunchNeedingLocalMemoryIsChargedBeforeItRuns) {
     const uint64_t module_bytes = budget->used();
     auto f = b.ModuleGetFunction(*m, "smolvm_test_local_2k");
     ASSERT_TRUE(f.ok());
-    Status st = b.LaunchKernel(*f, LaunchConfig{{1, 1, 1}, {32, 1, 1}, 0}, 0, {});
+    Status st = b.LaunchKernel(*f, LaunchConfig{{1, 1, 1}, {32, 1, 1}, 0, 0, {}}, 0, {});
     if (limit == 64 * kMiB) {
       ASSERT_TRUE(st.ok()) << st.ToString();
       EXPECT_EQ(b.CtxGetLimit(CU_LIMIT_STACK_SIZE).value(), 2048u);
       EXPECT_EQ(budget->used() - module_bytes, 16 * kMiB);  // 2 KiB x 8192 threads
       EXPECT_EQ(b.limit_bytes(), 16 * kMiB);
-      EXPECT_TRUE(b.LaunchKernel(*f, LaunchConfig{{1, 1, 1}, {32, 1, 1}, 0}, 0, {}).ok());
+      EXPECT_TRUE(b.LaunchKernel(*f, LaunchConfig{{1, 1, 1}, {32, 1, 1}, 0, 0, {}}, 0, {}).ok());
       EXPECT_EQ(inner->CallCount("CtxSetLimit"), 3 + 1);  // the worker's three, one raise
     } else {
       EXPECT_EQ(st.code(), CUDA_ERROR_OUT_OF_MEMORY);
@@ -220,7 +220,7 @@ TEST(WorkerContextLimits, ALaunchNeedingLocalMemoryIsChargedBeforeItRuns) {
   ASSERT_TRUE(m.ok());
   auto f = small.ModuleGetFunction(*m, "smolvm_test_local_2k");
   ASSERT_TRUE(f.ok());
-  Status st = small.LaunchKernel(*f, LaunchConfig{{1, 1, 1}, {32, 1, 1}, 0}, 0, {});
+  Status st = small.LaunchKernel(*f, LaunchConfig{{1, 1, 1}, {32, 1, 1}, 0, 0, {}}, 0, {});
   EXPECT_EQ(st.code(), CUDA_ERROR_OUT_OF_MEMORY) << st.ToString();
   EXPECT_NE(st.message().find("cannot grow local memory"), std::string::npos) << st.message();
   EXPECT_EQ(small.CtxGetLimit(CU_LIMIT_STACK_SIZE).value(), 0u);
