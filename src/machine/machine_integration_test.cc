@@ -458,11 +458,12 @@ TEST_F(CudaMachineTest, BundledCopiesOfReplacedLibrariesAreOursInside) {
       << loaded.err;
   // The host's own copies in its system library directories too (the toolkit's here, a driver's libcuda.so.1).
   for (const char* host : {"/usr/local/cuda/lib64/libcudart.so.13", "/usr/lib/x86_64-linux-gnu/libcuda.so.1"})
-    if (fs::exists(host))
+    if (fs::exists(host)) {
       EXPECT_EQ(Sh("tv", std::string("cmp ") + host + " /run/smolvm/lib/" + fs::path(host).filename().string() +
                              " && echo ours").out,
                 "ours\n")
           << host;
+    }
   ASSERT_EQ(Cli({"machine", "rm", "--name", "tv", "--force"}).rc, 0);
   EXPECT_EQ(Slurp(tv), "torchvision's cudart") << "the host's file is untouched";
 }

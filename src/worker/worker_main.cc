@@ -63,8 +63,8 @@ struct PooledLink {
   uint32_t jail_uid = 0;
   int exit = kWorkerExitServed;
   bool adopted = false;
-  proto::WorkerAdoptRequest adopt;
-  UniqueFd guest;
+  proto::WorkerAdoptRequest adopt{};
+  UniqueFd guest{};
   using Ctx = proto::ControlContext;
 
   Status Fail(int code, Status why) {

@@ -112,7 +112,9 @@ TEST(Session, AsyncOpsWaitForTheNextSyncOpAndArriveInOrder) {
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(seen[i].op, static_cast<uint16_t>(Op::kMemset));
     EXPECT_TRUE(seen[i].flags & kFlagAsync);
-    if (i > 0) EXPECT_EQ(seen[i].seq, seen[i - 1].seq + 1);
+    if (i > 0) {
+      EXPECT_EQ(seen[i].seq, seen[i - 1].seq + 1);
+    }
   }
   EXPECT_EQ(seen[3].op, static_cast<uint16_t>(Op::kPing));
 }
@@ -207,7 +209,9 @@ struct SilentWorker {
         continue;
       }
       ping_fds = static_cast<int>(fds.size());
-      if (!fds.empty()) EXPECT_EQ(::write(fds[0].get(), "k", 1), 1);  // the descriptor works
+      if (!fds.empty()) {
+        EXPECT_EQ(::write(fds[0].get(), "k", 1), 1);  // the descriptor works
+      }
       std::string out;
       AppendReply(&out, h.op, h.seq, 0, PingReply{});
       EXPECT_TRUE(ch.Write(out).ok());

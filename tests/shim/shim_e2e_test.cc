@@ -325,7 +325,9 @@ TEST_F(ShimE2eTest, GoldenForksClonesThroughTheShim) {
                      " table=1 frozen=1 private=1 pinned=1 own_private=1 cow=1 global=1"),
               std::string::npos)
         << path << ": " << r << golden.Report() << daemon.Log();
-    if (i == 1) EXPECT_NE(r.find("fault=cudaErrorIllegalAddress"), std::string::npos) << r;
+    if (i == 1) {
+      EXPECT_NE(r.find("fault=cudaErrorIllegalAddress"), std::string::npos) << r;
+    }
   }
   auto [rrc, rout] = Cuda(daemon, "release --pid " + pid);
   EXPECT_EQ(rrc, 0) << rout;
