@@ -12,8 +12,6 @@
 namespace smolvm::bench {
 namespace {
 
-double Ratio(double a, double b) { return std::isfinite(a) && std::isfinite(b) && b != 0 ? a / b : NAN; }
-
 bool SameConfig(const CellKey& a, const CellKey& b) {
   return std::tie(a.model, a.method, a.batch, a.maxseq, a.cpus, a.device) ==
          std::tie(b.model, b.method, b.batch, b.maxseq, b.cpus, b.device);
@@ -23,15 +21,6 @@ bool SameConfig(const CellKey& a, const CellKey& b) {
 auto Rank(const CellSummary* c) { return std::make_tuple(!c->hand_t_done, c->key.steps, c->reps); }
 
 std::string BaseText(bool load_in_4bit) { return load_in_4bit ? "NF4 4-bit (lossy)" : "bf16 (full precision)"; }
-
-// Median of the learners' final losses over every rep of the cell.
-double FinalLoss(const std::vector<RunResult>& runs, const CellKey& key) {
-  std::vector<double> losses;
-  for (const auto& r : runs)
-    if (KeyOf(r) == key)
-      for (const auto& l : r.learners) losses.push_back(l.lossN);
-  return SpreadOf(losses).median;
-}
 
 }  // namespace
 

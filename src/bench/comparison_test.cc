@@ -5,37 +5,18 @@
 
 #include <gtest/gtest.h>
 
+#include "bench/table_test_runs.h"
 #include "bench/tables.h"
 
 namespace smolvm::bench {
 namespace {
 
-// One run: n learners each at tok_s for 10 s, finishing together.
+// One run: n learners each at tok_s / n for 10 s, finishing together.
 RunResult MakeRun(const std::string& arm, bool four_bit, const std::string& mps, int n, double tok_s, double peak_mib,
               int done = -1, double loss = 0.5) {
-  RunResult r;
-  r.arm = arm;
-  r.share_mode = arm == "native" ? "-" : "on";
-  r.model = "qwen2.5-7b";
+  RunResult r = TableTestRun(arm, n, tok_s, peak_mib, done < 0 ? n : done, loss);
   r.load_in_4bit = four_bit;
-  r.n = n;
-  r.steps = 20;
-  r.batch = 2;
-  r.maxseq = 256;
-  r.cpus_per_learner = 4;
   r.env.mps.mode = mps;
-  r.learners_expected = n;
-  r.learners_done = done < 0 ? n : done;
-  for (int i = 0; i < r.learners_done; ++i) {
-    LearnerResult l;
-    l.lid = std::to_string(i);
-    l.tok_s = tok_s / n;
-    l.train_s = 10;
-    l.t_done = 1.8e9;
-    l.lossN = loss;
-    r.learners.push_back(l);
-  }
-  r.peak_gpu_mib = peak_mib;
   return r;
 }
 

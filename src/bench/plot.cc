@@ -111,7 +111,7 @@ std::string GnuplotScript(const std::vector<PlotSeries>& series, const std::stri
       if (i) p += ", \\\n     ";
       // A colour of its own per series (gnuplot's default cycle repeats after
       // 8); the torch learner's series dashed, with squares.
-      bool torch = series[i].label.rfind("torch ", 0) == 0;
+      bool torch = series[i].points.front()->key.learner == "torch";
       p += Quote(data_dir + "/series_" + std::to_string(i) + ".dat") + " using 1:" + std::to_string(column) +
            " with linespoints lw 2 lc rgb '" + kColours[i % std::size(kColours)] + "' " +
            (torch ? "dt 2 pt 5" : "pt 7") + " title " + Quote(series[i].label);

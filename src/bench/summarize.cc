@@ -58,8 +58,6 @@ std::string ModelText(const CellKey& k) {
   return k.model + (k.load_in_4bit ? " 4bit" : "") + " " + k.method + (k.device == "cuda" ? "" : " " + k.device);
 }
 
-double Ratio(double a, double b) { return std::isfinite(a) && std::isfinite(b) && b != 0 ? a / b : kNaN; }
-
 // "native 19/24 INCOMPLETE" for each side of a ratio that is incomplete.
 std::string IncompleteNote(const CellSummary& fork, const CellSummary& native) {
   std::string note;
@@ -132,6 +130,16 @@ std::string ArmText(const CellKey& k) {
   if (k.mps == "on") return k.arm + " + MPS";
   if (k.mps == "trusted-shared-faults") return k.arm + " + MPS (trusted: a fault in one client takes down the others)";
   return k.arm;
+}
+
+double Ratio(double a, double b) { return std::isfinite(a) && std::isfinite(b) && b != 0 ? a / b : kNaN; }
+
+double FinalLoss(const std::vector<RunResult>& runs, const CellKey& key) {
+  std::vector<double> losses;
+  for (const auto& r : runs)
+    if (KeyOf(r) == key)
+      for (const auto& l : r.learners) losses.push_back(l.lossN);
+  return SpreadOf(losses).median;
 }
 
 Spread SpreadOf(std::vector<double> v) {

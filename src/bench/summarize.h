@@ -32,6 +32,12 @@ struct Spread {
 };
 Spread SpreadOf(std::vector<double> values);
 
+// a / b, NaN when either is not finite or b is 0.
+double Ratio(double a, double b);
+
+// Median of the learners' final losses over every rep of the cell `key`.
+double FinalLoss(const std::vector<RunResult>& runs, const CellKey& key);
+
 // Throughput over the time the learners trained together: all tokens
 // (Σ tok_s × train_s) ÷ (last finish − first training start), from each
 // learner's t_done and train_s. agg_tok_s (the seed's Σ tok_s) counts a

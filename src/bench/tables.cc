@@ -30,7 +30,6 @@ std::string Slurp(const std::string& path, bool* ok) {
   return ss.str();
 }
 
-double Ratio(double a, double b) { return std::isfinite(a) && std::isfinite(b) && b != 0 ? a / b : NAN; }
 
 // The configuration most runs share (model, 4-bit, method, shape, cpus,
 // device): the one the headline shows.

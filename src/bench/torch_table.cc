@@ -18,8 +18,6 @@ CellKey ConfigOf(CellKey k) {
   return k;
 }
 
-double Ratio(double a, double b) { return std::isfinite(a) && std::isfinite(b) && b != 0 ? a / b : NAN; }
-
 // The clones' serving times (fork request -> first call served) over every rep of the cell.
 Spread CloneMs(const std::vector<RunResult>& runs, const CellKey& key) {
   std::vector<double> ms;
@@ -27,14 +25,6 @@ Spread CloneMs(const std::vector<RunResult>& runs, const CellKey& key) {
     if (KeyOf(r) == key)
       for (const auto& c : r.clones) ms.push_back(c.ms);
   return SpreadOf(ms);
-}
-
-double FinalLoss(const std::vector<RunResult>& runs, const CellKey& key) {
-  std::vector<double> losses;
-  for (const auto& r : runs)
-    if (KeyOf(r) == key)
-      for (const auto& l : r.learners) losses.push_back(l.lossN);
-  return SpreadOf(losses).median;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "bench/table_test_runs.h"
 
 namespace smolvm::bench {
 namespace {
@@ -14,36 +15,15 @@ namespace {
 // run's clones served after clone_ms each.
 RunResult MakeRun(const std::string& learner, const std::string& arm, int n, double tok_s, double peak_mib,
                   double clone_ms = 0, bool four_bit = false) {
-  RunResult r;
+  RunResult r = TableTestRun(arm, n, tok_s, peak_mib, n, 0.25);
   r.learner = learner;
-  r.arm = arm;
-  r.share_mode = arm == "native" ? "-" : "on";
-  r.model = "qwen2.5-7b";
-  r.method = "dpo";
-  r.device = "cuda";
   r.load_in_4bit = four_bit;
-  r.n = n;
-  r.steps = 20;
-  r.batch = 2;
-  r.maxseq = 256;
-  r.cpus_per_learner = 4;
-  r.learners_expected = r.learners_done = n;
-  for (int i = 0; i < n; ++i) {
-    LearnerResult l;
-    l.lid = std::to_string(i);
-    l.tok_s = tok_s / n;
-    l.train_s = 10;
-    l.t_done = 1.8e9;
-    l.lossN = 0.25;
-    r.learners.push_back(l);
-    if (arm == "fork") {
-      CloneFork c;
-      c.index = i;
-      c.ms = clone_ms + i;  // the last clone is the slowest
-      r.clones.push_back(c);
-    }
+  for (int i = 0; arm == "fork" && i < n; ++i) {
+    CloneFork c;
+    c.index = i;
+    c.ms = clone_ms + i;  // the last clone is the slowest
+    r.clones.push_back(c);
   }
-  r.peak_gpu_mib = peak_mib;
   return r;
 }
 
