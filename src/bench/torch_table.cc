@@ -1,6 +1,8 @@
 #include "bench/torch_table.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 #include <tuple>
@@ -25,6 +27,21 @@ Spread CloneMs(const std::vector<RunResult>& runs, const CellKey& key) {
     if (KeyOf(r) == key)
       for (const auto& c : r.clones) ms.push_back(c.ms);
   return SpreadOf(ms);
+}
+
+// A clone's own GPU memory, the most over the cell's runs: each run's
+// second-largest NVML peak (its processes are the golden's worker, which
+// holds the base, and the clones'). NaN without per-process peaks.
+double ClonePeakMib(const std::vector<RunResult>& runs, const CellKey& key) {
+  double most = NAN;
+  for (const auto& r : runs) {
+    if (KeyOf(r) != key || r.process_peaks.size() < 2) continue;
+    std::vector<double> peaks;
+    for (const auto& p : r.process_peaks) peaks.push_back(p.peak_mib);
+    std::sort(peaks.begin(), peaks.end(), std::greater<>());
+    most = std::isnan(most) ? peaks[1] : std::max(most, peaks[1]);
+  }
+  return most;
 }
 
 }  // namespace
@@ -73,7 +90,10 @@ std::string TorchTable(const std::vector<RunResult>& runs) {
                         comparable ? Fixed(Ratio(c->span_tok_s.median, native->span_tok_s.median), 2) : "-",
                         GiB(c->peak_gpu_mib.median),
                         comparable ? Fixed(Ratio(c->peak_gpu_mib.median, native->peak_gpu_mib.median), 2) : "-",
-                        fork ? Fixed(ms.median, 0) + " / " + Fixed(ms.max, 0) : "-", Fixed(FinalLoss(runs, c->key), 4),
+                        fork ? Fixed(ms.median, 0) + " / " + Fixed(ms.max, 0) : "-",
+                        fork && !std::isnan(ClonePeakMib(runs, c->key)) ? Thousands(ClonePeakMib(runs, c->key)) + " MiB"
+                                                                         : "-",
+                        Fixed(FinalLoss(runs, c->key), 4),
                         done, std::to_string(steps) + "×" + std::to_string(c->reps)});
       }
     }
@@ -85,9 +105,10 @@ std::string TorchTable(const std::vector<RunResult>& runs) {
       "`bench/peers/peft_dpo.py`) beside smolvm-learner on the same learners (" + which +
       ", time-sliced): each native (one process per learner) and forked from one golden that loaded the base once "
       "(share on). fork ÷ native compares the same learner at the same N and steps; clone ms is from a clone's "
-      "fork request to its first call served (median / max over the cell's clones).\n\n";
+      "fork request to its first call served (median / max over the cell's clones); clone GPU is a clone's own NVML "
+      "peak (its daemon worker; the most over the cell's clones).\n\n";
   return out + RenderTable({"N", "learner", "arm", "span tok/s", "fork ÷ native", "peak GPU", "fork ÷ native GPU",
-                            "clone ms", "final loss", "done", "steps×reps"},
+                            "clone ms", "clone GPU", "final loss", "done", "steps×reps"},
                            rows, true, 3);
 }
 

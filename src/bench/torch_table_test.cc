@@ -23,6 +23,8 @@ RunResult MakeRun(const std::string& learner, const std::string& arm, int n, dou
     c.index = i;
     c.ms = clone_ms + i;  // the last clone is the slowest
     r.clones.push_back(c);
+    if (i == 0) r.process_peaks.push_back({100, "pid 100", peak_mib / 2});  // the golden's worker: the base
+    r.process_peaks.push_back({101 + i, "pid " + std::to_string(101 + i), 2000.0 + i});
   }
   return r;
 }
@@ -65,25 +67,28 @@ TEST(TorchTableTest, BothLearnersNativeAndForkWithRatiosWithinEachLearner) {
       // Not the torch runs' configuration: a 4-bit native cell is no row here.
       MakeRun("smolvm-learner", "native", 4, 2646, 28800, 0, true)};
   std::string t = TorchTable(runs);
-  // N | learner | arm | span tok/s | fork ÷ native | peak GPU | ÷ GPU | clone ms | final loss | done | steps×reps
+  // N | learner | arm | span tok/s | fork ÷ native | peak GPU | ÷ GPU | clone ms | clone GPU | final loss |
+  // done | steps×reps
   auto fork = Cells(Row(t, 4, "torch (PEFT)", "fork, share on"));
-  ASSERT_EQ(fork.size(), 11u) << t;
+  ASSERT_EQ(fork.size(), 12u) << t;
   EXPECT_EQ(fork[3], "2,084");
   EXPECT_EQ(fork[4], "0.98");       // 2084 / 2130
   EXPECT_EQ(fork[6], "0.35");       // 23733 / 67450
   EXPECT_EQ(fork[7], "172 / 173");  // clones 170..173
-  EXPECT_EQ(fork[9], "4/4");
+  EXPECT_EQ(fork[8], "2,003 MiB");  // the clones' 2000..2003, not the golden's worker
+  EXPECT_EQ(fork[10], "4/4");
   auto ours = Cells(Row(t, 4, "smolvm-learner", "fork, share on"));
-  ASSERT_EQ(ours.size(), 11u) << t;
+  ASSERT_EQ(ours.size(), 12u) << t;
   EXPECT_EQ(ours[4], "1.01");  // 6000 / 5922: our native, not torch's
   auto native = Cells(Row(t, 4, "smolvm-learner", "native"));
-  ASSERT_EQ(native.size(), 11u) << t;
+  ASSERT_EQ(native.size(), 12u) << t;
   EXPECT_EQ(native[3], "5,922");
   EXPECT_EQ(native[7], "-");
+  EXPECT_EQ(native[8], "-");
   EXPECT_EQ(t.find("2,646"), std::string::npos) << t;
   // N=16 has no native cell: the fork row stands alone, with no ratio.
   auto sixteen = Cells(Row(t, 16, "torch (PEFT)", "fork, share on"));
-  ASSERT_EQ(sixteen.size(), 11u) << t;
+  ASSERT_EQ(sixteen.size(), 12u) << t;
   EXPECT_EQ(sixteen[3], "2,270");
   EXPECT_EQ(sixteen[4], "-");
   EXPECT_EQ(sixteen[7], "408 / 415");
