@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "backend/fake_context_slots.h"
 #include "fork_fixture.h"
 
 namespace smolvm::testing {
@@ -129,6 +130,72 @@ TEST_F(ForkTest, AForkWhoseRequesterGoesAwayStillCompletes) {
   EXPECT_EQ(CloneSessions(daemon), 2u);
   EXPECT_EQ(RunCommand(Cli(daemon, "release --pid " + std::to_string(::getpid()))).first, 0);
   EXPECT_LT(g.Next().clone_index, 0);
+}
+
+// The fake device with room for 64 contexts across processes
+// (fake_context_slots.h), set before the fixture's daemon starts: the daemon
+// passes it to its workers.
+struct FakeContextRoom {
+  std::string dir;
+  FakeContextRoom() {
+    char tmpl[] = "/tmp/smolvm-contexts-XXXXXX";
+    dir = ::mkdtemp(tmpl);
+    ::setenv("SMOLVM_FAKE_CONTEXTS", ("64:" + dir).c_str(), 1);
+  }
+  ~FakeContextRoom() { std::filesystem::remove_all(dir); }
+};
+
+class ForkOnAFullDeviceTest : public FakeContextRoom, public ForkTest {
+ protected:
+  void SetUp() override {
+    ::unsetenv("SMOLVM_FAKE_CONTEXTS");  // the daemon has it; other tests must not
+    ForkTest::SetUp();
+  }
+  // Takes every free slot but `leave`: this process holds them like contexts.
+  std::vector<UniqueFd> FillDevice(int leave) {
+    const std::string spec = "64:" + dir;
+    std::vector<UniqueFd> held;
+    for (auto slot = TakeFakeContextSlot(spec.c_str()); slot.ok(); slot = TakeFakeContextSlot(spec.c_str()))
+      held.push_back(std::move(slot).value());
+    for (int i = 0; i < leave && !held.empty(); ++i) held.pop_back();
+    return held;
+  }
+};
+
+// A fork needs more workers than the pool has, and the device has room for
+// only one more context (H200, bf16 7B, 104 clones: the workers started for
+// the last clones failed with CUDA_ERROR_OUT_OF_MEMORY, and the fork waited
+// for its deadline, then failed as a timeout). The fork fails at the first
+// such failure, worded as the admission's memory refusal, with no clone
+// session left; the golden can be released.
+TEST_F(ForkOnAFullDeviceTest, AWorkerWhoseContextDoesNotFitFailsTheForkAsRefusedForMemory) {
+  nlohmann::json st = WaitStatus(daemon, [](const nlohmann::json& j) {
+    return j.value("pooled_workers", 0) >= 2 && j.value("ready_workers", 0) == j.value("pooled_workers", 0);
+  });
+  const int pooled = st.value("pooled_workers", 0);
+  ASSERT_GE(pooled, 2) << st.dump() << daemon.Log();
+  std::vector<UniqueFd> held = FillDevice(1);
+  ASSERT_GT(held.size(), 0u);
+  Golden g(&golden);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto [rc, out] = RunCommand(Cli(daemon, "fork --share on --count " + std::to_string(pooled + 3) + " --pid " +
+                                              std::to_string(::getpid())));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(out.find("fork needs a CUDA context for"), std::string::npos) << out << daemon.Log();
+  EXPECT_NE(out.find("MiB free when the fork was admitted"), std::string::npos) << out;
+  EXPECT_LT(seconds, 10) << "the fork waited for its deadline: " << out;
+  EXPECT_NE(daemon.Log().find("exited with 7"), std::string::npos) << daemon.Log();
+  for (int i = 0; i < 500 && CloneSessions(daemon) != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(CloneSessions(daemon), 0u) << DaemonStatus(daemon).dump();
+  held.clear();
+  EXPECT_EQ(RunCommand(Cli(daemon, "release --pid " + std::to_string(::getpid()))).first, 0);
+  // Orders the golden got before the fork failed name clones that will not come.
+  for (ForkpointWaitReply o = g.Next(); o.clone_index >= 0; o = g.Next()) {
+    RawClient late;
+    EXPECT_FALSE(late.Connect(daemon.socket(), kProtoHash, 2, o.token, 100001 + o.clone_index).ok())
+        << "clone " << o.clone_index << " attached after its fork failed";
+  }
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include "backend/context_limits.h"
 #include "backend/device_footprint.h"
+#include "backend/fake_context_slots.h"
 
 #include <cuda.h>
 #include <errno.h>
@@ -10,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 
@@ -119,6 +121,7 @@ Status FakeBackend::CheckStream(uint64_t stream) const {
 Status FakeBackend::Init(int device) {
   RETURN_IF_ERROR(Enter("Init"));
   if (device != 0) return Cu(CUDA_ERROR_INVALID_DEVICE, "the fake has one device");
+  ASSIGN_OR_RETURN(context_slot_, TakeFakeContextSlot(std::getenv("SMOLVM_FAKE_CONTEXTS")));
   global_ = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (global_ == MAP_FAILED) {
     global_ = nullptr;

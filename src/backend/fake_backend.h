@@ -35,6 +35,9 @@
 // grid must fit on the fake's 4 SMs at once, else
 // CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE; the rest are hints.
 //
+// SMOLVM_FAKE_CONTEXTS=N:DIR gives the fake device room for N contexts
+// across processes, as a GPU's memory does (fake_context_slots.h).
+//
 // Tests count calls per method (CallCount) and make the next call of a
 // method fail with a chosen code (FailNext).
 #pragma once
@@ -46,6 +49,7 @@
 #include <unordered_map>
 
 #include "backend/gpu_backend.h"
+#include "base/unique_fd.h"
 
 namespace smolvm {
 
@@ -176,6 +180,7 @@ class FakeBackend final : public GpuBackend {
   // Launch attributes as the H200 judges them (fake_backend_modules.cc).
   Status CheckLaunchAttrs(uint64_t function, const LaunchConfig& c);
   void* global_ = nullptr;
+  UniqueFd context_slot_;  // SMOLVM_FAKE_CONTEXTS: held while this context lives
   std::map<std::string, int> calls_;
   std::map<std::string, std::pair<int32_t, int>> fail_next_;  // method -> (code, calls to skip)
 };

@@ -109,6 +109,17 @@ std::string ReadFrom(const std::string& path, size_t offset) {
   return ss.str();
 }
 
+// The daemon's lines for a run go beside the learners' logs however the arm
+// ends, a failed fork's most of all (its log lives in $SMOLVM_HOME, which
+// the next run's daemon appends to).
+struct DaemonLinesCopy {
+  const Daemon* daemon = nullptr;
+  std::string to;
+  ~DaemonLinesCopy() {
+    if (daemon != nullptr) std::ofstream(to) << ReadFrom(daemon->log, daemon->log_offset);
+  }
+};
+
 }  // namespace
 
 Status RunForkArm(const ArmContext& c, ArmOutcome* out) {
@@ -164,9 +175,11 @@ Status RunForkArm(const ArmContext& c, ArmOutcome* out) {
   }
   RETURN_IF_ERROR(machine::StartMachine(c.home, golden, /*forkable=*/true));
   Daemon daemon;
+  DaemonLinesCopy daemon_lines_copy;
   if (cuda) {
     ASSIGN_OR_RETURN(daemon, FindDaemon(c.home));
     RETURN_IF_ERROR(c.ledger->AddProcess(daemon.pid, "cuda daemon"));
+    daemon_lines_copy = {&daemon, c.logs + "/cuda-daemon.log"};
   }
 
   // Golden: load and warm up until it waits at its forkpoint.
@@ -286,10 +299,7 @@ Status RunForkArm(const ArmContext& c, ArmOutcome* out) {
     out->control_check = "n/a (cpu)";
     return Status::Ok();
   }
-  // The daemon's lines for this run go beside the learners' logs too (its
-  // log lives in $SMOLVM_HOME, which the next run's daemon appends to).
-  std::string daemon_lines = ReadFrom(daemon.log, daemon.log_offset);
-  std::ofstream(c.logs + "/cuda-daemon.log") << daemon_lines;
+  std::string daemon_lines = ReadFrom(daemon.log, daemon.log_offset);  // copied too as the arm returns
   out->clones = ParseForkLines(daemon_lines);
   int64_t most = 0;
   for (const auto& cf : out->clones) most = std::max(most, cf.shared_chunks);

@@ -91,6 +91,10 @@ TEST(ForkRequestsTest, OnlyTheDaemonsMemoryRefusalIsAResult) {
   EXPECT_TRUE(RefusedForMemory(Status(2, "GPU fork: fork needs 150000 MiB, 139000 MiB free")));
   EXPECT_TRUE(RefusedForMemory(Status(2, "GPU fork: fork needs 1300 MiB (1000 MiB of private copies + 300 MiB of "
                                          "context), 900 MiB free under machine 'c9' --gpu-mem 4096")));
+  // A worker started for a clone found no room for its context (FailForksShortOfRoom).
+  EXPECT_TRUE(RefusedForMemory(Status(2, "GPU fork: fork needs a CUDA context for 5 more clone(s), and a new worker's "
+                                         "did not fit in the device's memory (99 of 104 clones built; 95000 MiB free "
+                                         "when the fork was admitted)")));
   EXPECT_FALSE(RefusedForMemory(Status::Ok()));
   EXPECT_FALSE(RefusedForMemory(Unavailable("the golden left its forkpoint")));
   EXPECT_FALSE(RefusedForMemory(Internal("clone setup failed: fork needs a clone machine")));

@@ -212,6 +212,7 @@ class Daemon {
     std::string manifest;  // encoded ForkManifestBody, passed on as the golden sent it
     int parallel = 1;      // its clone builds at once (fork_parallel.h), set with the manifest
     uint64_t private_bytes = 0;  // copied into each clone (the manifest's), for admission
+    uint64_t free_bytes = 0;     // the device's free memory the manifest reported, for messages
     std::vector<UniqueFd> fds;
     struct Clone {
       pid_t worker = -1;
@@ -295,6 +296,11 @@ class Daemon {
   // Workers to start for clones that no pooled worker may build (those in
   // other tenants' jails cannot), over the forks building now.
   size_t ForkWorkersShort() const;
+  size_t WorkersShort(const ForkJob& job) const;  // one building job's share of that
+  // A worker for clones could not start: its context did not fit in the
+  // device's memory. Each building fork still short of workers fails as
+  // refused for memory (all or nothing) rather than wait for its deadline.
+  void FailForksShortOfRoom();
   // At the worker cap: retires pooled workers jailed for tenants with no fork
   // building until `exiting` (workers let go, not reaped yet) covers `short_by`.
   void RetireForClones(size_t short_by, size_t exiting);

@@ -113,6 +113,7 @@ void Daemon::OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m) 
     }
     admit.in_flight.push_back(f);
   }
+  job.free_bytes = m.free_bytes;
   const uint64_t need = ForkAdmissionNeed(admit);
   if (need > m.free_bytes) {
     char msg[128];
@@ -256,18 +257,40 @@ int Daemon::PickBuildParallelism(const ForkJob& job) const {
   return k;
 }
 
+size_t Daemon::WorkersShort(const ForkJob& job) const {
+  if (job.phase != ForkJob::kBuilding) return 0;
+  size_t unassigned = 0, usable = 0;
+  for (const auto& c : job.clones) unassigned += c.worker < 0;
+  // Pooled or starting (PickPooledWorker's rule: a jailed one serves its tenant only).
+  const uint32_t uid = GoldenUid(job.golden);
+  for (const auto& [pid, w] : workers_) usable += w.session_id == 0 && w.control && !(w.jailed && w.uid != uid);
+  return unassigned > usable ? unassigned - usable : 0;
+}
+
 size_t Daemon::ForkWorkersShort() const {
   size_t short_by = 0;
-  for (const auto& [id, job] : forks_) {
-    if (job.phase != ForkJob::kBuilding) continue;
-    size_t unassigned = 0, usable = 0;
-    for (const auto& c : job.clones) unassigned += c.worker < 0;
-    // Pooled or starting (PickPooledWorker's rule: a jailed one serves its tenant only).
-    const uint32_t uid = GoldenUid(job.golden);
-    for (const auto& [pid, w] : workers_) usable += w.session_id == 0 && w.control && !(w.jailed && w.uid != uid);
-    short_by += unassigned > usable ? unassigned - usable : 0;
-  }
+  for (const auto& [id, job] : forks_) short_by += WorkersShort(job);
   return short_by;
+}
+
+void Daemon::FailForksShortOfRoom() {
+  for (auto it = forks_.begin(); it != forks_.end();) {
+    auto next = std::next(it);
+    ForkJob& job = it->second;
+    if (const size_t short_by = WorkersShort(job); short_by > 0) {
+      size_t built = 0;
+      for (const auto& c : job.clones) built += c.built;
+      // "fork needs ... MiB free", as the admission's refusal words it: a
+      // caller (the bench) takes either as the device's answer for that N.
+      char msg[256];
+      std::snprintf(msg, sizeof msg,
+                    "fork needs a CUDA context for %zu more clone(s), and a new worker's did not fit in the device's "
+                    "memory (%zu of %zu clones built; %llu MiB free when the fork was admitted)",
+                    short_by, built, job.clones.size(), static_cast<unsigned long long>(job.free_bytes >> 20));
+      FailFork(job, Status(static_cast<int32_t>(2) /* CUDA_ERROR_OUT_OF_MEMORY */, msg));
+    }
+    it = next;
+  }
 }
 
 void Daemon::SendCloneBuilds(ForkJob& job) {

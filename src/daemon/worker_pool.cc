@@ -15,6 +15,7 @@
 #include "daemon/control_links.h"
 #include "daemon/daemon.h"
 #include "proto/frame.h"
+#include "worker/worker.h"
 #include "worker/worker_jail.h"
 #include "worker/worker_seccomp.h"
 
@@ -265,6 +266,7 @@ void Daemon::OnWorkerExit(pid_t pid) {
     if (touched) FailFork(job->second, Unavailable("a worker of this fork exited (" + how + ")"));
     job = next;
   }
+  if (start_failed && WIFEXITED(status) && WEXITSTATUS(status) == kWorkerExitNoMemory) FailForksShortOfRoom();
   if (start_failed) {
     if (++start_failures_ >= kMaxStartFailures) {
       for (auto& g : waiting_)

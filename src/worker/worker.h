@@ -365,6 +365,7 @@ enum WorkerExit : int {
   kWorkerExitBadControl = 4,    // a control frame it does not take there, or that does not decode
   kWorkerExitCloneFailed = 5,   // a clone build failed (the daemon got CloneBuilt with why)
   kWorkerExitJailFailed = 6,    // it could not drop to its tenant's uid or load its seccomp filter
+  kWorkerExitNoMemory = 7,      // its context did not fit in the device's memory (CUDA_ERROR_OUT_OF_MEMORY)
   // kWorkerExitSeccomp (31, worker_seccomp.h): killed by its filter on a forbidden system call.
 };
 

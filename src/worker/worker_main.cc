@@ -2,6 +2,7 @@
 // daemon's user, serves the daemon's orders while pooled, then enters its
 // jail (worker_jail.h, worker_seccomp.h) before it rebuilds a clone or
 // adopts a guest, and serves that one session.
+#include <cuda.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -180,7 +181,8 @@ int WorkerMain(int control_fd, const WorkerOptions& options) {
   Status st = worker.Start();
   if (!st.ok()) {
     std::fprintf(stderr, "smolvm worker %d: start failed: %s\n", ::getpid(), st.ToString().c_str());
-    return kWorkerExitStartFailed;
+    // The daemon tells a full device from a broken one (worker_pool.cc).
+    return st.code() == CUDA_ERROR_OUT_OF_MEMORY ? kWorkerExitNoMemory : kWorkerExitStartFailed;
   }
   uint64_t free0 = 0, total = 0;
   (void)worker.backend().MemGetInfo(&free0, &total);
