@@ -27,10 +27,10 @@
 #       extra      the other cells of docs/PERF.md and bench/RESULTS.md: fork
 #                  share off N=4 (20 x3), native and fork N=16 (10), fork N=32
 #                  (20)                                                          ~4.9 min
-#       rest       the cells still marked † on 2026-12-04 (the others were
-#                  re-measured by other parts and the comparison's runs):
-#                  native N=1 (20); fork share on N=1 (20), N=4,8 (20 x3),
-#                  N=24 (10), N=32,48 (10)                                        ~8 min
+#       rest       the cells still marked † on 2026-12-04 15:50 (the others
+#                  were re-measured by other parts and the comparison's runs):
+#                  fork share off N=4 (20 x3), fork share on N=32 (20), native
+#                  N=24 (10: its learners' out-of-memory lines in the result)   ~5 min
 #     Back here, per part: tar xzf <files_at>/results.tgz; then
 #     mv bench/next/results/*.json bench/results/ && scripts/gen-tables.sh
 #     (schema-2 runs of a cell supersede its schema-1 runs in every table).
@@ -49,11 +49,12 @@
 #                    N=16 (20), N=24,32 (10)                                       ~6.5 min
 #       bf16-native  native bf16: N=1,4,8 (20 steps), then N=9 unless 8 did not
 #                    fit (`bench highn` stops native at its first incomplete N)   ~3.5 min
-#       bf16-highn   fork share on, bf16 base: N=48,64,96,104,112 (10 steps;
-#                    HIGHN_NS=LIST for some only); clones beyond the card are
-#                    refused by the daemon's admission (a result, recorded
-#                    incomplete): the largest complete N is the largest
-#                    that fits                                                  ~9 min
+#       bf16-highn   fork share on, bf16 base: N=48,64,96,100,104 (10 steps;
+#                    HIGHN_NS=LIST for some only); a fork beyond the card is
+#                    refused by the daemon (its admission, or a clone's worker
+#                    whose context does not fit): a result, 0 of N, that the
+#                    comparison reads "does not fit"; the largest complete N is
+#                    the largest that fits (H200: 100 fits, 104 does not)       ~9 min
 #       mps          native 4-bit under the bench's own MPS (--mps) and
 #                    time-sliced beside it: N=4,8,16 (20 steps)                    ~5.5 min
 #     The README's comparison table shows each cell as "not measured" until
@@ -209,10 +210,9 @@ if [[ $PLAN == headline ]]; then
     fork-high)
       sweep matrix --arms fork --share on --ns 32,48,64 "${one10[@]}" ;;
     rest)
-      sweep matrix --arms native --ns 1 "${one20[@]}"
-      sweep matrix --arms fork --share on --ns 1 "${one20[@]}"
-      sweep matrix --arms fork --share on --ns 4,8 "${three20[@]}"
-      sweep matrix --arms fork --share on --ns 24,32,48 "${one10[@]}" ;;
+      sweep matrix --arms fork --share off --ns 4 "${three20[@]}"
+      sweep matrix --arms fork --share on --ns 32 "${one20[@]}"
+      sweep matrix --arms native --ns 24 "${one10[@]}" ;;
     extra)
       sweep matrix --arms fork --share off --ns 4 "${three20[@]}"
       sweep matrix --arms native --ns 16 "${one10[@]}"
@@ -251,7 +251,7 @@ elif [[ $PLAN == comparison ]]; then
     bf16-native)
       sweep highn --arms native --ns 1,4,8,9 "${one20[@]}" ;;
     bf16-highn)
-      sweep highn --arms fork --share on --ns "${HIGHN_NS:-48,64,96,104,112}" --shapes 2x256 --steps 10 --reps 1 ;;
+      sweep highn --arms fork --share on --ns "${HIGHN_NS:-48,64,96,100,104}" --shapes 2x256 --steps 10 --reps 1 ;;
     mps)
       sweep matrix --arms native --mps --ns 4,8,16 "${one20[@]}"
       sweep matrix --arms native --ns 4,8,16 "${one20[@]}" ;;

@@ -234,6 +234,7 @@ Status RunForkArm(const ArmContext& c, ArmOutcome* out) {
     if (f.code() == machine::kCancelled || (Interrupted() && forked.empty())) return InterruptedStatus();
     if (RefusedForMemory(f)) {
       // All or nothing: no clone was made, and that is this N's answer.
+      // ForkRefusedForMemory (summarize.h) reads this wording.
       out->note = "the fork request for " + std::to_string(c.o.n) + " clones was refused: " + f.message();
       Progress(out->note);
     } else if (!f.ok()) {

@@ -32,7 +32,7 @@ std::vector<ComparisonArm> ComparisonArms() {
     return out;
   };
   auto bf16_fork = cells({8, 16, 24, 32}, "comparison bf16-fork");
-  for (const auto& c : cells({48, 64, 96, 104, 112}, "comparison bf16-highn")) bf16_fork.push_back(c);
+  for (const auto& c : cells({48, 64, 96, 100, 104}, "comparison bf16-highn")) bf16_fork.push_back(c);
   return {
       {"native, time-sliced (reference)", "native", "-", true, "off", cells({1, 4, 8, 16}, "headline native")},
       {"native + MPS", "native", "-", true, "on", cells({4, 8, 16}, "comparison mps")},
@@ -99,21 +99,24 @@ std::string ComparisonTable(const std::vector<RunResult>& runs, const CellKey& c
       bool hand = HandTDone(runs, c->key);
       const CellSummary* ref = i == 0 ? nullptr : reference(n, c->key.steps);
       bool ref_hand = ref && HandTDone(runs, ref->key);
-      dagger |= hand || ref_hand;
-      std::string tok = c->incomplete ? "incomplete: " + std::to_string(c->min_done) + " of " +
-                                            std::to_string(c->expected) + " finished"
-                                      : Thousands(c->span_tok_s.median) + (hand ? " †" : "");
+      std::string tok = c->refused      ? "does not fit: the fork was refused for GPU memory"
+                        : c->incomplete ? "incomplete: " + std::to_string(c->min_done) + " of " +
+                                              std::to_string(c->expected) + " finished"
+                                        : Thousands(c->span_tok_s.median) + (hand ? " †" : "");
       std::string tok_ratio = "-", gpu_ratio = "-";
       if (i == 0) {
         tok_ratio = gpu_ratio = c->incomplete ? "-" : "1.00";
       } else if (ref && !c->incomplete) {
         tok_ratio = Fixed(Ratio(c->span_tok_s.median, ref->span_tok_s.median), 2) + (hand || ref_hand ? " †" : "");
+        dagger |= hand || ref_hand;
         gpu_ratio = Fixed(Ratio(c->peak_gpu_mib.median, ref->peak_gpu_mib.median), 2);
       }
+      dagger |= hand && !c->incomplete;  // the footnote only under a † shown
       std::string done = std::to_string(c->min_done) + "/" + std::to_string(c->expected);
       if (c->nan_learners > 0) done += ", " + std::to_string(c->nan_learners) + " nan";
       for (const auto& chk : c->checks) done += " !! " + chk;
-      row.insert(row.end(), {tok, tok_ratio, GiB(c->peak_gpu_mib.median), gpu_ratio,
+      // A refused fork's peak is the golden's and the pool's, not N learners'.
+      row.insert(row.end(), {tok, tok_ratio, c->refused ? "-" : GiB(c->peak_gpu_mib.median), gpu_ratio,
                              Fixed(FinalLoss(runs, c->key), 4), done,
                              std::to_string(c->key.steps) + "×" + std::to_string(c->reps)});
       rows.push_back(row);

@@ -85,6 +85,37 @@ TEST(ComparisonTableTest, PlannedCellsWithoutRecordsAreNotMeasuredNeverInvented)
   EXPECT_EQ(mps.substr(mps.find("not measured")).find_first_of("0123456789"), std::string::npos) << mps;
 }
 
+// The daemon refused the fork for GPU memory (H200, bf16, N=104): the row
+// says the N does not fit, with no throughput, peak or loss.
+TEST(ComparisonTableTest, AForkRefusedForMemoryReadsDoesNotFit) {
+  RunResult refused = MakeRun("fork", false, "off", 104, 0, 55641, 0);
+  refused.note = "the fork request for 104 clones was refused: GPU fork: fork needs a CUDA context for 1 more "
+                 "clone(s), and a new worker's did not fit in the device's memory";
+  RunResult failed = MakeRun("fork", false, "off", 112, 0, 55641, 0);
+  failed.note = "learners exited before finishing";
+  std::string t = ComparisonTable({refused, failed}, Config());
+  std::string row = Row(t, 104, "fork, share on", "bf16");
+  EXPECT_NE(row.find("does not fit: the fork was refused for GPU memory"), std::string::npos) << t;
+  EXPECT_EQ(row.find("54.3"), std::string::npos) << row;
+  EXPECT_NE(row.find("0/104"), std::string::npos) << row;
+  // Any other run that made no learner stays an incomplete cell.
+  EXPECT_NE(Row(t, 112, "fork, share on", "bf16").find("incomplete: 0 of 112 finished"), std::string::npos) << t;
+}
+
+// A schema-1 cell shown only as "incomplete" shows no span, so no † and no
+// footnote; a complete one shows both.
+TEST(ComparisonTableTest, TheHandTDoneFootnoteOnlyUnderAShownDagger) {
+  RunResult native24 = MakeRun("native", true, "off", 24, 2572, 143080, 19);
+  native24.schema = 1;
+  std::string t = ComparisonTable({native24, MakeRun("native", true, "off", 8, 2632, 59636)}, Config());
+  EXPECT_EQ(t.find("†"), std::string::npos) << t;
+  RunResult native8 = MakeRun("native", true, "off", 8, 2632, 59636);
+  native8.schema = 1;
+  t = ComparisonTable({native24, native8}, Config());
+  EXPECT_NE(Row(t, 8, "native, time-sliced (reference)", "NF4").find("2,632 †"), std::string::npos) << t;
+  EXPECT_NE(t.find(kHandTDone), std::string::npos) << t;
+}
+
 TEST(ComparisonTableTest, TheSeedsHeadlineStays4BitAndTimeSliced) {
   // More bf16 and MPS cells than 4-bit ones: the headline is still the
   // seed's comparison, 4-bit on both arms, native without MPS.

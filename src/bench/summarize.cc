@@ -151,6 +151,11 @@ Spread SpreadOf(std::vector<double> v) {
   return {median, v.front(), v.back()};
 }
 
+bool ForkRefusedForMemory(const RunResult& r) {
+  return r.arm == "fork" && r.learners_done == 0 && r.note.rfind("the fork request for ", 0) == 0 &&
+         r.note.find(" was refused: ") != std::string::npos;
+}
+
 std::vector<CellSummary> Summarize(const std::vector<RunResult>& runs) {
   std::map<CellKey, std::vector<const RunResult*>> groups;
   for (const auto& r : runs) groups[KeyOf(r)].push_back(&r);
@@ -162,7 +167,9 @@ std::vector<CellSummary> Summarize(const std::vector<RunResult>& runs) {
     std::vector<double> wall, agg, span, per, peak, gold, fork;
     std::set<std::string> checks;
     c.min_done = std::numeric_limits<int>::max();
+    c.refused = true;
     for (const RunResult* r : rs) {
+      c.refused = c.refused && ForkRefusedForMemory(*r);
       wall.push_back(r->wall_s);
       agg.push_back(r->agg_tok_s);
       span.push_back(SpanTokS(*r));

@@ -46,6 +46,11 @@ double FinalLoss(const std::vector<RunResult>& runs, const CellKey& key);
 // with the stagger; this does not. NaN when a learner lacks t_done.
 double SpanTokS(const RunResult& r);
 
+// A fork run whose one request the daemon refused for GPU memory: no clone
+// was made, and that is the answer for its N (the note the fork arm writes,
+// arm_fork.cc: "the fork request for N clones was refused: ...").
+bool ForkRefusedForMemory(const RunResult& r);
+
 struct CellSummary {
   CellKey key;
   int reps = 0;
@@ -54,6 +59,7 @@ struct CellSummary {
   bool incomplete = false;         // some rep finished fewer learners than expected
   int nan_learners = 0;            // over all reps
   bool hand_t_done = false;        // a rep's span comes from t_done its build did not write (schema < 2)
+  bool refused = false;            // every rep's fork was refused for GPU memory (ForkRefusedForMemory)
   std::vector<std::string> checks; // distinct control-check verdicts that are not ok/n-a
 };
 
