@@ -198,5 +198,25 @@ TEST_F(ForkOnAFullDeviceTest, AWorkerWhoseContextDoesNotFitFailsTheForkAsRefused
   }
 }
 
+// With no room for any context, a guest that finds no pooled worker is told
+// the GPU is out of memory, not only that no worker starts.
+TEST_F(ForkOnAFullDeviceTest, AGuestOnAFullDeviceIsToldItIsOutOfMemory) {
+  nlohmann::json st = WaitStatus(daemon, [](const nlohmann::json& j) {
+    return j.value("pooled_workers", 0) >= 2 && j.value("ready_workers", 0) == j.value("pooled_workers", 0);
+  });
+  const int pooled = st.value("pooled_workers", 0);
+  ASSERT_GE(pooled, 2) << st.dump() << daemon.Log();
+  std::vector<UniqueFd> held = FillDevice(0);
+  std::vector<std::unique_ptr<RawClient>> guests;
+  Status last;
+  for (int i = 0; i <= pooled && last.ok(); ++i) {
+    guests.push_back(std::make_unique<RawClient>());
+    last = guests.back()->Connect(daemon.socket());
+  }
+  EXPECT_FALSE(last.ok()) << "every guest got a worker on a full device";
+  EXPECT_NE(last.message().find("no memory left for another CUDA context"), std::string::npos) << last.ToString()
+                                                                                                << daemon.Log();
+}
+
 }  // namespace
 }  // namespace smolvm::testing

@@ -266,12 +266,15 @@ void Daemon::OnWorkerExit(pid_t pid) {
     if (touched) FailFork(job->second, Unavailable("a worker of this fork exited (" + how + ")"));
     job = next;
   }
-  if (start_failed && WIFEXITED(status) && WEXITSTATUS(status) == kWorkerExitNoMemory) FailForksShortOfRoom();
+  const bool no_memory = start_failed && WIFEXITED(status) && WEXITSTATUS(status) == kWorkerExitNoMemory;
+  if (no_memory) FailForksShortOfRoom();
   if (start_failed) {
     if (++start_failures_ >= kMaxStartFailures) {
       for (auto& g : waiting_)
         ReplyHelloError(*g.channel, g.hello_seq, Code::kUnavailable,
-                   "the smolvm daemon cannot start a GPU worker (see the daemon's log)");
+                        no_memory ? "the smolvm daemon cannot start a GPU worker: the GPU has no memory left for "
+                                    "another CUDA context (see the daemon's log)"
+                                  : "the smolvm daemon cannot start a GPU worker (see the daemon's log)");
       waiting_.clear();
       return;
     }
