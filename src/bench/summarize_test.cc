@@ -115,6 +115,27 @@ TEST(Summarize, TextAndMarkdownShowIncompleteAndSpread) {
   EXPECT_NE(md.find("0.84"), std::string::npos) << md;  // wall 51/61
 }
 
+// A fork the daemon refused for GPU memory is that N's answer, said as such.
+TEST(Summarize, AForkRefusedForMemoryIsSaidSo) {
+  RunResult r;
+  r.arm = "fork";
+  r.share_mode = "on";
+  r.n = 104;
+  r.learners_expected = 104;
+  r.note = "the fork request for 104 clones was refused: GPU fork: fork needs 150000 MiB, 139000 MiB free";
+  RunResult other = r;
+  other.n = 112;
+  other.learners_expected = 112;
+  other.note = "learners exited before finishing";
+  auto cells = Summarize({r, other});
+  ASSERT_EQ(cells.size(), 2u);
+  EXPECT_TRUE(cells[0].refused);
+  EXPECT_FALSE(cells[1].refused);
+  std::string text = FormatSummaryText(cells, Ratios(cells));
+  EXPECT_NE(text.find("0/104 REFUSED (GPU memory)"), std::string::npos) << text;
+  EXPECT_NE(text.find("0/112 INCOMPLETE"), std::string::npos) << text;
+}
+
 TEST(Census, CountsNanLearnersPerRunAndTotal) {
   auto all = LoadResultDir(SMOLVM_BENCH_FIXTURES);
   ASSERT_TRUE(all.ok());
