@@ -218,5 +218,36 @@ TEST_F(ForkOnAFullDeviceTest, AGuestOnAFullDeviceIsToldItIsOutOfMemory) {
                                                                                                 << daemon.Log();
 }
 
+// The pool's refill on a full device: after a context that did not fit, no
+// worker starts to top the pool up (on the H200 at N=104 every failed start
+// started another: 98 in 90 s) until a worker frees its context; a guest
+// still gets one started for it once there is room.
+TEST_F(ForkOnAFullDeviceTest, AFullDeviceStopsThePoolsRefillUntilAContextIsFreed) {
+  nlohmann::json st = WaitStatus(daemon, [](const nlohmann::json& j) {
+    return j.value("pooled_workers", 0) >= 2 && j.value("ready_workers", 0) == j.value("pooled_workers", 0);
+  });
+  const int pooled = st.value("pooled_workers", 0);
+  ASSERT_GE(pooled, 2) << st.dump() << daemon.Log();
+  std::vector<UniqueFd> held = FillDevice(0);
+  RawClient first;
+  ASSERT_TRUE(first.Connect(daemon.socket()).ok()) << daemon.Log();  // a pooled worker; the pool refills
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const size_t failed = Count(daemon.Log(), "exited with 7");
+  // One start for the one worker the pool lacks; before, each failure started
+  // another until three in a row failed, and each worker that became ready
+  // started that streak over.
+  EXPECT_EQ(failed, 1u) << "the pool kept starting workers on a full device:\n" << daemon.Log();
+  EXPECT_NE(daemon.Log().find("the pool stops refilling"), std::string::npos) << daemon.Log();
+  // Room again, unknown to the daemon: guests beyond the pool get workers started for them.
+  held.clear();
+  std::vector<std::unique_ptr<RawClient>> guests;
+  for (int i = 0; i < pooled; ++i) {
+    guests.push_back(std::make_unique<RawClient>());
+    Status c = guests.back()->Connect(daemon.socket());
+    EXPECT_TRUE(c.ok()) << "guest " << i << ": " << c.ToString() << daemon.Log();
+  }
+  EXPECT_LE(Count(daemon.Log(), "exited with 7"), failed) << daemon.Log();
+}
+
 }  // namespace
 }  // namespace smolvm::testing

@@ -405,6 +405,11 @@ class Daemon {
   std::map<uint64_t, int32_t> next_clone_index_;  // by golden session id
   uint64_t next_session_ = 1;
   int start_failures_ = 0;  // workers in a row that died before WorkerReady
+  // A worker's context did not fit (kWorkerExitNoMemory): the pool and its
+  // spares stop refilling (workers start only for waiting guests and clones)
+  // until a worker that had a context exits, freeing its memory. Else every
+  // failed start starts another, a storm of context creations on a full card.
+  bool pool_paused_for_memory_ = false;
   bool stopping_ = false;
 };
 

@@ -179,12 +179,14 @@ void Daemon::AssignWorkers() {
   // No spare is started while a fork is in flight: new contexts would
   // compete with the clones' builds on the device (context creation takes
   // the driver's locks); AdvanceForks refills once the forks are done.
-  const uint64_t spares = !forks_.empty() ? 0 : options_.spares < 0 ? pool : static_cast<uint64_t>(options_.spares);
+  const bool top_up = forks_.empty() && !pool_paused_for_memory_;
+  const uint64_t spares = !top_up ? 0 : options_.spares < 0 ? pool : static_cast<uint64_t>(options_.spares);
   uint64_t needs = waiting_.size();
   for (const auto& [id, job] : forks_)
     if (job.phase == ForkJob::kBuilding)
       for (const auto& c : job.clones) needs += c.worker < 0 ? 1 : 0;
-  const size_t want = static_cast<size_t>(std::max(drawn_ < pool ? pool - drawn_ : 0, needs + spares));
+  const uint64_t first_pool = drawn_ < pool && !pool_paused_for_memory_ ? pool - drawn_ : 0;
+  const size_t want = static_cast<size_t>(std::max(first_pool, needs + spares));
   // Guests still waiting when every pooled worker is another tenant's get
   // new workers too, and so do clones (fork_engine.cc).
   size_t clones_short = ForkWorkersShort();
@@ -251,6 +253,10 @@ void Daemon::OnWorkerExit(pid_t pid) {
     Log("pooled worker %d %s before serving anyone", pid, how.c_str());
   }
   bool start_failed = !w.ready && w.session_id == 0;
+  if (w.ready && pool_paused_for_memory_) {
+    pool_paused_for_memory_ = false;  // its context's memory is free again
+    Log("pool: worker %d freed its context; the pool refills again", pid);
+  }
   uint64_t session = w.session_id;
   // Whatever it still held of its machine's --gpu-mem goes back now: a
   // killed worker never refunds, but the driver freed its memory.
@@ -267,7 +273,13 @@ void Daemon::OnWorkerExit(pid_t pid) {
     job = next;
   }
   const bool no_memory = start_failed && WIFEXITED(status) && WEXITSTATUS(status) == kWorkerExitNoMemory;
-  if (no_memory) FailForksShortOfRoom();
+  if (no_memory) {
+    if (!pool_paused_for_memory_)
+      Log("pool: worker %d's context did not fit in the device's memory; the pool stops refilling until a worker "
+          "frees its context", pid);
+    pool_paused_for_memory_ = true;
+    FailForksShortOfRoom();
+  }
   if (start_failed) {
     if (++start_failures_ >= kMaxStartFailures) {
       for (auto& g : waiting_)
