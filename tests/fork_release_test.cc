@@ -151,6 +151,13 @@ class ForkOnAFullDeviceTest : public FakeContextRoom, public ForkTest {
     ::unsetenv("SMOLVM_FAKE_CONTEXTS");  // the daemon has it; other tests must not
     ForkTest::SetUp();
   }
+  // The pooled workers once the pool is up and every one has its context.
+  int ReadyPool() {
+    nlohmann::json st = WaitStatus(daemon, [](const nlohmann::json& j) {
+      return j.value("pooled_workers", 0) >= 2 && j.value("ready_workers", 0) == j.value("pooled_workers", 0);
+    });
+    return st.is_discarded() ? 0 : st.value("pooled_workers", 0);
+  }
   // Takes every free slot but `leave`: this process holds them like contexts.
   std::vector<UniqueFd> FillDevice(int leave) {
     const std::string spec = "64:" + dir;
@@ -169,11 +176,8 @@ class ForkOnAFullDeviceTest : public FakeContextRoom, public ForkTest {
 // such failure, worded as the admission's memory refusal, with no clone
 // session left; the golden can be released.
 TEST_F(ForkOnAFullDeviceTest, AWorkerWhoseContextDoesNotFitFailsTheForkAsRefusedForMemory) {
-  nlohmann::json st = WaitStatus(daemon, [](const nlohmann::json& j) {
-    return j.value("pooled_workers", 0) >= 2 && j.value("ready_workers", 0) == j.value("pooled_workers", 0);
-  });
-  const int pooled = st.value("pooled_workers", 0);
-  ASSERT_GE(pooled, 2) << st.dump() << daemon.Log();
+  const int pooled = ReadyPool();
+  ASSERT_GE(pooled, 2) << DaemonStatus(daemon).dump() << daemon.Log();
   std::vector<UniqueFd> held = FillDevice(1);
   ASSERT_GT(held.size(), 0u);
   Golden g(&golden);
@@ -201,11 +205,8 @@ TEST_F(ForkOnAFullDeviceTest, AWorkerWhoseContextDoesNotFitFailsTheForkAsRefused
 // With no room for any context, a guest that finds no pooled worker is told
 // the GPU is out of memory, not only that no worker starts.
 TEST_F(ForkOnAFullDeviceTest, AGuestOnAFullDeviceIsToldItIsOutOfMemory) {
-  nlohmann::json st = WaitStatus(daemon, [](const nlohmann::json& j) {
-    return j.value("pooled_workers", 0) >= 2 && j.value("ready_workers", 0) == j.value("pooled_workers", 0);
-  });
-  const int pooled = st.value("pooled_workers", 0);
-  ASSERT_GE(pooled, 2) << st.dump() << daemon.Log();
+  const int pooled = ReadyPool();
+  ASSERT_GE(pooled, 2) << DaemonStatus(daemon).dump() << daemon.Log();
   std::vector<UniqueFd> held = FillDevice(0);
   std::vector<std::unique_ptr<RawClient>> guests;
   Status last;
@@ -223,11 +224,8 @@ TEST_F(ForkOnAFullDeviceTest, AGuestOnAFullDeviceIsToldItIsOutOfMemory) {
 // started another: 98 in 90 s) until a worker frees its context; a guest
 // still gets one started for it once there is room.
 TEST_F(ForkOnAFullDeviceTest, AFullDeviceStopsThePoolsRefillUntilAContextIsFreed) {
-  nlohmann::json st = WaitStatus(daemon, [](const nlohmann::json& j) {
-    return j.value("pooled_workers", 0) >= 2 && j.value("ready_workers", 0) == j.value("pooled_workers", 0);
-  });
-  const int pooled = st.value("pooled_workers", 0);
-  ASSERT_GE(pooled, 2) << st.dump() << daemon.Log();
+  const int pooled = ReadyPool();
+  ASSERT_GE(pooled, 2) << DaemonStatus(daemon).dump() << daemon.Log();
   std::vector<UniqueFd> held = FillDevice(0);
   RawClient first;
   ASSERT_TRUE(first.Connect(daemon.socket()).ok()) << daemon.Log();  // a pooled worker; the pool refills

@@ -28,6 +28,7 @@
 #include "bench/fork_requests.h"
 #include "bench/interrupt.h"
 #include "bench/learner_failures.h"
+#include "bench/summarize.h"
 #include "daemon/daemon.h"
 #include "machine/cgroups.h"
 #include "machine/cuda_link.h"
@@ -234,8 +235,7 @@ Status RunForkArm(const ArmContext& c, ArmOutcome* out) {
     if (f.code() == machine::kCancelled || (Interrupted() && forked.empty())) return InterruptedStatus();
     if (RefusedForMemory(f)) {
       // All or nothing: no clone was made, and that is this N's answer.
-      // ForkRefusedForMemory (summarize.h) reads this wording.
-      out->note = "the fork request for " + std::to_string(c.o.n) + " clones was refused: " + f.message();
+      out->note = ForkRefusedNote(c.o.n, f.message());
       Progress(out->note);
     } else if (!f.ok()) {
       return f;  // a request is all or nothing: no clone to measure

@@ -89,8 +89,8 @@ TEST(ComparisonTableTest, PlannedCellsWithoutRecordsAreNotMeasuredNeverInvented)
 // says the N does not fit, with no throughput, peak or loss.
 TEST(ComparisonTableTest, AForkRefusedForMemoryReadsDoesNotFit) {
   RunResult refused = MakeRun("fork", false, "off", 104, 0, 55641, 0);
-  refused.note = "the fork request for 104 clones was refused: GPU fork: fork needs a CUDA context for 1 more "
-                 "clone(s), and a new worker's did not fit in the device's memory";
+  refused.note = ForkRefusedNote(104, "GPU fork: fork needs a CUDA context for 1 more clone(s), and a new "
+                                      "worker's did not fit in the device's memory");
   RunResult failed = MakeRun("fork", false, "off", 112, 0, 55641, 0);
   failed.note = "learners exited before finishing";
   std::string t = ComparisonTable({refused, failed}, Config());

@@ -152,9 +152,16 @@ Spread SpreadOf(std::vector<double> v) {
   return {median, v.front(), v.back()};
 }
 
+namespace {
+constexpr const char* kRefusedHead = "the fork request for ";
+constexpr const char* kRefusedMid = " clones was refused: ";
+}  // namespace
+
+std::string ForkRefusedNote(int n, const std::string& why) { return kRefusedHead + std::to_string(n) + kRefusedMid + why; }
+
 bool ForkRefusedForMemory(const RunResult& r) {
-  return r.arm == "fork" && r.learners_done == 0 && r.note.rfind("the fork request for ", 0) == 0 &&
-         r.note.find(" was refused: ") != std::string::npos;
+  return r.arm == "fork" && r.learners_done == 0 && r.note.rfind(kRefusedHead, 0) == 0 &&
+         r.note.find(kRefusedMid) != std::string::npos;
 }
 
 std::vector<CellSummary> Summarize(const std::vector<RunResult>& runs) {

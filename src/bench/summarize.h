@@ -47,8 +47,9 @@ double FinalLoss(const std::vector<RunResult>& runs, const CellKey& key);
 double SpanTokS(const RunResult& r);
 
 // A fork run whose one request the daemon refused for GPU memory: no clone
-// was made, and that is the answer for its N (the note the fork arm writes,
-// arm_fork.cc: "the fork request for N clones was refused: ...").
+// was made, and that is the answer for its N. The fork arm writes the run's
+// note with ForkRefusedNote; ForkRefusedForMemory reads it back.
+std::string ForkRefusedNote(int n, const std::string& why);
 bool ForkRefusedForMemory(const RunResult& r);
 
 struct CellSummary {

@@ -122,7 +122,7 @@ TEST(Summarize, AForkRefusedForMemoryIsSaidSo) {
   r.share_mode = "on";
   r.n = 104;
   r.learners_expected = 104;
-  r.note = "the fork request for 104 clones was refused: GPU fork: fork needs 150000 MiB, 139000 MiB free";
+  r.note = ForkRefusedNote(104, "GPU fork: fork needs 150000 MiB, 139000 MiB free");
   RunResult other = r;
   other.n = 112;
   other.learners_expected = 112;

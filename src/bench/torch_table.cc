@@ -82,6 +82,7 @@ std::string TorchTable(const std::vector<RunResult>& runs) {
         bool fork = c->key.arm == "fork";
         bool comparable = fork && native && !native->incomplete && !c->incomplete;
         Spread ms = fork ? CloneMs(runs, c->key) : Spread{NAN, NAN, NAN};
+        const double clone_mib = fork ? ClonePeakMib(runs, c->key) : NAN;
         std::string done = std::to_string(c->min_done) + "/" + std::to_string(c->expected);
         if (c->nan_learners > 0) done += ", " + std::to_string(c->nan_learners) + " nan";
         rows.push_back({std::to_string(n), learner == "torch" ? "torch (PEFT)" : "smolvm-learner",
@@ -91,8 +92,7 @@ std::string TorchTable(const std::vector<RunResult>& runs) {
                         GiB(c->peak_gpu_mib.median),
                         comparable ? Fixed(Ratio(c->peak_gpu_mib.median, native->peak_gpu_mib.median), 2) : "-",
                         fork ? Fixed(ms.median, 0) + " / " + Fixed(ms.max, 0) : "-",
-                        fork && !std::isnan(ClonePeakMib(runs, c->key)) ? Thousands(ClonePeakMib(runs, c->key)) + " MiB"
-                                                                         : "-",
+                        std::isnan(clone_mib) ? "-" : Thousands(clone_mib) + " MiB",
                         Fixed(FinalLoss(runs, c->key), 4),
                         done, std::to_string(steps) + "×" + std::to_string(c->reps)});
       }
