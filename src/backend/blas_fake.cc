@@ -3,6 +3,7 @@
 #include <cublasLt.h>
 #include <cublas_api.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -104,8 +105,10 @@ Status BlasInvalidValue(const std::string& what) { return BlasError(CUBLAS_STATU
 // NOT_SUPPORTED past kFakeGemmMaxMacs. Sizes are non-negative and below 2^63:
 // the product of four fits 128 bits only when each is below 2^32, which
 // int32 dimensions are; batch/m/n of a matmul layout are checked first.
+// k = 0 still scales every element of C by beta, so it counts as k = 1.
 Status WithinFakeWork(const char* what, int64_t batch, int64_t m, int64_t n, int64_t k) {
-  if (batch <= 0 || m <= 0 || n <= 0 || k <= 0) return Status::Ok();
+  if (batch <= 0 || m <= 0 || n <= 0 || k < 0) return Status::Ok();
+  k = std::max<int64_t>(k, 1);
   const bool huge = batch > INT32_MAX || m > INT32_MAX || n > INT32_MAX || k > INT32_MAX;
   const unsigned __int128 macs = static_cast<unsigned __int128>(batch) * static_cast<uint64_t>(m) *
                                  static_cast<uint64_t>(n) * static_cast<uint64_t>(k);
