@@ -103,8 +103,8 @@ EOF
   status_json >"$OUT/status-$share.json"
   smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits >"$OUT/apps-$share.csv"
   python3 - "$OUT/status-$share.json" "$OUT/apps-$share.csv" "$golden" "$OUT/status-$share-before.json" \
-    "$OUT/apps-$share-before.csv" <<'EOF' | tee -a "$SUM"
-import json, statistics, sys
+    "$OUT/apps-$share-before.csv" "$OUT/memory-$share.json" "$share" <<'EOF' | tee -a "$SUM"
+import json, math, statistics, sys
 def apps_of(path):
     return {int(p): int(m) for p, m in (l.split(",") for l in open(path) if l.strip())}
 st, apps, golden = json.load(open(sys.argv[1])), apps_of(sys.argv[2]), int(sys.argv[3])
@@ -121,6 +121,9 @@ ok = [s for s in clones if s["worker_pid"] in apps and apps[s["worker_pid"]] <= 
 if used:
     print(f"  per clone NVML MiB: median {statistics.median(used)}, max {max(used)}; "
           f"within private + context ({ctx}) + 100 MiB: {len(ok)}/{len(clones)}")
+# The same figures for the run's record (device-record.py warm-fork).
+json.dump({"share": sys.argv[7], "context_mib": None if math.isnan(ctx) else ctx, "clone_nvml_mib": used,
+           "within_private_context_100": len(ok), "clones": len(clones)}, open(sys.argv[6], "w"))
 EOF
   log "share=$share: $(ls "$dir"/clone*.txt 2>/dev/null | wc -l)/$count clone reports, ok=$(cat "$dir"/clone*.txt 2>/dev/null | grep -c 'table=1 frozen=1 private=1 pinned=1 own_private=1 cow=1'), module global ok=$(cat "$dir"/clone*.txt 2>/dev/null | grep -c 'global=1'), fault: $(grep -ho 'fault=[A-Za-z]*' "$dir"/clone1.txt 2>/dev/null), device used $(smi_used) MiB"
   cat "$dir"/clone*.txt >>"$OUT/fork-$share.jsonl" 2>/dev/null
@@ -147,10 +150,10 @@ phase_clones() {
   python3 scripts/device-record.py warm-fork --out "$OUT" \
     --command "scripts/device-fork.sh --phase clones $FROZEN $PRIVATE $COUNT" \
     --summary "{\"frozen_mib\": $FROZEN, \"private_mib\": $PRIVATE}" \
-    "$OUT"/fork-on.jsonl "$OUT"/fork-off.jsonl "$OUT"/fork-auto.jsonl | tee -a "$SUM"
+    "$OUT"/fork-on.jsonl "$OUT"/fork-off.jsonl "$OUT"/fork-auto.jsonl "$OUT"/memory-*.json | tee -a "$SUM"
   # Few files come back from the device: the details in one archive.
-  (cd "$OUT" && tar czf clones.tgz fork-on.jsonl fork-off.jsonl fork-auto.jsonl status-*.json apps-*.csv 2>/dev/null &&
-    rm -f fork-on.jsonl fork-off.jsonl fork-auto.jsonl status-*.json apps-*.csv)
+  (cd "$OUT" && tar czf clones.tgz fork-on.jsonl fork-off.jsonl fork-auto.jsonl status-*.json apps-*.csv memory-*.json 2>/dev/null &&
+    rm -f fork-on.jsonl fork-off.jsonl fork-auto.jsonl status-*.json apps-*.csv memory-*.json)
 }
 
 # --- learner ------------------------------------------------------------------

@@ -9,7 +9,8 @@ scripts call this; records are never edited by hand.
 
 Usage: device-record.py KIND --out DIR --command CMD [--summary JSON] SAMPLES...
   KIND micro-bench: SAMPLES are micro_bench JSON lines (native and shim)
-  KIND warm-fork:   SAMPLES are `cuda fork --json` lines, one file per share mode
+  KIND warm-fork:   SAMPLES are `cuda fork --json` lines, one file per share mode, and
+                    memory-SHARE.json (each clone's NVML MiB, a pooled worker's context)
   other kinds:      the summary comes from --summary; SAMPLES are kept as given
 """
 import argparse, datetime, hashlib, json, os, statistics, subprocess, sys
@@ -73,6 +74,13 @@ def fork_summary(samples):
     s = {}
     for name, rows in samples.items():
         if not rows:
+            continue
+        if name.startswith("memory-"):  # device-fork.sh: NVML per clone, one document per share mode
+            m = rows[0]
+            if m.get("clone_nvml_mib"):
+                s[f"{m['share']}_clone_nvml_mib_median"] = statistics.median(m["clone_nvml_mib"])
+            if m.get("context_mib") is not None:
+                s[f"{m['share']}_context_mib"] = m["context_mib"]
             continue
         share = rows[0].get("share") or name.replace("fork-", "").replace(".jsonl", "")
         ms = [r["ms"] for r in rows if "ms" in r]
