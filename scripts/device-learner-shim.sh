@@ -7,6 +7,8 @@
 # Usage: OUT=DIR scripts/device-learner-shim.sh [STEPS=20]
 # Env: MODELS (default /tmp/smolvm_learner_models; made here when missing),
 #      BACKEND (default cuda; fake for a dry run of the script itself).
+# Exit 0 when every run finished and each model's losses are bit-identical;
+# 1 otherwise. The record is written only when every run finished.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -27,6 +29,7 @@ for m in qwen2.5-0.5b qwen2.5-7b; do
     log "make-model $m FAILED"
 done
 
+failed_runs=() differ=()
 on_exit daemon_stop
 daemon_start "$SOCK" "$OUT/learner-shim-daemon.log" --backend "${BACKEND:-cuda}" --pool 1
 
@@ -42,6 +45,7 @@ one() {
     "$BIN" train --coord "$coord" --arm "$tag" "$@" >"$OUT/$tag.out" 2>"$OUT/$tag.err"
   fi
   local rc=$?
+  ((rc == 0)) || failed_runs+=("$tag")
   cp "$coord"/learner_*.jsonl "$OUT/ev_$tag.jsonl" 2>/dev/null
   log "$tag rc=$rc $(python3 - "$OUT/ev_$tag.jsonl" <<'PY' 2>/dev/null
 import json, sys
@@ -55,8 +59,10 @@ PY
 }
 same() {  # A B: are the per-step losses bit-identical?
   python3 - "$OUT/ev_$1.jsonl" "$OUT/ev_$2.jsonl" <<'PY'
-import json, struct, sys
+import json, os, struct, sys
 def losses(p):
+    if not os.path.exists(p):
+        return []
     return [e["loss"] for e in map(json.loads, open(p)) if e["event"] == "step"]
 a, b = losses(sys.argv[1]), losses(sys.argv[2])
 bits = lambda v: [struct.pack("<f", x) for x in v]
@@ -67,7 +73,9 @@ for spec in "05 --model $MODELS/qwen2.5-0.5b" "7b4 --model $MODELS/qwen2.5-7b --
   tag=${spec%% *} args=${spec#* }
   one "native_$tag" native $args --batch 2 --maxseq 256 --steps "$STEPS" --device cuda --lid 3
   one "shim_$tag" shim $args --batch 2 --maxseq 256 --steps "$STEPS" --device cuda --lid 3
-  log "$tag losses native vs shim: $(same "native_$tag" "shim_$tag")"
+  verdict=$(same "native_$tag" "shim_$tag" 2>&1)
+  log "$tag losses native vs shim: $verdict"
+  [[ $verdict == bit-identical ]] || differ+=("$tag")
 done
 # One record of this run for bench/records (docs/bench.md, "Records"): per
 # model, tok/s natively and through the shim and whether the losses match.
@@ -91,11 +99,19 @@ for m in ("05", "7b4"):
 print(json.dumps(s))
 PY
 )
-python3 scripts/device-record.py learner-shim --out "$OUT" --command "scripts/device-learner-shim.sh $STEPS" \
-  --summary "${summary:-{\}}" "$OUT"/ev_*.jsonl >>"$OUT/learner-shim.txt" 2>&1 || log "device-record.py failed"
+if ((${#failed_runs[@]} == 0)); then
+  python3 scripts/device-record.py learner-shim --out "$OUT" --command "scripts/device-learner-shim.sh $STEPS" \
+    --summary "${summary:-{\}}" "$OUT"/ev_*.jsonl >>"$OUT/learner-shim.txt" 2>&1 || log "device-record.py failed"
+else
+  log "no record: run(s) ${failed_runs[*]} failed (their .err files are in runs.tgz)"
+fi
 "$BUILD/smolvm" cuda status --socket "$SOCK" >>"$OUT/learner-shim.txt" 2>&1
 daemon_stop
 sleep 1
 log "daemon stopped; memory.used $(smi_used) MiB (start $mem0 MiB)"
 # Few files come back from the device: the runs' outputs and events in one archive.
 (cd "$OUT" && tar czf runs.tgz ./*.out ./*.err ev_*.jsonl 2>/dev/null && rm -f ./*.out ./*.err ev_*.jsonl)
+if ((${#failed_runs[@]} + ${#differ[@]})); then
+  log "FAIL: failed runs: ${failed_runs[*]:-none}; losses not bit-identical: ${differ[*]:-none}"
+  exit 1
+fi
