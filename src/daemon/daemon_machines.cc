@@ -3,6 +3,7 @@
 // workers serving them in the machine's cgroups and under its --gpu-mem
 // budget; and machine forks, whose clones belong to the clone machine.
 // See docs/protocol.md (Machines) and docs/threat-model.md.
+#include <cuda.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -132,7 +133,7 @@ Status Daemon::PlaceWorker(WorkerProc& w, const Endpoint& e) {
                   e.machine.c_str(), static_cast<unsigned long long>(w.context_bytes >> 20),
                   static_cast<unsigned long long>(e.budget->limit() >> 20),
                   static_cast<unsigned long long>(e.budget->used() >> 20));
-    return Status(static_cast<int32_t>(2) /* CUDA_ERROR_OUT_OF_MEMORY */, msg);
+    return Status(CUDA_ERROR_OUT_OF_MEMORY, msg);
   }
   w.budget = e.budget;
   w.budget_slot = slot;
@@ -224,7 +225,7 @@ Status Daemon::AdmitToMachine(const ForkJob& job, uint64_t private_bytes) {
                   static_cast<unsigned long long>(context >> 20),
                   static_cast<unsigned long long>(e->budget->left() >> 20), c.machine.c_str(),
                   static_cast<unsigned long long>(e->budget->limit() >> 20));
-    return Status(static_cast<int32_t>(2) /* CUDA_ERROR_OUT_OF_MEMORY */, msg);
+    return Status(CUDA_ERROR_OUT_OF_MEMORY, msg);
   }
   return Status::Ok();
 }

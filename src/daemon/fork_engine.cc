@@ -4,6 +4,7 @@
 // deadline passes). The work ahead of forks is in fork_ahead.cc, the clone
 // tokens, the release of the clones to the golden and their attach in
 // clone_tokens.cc.
+#include <cuda.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -119,7 +120,7 @@ void Daemon::OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m) 
     char msg[128];
     std::snprintf(msg, sizeof msg, "fork needs %llu MiB, %llu MiB free",
                   static_cast<unsigned long long>(need >> 20), static_cast<unsigned long long>(m.free_bytes >> 20));
-    return FailFork(job, Status(static_cast<int32_t>(2) /* CUDA_ERROR_OUT_OF_MEMORY */, msg));
+    return FailFork(job, Status(CUDA_ERROR_OUT_OF_MEMORY, msg));
   }
   if (Status fits = AdmitClones(job); !fits.ok()) return FailFork(job, fits);
   if (m.ahead_generation != 0) {
@@ -287,7 +288,7 @@ void Daemon::FailForksShortOfRoom() {
                     "fork needs a CUDA context for %zu more clone(s), and a new worker's did not fit in the device's "
                     "memory (%zu of %zu clones built; %llu MiB free when the fork was admitted)",
                     short_by, built, job.clones.size(), static_cast<unsigned long long>(job.free_bytes >> 20));
-      FailFork(job, Status(static_cast<int32_t>(2) /* CUDA_ERROR_OUT_OF_MEMORY */, msg));
+      FailFork(job, Status(CUDA_ERROR_OUT_OF_MEMORY, msg));
     }
     it = next;
   }
