@@ -12,10 +12,6 @@ namespace {
 
 // Our own declarations (no nvml.h here), from NVIDIA's NVML reference.
 using nvmlDevice = void*;
-struct NvmlUtilization {
-  unsigned int gpu;
-  unsigned int memory;
-};
 struct NvmlMemory {  // nvmlMemory_t: `used` includes what the driver reserves
   unsigned long long total, free, used;
 };
@@ -36,8 +32,6 @@ constexpr int kNvmlErrorInsufficientSize = 7;
 struct HostNvml {
   Status status;
   int (*init)() = nullptr;
-  int (*by_uuid)(const char*, nvmlDevice*) = nullptr;
-  int (*utilization)(nvmlDevice, NvmlUtilization*) = nullptr;
   // The bench's calls; each may be missing on an old driver.
   int (*count)(unsigned int*) = nullptr;
   int (*by_index)(unsigned int, nvmlDevice*) = nullptr;
@@ -68,8 +62,6 @@ HostNvml* Load() {
       return n;
     }
     Sym(dl, "nvmlInit_v2", &n->init);
-    Sym(dl, "nvmlDeviceGetHandleByUUID", &n->by_uuid);
-    Sym(dl, "nvmlDeviceGetUtilizationRates", &n->utilization);
     Sym(dl, "nvmlDeviceGetCount_v2", &n->count);
     Sym(dl, "nvmlDeviceGetHandleByIndex_v2", &n->by_index);
     Sym(dl, "nvmlDeviceGetName", &n->name);
@@ -78,8 +70,8 @@ HostNvml* Load() {
     Sym(dl, "nvmlDeviceGetComputeRunningProcesses_v3", &n->processes);
     Sym(dl, "nvmlSystemGetDriverVersion", &n->driver_version);
     Sym(dl, "nvmlSystemGetCudaDriverVersion_v2", &n->cuda_version);
-    if (!n->init || !n->by_uuid || !n->utilization) {
-      n->status = Unavailable("libnvidia-ml.so.1 lacks nvmlInit_v2 / nvmlDeviceGetHandleByUUID / nvmlDeviceGetUtilizationRates");
+    if (!n->init) {
+      n->status = Unavailable("libnvidia-ml.so.1 lacks nvmlInit_v2");
     } else if (int r = n->init(); r != 0) {
       n->status = Unavailable("nvmlInit_v2 returned " + std::to_string(r));
     }
@@ -91,18 +83,6 @@ HostNvml* Load() {
 Status Failed(const char* call, int r) { return Unavailable(std::string(call) + " returned " + std::to_string(r)); }
 
 }  // namespace
-
-Status HostGpuUtilization(const std::string& uuid, uint32_t* gpu, uint32_t* memory) {
-  HostNvml* n = Load();
-  if (!n->status.ok()) return n->status;
-  nvmlDevice dev = nullptr;
-  if (int r = n->by_uuid(uuid.c_str(), &dev); r != 0) return Failed("nvmlDeviceGetHandleByUUID", r);
-  NvmlUtilization u{};
-  if (int r = n->utilization(dev, &u); r != 0) return Failed("nvmlDeviceGetUtilizationRates", r);
-  *gpu = u.gpu;
-  *memory = u.memory;
-  return Status::Ok();
-}
 
 Result<std::vector<HostGpuMemory>> HostGpuMemoryInUse() {
   HostNvml* n = Load();

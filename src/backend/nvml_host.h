@@ -1,10 +1,10 @@
-// The host's NVML (libnvidia-ml.so.1), for what a worker cannot learn from
-// the CUDA driver (device utilization), for the daemon's `cuda status`
+// The host's NVML (libnvidia-ml.so.1), for the daemon's `cuda status`
 // (per-process device memory; NVML creates no CUDA context) and for the
 // bench (memory in use per device and per process, driver version). Loaded
 // on first use by absolute path (shim directories skipped, as for cuBLAS);
-// kUnavailable without it. Process: the worker, the daemon or the bench; the
-// loader is thread-safe, each call is independent.
+// kUnavailable without it. Process: the daemon or the bench, never a worker
+// (nvmlInit makes calls outside the worker's seccomp table); the loader is
+// thread-safe, each call is independent.
 #pragma once
 
 #include <cstdint>
@@ -15,10 +15,6 @@
 #include "base/status.h"
 
 namespace smolvm {
-
-// Utilization of the device with NVML uuid text `uuid` ("GPU-...") over
-// NVML's last sample period, in percent.
-Status HostGpuUtilization(const std::string& uuid, uint32_t* gpu, uint32_t* memory);
 
 struct HostGpuProcess {
   uint32_t pid = 0;

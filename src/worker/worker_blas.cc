@@ -7,18 +7,14 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "worker/context_size.h"
 #include "worker/library_charges.h"
+#include "worker/nvml_text.h"
 #include "worker/worker.h"
 #include "worker/worker_checks.h"
 #include "proto/lib_status.h"
 
-#ifdef SMOLVM_HAVE_CUDA_BACKEND
-#include "backend/nvml_host.h"
-#endif
 
 namespace smolvm {
 namespace {
@@ -35,31 +31,6 @@ BlasScalars Scalars(std::string_view alpha, std::string_view beta, uint64_t alph
   s.alpha_ptr = alpha_ptr;
   s.beta_ptr = beta_ptr;
   return s;
-}
-
-// NVML's text form of a 16-byte UUID: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx.
-std::string UuidText(const std::string& raw) {
-  std::string out = "GPU-";
-  char b[3];
-  for (size_t i = 0; i < raw.size() && i < 16; ++i) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
-    std::snprintf(b, sizeof b, "%02x", static_cast<unsigned char>(raw[i]));
-    out += b;
-  }
-  return out;
-}
-
-// The kernel driver's version ("580.95.05"), as nvmlSystemGetDriverVersion.
-std::string KernelDriverVersion() {
-  std::ifstream f("/proc/driver/nvidia/version");
-  std::string line;
-  if (!std::getline(f, line)) return "";
-  size_t at = line.find("Kernel Module");
-  if (at == std::string::npos) return "";
-  std::istringstream rest(line.substr(at + 13));
-  std::string v;
-  rest >> v;
-  return v;
 }
 
 }  // namespace
@@ -240,7 +211,7 @@ Status Worker::Handle(const proto::NvmlDeviceRequest&, proto::NvmlDeviceReply* r
   ASSIGN_OR_RETURN(DeviceInfo info, backend_->GetDeviceInfo(0));
   auto attr = [&](int a) { return a < static_cast<int>(info.attrs.size()) ? info.attrs[a] : 0; };
   r->name = info.name;
-  r->uuid = UuidText(info.uuid);
+  r->uuid = NvmlUuidText(info.uuid);
   r->cc_major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
   r->cc_minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
   r->multiprocessors = static_cast<uint32_t>(attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT));
@@ -262,19 +233,15 @@ Status Worker::Handle(const proto::NvmlMemoryRequest&, proto::NvmlMemoryReply* r
   return Status::Ok();
 }
 
-Status Worker::Handle(const proto::NvmlUtilizationRequest&, proto::NvmlUtilizationReply* r, Ctx*) {
-  if (backend_->Name() == "fake") {
-    r->gpu = 0;
-    r->memory = 0;
-    return Status::Ok();
-  }
-#ifdef SMOLVM_HAVE_CUDA_BACKEND
-  ASSIGN_OR_RETURN(DeviceInfo info, backend_->GetDeviceInfo(0));
-  Status st = HostGpuUtilization(UuidText(info.uuid), &r->gpu, &r->memory);
-  if (st.ok()) return st;
-  std::fprintf(stderr, "smolvm worker %d: NVML utilization: %s\n", ::getpid(), st.ToString().c_str());
-#endif
-  return Status(proto::kNvmlStatusBase + kNvmlErrorNotSupported, "utilization needs the host's NVML");
+// Utilization is the whole device's, so a session would see its neighbours'
+// activity; and the host's NVML cannot run in the worker: its nvmlInit makes
+// system calls outside the worker's seccomp table (symlink: on the H200,
+// 2026-12-04, the worker ended there under enforce and the program lost its
+// session). Every session gets NVML_ERROR_NOT_SUPPORTED, as a MIG instance
+// answers, on every backend.
+Status Worker::Handle(const proto::NvmlUtilizationRequest&, proto::NvmlUtilizationReply*, Ctx*) {
+  return Status(proto::kNvmlStatusBase + kNvmlErrorNotSupported,
+                "nvmlDeviceGetUtilizationRates: not supported (the device's utilization would show other sessions')");
 }
 
 }  // namespace smolvm

@@ -112,6 +112,8 @@ TEST_F(BlasE2eTest, NvmlReportsTheSessionsOwnMemory) {
   EXPECT_NE(r.out.find("PASS nvml"), std::string::npos) << r.Report();
   EXPECT_NE(r.out.find("stub: Not Supported"), std::string::npos) << r.Report();
   EXPECT_EQ(Count(r.err, "nvmlDeviceGetPowerUsage is not supported"), 1u) << r.Report();
+  EXPECT_NE(r.out.find("utilization: Not Supported"), std::string::npos) << r.Report();
+  EXPECT_EQ(daemon.Log().find("is not allowed"), std::string::npos) << daemon.Log();
 }
 
 // cuDNN's backend API: descriptors mirrored in the guest and rebuilt on the
