@@ -8,7 +8,9 @@
 #      through the shim (the session's memory).
 # Writes to $OUT (8 files at most): sweep_native.txt sweep_shim.txt perf.txt
 # progs.txt nvml.txt daemon.log summary.txt, and records/blas_*.json (one
-# record for bench/records). About 2-3 minutes.
+# record for bench/records). About 2-3 minutes. Exits 1 when the sweeps
+# differ or a program fails (the record says which: sweep_identical,
+# progs_pass, nvml_pass).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -56,15 +58,16 @@ summary "perf: $(grep -E '^(==|perf)' "$OUT/perf.txt" | tr '\n' ' ')"
     echo "== shim $p"; shim 60 "$BIN/$p" 2>&1 | tail -4; echo "rc ${PIPESTATUS[0]}"
   done; } > "$OUT/progs.txt"
 summary "progs: $(grep -E '^(== |PASS|FAIL|rc )' "$OUT/progs.txt" | tr '\n' ' ')"
-shim 60 "$BIN/prog_nvml" > "$OUT/nvml.txt" 2>&1
-summary "nvml: rc $? $(grep -E '^(memory|process|PASS|FAIL)' "$OUT/nvml.txt" | tr '\n' ' ')"
+shim 60 "$BIN/prog_nvml" > "$OUT/nvml.txt" 2>&1; rnv=$?
+summary "nvml: rc $rnv $(grep -E '^(memory|process|PASS|FAIL)' "$OUT/nvml.txt" | tr '\n' ' ')"
 
 # One record of this run for bench/records (docs/bench.md, "Records"): the
 # GEMM rates both ways and whether the sweep's hashes matched; samples: the
 # perf lines and both sweeps' hash lines (one JSON document).
-summary=$(python3 - "$OUT" <<'PY'
+summary=$(python3 - "$OUT" "$rnv" <<'PY'
 import json, os, re, sys
 out, s, mode = sys.argv[1], {}, None
+nvml_rc = int(sys.argv[2])
 for line in open(os.path.join(out, "perf.txt"), errors="replace"):
     if line.startswith("== "):
         mode = line[3:].strip()
@@ -78,6 +81,10 @@ hashes = lambda f: [l for l in open(os.path.join(out, f), errors="replace") if l
 n, h = hashes("sweep_native.txt"), hashes("sweep_shim.txt")
 s["sweep_results"] = len(n)
 s["sweep_identical"] = bool(n) and n == h
+# Each program's "rc N" line and its PASS line, both ways (4 runs).
+progs = open(os.path.join(out, "progs.txt"), errors="replace").read()
+s["progs_pass"] = re.findall(r"^rc (\d+)$", progs, re.M) == ["0"] * 4 and len(re.findall(r"^PASS ", progs, re.M)) == 4
+s["nvml_pass"] = nvml_rc == 0 and "PASS nvml" in open(os.path.join(out, "nvml.txt"), errors="replace").read()
 perf = [l.rstrip("\n") for l in open(os.path.join(out, "perf.txt"), errors="replace") if l.startswith(("==", "perf"))]
 json.dump({"perf": perf, "sweep_native": [l.rstrip("\n") for l in n], "sweep_shim": [l.rstrip("\n") for l in h]},
           open(os.path.join(out, "blas-samples.json"), "w"))
@@ -87,3 +94,5 @@ PY
 python3 scripts/device-record.py blas --out "$OUT" --command "scripts/device-blas.sh" --summary "${summary:-{\}}" \
   "$OUT/blas-samples.json" >>"$OUT/summary.txt" 2>&1 || summary "device-record.py failed"
 rm -f "$OUT/blas-samples.json"
+grep -qE '"(sweep_identical|progs_pass|nvml_pass)": false' <<<"$summary" && { summary "FAIL: $summary"; exit 1; }
+exit 0
