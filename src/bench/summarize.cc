@@ -243,9 +243,15 @@ std::string FormatSummaryMarkdown(const std::vector<CellSummary>& cells, const s
                     "learners' own tok/s; `span_tok_s`: all tokens ÷ the time from the first learner's training "
                     "start to the last one's finish (not inflated when learners start one after another; `-` where a "
                     "learner has no `t_done`). `peak_mib`: the whole GPU's peak on cuda, the learners' summed PSS "
-                    "on cpu. † marks a span from schema-1 files, whose `t_done` was added after the "
-                    "run from learner logs that are not committed: not from a committed record. To re-measure: "
-                    "`scripts/device-bench.sh headline PART` (docs/bench.md, \"On the H200\").\n\n";
+                    "on cpu.";
+  // The † sentence only above a † shown (issue 17: every span from a committed record).
+  bool dagger = false;
+  for (const CellSummary& c : cells) dagger |= c.hand_t_done;
+  if (dagger)
+    out += " † marks a span from schema-1 files, whose `t_done` was added after the run from learner logs that "
+           "are not committed: not from a committed record. To re-measure: `scripts/device-bench.sh headline PART` "
+           "(docs/bench.md, \"On the H200\").";
+  out += "\n\n";
   out += RenderTable(t.cell_header, t.cells, true, 3);
   out += "\n### Fork ÷ native\n\n";
   out += t.ratios.empty() ? "No fork cell has a matching native cell.\n" : RenderTable(t.ratio_header, t.ratios, true, 2);

@@ -115,6 +115,18 @@ TEST(Summarize, TextAndMarkdownShowIncompleteAndSpread) {
   EXPECT_NE(md.find("0.84"), std::string::npos) << md;  // wall 51/61
 }
 
+// The † sentence sits above the runs only when a † is shown (issue 17).
+TEST(Summarize, MarkdownExplainsTheDaggerOnlyWhenOneIsShown) {
+  auto cells = Summarize(Fixtures());
+  for (auto& c : cells) c.hand_t_done = false;
+  std::string md = FormatSummaryMarkdown(cells, Ratios(cells), "bench/results");
+  EXPECT_EQ(md.find("†"), std::string::npos) << md;
+  cells[0].hand_t_done = true;
+  md = FormatSummaryMarkdown(cells, Ratios(cells), "bench/results");
+  EXPECT_NE(md.find("† marks a span from schema-1 files"), std::string::npos) << md;
+  EXPECT_NE(md.find(" †"), md.find("† marks")) << md;  // the cell's mark besides the sentence
+}
+
 // A fork the daemon refused for GPU memory is that N's answer, said as such.
 TEST(Summarize, AForkRefusedForMemoryIsSaidSo) {
   RunResult r;
