@@ -163,7 +163,7 @@ finish() {
   [[ -n ${FINISHED:-} ]] && return
   FINISHED=1
   {
-    echo "smolvm device check, $(date -u +%Y-%m-%dT%H:%M:%SZ), $(hostname), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "smolvm device check, $(date -u +%Y-%m-%dT%H:%M:%SZ), $(hostname), checkout $(git rev-parse --short HEAD 2>/dev/null || echo unknown), build of $(cat "$BUILD/SOURCE_COMMIT" 2>/dev/null || echo "an unpacked tree")"
     printf '%-16s %-8s %6s  %s\n' phase status at note
     printf '%s\n' "${SUMMARY[@]}"
     echo "overall: $([[ $FAILED == 0 ]] && echo PASS || echo FAIL)"

@@ -6,7 +6,9 @@
 # scripts/device-check.sh uses to relocate the CTest files).
 #
 # Usage: scripts/device-pack.sh [BUILD_DIR=build] [DEST=.carry/build]
-# Then carry DEST; scripts/device-check.sh finds .carry/build by itself when
+# DEST/SOURCE_COMMIT names the checkout it was built from (`git describe
+# --always --dirty`): device summaries and records name it beside the
+# binary's sha256. Then carry DEST; scripts/device-check.sh finds .carry/build by itself when
 # there is no build/ (or pass --build DIR).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +18,7 @@ dest=${2:-.carry/build}
 rm -rf "$dest"
 mkdir -p "$dest"
 dest=$(cd "$dest" && pwd)
+git describe --always --dirty >"$dest/SOURCE_COMMIT" 2>/dev/null || echo unknown >"$dest/SOURCE_COMMIT"
 cd "$src"
 {
   find . -path ./CMakeFiles -prune -o -path ./fuzz-clang -prune -o -path '*/CMakeFiles' -prune -o -type f \

@@ -56,6 +56,18 @@ def build_id(root):
     return "unknown"
 
 
+def source_commit(root):
+    # The checkout the carried build was packed from (scripts/device-pack.sh).
+    for d in (os.environ.get("BUILD"), os.path.join(root, "build"), os.path.join(root, ".carry", "build")):
+        if not d:
+            continue
+        try:
+            return open(os.path.join(d, "SOURCE_COMMIT")).read().strip()
+        except OSError:
+            continue
+    return None
+
+
 def micro_summary(samples):
     s = {}
     for rows in samples.values():
@@ -109,6 +121,8 @@ def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     rec = {"kind": a.kind, "date": now.strftime("%Y-%m-%dT%H:%M:%SZ"), "card": card(), "build": build_id(root),
            "command": a.command, "summary": summary, "samples": samples}
+    if source_commit(root):
+        rec["source_commit"] = source_commit(root)
     os.makedirs(os.path.join(a.out, "records"), exist_ok=True)
     path = os.path.join(a.out, "records", f"{a.kind}_{now.strftime('%Y%m%d-%H%M%S')}.json")
     with open(path, "w") as f:
