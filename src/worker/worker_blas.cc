@@ -15,7 +15,6 @@
 #include "worker/worker_checks.h"
 #include "proto/lib_status.h"
 
-
 namespace smolvm {
 namespace {
 
