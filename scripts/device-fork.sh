@@ -21,6 +21,8 @@
 # Env: MODELS (default /tmp/smolvm_learner_models), STEPS (20); ARMS (clones:
 # which of on,off,auto run, default all three); BACKEND=fake
 # rehearses the clones phase on a machine without a GPU (no NVML numbers).
+# Exits 1 when an arm's fork failed or a clone did not report every check ok
+# (the record says so per arm: SHARE_fork_rc, SHARE_clones_ok, SHARE_globals_ok).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -36,6 +38,7 @@ SOCK=$W/cuda.sock
 SUM=$OUT/fork-summary.txt
 LOG_TAG=device-fork LOG_FILE=$SUM
 BACKEND=${BACKEND:-cuda}
+FAILS=0
 smi() { if command -v nvidia-smi >/dev/null; then nvidia-smi "$@"; else echo "nvidia-smi missing" >&2; fi; }
 status_json() { build/smolvm cuda status --json 2>/dev/null; }
 jq_py() { python3 -c "import json,sys; j=json.load(sys.stdin); print($1)" 2>/dev/null; }
@@ -125,7 +128,15 @@ if used:
 json.dump({"share": sys.argv[7], "context_mib": None if math.isnan(ctx) else ctx, "clone_nvml_mib": used,
            "within_private_context_100": len(ok), "clones": len(clones)}, open(sys.argv[6], "w"))
 EOF
-  log "share=$share: $(ls "$dir"/clone*.txt 2>/dev/null | wc -l)/$count clone reports, ok=$(cat "$dir"/clone*.txt 2>/dev/null | grep -c 'table=1 frozen=1 private=1 pinned=1 own_private=1 cow=1'), module global ok=$(cat "$dir"/clone*.txt 2>/dev/null | grep -c 'global=1'), fault: $(grep -ho 'fault=[A-Za-z]*' "$dir"/clone1.txt 2>/dev/null), device used $(smi_used) MiB"
+  local nok nglob
+  nok=$(cat "$dir"/clone*.txt 2>/dev/null | grep -c 'table=1 frozen=1 private=1 pinned=1 own_private=1 cow=1')
+  nglob=$(cat "$dir"/clone*.txt 2>/dev/null | grep -c 'global=1')
+  log "share=$share: $(ls "$dir"/clone*.txt 2>/dev/null | wc -l)/$count clone reports, ok=$nok, module global ok=$nglob, fault: $(grep -ho 'fault=[A-Za-z]*' "$dir"/clone1.txt 2>/dev/null), device used $(smi_used) MiB"
+  echo "{\"share\": \"$share\", \"count\": $count, \"fork_rc\": $rc, \"clones_ok\": $nok, \"globals_ok\": $nglob}" >"$OUT/checks-$share.json"
+  if ((rc != 0 || nok != count || nglob != count)); then
+    FAILS=$((FAILS + 1))
+    log "share=$share: FAIL (fork rc $rc; $nok of $count clones ok, $nglob with their module global)"
+  fi
   cat "$dir"/clone*.txt >>"$OUT/fork-$share.jsonl" 2>/dev/null
   touch "$dir/exit"
   build/smolvm cuda release --pid "$golden" >>"$OUT/fork-$share.jsonl" 2>&1
@@ -150,10 +161,10 @@ phase_clones() {
   python3 scripts/device-record.py warm-fork --out "$OUT" \
     --command "scripts/device-fork.sh --phase clones $FROZEN $PRIVATE $COUNT" \
     --summary "{\"frozen_mib\": $FROZEN, \"private_mib\": $PRIVATE}" \
-    "$OUT"/fork-on.jsonl "$OUT"/fork-off.jsonl "$OUT"/fork-auto.jsonl "$OUT"/memory-*.json | tee -a "$SUM"
+    "$OUT"/fork-on.jsonl "$OUT"/fork-off.jsonl "$OUT"/fork-auto.jsonl "$OUT"/memory-*.json "$OUT"/checks-*.json | tee -a "$SUM"
   # Few files come back from the device: the details in one archive.
-  (cd "$OUT" && tar czf clones.tgz fork-on.jsonl fork-off.jsonl fork-auto.jsonl status-*.json apps-*.csv memory-*.json 2>/dev/null &&
-    rm -f fork-on.jsonl fork-off.jsonl fork-auto.jsonl status-*.json apps-*.csv memory-*.json)
+  (cd "$OUT" && tar czf clones.tgz fork-on.jsonl fork-off.jsonl fork-auto.jsonl status-*.json apps-*.csv memory-*.json checks-*.json 2>/dev/null &&
+    rm -f fork-on.jsonl fork-off.jsonl fork-auto.jsonl status-*.json apps-*.csv memory-*.json checks-*.json)
 }
 
 # --- learner ------------------------------------------------------------------
@@ -225,3 +236,4 @@ for p in "${phases[@]}"; do
 done
 stop_daemon
 log "end: memory.used $(smi_used) MiB (start $mem0 MiB)"
+((FAILS == 0))

@@ -87,6 +87,11 @@ def fork_summary(samples):
     for name, rows in samples.items():
         if not rows:
             continue
+        if name.startswith("checks-"):  # device-fork.sh: the fork's rc and the clones' own checks, per share mode
+            c = rows[0]
+            for k in ("fork_rc", "clones_ok", "globals_ok"):
+                s[f"{c['share']}_{k}"] = c[k]
+            continue
         if name.startswith("memory-"):  # device-fork.sh: NVML per clone, one document per share mode
             m = rows[0]
             if m.get("clone_nvml_mib"):
