@@ -16,6 +16,8 @@
 #   summary    OUTDIR/summary.json from whatever the phases wrote, and one
 #              record, OUTDIR/records/learner_*.json (kind learner)
 # Env: MODELS (default /tmp/smolvm_learner_models), STEPS (20), PY (python3).
+# Exits 1 when a run, a test or a check failed (each logged as FAIL); the
+# phases after it still run, so the summary and record show what did finish.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -42,6 +44,8 @@ unset BATCH MAXSEQ MODEL LEARNER_ID COORD ARM DPO_BETA  # flags below say everyt
 # loader cannot (toolkit elsewhere, or only pip's nvidia wheels).
 nvidia_lib_path "$BIN" "$PY"
 LOG_TAG=learner LOG_FILE=$out/device_check.log
+FAILS=0
+fail() { FAILS=$((FAILS + 1)); log "FAIL: $*"; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$out/gpu.txt" 2>&1
 
 # train ARGS... : runs the learner with events in $out/ev_<tag>; prints the done line.
@@ -52,6 +56,7 @@ ours() {
   "$BIN" train --coord "$coord" --arm "$tag" "$@" > "$out/ours_$tag.out" 2> "$out/ours_$tag.err"
   local rc=$?
   log "ours $tag rc=$rc $(grep '"done"' "$out/ours_$tag.out" | head -c 400)"
+  ((rc == 0)) || fail "ours $tag exited $rc: $(tail -1 "$out/ours_$tag.err")"
   return $rc
 }
 peer() {
@@ -59,6 +64,7 @@ peer() {
   timeout 580 $PY bench/peers/peft_dpo.py --out "$out/peft_$tag.json" "$@" > "$out/peft_$tag.out" 2> "$out/peft_$tag.err"
   local rc=$?
   log "peft $tag rc=$rc $(head -c 400 "$out/peft_$tag.json" 2>/dev/null)"
+  ((rc == 0)) || fail "peft $tag exited $rc: $(tail -1 "$out/peft_$tag.err")"
   return $rc
 }
 
@@ -66,15 +72,15 @@ for p in "${phases[@]}"; do
   log "phase $p"
   case $p in
     tests)
-      "$GTEST" --gtest_color=no > "$out/gpu_tests.txt" 2>&1
-      log "gpu tests rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$out/gpu_tests.txt" | tr '\n' ' ')"
+      "$GTEST" --gtest_color=no > "$out/gpu_tests.txt" 2>&1 || fail "the learner's GPU tests"
+      log "gpu tests $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$out/gpu_tests.txt" | tr '\n' ' ')"
       ;;
     models)
       mkdir -p "$MODELS"
       for m in qwen2.5-0.5b qwen2.5-7b; do
         [[ -f $MODELS/$m/config.json ]] && continue
         s=$(date +%s%N)
-        "$BIN" make-model --preset "$m" --seed 0 --out "$MODELS/$m" || log "make-model $m FAILED"
+        "$BIN" make-model --preset "$m" --seed 0 --out "$MODELS/$m" || fail "make-model $m"
         log "make-model $m $(( ($(date +%s%N) - s) / 1000000 )) ms, $(du -sh "$MODELS/$m" | cut -f1)"
       done
       # transformers must load what we wrote.
@@ -84,7 +90,8 @@ from transformers import AutoModelForCausalLM
 m = AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=torch.bfloat16)
 print("loaded", type(m).__name__, sum(p.numel() for p in m.parameters()))
 PYEOF
-      log "hf load rc=$? $(tail -1 "$out/hf_load.txt")"
+      (($? == 0)) || fail "transformers could not load the 0.5B model we wrote"
+      log "hf load $(tail -1 "$out/hf_load.txt")"
       ;;
     train7b4)
       ours train7b4 --model "$MODELS/qwen2.5-7b" --load-in-4bit --method dpo --batch 2 --maxseq 256 --steps "$STEPS" --device cuda
@@ -114,8 +121,9 @@ PYEOF
         --save-adapter "$MODELS/adapter" --dump-logits "$MODELS/adapter_logits.safetensors"
       cp "$MODELS/adapter/adapter_config.json" "$out/" 2>/dev/null
       $PY bench/peers/peft_adapter_check.py --model "$MODELS/qwen2.5-0.5b" --adapter "$MODELS/adapter" \
-        --logits "$MODELS/adapter_logits.safetensors" --out "$out/adapter_check.json" > "$out/adapter_check.out" 2>&1
-      log "adapter check rc=$? $(cat "$out/adapter_check.json" 2>/dev/null)"
+        --logits "$MODELS/adapter_logits.safetensors" --out "$out/adapter_check.json" > "$out/adapter_check.out" 2>&1 ||
+        fail "the adapter check"
+      log "adapter check $(cat "$out/adapter_check.json" 2>/dev/null)"
       ;;
     load)
       cat "$MODELS"/qwen2.5-7b/*.safetensors > /dev/null  # into the page cache
@@ -230,6 +238,8 @@ PYEOF
       $PY scripts/device-record.py learner --out "$out" --command "learner/device_check.sh OUTDIR ${phases[*]/#/--phase }" \
         --summary "${rec:-{\}}" "$out/summary.json" || log "device-record.py failed"
       ;;
-    *) log "unknown phase $p" ;;
+    *) fail "unknown phase $p" ;;
   esac
 done
+log "$FAILS check(s) failed"
+((FAILS == 0))
