@@ -8,7 +8,8 @@
 #   2. the daemon log names the libcudnn / libcublas files and versions the
 #      workers loaded, and prog_dnn's "cudnn version" line matches natively.
 # Writes to $OUT (at most 8 files): native1.txt native2.txt shim.txt
-# daemon.log summary.txt. About 1 minute.
+# daemon.log summary.txt. About 1 minute. Exits 1 unless the shim's digests
+# and version are identical to the native ones.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -52,8 +53,11 @@ nd=$(grep -c '^digest ' "$OUT/native1.txt")
 if [[ $r1 == 0 && $rs == 0 && $nd -gt 0 ]] &&
    diff <(grep -E '^(digest|cudnn version)' "$OUT/native1.txt") <(grep -E '^(digest|cudnn version)' "$OUT/shim.txt") > /dev/null; then
   summary "cudnn: IDENTICAL ($nd digests and the version, native vs shim)"
+  same=1
 else
+  same=0
   summary "cudnn: DIFFERENT (native rc $r1, shim rc $rs, $nd native digests)"
   diff <(grep -E '^(digest|cudnn version)' "$OUT/native1.txt") <(grep -E '^(digest|cudnn version)' "$OUT/shim.txt") >> "$OUT/summary.txt"
 fi
 summary "loaded: $(grep -E 'cuDNN .* loaded from|cuBLAS .* from|load NVIDIA libraries' "$OUT/daemon.log" | tr '\n' ' ')"
+((same))
