@@ -43,29 +43,25 @@ def card():
         return "no GPU"
 
 
-def build_id(root):
-    # $BUILD (scripts/lib.sh's find_build), else build/, else .carry/build:
-    # a script that never linked build/ still names the binary it ran.
+def build_of(root):
+    """(sha256 of the smolvm binary, the checkout it was packed from or None).
+
+    $BUILD (scripts/lib.sh's find_build), else build/, else .carry/build: a
+    script that never linked build/ still names the binary it ran. The commit
+    (SOURCE_COMMIT, scripts/device-pack.sh) is read beside that same binary.
+    """
     for d in (os.environ.get("BUILD"), os.path.join(root, "build"), os.path.join(root, ".carry", "build")):
         if not d:
             continue
         try:
-            return hashlib.sha256(open(os.path.join(d, "smolvm"), "rb").read()).hexdigest()
+            sha = hashlib.sha256(open(os.path.join(d, "smolvm"), "rb").read()).hexdigest()
         except OSError:
-            continue
-    return "unknown"
-
-
-def source_commit(root):
-    # The checkout the carried build was packed from (scripts/device-pack.sh).
-    for d in (os.environ.get("BUILD"), os.path.join(root, "build"), os.path.join(root, ".carry", "build")):
-        if not d:
             continue
         try:
-            return open(os.path.join(d, "SOURCE_COMMIT")).read().strip()
+            return sha, open(os.path.join(d, "SOURCE_COMMIT")).read().strip()
         except OSError:
-            continue
-    return None
+            return sha, None
+    return "unknown", None
 
 
 def micro_summary(samples):
@@ -124,10 +120,11 @@ def main():
     summary.update(json.loads(a.summary))
     now = datetime.datetime.now(datetime.timezone.utc)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    rec = {"kind": a.kind, "date": now.strftime("%Y-%m-%dT%H:%M:%SZ"), "card": card(), "build": build_id(root),
+    build, commit = build_of(root)
+    rec = {"kind": a.kind, "date": now.strftime("%Y-%m-%dT%H:%M:%SZ"), "card": card(), "build": build,
            "command": a.command, "summary": summary, "samples": samples}
-    if source_commit(root):
-        rec["source_commit"] = source_commit(root)
+    if commit:
+        rec["source_commit"] = commit
     os.makedirs(os.path.join(a.out, "records"), exist_ok=True)
     path = os.path.join(a.out, "records", f"{a.kind}_{now.strftime('%Y%m%d-%H%M%S')}.json")
     with open(path, "w") as f:
