@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 
 namespace smolvm {
 
@@ -20,17 +21,9 @@ std::string NvmlUuidText(const std::string& raw) {
 std::string DriverVersionOfLine(std::string_view line) {
   size_t at = line.find("Kernel Module");
   if (at == std::string_view::npos) return "";
-  std::string_view rest = line.substr(at + 13);
-  while (!rest.empty()) {
-    size_t start = rest.find_first_not_of(" \t");
-    if (start == std::string_view::npos) break;
-    rest.remove_prefix(start);
-    size_t end = rest.find_first_of(" \t");
-    std::string_view word = rest.substr(0, end);
-    if (std::isdigit(static_cast<unsigned char>(word.front()))) return std::string(word);
-    if (end == std::string_view::npos) break;
-    rest.remove_prefix(end);
-  }
+  std::istringstream words{std::string(line.substr(at + 13))};
+  for (std::string w; words >> w;)
+    if (std::isdigit(static_cast<unsigned char>(w[0]))) return w;
   return "";
 }
 
