@@ -195,6 +195,14 @@ Status StopCudaDaemon(const std::string& home, int timeout_ms) {
   return Status::Ok();
 }
 
+Result<UniqueFd> HoldCudaDaemon(const CudaDaemon& d) {
+  auto conn = ConnectUnix(d.socket + ".admin");
+  if (!conn.ok())
+    return Status(conn.status().code(), "cannot hold the CUDA daemon (pid " + std::to_string(d.pid) + ") at " +
+                                            d.socket + ".admin: " + conn.status().message());
+  return std::move(*conn);
+}
+
 Result<UniqueFd> AttachCudaMachine(const CudaDaemon& d, const std::string& machine, const std::string& sock_path,
                                    const std::vector<std::string>& cgroup_dirs, int64_t gpu_mem_bytes) {
   ASSIGN_OR_RETURN(UniqueFd listener, ListenUnix(sock_path, 0666));

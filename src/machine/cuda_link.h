@@ -48,6 +48,14 @@ std::string CudaDir(const std::string& home);
 Result<CudaDaemon> FindCudaDaemon(const std::string& home);
 // The live daemon, started first when there is none.
 Result<CudaDaemon> EnsureCudaDaemon(const std::string& home);
+// Keeps `d` from stopping for idleness (its --idle-exit) while the returned
+// descriptor is open: an admin connection that sends nothing (the daemon
+// counts every open admin connection as activity). Close it to let go; a
+// daemon stopped by `cuda shutdown` or a signal stops all the same (the
+// descriptor then reads EOF, so a holder polling it for POLLIN|POLLHUP learns
+// the daemon is gone). Send nothing on it: a partial frame is cut after the
+// daemon's link deadline, which ends the hold.
+Result<UniqueFd> HoldCudaDaemon(const CudaDaemon& d);
 // SIGTERM to the recorded daemon, SIGKILL after timeout_ms; OK when none runs.
 Status StopCudaDaemon(const std::string& home, int timeout_ms);
 
