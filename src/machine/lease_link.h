@@ -50,6 +50,7 @@
 
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "machine/lease_frame.h"
 
 namespace smolvm::machine {
 
@@ -78,6 +79,10 @@ class LeaseLink {
   // golden, or a clone still being forked), kUnavailable (the golden's
   // supervisor is gone), kPermissionDenied (not root).
   static Result<LeaseLink> Open(const std::string& home, const std::string& clone);
+
+  // A link over a connection already past its "LEASE <clone>" / "OK"
+  // exchange (tests; a caller that made the request itself).
+  static LeaseLink Adopt(UniqueFd connected) { return LeaseLink(std::move(connected)); }
 
   // Sends a payload: `payload_json` must be a JSON object, at most kMaxJson
   // bytes (checked here: kInvalidArgument). The first one releases a parked
@@ -119,8 +124,8 @@ class LeaseLink {
   Status Write(int kind, std::string_view body, uint64_t number);
 
   UniqueFd fd_;
-  std::string partial_;  // the bytes of the message being read (never more than one)
-  bool broken_ = false;  // a write timed out half-way: the stream is out of step
+  LeaseFrameReader reader_;  // the message being read (never more than one)
+  bool broken_ = false;      // a write timed out half-way: the stream is out of step
 };
 
 }  // namespace smolvm::machine
