@@ -63,7 +63,12 @@ Result<LeaseLink> LeaseLink::Open(const std::string& home, const std::string& cl
                        "): its golden is not running");
   RETURN_IF_ERROR(SendLine(sock->get(), "LEASE " + clone));
   ASSIGN_OR_RETURN(std::string answer, ReadAnswer(sock->get(), Clock::now() + kOpenTimeout));
-  if (answer != "OK") return StatusOfErrLine(answer, "the supervisor refused the lease link of '" + clone + "'");
+  if (answer != "OK") {
+    Status s = StatusOfErrLine(answer, "the supervisor refused the lease link of '" + clone + "'");
+    if (s.message() == "unknown request")
+      return NotSupported("the supervisor of '" + rec->golden + "' has no lease links (it is of an older smolvm)");
+    return s;
+  }
   return LeaseLink(std::move(sock).value());
 }
 
