@@ -68,7 +68,8 @@ json OpenApiDocument(const RouteTable& routes, const std::string& version) {
       responses[std::to_string(in.success_status)] = {
           {"description", "success"}, {"content", {{in.response_type, {{"schema", {{"type", "string"}}}}}}}};
     for (const auto& [status, why] : in.errors)
-      responses[std::to_string(status)] = {{"description", why},
+      if (status < 400) responses[std::to_string(status)] = {{"description", why}, {"content", {{"application/json", {{"schema", ok_schema}}}}}};
+      else responses[std::to_string(status)] = {{"description", why},
                                            {"content", {{"application/json", {{"schema", {{"$ref", "#/components/schemas/Error"}}}}}}}};
     op["responses"] = responses;
     paths[in.path][LowerMethod(in.method)] = op;

@@ -41,7 +41,8 @@ struct RouteInfo {
   nlohmann::json response_schema;  // null: {"type":"object"}
   int success_status = 200;
   std::string response_type = "application/json";
-  // Documented error statuses, each with its meaning.
+  // Other documented statuses, each with its meaning (below 400: another
+  // success with the same response schema, e.g. 200 for a repeat).
   std::vector<std::pair<int, std::string>> errors;
 };
 

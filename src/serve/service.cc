@@ -91,7 +91,7 @@ HttpResponse Service::Handle(HttpRequest& req) {
     metrics_.Add("smolvm_serve_http_requests_total", {{"operation", "none"}, {"status", std::to_string(res.status)}});
     return res;
   }
-  if (route->info.access != Access::kPublic || !req.peer.unix_socket) {
+  {
     auto caller = tenants_->Authenticate(req.peer);
     if (!caller.ok() && route->info.access != Access::kPublic) {
       res = ResponseOf(caller.status());
