@@ -20,8 +20,10 @@ import time as _time
 
 from smolvm import _clone, _guest, _rules
 from smolvm._rules import ForkRuleError
+from smolvm.client import Client, Lease, LeaseFailed, Pool, ServeError
 
-__all__ = ["forkpoint", "fork_timing", "mark_frozen", "ForkError", "ForkRuleError"]
+__all__ = ["forkpoint", "fork_timing", "mark_frozen", "ForkError", "ForkRuleError",
+           "Client", "Pool", "Lease", "ServeError", "LeaseFailed"]
 
 _timing = {}
 
