@@ -58,6 +58,9 @@ class ServeChurnTest(unittest.TestCase):
             self.assertLess(time.monotonic(), deadline)
             time.sleep(0.02)
         self.c = smolvm.Client(sock)
+        with open(os.path.join(self.home, "serve.log")) as f:
+            if "without parked forks" in f.read():
+                self.skipTest("this build has no lease link (src/machine/lease_link.h): serve cannot park clones yet")
 
     def tearDown(self):
         if hasattr(self, "proc"):
