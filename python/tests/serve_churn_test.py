@@ -135,6 +135,13 @@ class ServeChurnTest(unittest.TestCase):
             while self.machines() and time.monotonic() < deadline:
                 time.sleep(0.2)
             self.assertEqual(self.machines(), [])
+            with open("/proc/self/mountinfo") as f:
+                mounts = [line for line in f if self.home in line]
+            self.assertEqual(mounts, [], "mounts left behind")
+            cgroups = []
+            for root, dirs, _ in os.walk("/sys/fs/cgroup"):
+                cgroups += [os.path.join(root, d) for d in dirs if d.startswith("smolsrv-")]
+            self.assertEqual(cgroups, [], "cgroups left behind")
 
 
 if __name__ == "__main__":
