@@ -71,6 +71,9 @@ int main(int argc, char** argv) {
   smolvm::cli::RegisterMachineCommands(app, &exit_code);
   smolvm::cli::RegisterBenchCommands(app, &exit_code);
   smolvm::cli::RegisterPackCommands(app, &exit_code);
+  smolvm::cli::RegisterServeCommands(app, &exit_code);
+  smolvm::cli::RegisterPoolCommands(app, &exit_code);
+  smolvm::cli::RegisterLeaseCommands(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -347,6 +347,13 @@ Status ForkMachine(const std::string& home, const std::string& golden, const std
                    const std::string& share, int timeout_ms,
                    const std::function<void(const ForkResult&)>& on_forked,
                    const std::function<bool()>& cancelled) {
+  return ForkMachine(home, golden, names, share, timeout_ms, ForkOptions(), on_forked, cancelled);
+}
+
+Status ForkMachine(const std::string& home, const std::string& golden, const std::vector<std::string>& names,
+                   const std::string& share, int timeout_ms, const ForkOptions& options,
+                   const std::function<void(const ForkResult&)>& on_forked,
+                   const std::function<bool()>& cancelled) {
   RETURN_IF_ERROR(ValidateName(golden));
   for (const auto& n : names) RETURN_IF_ERROR(ValidateName(n));
   if (names.empty()) return InvalidArgument("nothing to fork: give --name C or --count N --name-prefix P");
@@ -405,7 +412,20 @@ Status ForkMachine(const std::string& home, const std::string& golden, const std
   // All clones in one request (fork_request.h).
   std::vector<ForkResult> made;
   bool unknown = false;
-  Status s = RequestForks(gp.ctl_sock, names, share, timeout_ms, cancelled, &made, &unknown);
+  if (options.park) {
+    // An older supervisor would take the option for a clone's name.
+    auto caps = SupervisorCaps(gp.ctl_sock);
+    if (!caps.ok()) {
+      drop_from(0);
+      return unreachable(caps.status().message());
+    }
+    if (caps->find(" fork-park") == std::string::npos) {
+      drop_from(0);
+      return NotSupported("the supervisor of '" + golden + "' cannot park clones (it is of an older smolvm): restart it with 'smolvm machine stop --name " +
+                          golden + " --cascade' and 'smolvm machine start --name " + golden + " --forkable'");
+    }
+  }
+  Status s = RequestForks(gp.ctl_sock, names, share, timeout_ms, options.park, cancelled, &made, &unknown);
   if (!unknown) {
     if (!s.ok()) {
       drop_from(0);

@@ -70,6 +70,9 @@ int Runtime::WaitForkOrder(int* index, char* token, size_t token_cap) {
   std::memcpy(token, order.token.c_str(), order.token.size() + 1);
   *index = order.clone_index;
   machine_fork_token_ = order.token;
+  // The worker synchronized before it answered: every host function ran.
+  // No thread may be inside the shim at fork(2).
+  session_.StopCallbacks();
   std::fflush(nullptr);
   return 0;  // still holding the session: nothing may run between here and fork(2)
 }
@@ -96,6 +99,7 @@ int Runtime::PrepareMachineFork() {
     return fail(-ECONNRESET);
   }
   if (order.clone_index < 0 || order.token.empty()) return fail(-ECANCELED);
+  session_.StopCallbacks();
   std::fflush(nullptr);
   machine_fork_token_ = order.token;
   return 0;  // still holding the session: nothing may run between here and fork(2)
@@ -103,6 +107,7 @@ int Runtime::PrepareMachineFork() {
 
 void Runtime::AfterMachineForkInParent() {
   machine_fork_token_.clear();
+  session_.RestartCallbacks();
   session_.mu().unlock();
 }
 

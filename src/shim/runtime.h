@@ -79,6 +79,11 @@ class Runtime {
   cudaError_t EventQuery(cudaEvent_t event);
   cudaError_t EventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
 
+  // --- host functions (forward_host_func.cc) -------------------------------
+  // kind 0: cudaLaunchHostFunc's fn(user); 1: cudaStreamAddCallback's
+  // fn(stream, status, user). Runs in this process (host_funcs.h).
+  cudaError_t LaunchHostFunc(cudaStream_t stream, uint64_t fn, uint64_t user, uint32_t kind, bool per_thread);
+
   // --- modules and launches (forward_module.cc) --------------------------
   void** RegisterFatBinary(void* fat_cubin);
   void UnregisterFatBinary(void** handle);
