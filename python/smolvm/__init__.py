@@ -31,9 +31,10 @@ import time as _time
 from smolvm import _clone, _guest, _lease, _rules
 from smolvm._lease import LeaseError
 from smolvm._rules import ForkRuleError
+from smolvm.client import Client, Lease, LeaseFailed, Pool, ServeError
 
 __all__ = ["forkpoint", "fork_timing", "mark_frozen", "lease_payload", "next_payload", "reply", "complete",
-           "ForkError", "ForkRuleError", "LeaseError"]
+           "ForkError", "ForkRuleError", "LeaseError", "Client", "Pool", "Lease", "ServeError", "LeaseFailed"]
 
 _timing = {}
 

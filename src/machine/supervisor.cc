@@ -105,8 +105,16 @@ Status Supervisor::Start() {
     cuda_ = d;
     UniqueFd placeholder(::open(paths_.cuda_mount.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
     if (!placeholder.valid()) return ErrnoStatus("create " + paths_.cuda_mount, errno);
-    ASSIGN_OR_RETURN(cuda_endpoint_, AttachCudaMachine(*cuda_, name_, paths_.cuda_sock, cgroup_->dirs(),
-                                                       rec_.spec.gpu_mem_mib << 20));
+    auto endpoint = AttachCudaMachine(*cuda_, name_, paths_.cuda_sock, cgroup_->dirs(), rec_.spec.gpu_mem_mib << 20);
+    if (!endpoint.ok() && !FindCudaDaemon(home_).ok()) {
+      // It stopped for idleness between the two calls (docs/daemon.md,
+      // "Lifetime"): start the next one and attach there.
+      ASSIGN_OR_RETURN(d, EnsureCudaDaemon(home_));
+      cuda_ = d;
+      endpoint = AttachCudaMachine(*cuda_, name_, paths_.cuda_sock, cgroup_->dirs(), rec_.spec.gpu_mem_mib << 20);
+    }
+    if (!endpoint.ok()) return endpoint.status();
+    cuda_endpoint_ = std::move(*endpoint);
   }
   std::string pack_root, workspace_base;
   if (pack) {
@@ -245,11 +253,15 @@ void Supervisor::OnLine(Conn& c, const std::string& line) {
         if (p.ctl == &c) return;
       c.dead = true;
       if (line == "CAPS") {
-        (void)SendLine(c.fd.get(), "CAPS fork fork-count fork-cancel fork-park lease");
+        (void)SendLine(c.fd.get(), "CAPS fork fork-count fork-cancel fork-park lease release");
         return;
       }
       if (line.rfind("LEASE ", 0) == 0) {
         AttachLeaseReader(c, line.substr(6));
+        return;
+      }
+      if (line == "RELEASE") {
+        (void)SendLine(c.fd.get(), ReleaseGolden());
         return;
       }
       PendingFork req;
@@ -338,6 +350,19 @@ void Supervisor::OnLine(Conn& c, const std::string& line) {
       return;
     }
   }
+}
+
+std::string Supervisor::ReleaseGolden() {
+  if (golden_ == nullptr || golden_->dead)
+    return ErrLine(WrongState("machine '" + name_ + "' has no process waiting at its forkpoint"));
+  if (!pending_.empty()) return ErrLine(WrongState("machine '" + name_ + "' has a fork request waiting"));
+  Status sent = SendLine(golden_->fd.get(), "RELEASE");
+  if (!sent.ok()) return ErrLine(sent);
+  // Its connection ends here (the line stays readable to it): no later
+  // request sends it an order, and the loop announces it left.
+  golden_->dead = true;
+  Log("golden released from its forkpoint (machine stop)");
+  return "OK released";
 }
 
 void Supervisor::CloneEnded(Conn& c) {

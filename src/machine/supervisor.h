@@ -12,12 +12,16 @@
 //   "CAPS" -> "CAPS <word>...": what this supervisor serves. Today: fork
 //           (FORK), fork-count (FORKN: many clones, one GPU fork request),
 //           fork-cancel (a caller's shutdown before the answer undoes it),
-//           fork-park (FORKN's park=1), lease (LEASE).
+//           fork-park (FORKN's park=1), lease (LEASE), release (RELEASE).
 //   "FORK <clone> <share> <timeout_ms>" -> "OK <index> <init host pid>"
 //                                        | "ERR <status code> <message>"
 //   "FORKN <share> <timeout_ms> [park=1] <clone>..." (at most 1024 clones)
 //        -> "CLONE <clone> <index> <init host pid> <ms>" per clone, in order,
 //           then "OK <count>" | "ERR <status code> <message>"
+//   "RELEASE" -> "OK released" | "ERR <status code> <message>": the golden
+//           waiting at its forkpoint (no fork in flight) is told RELEASE, so
+//           its smolvmForkpoint() returns -ECANCELED (python: None) and the
+//           program goes on (`machine stop` asks this first).
 //   share: on|off|auto. timeout_ms: how long the request waits for the golden
 //   to reach its forkpoint. ms: from the moment the request met the golden at
 //   its forkpoint to the clone serving (for a --cuda golden: its CUDA session

@@ -106,6 +106,8 @@ class Supervisor {
   void Finish(int status);
   void Accept(int listen_fd, Conn::Kind kind);
   void OnLine(Conn& c, const std::string& line);
+  // RELEASE on the control socket: the golden's forkpoint returns; the answer line.
+  std::string ReleaseGolden();
   // supervisor_fork.cc: fork requests on the control socket, one at a time.
   void ServeForks();
   // Makes every clone of req, the golden's GPU session forked for all of them
