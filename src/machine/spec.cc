@@ -93,6 +93,14 @@ std::vector<int> UsableCpus() {
   return cpus;
 }
 
+const char* IsolationName(Isolation i) { return i == Isolation::kGvisor ? "gvisor" : "sandbox"; }
+
+Result<Isolation> ParseIsolation(const std::string& text) {
+  if (text == "sandbox") return Isolation::kSandbox;
+  if (text == "gvisor") return Isolation::kGvisor;
+  return InvalidArgument("--isolation must be sandbox or gvisor (got '" + text + "')");
+}
+
 Status ValidateSpec(const MachineSpec& spec) {
   size_t ncpu = UsableCpus().size();
   if (!std::isfinite(spec.cpus) || spec.cpus < 0 || spec.cpus > static_cast<double>(ncpu) ||
@@ -132,6 +140,7 @@ std::string SpecToJson(const MachineSpec& s) {
   j["disk_mib"] = s.disk_mib;
   j["workdir"] = s.workdir;
   j["model"] = s.model;
+  j["isolation"] = IsolationName(s.isolation);
   j["volumes"] = nlohmann::json::array();
   for (const auto& v : s.volumes)
     j["volumes"].push_back({{"host", v.host}, {"guest", v.guest}, {"ro", v.read_only}});
@@ -153,6 +162,9 @@ Result<MachineSpec> SpecFromJson(const std::string& text) {
   s.disk_mib = j.value("disk_mib", int64_t{0});
   s.workdir = j.value("workdir", std::string());
   s.model = j.value("model", std::string());
+  auto isolation = ParseIsolation(j.value("isolation", std::string("sandbox")));
+  if (!isolation.ok()) return Malformed("stored machine spec: " + isolation.status().message());
+  s.isolation = *isolation;
   if (j.contains("volumes") && j["volumes"].is_array())
     for (const auto& v : j["volumes"])
       s.volumes.push_back({v.value("host", std::string()), v.value("guest", std::string()),
