@@ -226,6 +226,47 @@ TEST_P(IsolationTest, DangerousCallsNeverReachTheHostKernel) {
     EXPECT_NE(got[n], 0) << n << " succeeded";
 }
 
+// Row "the host terminal (exec)": a command run with the caller's terminal
+// as its stdin cannot push input into it (TIOCSTI).
+TEST_P(IsolationTest, ExecCannotInjectInputIntoTheCallersTerminal) {
+  CreateAndStart("tty", {"--", "sleep", "1000"});
+  int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  ASSERT_GE(master, 0);
+  ASSERT_EQ(grantpt(master), 0);
+  ASSERT_EQ(unlockpt(master), 0);
+  std::string slave = ptsname(master);
+  std::string out = scratch_ + "/tty-out";
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, slave.c_str(), O_RDWR | O_NOCTTY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&fa, 2, out.c_str(), O_WRONLY | O_APPEND, 0600);
+  std::vector<std::string> argv = {SMOLVM_CLI, "machine", "exec", "--name", "tty", "--", "python3", "-c",
+                                   "import fcntl, termios\n"
+                                   "try:\n"
+                                   "    fcntl.ioctl(0, termios.TIOCSTI, b'Z')\n"
+                                   "    print('injected')\n"
+                                   "except OSError as e:\n"
+                                   "    print('refused', e.errno)\n"};
+  std::vector<char*> a;
+  for (auto& x : argv) a.push_back(x.data());
+  a.push_back(nullptr);
+  pid_t pid;
+  ASSERT_EQ(posix_spawn(&pid, a[0], &fa, nullptr, a.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  int status;
+  waitpid(pid, &status, 0);
+  std::string said = Slurp(out);
+  EXPECT_NE(said.find("refused"), std::string::npos) << said;
+  EXPECT_EQ(said.find("injected"), std::string::npos) << said;
+  // Nothing arrived on the terminal's input side.
+  fcntl(master, F_SETFL, O_NONBLOCK);
+  char buf[64];
+  ssize_t n = read(master, buf, sizeof buf);
+  EXPECT_EQ(std::string(buf, n > 0 ? static_cast<size_t>(n) : 0).find('Z'), std::string::npos);
+  close(master);
+}
+
 // --- a gVisor machine's lifecycle (issue 35, must-show 1) ----------------------
 
 class GvisorMachineTest : public MachineTest {
