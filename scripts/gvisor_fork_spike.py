@@ -208,6 +208,13 @@ def main():
         commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                                 cwd=os.path.dirname(os.path.abspath(__file__)))
         record["source_commit"] = commit.stdout.strip()
+        record["build"] = record["source_commit"][:12]
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                             capture_output=True, text=True) if shutil.which("nvidia-smi") else None
+        if smi is not None and smi.returncode == 0 and smi.stdout.strip():
+            record["card"] = " / ".join(x.strip() for x in smi.stdout.splitlines()[0].split(","))
+        else:
+            record["card"] = "no GPU: %s x%d" % (record["host"].get("cpu", "CPU"), os.cpu_count())
 
         # The same imports natively, for comparison.
         t = time.time()
