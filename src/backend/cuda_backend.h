@@ -22,7 +22,7 @@
 // entry point, Init/DeviceCount/GetDeviceInfo return Code::kUnavailable with
 // the places searched.
 //
-// Device memory rules (DESIGN §4):
+// Device memory rules (docs/architecture.md §4):
 //  - ReserveArena never translates addresses: if the driver grants another
 //    base than the one asked for, the range is freed again and the call fails.
 //  - Chunks are cuMemCreate allocations, pinned on the device, exportable as

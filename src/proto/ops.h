@@ -90,7 +90,7 @@
     (F(u64, function) F(u32, grid_x) F(u32, grid_y) F(u32, grid_z) F(u32, block_x) \
      F(u32, block_y) F(u32, block_z) F(u32, shared_bytes) F(u64, stream) F(bytes, params) \
      F(u32s, attrs)), ()) \
-  /* -- fork (DESIGN §5) ------------------------------------------------ */ \
+  /* -- fork (docs/architecture.md §5) ------------------------------------------------ */ \
   /* marks device memory frozen: shared read-only by clones under --share on */ \
   X(60, MarkFrozen, SYNC, (F(u64, dptr) F(u64, bytes)), ()) \
   /* the golden blocks here; clone_index >= 0: fork a child now, which says */ \

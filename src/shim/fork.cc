@@ -1,4 +1,4 @@
-// The shim's side of a GPU fork (DESIGN §5): the golden's wait for the
+// The shim's side of a GPU fork (docs/architecture.md §5): the golden's wait for the
 // daemon's order (the daemon as controller) or the supervisor's (a machine),
 // smolvmMarkFrozen, and the child's move to a clone session. Reached through
 // libsmolvm-guest.so's hooks, which call them from the fork steps

@@ -1,5 +1,5 @@
 // Runtime: the CUDA runtime API implemented on top of the wire's driver-API
-// model (DESIGN §3). One per process (Runtime::Get(), never destroyed, so
+// model (docs/architecture.md §3). One per process (Runtime::Get(), never destroyed, so
 // atexit handlers of the program may still call in); tests build their own
 // against fake servers.
 //
