@@ -116,6 +116,27 @@ TEST_F(ServiceTest, WaitingAcquireIsServedWhenAClonesParks) {
   EXPECT_EQ(a.status, 201) << a.text;
 }
 
+// Waiting acquires check their stop condition under the pool manager's lock
+// while new acquires take the lease manager's lock and then the pool
+// manager's: the stop check must not take the lease manager's (it did, and
+// this deadlocked).
+TEST_F(ServiceTest, WaitingAndNewAcquiresTogetherDoNotDeadlock) {
+  ASSERT_EQ(MakePool("p", 0).status, 201);
+  std::vector<std::thread> ts;
+  std::atomic<int> answered{0};
+  for (int i = 0; i < 8; ++i)
+    ts.emplace_back([&, i] {
+      for (int j = 0; j < 20; ++j) {
+        Reply r = Call(kAlice, "POST", "/v1/pools/p/leases", {{"wait_s", i % 2 ? 0.05 : 0.0}},
+                       "k" + std::to_string(i) + "-" + std::to_string(j));
+        EXPECT_EQ(r.status, 503);
+        answered++;
+      }
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(answered.load(), 160);
+}
+
 TEST_F(ServiceTest, WaitingAcquireIsCancelledByItsKey) {
   ASSERT_EQ(MakePool("p", 0).status, 201);
   Reply a;
