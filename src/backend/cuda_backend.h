@@ -22,7 +22,7 @@
 // entry point, Init/DeviceCount/GetDeviceInfo return Code::kUnavailable with
 // the places searched.
 //
-// Device memory rules (DESIGN §4):
+// Device memory rules (docs/architecture.md §4):
 //  - ReserveArena never translates addresses: if the driver grants another
 //    base than the one asked for, the range is freed again and the call fails.
 //  - Chunks are cuMemCreate allocations, pinned on the device, exportable as
@@ -122,6 +122,7 @@ class CudaBackend final : public GpuBackend {
                       std::string_view params) override;
   Result<int32_t> OccupancyMaxBlocks(uint64_t function, int32_t block_size, uint64_t dynamic_smem,
                                      uint32_t flags) override;
+  Status LaunchHostFunc(uint64_t stream, HostFn fn, void* user) override;
 
  private:
   // Loads libcuda and runs cuInit once.

@@ -78,6 +78,7 @@ namespace smolvm {
   X(cuStreamSynchronize)            \
   X(cuStreamQuery)                  \
   X(cuStreamWaitEvent)              \
+  X(cuLaunchHostFunc)               \
   X(cuEventCreate)                  \
   X(cuEventDestroy)                 \
   X(cuEventRecord)                  \

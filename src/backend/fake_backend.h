@@ -139,6 +139,7 @@ class FakeBackend final : public GpuBackend {
                       std::string_view params) override;
   Result<int32_t> OccupancyMaxBlocks(uint64_t function, int32_t block_size, uint64_t dynamic_smem,
                                      uint32_t flags) override;
+  Status LaunchHostFunc(uint64_t stream, HostFn fn, void* user) override;
 
  private:
   struct Chunk;

@@ -99,5 +99,8 @@ Result<int32_t> ForwardingBackend::OccupancyMaxBlocks(uint64_t function, int32_t
                                                       uint64_t dynamic_smem, uint32_t flags) {
   return inner_->OccupancyMaxBlocks(function, block_size, dynamic_smem, flags);
 }
+Status ForwardingBackend::LaunchHostFunc(uint64_t stream, HostFn fn, void* user) {
+  return inner_->LaunchHostFunc(stream, fn, user);
+}
 
 }  // namespace smolvm

@@ -74,6 +74,7 @@ class ForwardingBackend : public GpuBackend {
                       std::string_view params) override;
   Result<int32_t> OccupancyMaxBlocks(uint64_t function, int32_t block_size, uint64_t dynamic_smem,
                                      uint32_t flags) override;
+  Status LaunchHostFunc(uint64_t stream, HostFn fn, void* user) override;
 
  protected:
   GpuBackend& inner() { return *inner_; }

@@ -144,6 +144,9 @@ class RecordingBackend final : public GpuBackend {
                                      uint32_t flags) override {
     return Log(Call("OccupancyMaxBlocks", function, block_size, dynamic_smem, flags)), 17;
   }
+  Status LaunchHostFunc(uint64_t stream, HostFn fn, void* user) override {
+    return Fail(Call("LaunchHostFunc", stream, reinterpret_cast<uint64_t>(fn), reinterpret_cast<uint64_t>(user)));
+  }
 
  private:
   void Log(std::string call) const { calls.push_back(std::move(call)); }
@@ -276,6 +279,10 @@ std::vector<Case> Cases() {
          return Show(b.LaunchKernel(28, c, 29, "params"));
        }},
       {"OccupancyMaxBlocks", [](GpuBackend& b, RecordingBackend&) { return Show(b.OccupancyMaxBlocks(30, 256, 512, 1)); }},
+      {"LaunchHostFunc",
+       [](GpuBackend& b, RecordingBackend&) {
+         return Show(b.LaunchHostFunc(31, reinterpret_cast<GpuBackend::HostFn>(0x40), reinterpret_cast<void*>(0x41)));
+       }},
   };
 }
 

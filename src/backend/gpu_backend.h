@@ -157,6 +157,15 @@ class GpuBackend {
                               std::string_view params) = 0;
   virtual Result<int32_t> OccupancyMaxBlocks(uint64_t function, int32_t block_size,
                                              uint64_t dynamic_smem, uint32_t flags) = 0;
+
+  // --- Host functions -------------------------------------------------------
+  // Enqueues fn(user) on `stream` (cuLaunchHostFunc): it runs on a host
+  // thread once the work before it on the stream is done, and work issued on
+  // the stream after it waits until it returns. fn must not call the backend.
+  // The fake runs it on the calling thread, in the call (its streams are
+  // always idle by then).
+  using HostFn = void (*)(void* user);
+  virtual Status LaunchHostFunc(uint64_t stream, HostFn fn, void* user) = 0;
 };
 
 }  // namespace smolvm

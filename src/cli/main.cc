@@ -90,8 +90,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (app.get_subcommands().empty()) {
-    std::fputs(app.help().c_str(), stdout);
-    return 0;
+    // No command is a command-line error, as `smolvm machine` alone is.
+    std::fputs(app.help().c_str(), stderr);
+    std::fprintf(stderr, "smolvm: a command is required (see 'smolvm --help')\n");
+    return kUsageError;
   }
   return exit_code;
 }

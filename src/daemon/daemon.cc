@@ -61,8 +61,10 @@ std::string LibraryPathWithoutShims(const char* ld_library_path) {
   return out;
 }
 
-Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
+Daemon::Daemon(DaemonOptions options)
+    : options_(std::move(options)), idle_(std::chrono::seconds(std::max(0, options_.idle_exit_s))) {
   admin_path_ = options_.socket_path + ".admin";
+  log_path_ = StderrLogPath();
 }
 
 Daemon::~Daemon() {
@@ -150,7 +152,10 @@ Status Daemon::Run() {
     for (auto& [id, c] : admin_clients_) add(c->fd(), kAdmin, static_cast<long>(id));
     for (auto& [id, e] : endpoints_) add(e.listen.get(), kEndpoint, static_cast<long>(id));
     for (auto& [id, p] : pending_) add(p.fd.get(), kPending, static_cast<long>(id));
-    int n = ::poll(pfds.data(), pfds.size(), NextTimeoutMs());
+    int timeout_ms = NextTimeoutMs();
+    if (auto idle_ms = idle_.MsUntilDue(std::chrono::steady_clock::now()))
+      timeout_ms = timeout_ms < 0 ? *idle_ms : std::min(timeout_ms, *idle_ms);
+    int n = ::poll(pfds.data(), pfds.size(), timeout_ms);
     if (n < 0) {
       if (errno == EINTR) continue;
       return ErrnoStatus("poll", errno);
@@ -207,6 +212,17 @@ Status Daemon::Run() {
     ExpirePending();
     ExpireStalledLinks();
     AdvanceForks();
+    // Anything open on the daemon holds it: a session, a machine's endpoint,
+    // a fork, a guest or admin connection (HoldCudaDaemon is one kept open).
+    const auto now = std::chrono::steady_clock::now();
+    idle_.Observe(!sessions_.empty() || !endpoints_.empty() || !forks_.empty() || !admin_clients_.empty() ||
+                      !pending_.empty() || !waiting_.empty(),
+                  now);
+    if (!stopping_ && idle_.Due(now)) {
+      Log("idle for %lld s (no session, machine, fork or admin connection): stopping",
+          static_cast<long long>(idle_.after().count() / 1000));
+      stopping_ = true;
+    }
   }
   Shutdown();
   return Status::Ok();

@@ -38,6 +38,7 @@
 #include "base/status.h"
 #include "base/unique_fd.h"
 #include "daemon/daemon_status.h"
+#include "daemon/idle_exit.h"
 #include "daemon/machine_budget.h"
 #include "worker/op_counts.h"
 #include "worker/worker_uids.h"
@@ -92,6 +93,10 @@ struct DaemonOptions {
   // picks from its clones' shape, at most that many (fork_parallel.h).
   bool fork_parallel_by_shape = true;
   bool quiet = false;
+  // Stop after this many seconds with no session, machine endpoint, fork or
+  // admin connection (idle_exit.h; docs/daemon.md "Lifetime"). 0: never, the
+  // default of a daemon started by hand; the machine layer passes 60.
+  int idle_exit_s = 0;
   // Workers' jail (worker_jail.h): the uid range they drop to, one uid per
   // tenant (base 0: they keep the daemon's uid; a daemon that is not root
   // keeps it too), and their seccomp mode (worker_seccomp.h; "": enforce on
@@ -405,12 +410,17 @@ class Daemon {
   std::map<uint64_t, int32_t> next_clone_index_;  // by golden session id
   uint64_t next_session_ = 1;
   int start_failures_ = 0;  // workers in a row that died before WorkerReady
+  std::string last_start_failure_;  // "worker <pid> exited with <n>" of the last of them
+  // The file the daemon's stderr goes to ("" for a terminal or a pipe): the
+  // log that errors sent to guests point to (LogPathOfStderr, worker_pool.cc).
+  std::string log_path_;
   // A worker's context did not fit (kWorkerExitNoMemory): the pool and its
   // spares stop refilling (workers start only for waiting guests and clones)
   // until a worker that had a context exits, freeing its memory. Else every
   // failed start starts another, a storm of context creations on a full card.
   bool pool_paused_for_memory_ = false;
   bool stopping_ = false;
+  IdleExit idle_{std::chrono::milliseconds(0)};
 };
 
 // Refuses a guest's Hello on its channel with (code, message).

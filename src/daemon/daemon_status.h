@@ -69,8 +69,18 @@ struct DaemonStatus {
   size_t ready_workers = 0;      // context created, waiting for a guest or a clone
   size_t preloaded_workers = 0;  // ready and holding a golden's shared chunks
   std::vector<PooledWorkerStatus> pool;
+  // Workers that died before their context was up, in a row (reset when one
+  // comes up), and how the last of them ended: a pool that cannot start
+  // workers serves nobody, and says so here.
+  int worker_start_failures = 0;
+  std::string last_worker_failure;
+  std::string log;  // where the daemon's stderr goes (a file), else ""
 };
 
 std::string StatusJson(const DaemonStatus& s);
+
+// The regular file this process's stderr writes to (the daemon's log, e.g.
+// $SMOLVM_HOME/cuda/daemon.log), or "" when it is a terminal, a pipe or gone.
+std::string StderrLogPath();
 
 }  // namespace smolvm

@@ -1,4 +1,4 @@
-// The daemon's work ahead of forks (DESIGN §5): when a golden reaches its
+// The daemon's work ahead of forks (docs/architecture.md §5): when a golden reaches its
 // forkpoint its worker exports every chunk (ForkAhead); the daemon keeps the
 // descriptors for the forks of that generation and has pooled workers import
 // and map the chunks a fork will likely share (ForkPreload), so a fork only

@@ -197,8 +197,8 @@ void Daemon::AdvanceFork(ForkJob& job, std::chrono::steady_clock::time_point now
       job.golden = s->id;
     } else {
       if (now >= job.deadline)
-        FailFork(job, NotFound("no CUDA session of pid " + std::to_string(job.pid) +
-                               " appeared in time (see 'smolvm cuda status')"));
+        FailFork(job, NotFound("pid " + std::to_string(job.pid) + " has no CUDA session on this daemon (none "
+                               "connected while the fork waited for one; see 'smolvm cuda status')"));
       return;
     }
   }

@@ -110,6 +110,17 @@ Status SpawnSupervisor(const std::string& home, const std::string& name, int64_t
   if (::pipe2(ready, O_CLOEXEC) < 0) return ErrnoStatus("pipe", errno);
   UniqueFd ready_r(ready[0]), ready_w(ready[1]);
   MachinePaths paths(home, name);
+  // Each start opens its part of the log (`machine logs` shows every run):
+  // what an earlier run or a failed start wrote stays above this line.
+  {
+    UniqueFd log(::open(paths.log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600));
+    time_t now = ::time(nullptr);
+    struct tm tm;
+    char when[32] = "";
+    if (::gmtime_r(&now, &tm) != nullptr) std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm);
+    std::string line = "--- smolvm: start " + std::to_string(run_id) + " of '" + name + "' at " + when + " ---\n";
+    if (log.valid()) (void)!::write(log.get(), line.data(), line.size());
+  }
   pid_t pid = ::fork();
   if (pid < 0) return ErrnoStatus("fork", errno);
   if (pid == 0) {
@@ -143,7 +154,17 @@ Status SpawnSupervisor(const std::string& home, const std::string& name, int64_t
   return ParseErr(line, "machine '" + name + "' failed to start");
 }
 
-// Takes one machine down (no clone checks). Idempotent.
+// Asks the supervisor to release a golden waiting at its forkpoint (its
+// RELEASE request): true when the golden was told to go on.
+bool ReleaseAtForkpoint(const MachinePaths& paths) {
+  auto sock = ConnectUnix(paths.ctl_sock);
+  if (!sock.ok() || !SendLine(sock->get(), "RELEASE").ok()) return false;
+  return ReadLineTimeout(sock->get(), 5000) == "OK released";
+}
+
+// Takes one machine down (no clone checks). Idempotent. A golden waiting at
+// its forkpoint is released first and has the grace to end on its own; any
+// other program gets SIGTERM, then SIGKILL (the cgroup emptied) after grace.
 Status StopOne(Store& store, const std::string& home, const std::string& name, int grace_ms) {
   ASSIGN_OR_RETURN(MachineRecord rec, store.Get(name));
   ASSIGN_OR_RETURN(CgroupLayout layout, DetectCgroups());
@@ -156,8 +177,11 @@ Status StopOne(Store& store, const std::string& home, const std::string& name, i
     }));
     auto init = OpenPidfd(static_cast<pid_t>(rec.init_pid), rec.init_start);
     if (init.ok()) {
-      (void)SignalPidfd(init->get(), SIGTERM);
-      WaitPidfd(init->get(), grace_ms);
+      const bool released = rec.golden.empty() && rec.forkable && ReleaseAtForkpoint(MachinePaths(home, name));
+      if (!released || !WaitPidfd(init->get(), grace_ms)) {
+        (void)SignalPidfd(init->get(), SIGTERM);
+        WaitPidfd(init->get(), released ? std::min(grace_ms, 1000) : grace_ms);
+      }
     }
   }
   RETURN_IF_ERROR(cgroup.Destroy());
@@ -323,6 +347,13 @@ Status ForkMachine(const std::string& home, const std::string& golden, const std
                    const std::string& share, int timeout_ms,
                    const std::function<void(const ForkResult&)>& on_forked,
                    const std::function<bool()>& cancelled) {
+  return ForkMachine(home, golden, names, share, timeout_ms, ForkOptions(), on_forked, cancelled);
+}
+
+Status ForkMachine(const std::string& home, const std::string& golden, const std::vector<std::string>& names,
+                   const std::string& share, int timeout_ms, const ForkOptions& options,
+                   const std::function<void(const ForkResult&)>& on_forked,
+                   const std::function<bool()>& cancelled) {
   RETURN_IF_ERROR(ValidateName(golden));
   for (const auto& n : names) RETURN_IF_ERROR(ValidateName(n));
   if (names.empty()) return InvalidArgument("nothing to fork: give --name C or --count N --name-prefix P");
@@ -381,7 +412,20 @@ Status ForkMachine(const std::string& home, const std::string& golden, const std
   // All clones in one request (fork_request.h).
   std::vector<ForkResult> made;
   bool unknown = false;
-  Status s = RequestForks(gp.ctl_sock, names, share, timeout_ms, cancelled, &made, &unknown);
+  if (options.park) {
+    // An older supervisor would take the option for a clone's name.
+    auto caps = SupervisorCaps(gp.ctl_sock);
+    if (!caps.ok()) {
+      drop_from(0);
+      return unreachable(caps.status().message());
+    }
+    if (caps->find(" fork-park") == std::string::npos) {
+      drop_from(0);
+      return NotSupported("the supervisor of '" + golden + "' cannot park clones (it is of an older smolvm): restart it with 'smolvm machine stop --name " +
+                          golden + " --cascade' and 'smolvm machine start --name " + golden + " --forkable'");
+    }
+  }
+  Status s = RequestForks(gp.ctl_sock, names, share, timeout_ms, options.park, cancelled, &made, &unknown);
   if (!unknown) {
     if (!s.ok()) {
       drop_from(0);
@@ -438,7 +482,11 @@ Result<int> ExecMachine(const std::string& home, const std::string& name, const 
   ASSIGN_OR_RETURN(MachineRecord rec, store->Get(name));
   MachineRecord eff = Effective(rec);
   if (eff.state != kStateRunning)
-    return WrongState("machine '" + name + "' is " + eff.state + ", not running (start it with 'smolvm machine start --name " + name + "')");
+    return WrongState(
+        "machine '" + name + "' is " + eff.state + ", not running " +
+        (rec.golden.empty() ? "(start it with 'smolvm machine start --name " + name + "')"
+                            : "(a clone of '" + rec.golden + "' cannot be restarted: fork a new one with 'smolvm machine fork "
+                              "--golden " + rec.golden + "')"));
   ASSIGN_OR_RETURN(CgroupLayout layout, DetectCgroups());
   MachineCgroup cgroup(layout, name);
   SandboxConfig cfg;

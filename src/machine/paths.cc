@@ -18,9 +18,11 @@ MachinePaths::MachinePaths(const std::string& home, const std::string& name) {
   log = dir + "/log";
   ctl_sock = dir + "/ctl.sock";
   cuda_sock = dir + "/cuda.sock";
+  lease_sock = dir + "/lease.sock";
   run = dir + "/run";
   forkpoint_sock = run + "/forkpoint.sock";
   cuda_mount = run + "/cuda.sock";
+  lease_mount = run + "/lease.sock";
   lib = run + "/lib";
   root = dir + "/root";
   layers = dir + "/layers";

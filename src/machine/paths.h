@@ -5,9 +5,13 @@
 //   .../<name>/ctl.sock                   supervisor control socket (0600, host only)
 //   .../<name>/cuda.sock                  --cuda: the machine's CUDA endpoint (the daemon
 //                                         accepts on it), bound at /run/smolvm/cuda.sock
+//   .../<name>/lease.sock                 a clone's lease link (the golden's supervisor
+//                                         accepts on it), bound at /run/smolvm/lease.sock
 //   .../<name>/run/                       bound read-only at /run/smolvm inside:
 //        forkpoint.sock                   the guest library's controller socket
 //        cuda.sock                        --cuda: an empty file, the mount point of ../cuda.sock
+//        lease.sock                       a forkable golden: an empty file, where each clone's
+//                                         own ../lease.sock is mounted
 //        lib/                             mount point for the shim directory
 //        python/                          mount point for <shim dir>/python (PYTHONPATH)
 //   .../<name>/root                       mount point of the guest root (setup only)
@@ -28,7 +32,8 @@ std::string SmolvmHome();
 
 struct MachinePaths {
   explicit MachinePaths(const std::string& home, const std::string& name);
-  std::string dir, log, ctl_sock, cuda_sock, run, forkpoint_sock, cuda_mount, lib, root, layers, guest, upper, work;
+  std::string dir, log, ctl_sock, cuda_sock, lease_sock, run, forkpoint_sock, cuda_mount, lease_mount, lib, root, layers,
+      guest, upper, work;
 };
 
 // The directory holding libsmolvm-guest.so (and the CUDA shims):

@@ -2,6 +2,8 @@
 // store; plus name and volume validation.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -46,6 +48,14 @@ Result<Volume> ParseVolume(const std::string& text);
 Status ValidateEnv(const std::string& kv);
 // Validates a whole spec (cpus against the host's online CPUs, paths, ...).
 Status ValidateSpec(const MachineSpec& spec);
+
+// One line per writable volume whose host directory the machine's host uid
+// (its root inside) cannot write: by owner, group or others, ACLs aside.
+// The guest would get EACCES at its first write there.
+std::vector<std::string> VolumeWriteWarnings(const MachineSpec& spec, uid_t machine_uid);
+// Hands each writable volume's host directory itself (not what is in it) to
+// the machine's uid and gid (`machine create --chown-volumes`).
+Status ChownWritableVolumes(const MachineSpec& spec, uid_t machine_uid);
 
 std::string SpecToJson(const MachineSpec& spec);
 Result<MachineSpec> SpecFromJson(const std::string& json);

@@ -90,7 +90,7 @@
     (F(u64, function) F(u32, grid_x) F(u32, grid_y) F(u32, grid_z) F(u32, block_x) \
      F(u32, block_y) F(u32, block_z) F(u32, shared_bytes) F(u64, stream) F(bytes, params) \
      F(u32s, attrs)), ()) \
-  /* -- fork (DESIGN §5) ------------------------------------------------ */ \
+  /* -- fork (docs/architecture.md §5) ------------------------------------------------ */ \
   /* marks device memory frozen: shared read-only by clones under --share on */ \
   X(60, MarkFrozen, SYNC, (F(u64, dptr) F(u64, bytes)), ()) \
   /* the golden blocks here; clone_index >= 0: fork a child now, which says */ \
@@ -175,6 +175,15 @@
   X(127, DnnExecute, ASYNC, \
     (F(u64, handle) F(u64, plan) F(u64s, uids) F(u64s, ptrs) F(u32s, sizes) F(bytes, values) \
      F(u64, workspace)), ()) \
+  /* -- host functions (docs/shim.md, Host functions) ------------------ */ \
+  /* fn, user: the guest's function and argument, echoed back in HostFuncCall; */ \
+  /* kind: 0 cudaLaunchHostFunc (fn(user)), 1 cudaStreamAddCallback (fn(stream, status, user)) */ \
+  X(130, LaunchHostFunc, ASYNC, (F(u64, stream) F(u64, fn) F(u64, user) F(u32, kind)), ()) \
+  /* worker -> guest, unsolicited (ASYNC flag, seq 0): run fn now, then say HostFuncDone; */ \
+  /* status: the stream's error so far (a cudaStreamCallback_t's status) */ \
+  X(131, HostFuncCall, ASYNC, \
+    (F(u64, call) F(u64, fn) F(u64, user) F(u32, kind) F(u64, stream) F(i32, status)), ()) \
+  X(132, HostFuncDone, ASYNC, (F(u64, call)), ()) \
   /* -- NVML, answered for the session (docs/shim.md) ------------------- */ \
   /* uuid: NVML's text form; driver: the kernel driver version string */ \
   X(100, NvmlDevice, SYNC, (), \

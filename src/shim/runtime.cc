@@ -16,6 +16,19 @@ Runtime& Runtime::Get() {
   // Never destroyed: the program's atexit handlers (__cudaUnregisterFatBinary,
   // cudaFree in destructors) may call in after static destructors ran.
   static Runtime* runtime = new Runtime(SessionOptions::FromEnv());
+  // A host function may not call CUDA: on its thread every call goes to a
+  // runtime whose session never connects and answers cudaErrorNotPermitted
+  // (the real session's lock may be held by a call waiting for this very
+  // function).
+  if (OnHostFunctionThread()) [[unlikely]] {
+    static Runtime* denied = [] {
+      SessionOptions o;
+      o.host_function_thread = true;
+      o.reserve_ranges = false;
+      return new Runtime(o);
+    }();
+    return *denied;
+  }
   return *runtime;
 }
 

@@ -1,5 +1,5 @@
 // Runtime: the CUDA runtime API implemented on top of the wire's driver-API
-// model (DESIGN §3). One per process (Runtime::Get(), never destroyed, so
+// model (docs/architecture.md §3). One per process (Runtime::Get(), never destroyed, so
 // atexit handlers of the program may still call in); tests build their own
 // against fake servers.
 //
@@ -78,6 +78,11 @@ class Runtime {
   cudaError_t EventSynchronize(cudaEvent_t event);
   cudaError_t EventQuery(cudaEvent_t event);
   cudaError_t EventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
+
+  // --- host functions (forward_host_func.cc) -------------------------------
+  // kind 0: cudaLaunchHostFunc's fn(user); 1: cudaStreamAddCallback's
+  // fn(stream, status, user). Runs in this process (host_funcs.h).
+  cudaError_t LaunchHostFunc(cudaStream_t stream, uint64_t fn, uint64_t user, uint32_t kind, bool per_thread);
 
   // --- modules and launches (forward_module.cc) --------------------------
   void** RegisterFatBinary(void* fat_cubin);

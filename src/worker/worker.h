@@ -4,7 +4,9 @@
 // WorkerReady on its control link, then serves the one guest the daemon hands
 // it (WorkerAdopt, the guest's socket attached) until that guest disconnects.
 //
-// Threading: one thread; every handler runs on it.
+// Threading: one thread; every handler runs on it. Host functions the
+// guest enqueued are called on the driver's threads and touch only the
+// GuestLink (guest_link.h).
 //
 // Its parts (docs/daemon.md): worker.cc the serve loop; one handler file per
 // API family, mirroring the shim's forward_* files: worker_device.cc,
@@ -14,6 +16,7 @@
 // worker_main.cc (WorkerMain), worker_jail.cc, worker_seccomp.cc.
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <map>
 #include <memory>
@@ -24,6 +27,7 @@
 #include "backend/gpu_backend.h"
 #include "worker/chunk_preload.h"
 #include "worker/device_memory.h"
+#include "worker/guest_link.h"
 #include "worker/module_cache.h"
 #include "worker/op_counts.h"
 #include "worker/worker_cudnn.h"
@@ -169,6 +173,9 @@ class Worker {
   Status Handle(const proto::DnnDestroyDescRequest&, proto::DnnDestroyDescReply*, Ctx*);
   Status Handle(const proto::DnnGetAttributeRequest&, proto::DnnGetAttributeReply*, Ctx*);
   Status Handle(const proto::DnnExecuteRequest&, proto::DnnExecuteReply*, Ctx*);
+  // Host functions (worker_host_func.cc).
+  Status Handle(const proto::LaunchHostFuncRequest&, proto::LaunchHostFuncReply*, Ctx*);
+  Status Handle(const proto::HostFuncDoneRequest&, proto::HostFuncDoneReply*, Ctx*);
 
  private:
   struct HostSegment {
@@ -290,6 +297,12 @@ class Worker {
   void DropSetup();
   uint64_t setup_golden_ = 0;  // pooled worker: whose setup it holds (0: none)
 
+  // The guest's channel while serving (guest_link.h). Declared before the
+  // backend, so it outlives the device's last host-function callback.
+  std::unique_ptr<GuestLink> link_;
+  // The context's error as a cudaStreamCallback_t is told it (sticky_, read
+  // by callback threads).
+  std::atomic<int32_t> callback_status_{0};
   std::unique_ptr<GpuBackend> backend_;
   WorkerOptions options_;
   std::unique_ptr<DeviceMemory> memory_;

@@ -125,6 +125,10 @@ TEST_F(ShimE2eTest, StreamAndEventOrdering) { RunToPass("prog_streams"); }
 
 TEST_F(ShimE2eTest, ManyHostThreadsAtOnce) { RunToPass("prog_threads"); }
 
+// Issue 33: host functions run in the guest, in stream order, while the
+// main thread is blocked in a synchronization or outside CUDA.
+TEST_F(ShimE2eTest, HostFunctionsRunInStreamOrderInTheGuest) { RunToPass("prog_hostfn"); }
+
 TEST_F(ShimE2eTest, KernelFaultIsDeferredAndSticky) {
   Program p(daemon, "prog_fault");
   EXPECT_EQ(p.Wait(), 0) << p.Report() << "\ndaemon log:\n" << daemon.Log();
