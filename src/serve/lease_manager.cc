@@ -254,6 +254,10 @@ Result<std::pair<json, bool>> LeaseManager::Acquire(const Caller& caller, const 
   for (const auto& c : *taken) {
     LeaseMember m;
     m.clone = c.machine;
+    // Its link is this acquire's to open: RelinkLost must not open another
+    // meanwhile (a second reader replaces the first, and the payload's send
+    // would fail on the closed one).
+    m.linked = true;
     l.members.push_back(m);
   }
   // Recorded before any payload leaves: a restart finds the lease whatever
