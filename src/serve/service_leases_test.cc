@@ -1,6 +1,7 @@
 // Leases over the fake driver: acquire (1, K, all or nothing, idempotent,
 // waiting, cancelled), heartbeat and expiry, results, complete, release,
 // payloads, logs, exec, a clone's crash, quotas, and a restart.
+#include <set>
 #include <thread>
 
 #include "serve/service_test_fixture.h"
@@ -385,14 +386,23 @@ TEST_F(ServiceTest, RestartReadoptsEightLiveLeases) {
 
 TEST_F(ServiceTest, RestartRemovesAForkThatACrashInterrupted) {
   ASSERT_EQ(MakePool("p", 0).status, 201);
+  std::string golden = Call(kAlice, "GET", "/v1/pools/p").body["golden_machine"];
+  std::string prefix = golden.substr(0, golden.size() - 2);  // "smolsrv-<tag>-1-"
   // A clone recorded as forking, as a SIGKILL during a refill leaves it,
-  // and a machine of serve's prefix nobody recorded.
-  ASSERT_TRUE(svc_->store().Put(ServeStore::Table::kClones, "smolsrv-1-77",
-                                ToJson(Clone{"smolsrv-1-77", 1, "smolsrv-1-g1", CloneState::kForking, "", -1})).ok());
-  ASSERT_TRUE(driver_->ForkParked("smolsrv-1-g1", {"smolsrv-1-77", "smolsrv-1-78"}, "off", std::chrono::seconds(1)).ok());
+  // a machine of this serve's prefix nobody recorded, and another serve's
+  // (another tag), which is not this one's to touch.
+  ASSERT_TRUE(svc_->store().Put(ServeStore::Table::kClones, prefix + "77",
+                                ToJson(Clone{prefix + "77", 1, golden, CloneState::kForking, "", -1})).ok());
+  ASSERT_TRUE(driver_->ForkParked(golden, {prefix + "77", prefix + "78"}, "off", std::chrono::seconds(1)).ok());
+  GoldenRequest other;
+  other.spec.cmd = {"fake:echo"};
+  ASSERT_TRUE(driver_->StartGolden("smolsrv-zzzzzz-1-g1", other).ok());
   Restart();
   svc_->reclaimer().WaitIdle();
-  EXPECT_EQ(driver_->machines(), 1u);  // the golden only
+  auto live = driver_->List();
+  std::set<std::string> names;
+  for (const auto& m : *live) names.insert(m.name);
+  EXPECT_EQ(names, (std::set<std::string>{golden, "smolsrv-zzzzzz-1-g1"}));
   EXPECT_EQ(svc_->store().Count(ServeStore::Table::kClones).value(), 0);
 }
 
