@@ -25,6 +25,7 @@ packages=(
   gnuplot-nox python3-matplotlib     # bench plot
   python3-venv python3-pip python3-setuptools python3-wheel  # the smolvm Python package's install test
   erofs-utils squashfs-tools libssl-dev  # packs: mkfs.erofs (format 2), mksquashfs (format 1), libcrypto (SHA-256)
+  runsc                               # gVisor: machine create --isolation gvisor (docs/machines.md, Isolation modes)
 )
 
 if ((install)); then

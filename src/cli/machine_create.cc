@@ -10,7 +10,7 @@ namespace smolvm::cli {
 
 void AddMachineCreate(CLI::App& machine, int* exit_code) {
   struct Opts {
-    std::string name, image, workdir;
+    std::string name, image, workdir, isolation = "sandbox";
     double cpus = 0;
     int64_t mem = 0, gpu_mem = 0, disk = 0;
     bool cuda = false, net = false, chown_volumes = false;
@@ -32,9 +32,16 @@ void AddMachineCreate(CLI::App& machine, int* exit_code) {
   c->add_option("--image", o->image, "root: a directory (overlay lower) or a .smolmachine pack, instead of host /usr etc.");
   c->add_option("--disk", o->disk, "MiB that /tmp and /workspace may hold (tmpfs, counted in --mem; default 4096)");
   c->add_option("--workdir", o->workdir, "where the program starts (default: the pack's, else /workspace)");
+  c->add_option("--isolation", o->isolation, "sandbox (default: namespaces, cgroups, seccomp) or gvisor (runsc)");
   c->add_option("cmd", o->cmd, "the program and its arguments, after --")->expected(-1);
   c->callback([o, exit_code] {
     machine::MachineSpec spec;
+    auto isolation = machine::ParseIsolation(o->isolation);
+    if (!isolation.ok()) {
+      *exit_code = ReportMachineError(isolation.status());
+      return;
+    }
+    spec.isolation = *isolation;
     spec.cpus = o->cpus;
     spec.mem_mib = o->mem;
     spec.cuda = o->cuda;

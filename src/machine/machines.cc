@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "machine/backend.h"
 #include "machine/cgroups.h"
 #include "machine/errors.h"
 #include "machine/fork_request.h"
@@ -179,7 +180,9 @@ Status StopOne(Store& store, const std::string& home, const std::string& name, i
     if (init.ok()) {
       const bool released = rec.golden.empty() && rec.forkable && ReleaseAtForkpoint(MachinePaths(home, name));
       if (!released || !WaitPidfd(init->get(), grace_ms)) {
-        (void)SignalPidfd(init->get(), SIGTERM);
+        // A clone is of its golden's mode (ForkMachine copies the spec).
+        RunningMachine m{name, MachinePaths(home, name), static_cast<pid_t>(rec.init_pid), rec.init_start, &cgroup};
+        (void)MakeBackend(rec.spec.isolation)->Terminate(m);
         WaitPidfd(init->get(), released ? std::min(grace_ms, 1000) : grace_ms);
       }
     }
@@ -239,6 +242,7 @@ Status CreateMachine(const std::string& home, const std::string& name, const Mac
   MachineSpec spec = given;
   RETURN_IF_ERROR(ApplyPack(home, spec));
   RETURN_IF_ERROR(ValidateSpec(spec));
+  RETURN_IF_ERROR(MakeBackend(spec.isolation)->CheckSpec(spec));
   ASSIGN_OR_RETURN(auto store, Store::Open(home));
   RETURN_IF_ERROR(store->Transaction([&]() -> Status {
     ASSIGN_OR_RETURN(auto existing, store->Find(name));
@@ -268,6 +272,7 @@ Status StartMachine(const std::string& home, const std::string& name, bool forka
                         "'; clones cannot be restarted (fork a new one with 'smolvm machine fork')");
     MachineRecord eff = Effective(r);
     if (Live(eff.state)) return WrongState("machine '" + name + "' is already " + eff.state + " (stop it first)");
+    if (forkable) RETURN_IF_ERROR(MakeBackend(r.spec.isolation)->CheckForkable(name));
     std::vector<std::string> in_use = LiveCpusets(*store);
     r.state = kStateStarting;
     r.run_id++;
@@ -498,7 +503,8 @@ Result<int> ExecMachine(const std::string& home, const std::string& name, const 
     extra.push_back("SMOLVM_FORK_NAME=" + name);
   }
   extra.insert(extra.end(), env.begin(), env.end());
-  return ExecInSandbox(static_cast<pid_t>(rec.init_pid), cgroup, GuestEnvironment(cfg, extra), cmd);
+  RunningMachine m{name, MachinePaths(home, name), static_cast<pid_t>(rec.init_pid), rec.init_start, &cgroup};
+  return MakeBackend(rec.spec.isolation)->Exec(m, GuestEnvironment(cfg, extra), cmd);
 }
 
 Result<std::vector<MachineRecord>> ListMachines(const std::string& home) {

@@ -19,6 +19,8 @@
 //                                         namespace only, of the disk layers (disk_layers.h)
 //   .../<name>/guest/                     0700, owned by the guest's root uid:
 //        upper, work                      overlay upper/work with --image DIR
+//   .../<name>/gvisor/                    --isolation gvisor: runsc's bundle, state and
+//                                         debug log (gvisor.h)
 // Directories on the way are 0711 so the guest's uid can reach guest/ while
 // other host users cannot list anything.
 #pragma once

@@ -95,6 +95,14 @@ std::vector<int> UsableCpus() {
   return cpus;
 }
 
+const char* IsolationName(Isolation i) { return i == Isolation::kGvisor ? "gvisor" : "sandbox"; }
+
+Result<Isolation> ParseIsolation(const std::string& text) {
+  if (text == "sandbox") return Isolation::kSandbox;
+  if (text == "gvisor") return Isolation::kGvisor;
+  return InvalidArgument("--isolation must be sandbox or gvisor (got '" + text + "')");
+}
+
 std::vector<std::string> VolumeWriteWarnings(const MachineSpec& spec, uid_t machine_uid) {
   std::vector<std::string> out;
   for (const auto& v : spec.volumes) {
@@ -167,6 +175,7 @@ std::string SpecToJson(const MachineSpec& s) {
   j["disk_mib"] = s.disk_mib;
   j["workdir"] = s.workdir;
   j["model"] = s.model;
+  j["isolation"] = IsolationName(s.isolation);
   j["volumes"] = nlohmann::json::array();
   for (const auto& v : s.volumes)
     j["volumes"].push_back({{"host", v.host}, {"guest", v.guest}, {"ro", v.read_only}});
@@ -188,6 +197,9 @@ Result<MachineSpec> SpecFromJson(const std::string& text) {
   s.disk_mib = j.value("disk_mib", int64_t{0});
   s.workdir = j.value("workdir", std::string());
   s.model = j.value("model", std::string());
+  auto isolation = ParseIsolation(j.value("isolation", std::string("sandbox")));
+  if (!isolation.ok()) return Malformed("stored machine spec: " + isolation.status().message());
+  s.isolation = *isolation;
   if (j.contains("volumes") && j["volumes"].is_array())
     for (const auto& v : j["volumes"])
       s.volumes.push_back({v.value("host", std::string()), v.value("guest", std::string()),

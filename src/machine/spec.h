@@ -18,6 +18,15 @@ struct Volume {
   bool read_only = false;
 };
 
+// What isolates a machine from the host (docs/machines.md, "Isolation modes").
+enum class Isolation {
+  kSandbox,  // namespaces, cgroups, seccomp (sandbox.h)
+  kGvisor,   // gVisor's runsc: a user-space kernel between the guest and the host (gvisor.h)
+};
+const char* IsolationName(Isolation i);
+// "sandbox" or "gvisor".
+Result<Isolation> ParseIsolation(const std::string& text);
+
 struct MachineSpec {
   double cpus = 0;         // 0: no CPU limit, no cpuset
   int64_t mem_mib = 0;     // 0: no memory limit
@@ -32,6 +41,7 @@ struct MachineSpec {
   int64_t disk_mib = 0;          // what /tmp + /workspace may hold; 0 = kDefaultDiskMib
   std::string workdir;           // where the program starts; "" = /workspace
   std::string model;             // a pack's model directory inside ("" = none)
+  Isolation isolation = Isolation::kSandbox;
 };
 
 // --disk when none is given: a bound, not a reservation (tmpfs takes memory

@@ -59,6 +59,16 @@ void Supervisor::ReleaseHostResources() {
   }
 }
 
+void Supervisor::ReleaseBackend() {
+  if (!backend_) return;
+  SandboxConfig cfg;
+  cfg.name = name_;
+  cfg.spec = rec_.spec;
+  cfg.paths = paths_;
+  cfg.layout = layout_;
+  backend_->Release(cfg);
+}
+
 void Supervisor::Log(const std::string& msg) { std::fprintf(stderr, "smolvm supervisor[%s]: %s\n", name_.c_str(), msg.c_str()); }
 
 Status Supervisor::Update(const std::string& name, const std::function<Status(MachineRecord&)>& fn) {
@@ -162,7 +172,8 @@ Status Supervisor::Start() {
     if (rec_.spec.cuda) gm.cuda_sock = paths_.cuda_sock;
     return InjectGuestMounts(pid, std::move(gm), layout_);
   };
-  ASSIGN_OR_RETURN(init_pid_, LaunchSandbox(cfg, &report_));
+  backend_ = MakeBackend(rec_.spec.isolation);
+  ASSIGN_OR_RETURN(init_pid_, backend_->Launch(cfg, &report_));
   return Update(name_, [&](MachineRecord& r) {
     r.state = kStateRunning;
     r.init_pid = init_pid_;
@@ -205,6 +216,7 @@ int Supervisor::Run(int ready_fd) {
       r.supervisor_pid = 0;
       return Status::Ok();
     });
+    ReleaseBackend();
     if (cgroup_) (void)cgroup_->Destroy();
     ReleaseHostResources();
     ::unlink(paths_.ctl_sock.c_str());
@@ -547,6 +559,7 @@ void Supervisor::Finish(int status) {
   // The endpoint goes first, so no new session of ours starts while the
   // cgroup (with the workers that served us) is emptied.
   cuda_endpoint_.Reset();
+  ReleaseBackend();
   Status destroyed = cgroup_->Destroy();
   if (!destroyed.ok()) Log(destroyed.message());
   ReleaseHostResources();

@@ -21,6 +21,7 @@
 
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "machine/backend.h"
 #include "machine/cgroups.h"
 #include "machine/cuda_link.h"
 #include "machine/disk_layers.h"
@@ -151,6 +152,8 @@ class Supervisor {
   // session is not an error.
   void AnnounceForkpoint(bool at);
   void ReleaseHostResources();
+  // The backend's Release once its launched process ended (or never came).
+  void ReleaseBackend();
 
   std::string home_, name_;
   int64_t run_id_;
@@ -159,6 +162,7 @@ class Supervisor {
   MachineRecord rec_;
   CgroupLayout layout_;
   std::optional<MachineCgroup> cgroup_;
+  std::unique_ptr<IsolationBackend> backend_;  // what runs the machine (rec_.spec.isolation)
   std::optional<CudaDaemon> cuda_;  // --cuda: the host's daemon
   UniqueFd host_mnt_;               // the host's mount namespace (ours is private)
   bool pack_held_ = false;          // a pack_users row of ours exists
