@@ -84,7 +84,8 @@ def _report_memory(torch, memory_report):
 def forkpoint(*, seed=None, threads=None, memory_report=None):
     """Waits at the forkpoint. In the golden: returns None once released
     (machine stopped, 'smolvm cuda release'). In each clone: returns its
-    index (0, 1, 2, ...).
+    index (0, 1, 2, ...); in a parked clone ('machine fork --park', serve's
+    pools) only once it is leased (its first payload came: lease_payload()).
 
     seed:    clone i seeds random, numpy and torch with seed + i (default:
              fresh entropy per clone).

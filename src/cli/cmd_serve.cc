@@ -80,7 +80,7 @@ void RegisterServeCommands(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<Opts>();
   CLI::App* c = app.add_subcommand("serve", "the pool service: pools of forked learners leased over REST (docs/serve.md)");
   c->add_option("--socket", o->socket, "the Unix socket (default $SMOLVM_HOME/serve.sock)");
-  c->add_option("--listen", o->listen, "also listen on TCP HOST:PORT (bearer tokens; TLS beyond loopback)");
+  c->add_option("--listen", o->listen, "also listen on TCP [HOST]:PORT (loopback when no HOST; bearer tokens; TLS beyond loopback)");
   c->add_option("--tls-cert", o->cert, "PEM certificate (chain) for TCP");
   c->add_option("--tls-key", o->key, "PEM private key for TCP");
   c->add_option("--driver", o->driver, "machine (default) | fake: clones in memory, for tests and demos");
@@ -101,7 +101,7 @@ void RegisterServeCommands(CLI::App& app, int* exit_code) {
         *exit_code = 2;
         return;
       }
-      so.listen.tcp_host = o->listen.substr(0, colon);
+      so.listen.tcp_host = colon == 0 ? "127.0.0.1" : o->listen.substr(0, colon);  // ":PORT": loopback
       so.listen.tcp_port = std::atoi(o->listen.c_str() + colon + 1);
     }
     so.listen.tls_cert_file = o->cert;

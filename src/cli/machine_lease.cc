@@ -129,8 +129,9 @@ void AddMachineLease(CLI::App& machine, int* exit_code) {
       }
       if ((*m)->kind == machine::CloneMessage::kExit || (w->count > 0 && got >= w->count)) break;
     }
-    *exit_code = got > 0 ? 0 : ReportMachineError(Timeout("no message from '" + w->name + "' in " +
-                                                          std::to_string(w->timeout) + " s"));
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%g", w->timeout);
+    *exit_code = got > 0 ? 0 : ReportMachineError(Timeout("no message from '" + w->name + "' in " + secs + " s"));
   });
 }
 

@@ -74,9 +74,6 @@ class LeaseRelay {
   // `fds` points at the entries AppendPollFds added, after poll(2).
   void OnPoll(const struct pollfd* fds, size_t n);
 
-  // For tests and the supervisor's log: links known.
-  size_t size() const { return links_.size(); }
-
  private:
   struct Link;
   enum class Role { kListen, kGuest, kReader };

@@ -103,6 +103,7 @@ TEST_F(MachineLeaseTest, AParkedCloneRunsNoUserCodeUntilItsFirstPayload) {
   CliRun r = Cli({"machine", "fork", "--golden", "lg", "--name", "pk", "--park"});
   ASSERT_EQ(r.rc, 0) << r.err << Logs("lg");
   EXPECT_EQ(Find("pk")["state"], "running");
+  EXPECT_EQ(Find("pk")["detail"], "parked");
   // An unparked clone forked after it runs its user code at once; by then
   // the parked one has had as long and has not.
   r = Cli({"machine", "fork", "--golden", "lg", "--name", "free"});
@@ -123,6 +124,7 @@ TEST_F(MachineLeaseTest, AParkedCloneRunsNoUserCodeUntilItsFirstPayload) {
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(lines[0], json::parse(R"({"seq":1,"kind":"reply","payload":1,"result":{"k":1,"got":{"op":"echo","x":1}}})"));
   EXPECT_TRUE(Ran(0));
+  EXPECT_EQ(Find("pk")["detail"], "");
   EXPECT_NE(Logs("pk").find("clone 0 runs"), std::string::npos) << Logs("pk");
   // Not acked: a second reader sees it again, and what came since.
   ASSERT_EQ(Send("pk", R"({"op":"echo","x":2})").rc, 0);

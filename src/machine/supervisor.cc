@@ -384,6 +384,7 @@ void Supervisor::CloneEnded(Conn& c) {
   Status destroyed = cg.Destroy();
   (void)Update(c.clone, [&](MachineRecord& r) {
     if (r.state != kStateRunning && r.state != kStateStopping) return Status::Ok();
+    if (r.detail == "parked") r.detail.clear();
     bool clean = r.state == kStateStopping || r.exit_code == 0;
     r.state = clean ? kStateStopped : kStateFailed;
     if (!clean) r.detail = r.exit_code >= 0 ? "program exited with code " + std::to_string(r.exit_code) : "clone init died";
@@ -419,6 +420,10 @@ void Supervisor::ReleaseParked(const std::string& clone) {
     if (c.kind != Conn::kClone || c.clone != clone || c.dead) continue;
     Status s = SendLine(c.fd.get(), "GO");
     Log("lease: parked clone '" + clone + "' released" + (s.ok() ? "" : ": " + s.message()));
+    (void)Update(clone, [](MachineRecord& r) {
+      if (r.detail == "parked") r.detail.clear();
+      return Status::Ok();
+    });
     return;
   }
 }

@@ -164,6 +164,7 @@ Status Supervisor::Commit(std::vector<CloneWork>& works, bool park) {
       r->supervisor_start = self_start;
       r->started_at = now;
       r->run_id++;
+      if (park) r->detail = "parked";
       RETURN_IF_ERROR(store_->Put(*r));
     }
     return Status::Ok();

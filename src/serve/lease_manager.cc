@@ -230,10 +230,9 @@ Result<std::pair<json, bool>> LeaseManager::Acquire(const Caller& caller, const 
   std::string id = NewLeaseId();
   auto deadline = SteadyClock::now() + std::chrono::microseconds(static_cast<int64_t>(r.wait_s * 1e6));
   auto t0 = SteadyClock::now();
-  auto taken = pools_->Take(pool.id, r.count, r.all_or_nothing, id, deadline, [&] {
-    std::lock_guard<std::mutex> g(mu_);
-    return pending.cancelled || (gone && gone());
-  });
+  // Called under PoolManager's lock: it must not take mu_ (lock order).
+  auto taken = pools_->Take(pool.id, r.count, r.all_or_nothing, id, deadline,
+                            [&] { return pending.cancelled.load() || (gone && gone()); });
   std::unique_lock<std::mutex> g(mu_);
   reserved_[pool.tenant] -= r.count;
   if (!r.idempotency_key.empty()) pending_.erase(key);
@@ -255,6 +254,10 @@ Result<std::pair<json, bool>> LeaseManager::Acquire(const Caller& caller, const 
   for (const auto& c : *taken) {
     LeaseMember m;
     m.clone = c.machine;
+    // Its link is this acquire's to open: RelinkLost must not open another
+    // meanwhile (a second reader replaces the first, and the payload's send
+    // would fail on the closed one).
+    m.linked = true;
     l.members.push_back(m);
   }
   // Recorded before any payload leaves: a restart finds the lease whatever

@@ -22,6 +22,7 @@
 // then PoolManager; driver calls happen without the lock.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -97,7 +98,7 @@ class LeaseManager {
 
  private:
   struct Pending {
-    bool cancelled = false;
+    std::atomic<bool> cancelled{false};  // read by Take's stop check under PoolManager's lock: no mu_ there
   };
   Result<Lease*> FindLocked(const Caller& caller, const std::string& id);
   Status PersistLocked(const Lease& l);

@@ -16,9 +16,10 @@
 namespace smolvm::serve {
 
 inline constexpr const char* kOperatorTenant = "root";
-// Every machine serve makes is named with this prefix (machine names are
-// global; serve removes only machines of its own prefix that it recorded or
-// that a crash left between a fork and its record).
+// Every machine serve makes is named "smolsrv-<tag>-..." with its store's
+// random tag (machine names and their cgroups are host-wide); serve removes
+// only machines of its own tag that it recorded or that a crash left between
+// a fork and its record.
 inline constexpr const char* kMachinePrefix = "smolsrv-";
 
 struct Tenant {

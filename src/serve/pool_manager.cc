@@ -1,9 +1,13 @@
 #include "serve/pool_manager.h"
 
+#include <openssl/rand.h>
+
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <set>
 
+#include "base/hex.h"
 #include "serve/errors.h"
 
 namespace smolvm::serve {
@@ -58,10 +62,19 @@ PoolManager::PoolManager(ServeStore* store, CloneDriver* driver, Tenants* tenant
 Status PoolManager::Persist(const Pool& p) { return store_->Put(Table::kPools, std::to_string(p.id), ToJson(p)); }
 
 std::string PoolManager::GoldenName(const Pool& p) const {
-  return std::string(kMachinePrefix) + std::to_string(p.id) + "-g" + std::to_string(p.generation);
+  return prefix_ + std::to_string(p.id) + "-g" + std::to_string(p.generation);
 }
 
 Status PoolManager::Recover() {
+  ASSIGN_OR_RETURN(std::string tag, store_->Meta("machine_tag", [] {
+    unsigned char raw[3];
+    if (RAND_bytes(raw, sizeof raw) != 1) {
+      uint32_t v = static_cast<uint32_t>(NowMs());
+      std::memcpy(raw, &v, sizeof raw);
+    }
+    return HexOfBytes(std::string_view(reinterpret_cast<const char*>(raw), sizeof raw));
+  }));
+  prefix_ = std::string(kMachinePrefix) + tag + "-";
   ASSIGN_OR_RETURN(auto pools, store_->List(Table::kPools));
   ASSIGN_OR_RETURN(auto clones, store_->List(Table::kClones));
   ASSIGN_OR_RETURN(auto live, driver_->List());
@@ -91,7 +104,7 @@ Status PoolManager::Recover() {
     for (const auto& g : p.retired_goldens) known.insert(g);
   }
   for (const auto& [name, m] : machines)
-    if (name.rfind(kMachinePrefix, 0) == 0 && !known.count(name)) reclaimer_->Remove(name);
+    if (name.rfind(prefix_, 0) == 0 && !known.count(name)) reclaimer_->Remove(name);
   return Status::Ok();
 }
 
@@ -485,7 +498,7 @@ void PoolManager::RefillOnce() {
       }
       Work w{id, p.golden, p.share, {}};
       for (int64_t i = 0; i < n; ++i)
-        w.names.push_back(std::string(kMachinePrefix) + std::to_string(id) + "-" + std::to_string(p.next_clone++));
+        w.names.push_back(prefix_ + std::to_string(id) + "-" + std::to_string(p.next_clone++));
       // Names and records first: a crash during the fork leaves records the
       // next serve removes (Recover), never a machine nobody knows.
       if (!Persist(p).ok()) continue;

@@ -57,8 +57,8 @@ class PoolManager {
               Options options);
 
   // Reads pools and clones from the store and reconciles them with the
-  // machines that live: forking clones and unknown machines of serve's prefix
-  // are removed, dead parked clones dropped. Leased clones are the
+  // machines that live: forking clones and unknown machines of this store's
+  // prefix are removed, dead parked clones dropped. Leased clones are the
   // LeaseManager's to judge. Call once, before anything else.
   Status Recover();
 
@@ -102,6 +102,10 @@ class PoolManager {
   PoolCounts CountsLocked(int64_t pool) const;
   TenantUsage UsageLocked(const std::string& tenant) const;
   std::string GoldenName(const Pool& p) const;
+  // "smolsrv-<tag>-": the prefix of this store's machines. Machine names
+  // (and the cgroups named after them) are host-wide, so two serves (two
+  // homes) must never make the same name: the tag is random, kept in the store.
+  std::string prefix_;
   Status StartGolden(const Pool& p, const std::string& machine);
   void RetireUnusedGoldensLocked(Pool& p, std::vector<std::string>* remove);
 

@@ -26,6 +26,7 @@ CREATE TABLE IF NOT EXISTS pools(key TEXT PRIMARY KEY, row TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS clones(key TEXT PRIMARY KEY, row TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS leases(key TEXT PRIMARY KEY, row TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS counters(name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value TEXT NOT NULL);
 )";
 
 class Stmt {
@@ -151,6 +152,23 @@ Result<int64_t> ServeStore::Next(const std::string& counter) {
   up.Bind(1, counter);
   if (sqlite3_step(up.get()) != SQLITE_ROW) return Err("counter " + counter);
   return static_cast<int64_t>(sqlite3_column_int64(up.get(), 0));
+}
+
+Result<std::string> ServeStore::Meta(const std::string& name, const std::function<std::string()>& make) {
+  std::lock_guard<std::recursive_mutex> l(mu_);
+  {
+    Stmt st(db_, "SELECT value FROM meta WHERE name = ?1");
+    if (!st.ok()) return Err("prepare");
+    st.Bind(1, name);
+    if (sqlite3_step(st.get()) == SQLITE_ROW) return Text(st.get(), 0);
+  }
+  std::string v = make();
+  Stmt put(db_, "INSERT INTO meta(name, value) VALUES(?1, ?2)");
+  if (!put.ok()) return Err("prepare");
+  put.Bind(1, name);
+  put.Bind(2, v);
+  if (sqlite3_step(put.get()) != SQLITE_DONE) return Err("meta " + name);
+  return v;
 }
 
 Status ServeStore::Batch(const std::function<Status()>& fn) {

@@ -40,6 +40,8 @@ class ServeStore {
   Result<int64_t> Count(Table t);
   // Adds 1 to the named counter and returns the new value (1 first).
   Result<int64_t> Next(const std::string& counter);
+  // A value kept under `name`, set to make() the first time it is asked for.
+  Result<std::string> Meta(const std::string& name, const std::function<std::string()>& make);
   // Runs fn inside one transaction with the store's (recursive) lock held:
   // fn's own Put/Delete calls join it; rolled back when fn fails.
   Status Batch(const std::function<Status()>& fn);

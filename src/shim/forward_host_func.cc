@@ -20,6 +20,17 @@ cudaError_t Runtime::LaunchHostFunc(cudaStream_t stream, uint64_t fn, uint64_t u
   req.user = user;
   req.kind = kind;
   HostFuncRunner& runner = session_.Callbacks();
+  if (CaptureTable::Capture* c = captures_.Of(sid)) {
+    // cudaStreamAddCallback cannot be captured (CUDA's rule); a host
+    // function becomes a host node, run at each launch of the graph.
+    if (kind != 0) {
+      c->invalidated = true;
+      return Finish(cudaErrorStreamCaptureUnsupported);
+    }
+    session_.Enqueue(req);
+    ++c->host_nodes;
+    return Finish(cudaSuccess);
+  }
   session_.Enqueue(req);
   runner.Expect(1);
   // The worker asks for it as soon as the stream reaches it: send it now.

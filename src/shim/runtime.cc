@@ -100,10 +100,12 @@ cudaError_t Runtime::PeekAtLastError() {
 
 cudaError_t Runtime::StreamId(cudaStream_t stream, bool per_thread, uint64_t* id) const {
   uint64_t s = HandleId(stream);
-  if (s == 0) {
-    *id = per_thread ? 2 : 0;
-  } else if (s == HandleId(cudaStreamLegacy)) {
-    *id = 0;
+  if (s == 0 || s == HandleId(cudaStreamLegacy)) {
+    // Work on the legacy stream would wait for a capturing blocking stream.
+    if (!per_thread || s != 0) {
+      if (captures_.LegacyBlocked()) return cudaErrorStreamCaptureImplicit;
+    }
+    *id = per_thread && s == 0 ? 2 : 0;
   } else if (s == HandleId(cudaStreamPerThread)) {
     *id = 2;
   } else if (streams_.count(s) == 1) {

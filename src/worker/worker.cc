@@ -91,6 +91,13 @@ Worker::Worker(std::unique_ptr<GpuBackend> backend, WorkerOptions options)
 Worker::~Worker() { ReleaseAll(); }
 
 void Worker::ReleaseAll() {
+  // Graphs first, once nothing runs: their executables may use host-node
+  // records and graph memory that go with them.
+  if (graphs_ || !capture_calls_.empty()) {
+    (void)backend_->CtxSynchronize();
+    graphs_.reset();
+    capture_calls_.clear();
+  }
   // cuBLAS handles first: their workspaces live in the memory released next.
   if (blas_) {
     (void)backend_->CtxSynchronize();
@@ -212,6 +219,7 @@ Status Worker::ServeFrame(Channel& guest, const proto::FrameHeader& h, std::stri
     }
     return AnswerForkpoint(guest);
   }
+  ReplayGraphsIfDue(h.op);
   if (MayWriteDeviceMemory(h.op)) ++epoch_;
   ops_.Add(h.op);
   std::string out;
@@ -234,6 +242,7 @@ Status Worker::ServeFrame(Channel& guest, const proto::FrameHeader& h, std::stri
     callback_status_.store(sticky_, std::memory_order_relaxed);
     ReportFault();
   }
+  LogForGraphs(h, payload, o.status);
   if (o.replied) {
     deferred_ = 0;
     return guest.Write(out, ctx.fds_out);

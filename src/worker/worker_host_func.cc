@@ -18,6 +18,19 @@ Status Worker::Handle(const proto::LaunchHostFuncRequest& q, proto::LaunchHostFu
   call->stream = q.stream;
   call->kind = q.kind;
   call->status = &callback_status_;
+  // Captured into a graph it runs at every launch: kept with the session.
+  if (!captures_.empty()) {
+    Result<bool> capturing = backend_->StreamIsCapturing(s);
+    if (capturing.ok() && *capturing) {
+      if (capture_calls_.size() >= GraphRegistry::kMaxNodes)
+        return Status(CUDA_ERROR_OUT_OF_MEMORY, "too many host functions captured");
+      call->once = false;
+      HostCall* kept = call.get();
+      RETURN_IF_ERROR(backend_->LaunchHostFunc(s, HostCallTrampoline, kept));
+      capture_calls_.push_back(std::move(call));
+      return Status::Ok();
+    }
+  }
   HostCall* kept = link_->Keep(std::move(call));
   Status st = backend_->LaunchHostFunc(s, HostCallTrampoline, kept);
   if (!st.ok()) link_->Forget(kept);
