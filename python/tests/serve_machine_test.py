@@ -94,6 +94,47 @@ class ServeMachineTest(unittest.TestCase):
             results = lease.results(timeout=120)
         self.assertEqual([r["echo"]["i"] for r in results], [0, 1, 2, 3])
         self.assertEqual(len({r["idx"] for r in results}), 4)  # four clones (fork indices)
+        # Each member's result comes from its own clone: its machine's hostname. (Each clone's
+        # program is pid 2 of its own pid namespace, as the golden's: the same pid, other processes.)
+        self.assertEqual([r["host"] for r in results], [m["machine"] for m in lease.members])
+        self.assertEqual({r["pid"] for r in results}, {2})
+
+    def test_exec_and_logs_in_a_leased_clone(self):
+        pool = self.c.create_pool("ex", golden=GOLDEN, min_ready=1, cpus=1)
+        with pool.lease(1, payload={"hold": 1, "tag": "x7"}, wait=120) as lease:
+            name = lease.members[0]["machine"]
+            deadline = time.monotonic() + 60
+            text, offset, running = lease.logs()
+            while '"tag": "x7"' not in text:
+                self.assertLess(time.monotonic(), deadline, text)
+                time.sleep(0.1)
+                more, offset, running = lease.logs(offset=offset)
+                text += more
+            self.assertTrue(running)
+            self.assertIn('clone 0 got {"hold": 1, "tag": "x7"}', text)
+            r = lease.exec(["sh", "-c", "echo out; echo err >&2; cat /proc/sys/kernel/hostname; exit 3"])
+            self.assertEqual((r["exit_code"], r["stdout"], r["stderr"], r["timed_out"]), (3, "out\n" + name + "\n", "err\n", False))
+            # A command past its timeout is killed, with what it started in the clone.
+            t0 = time.monotonic()
+            r = lease.exec(["sh", "-c", "sleep 300 & sleep 301"], timeout=1)
+            self.assertTrue(r["timed_out"], r)
+            self.assertLess(time.monotonic() - t0, 30)
+            deadline = time.monotonic() + 10
+            while True:
+                ps = lease.exec(["sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"])["stdout"]
+                if "sleep 30" not in ps:
+                    break
+                self.assertLess(time.monotonic(), deadline, "the timed-out command still runs in the clone: " + ps)
+                time.sleep(0.1)
+            r = lease.exec(["/no/such/program"])
+            self.assertNotEqual(r["exit_code"], 0, r)
+            self.assertIn("cannot run '/no/such/program'", r["stderr"])
+            self.assertEqual(lease.state, "active")  # the lease lives on
+            lease.send({"after": 1})
+            deadline = time.monotonic() + 60
+            while not lease.replies()[0]:
+                self.assertLess(time.monotonic(), deadline, lease.info)
+                time.sleep(0.1)
 
     def test_a_clone_that_exits_fails_its_lease_and_the_pool_refills(self):
         pool = self.c.create_pool("crash", golden=GOLDEN, min_ready=1, cpus=1)

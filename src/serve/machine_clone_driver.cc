@@ -190,9 +190,18 @@ Result<ExecResult> MachineCloneDriver::Exec(const std::string& name, const std::
     if (std::strncmp(*e, "SMOLVM_HOME=", 12) != 0) env.push_back(*e);
   env.push_back(home.data());
   env.push_back(nullptr);
+  // Its own process group: `machine exec` forks a helper that enters the
+  // machine and forks the command there; all three (and what the command
+  // starts, unless it leaves the group) stay in it, so a timeout ends them
+  // all, inside the machine too, not the relay alone.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
   pid_t pid;
-  int rc = ::posix_spawn(&pid, a[0], &fa, nullptr, a.data(), env.data());
+  int rc = ::posix_spawn(&pid, a[0], &fa, &attr, a.data(), env.data());
   posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
   if (rc != 0) return ErrnoStatus("spawning " + options_.smolvm_exe, rc);
   out_w.Reset();
   err_w.Reset();
@@ -203,7 +212,7 @@ Result<ExecResult> MachineCloneDriver::Exec(const std::string& name, const std::
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
     if (left <= 0) {
       r.timed_out = true;
-      ::kill(pid, SIGKILL);
+      ::kill(-pid, SIGKILL);
       break;
     }
     struct pollfd p[2] = {{out_open ? out_r.get() : -1, POLLIN, 0}, {err_open ? err_r.get() : -1, POLLIN, 0}};
