@@ -136,6 +136,28 @@ class ServeMachineTest(unittest.TestCase):
                 self.assertLess(time.monotonic(), deadline, lease.info)
                 time.sleep(0.1)
 
+    def test_a_tenants_uid_reaches_serve_on_its_socket(self):
+        # /var/lib/smolvm as the docs install it: serve's socket (0666) is every tenant's way in, so
+        # the home must stay reachable by them while serve drives machines below it.
+        os.chmod(self.home, 0o755)
+        self.c.request("POST", "/v1/tenants", {"name": "t1", "uid": 1001})
+        pool = self.c.create_pool("reach", golden=GOLDEN, min_ready=1, cpus=1)
+        deadline = time.monotonic() + 120
+        while pool.ready < 1:
+            self.assertLess(time.monotonic(), deadline, pool.info)
+            time.sleep(0.2)
+        code = ("import sys; sys.path.insert(0, %r); import smolvm; c = smolvm.Client(%r); "
+                "print(c.health()['tenant'], [p.name for p in c.pools()])"
+                % (os.path.join(TESTS, ".."), os.path.join(self.home, "serve.sock")))
+
+        def become():
+            os.setgid(1001)
+            os.setuid(1001)
+        r = subprocess.run(["/usr/bin/python3", "-c", code], preexec_fn=become, capture_output=True, text=True, timeout=60)
+        self.assertEqual((r.returncode, r.stdout), (0, "t1 []\n"),
+                         "uid 1001 did not reach serve at %s/serve.sock (mode %o): %s"
+                         % (self.home, os.stat(self.home).st_mode & 0o7777, r.stderr))
+
     def test_a_clone_that_exits_fails_its_lease_and_the_pool_refills(self):
         pool = self.c.create_pool("crash", golden=GOLDEN, min_ready=1, cpus=1)
         with pool.lease(1, payload={"crash": 7}, wait=120) as lease:
