@@ -158,6 +158,38 @@ class ServeMachineTest(unittest.TestCase):
                          "uid 1001 did not reach serve at %s/serve.sock (mode %o): %s"
                          % (self.home, os.stat(self.home).st_mode & 0o7777, r.stderr))
 
+    def test_serve_holds_the_cuda_daemon_between_pools_and_never_parents_it(self):
+        # The daemon on its fake backend, with an idle exit of 1 s: only serve's hold keeps it.
+        self.stop()
+        self.env.update(SMOLVM_CUDA_BACKEND="fake", SMOLVM_CUDA_IDLE_EXIT="1")
+        self.start()
+        pool = self.c.create_pool("cu", golden=dict(GOLDEN, cuda=True), min_ready=1, cpus=1)
+        deadline = time.monotonic() + 120
+        while pool.ready < 1:
+            self.assertLess(time.monotonic(), deadline, pool.info)
+            time.sleep(0.2)
+        with open(os.path.join(self.home, "cuda", "daemon.json")) as f:
+            daemon = json.load(f)["pid"]
+        with open("/proc/%d/stat" % daemon) as f:
+            ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        self.assertNotEqual(ppid, self.proc.pid, "the CUDA daemon is serve's child")
+        with pool.lease(1, payload={"i": 1}, wait=60) as lease:
+            self.assertEqual(lease.results(timeout=60)[0]["echo"], {"i": 1})
+        pool.delete()
+        deadline = time.monotonic() + 60
+        while self.machines():
+            self.assertLess(time.monotonic(), deadline, self.machines())
+            time.sleep(0.1)
+        time.sleep(3)  # three idle exits' worth with no machine: held, it lives on
+        self.assertTrue(os.path.exists("/proc/%d" % daemon), "the daemon stopped between pools:\n" + self.log_text())
+        # serve killed: its hold goes with it, and the daemon (no child of serve) stops when idle.
+        self.stop(signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while os.path.exists("/proc/%d" % daemon):
+            self.assertLess(time.monotonic(), deadline, "the unheld daemon did not stop when idle")
+            time.sleep(0.1)
+        self.start()
+
     def test_a_clone_that_exits_fails_its_lease_and_the_pool_refills(self):
         pool = self.c.create_pool("crash", golden=GOLDEN, min_ready=1, cpus=1)
         with pool.lease(1, payload={"crash": 7}, wait=120) as lease:

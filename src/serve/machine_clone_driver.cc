@@ -7,10 +7,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "base/unique_fd.h"
+#include "machine/cuda_link.h"
 #include "machine/errors.h"
 #include "machine/machines.h"
 #include "machine/paths.h"
@@ -81,6 +83,27 @@ bool MachineCloneDriver::HasLeaseLink() {
 #endif
 }
 
+void MachineCloneDriver::HoldCudaDaemon() {
+  std::lock_guard<std::mutex> l(hold_mu_);
+  if (hold_.valid()) {
+    struct pollfd p = {hold_.get(), POLLIN | POLLHUP, 0};
+    if (::poll(&p, 1, 0) == 0) return;  // held, and the daemon lives
+    hold_.Reset();                      // it stopped: hold the next one
+  }
+  auto d = machine::FindCudaDaemon(options_.home);
+  if (!d.ok()) return;  // none runs: the next --cuda golden starts one
+  auto fd = machine::HoldCudaDaemon(*d);
+  if (fd.ok()) hold_ = std::move(*fd);
+  else std::fprintf(stderr, "serve: %s\n", fd.status().message().c_str());
+}
+
+bool MachineCloneDriver::HoldsCudaDaemon() {
+  std::lock_guard<std::mutex> l(hold_mu_);
+  if (!hold_.valid()) return false;
+  struct pollfd p = {hold_.get(), POLLIN | POLLHUP, 0};
+  return ::poll(&p, 1, 0) == 0;
+}
+
 Status MachineCloneDriver::StartGolden(const std::string& name, const GoldenRequest& r) {
   machine::MachineSpec spec;
   spec.cmd = r.spec.cmd;
@@ -111,6 +134,7 @@ Status MachineCloneDriver::StartGolden(const std::string& name, const GoldenRequ
     (void)machine::RemoveMachine(options_.home, name, true, true, options_.remove_grace_ms);
     return Translate(s);
   }
+  if (r.spec.cuda) HoldCudaDaemon();  // the machine started the daemon if none ran
   return Status::Ok();
 }
 
@@ -143,6 +167,13 @@ Status MachineCloneDriver::Remove(const std::string& name) {
 }
 
 Result<std::vector<MachineState>> MachineCloneDriver::List() {
+  bool adopt = false;
+  {
+    std::lock_guard<std::mutex> l(hold_mu_);
+    adopt = !adopted_;
+    adopted_ = true;
+  }
+  if (adopt) HoldCudaDaemon();  // a restarted serve adopts the daemon its goldens use
   ASSIGN_OR_RETURN(auto all, machine::ListMachines(options_.home));
   std::vector<MachineState> out;
   for (const auto& r : all) {
