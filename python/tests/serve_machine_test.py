@@ -190,6 +190,24 @@ class ServeMachineTest(unittest.TestCase):
             time.sleep(0.1)
         self.start()
 
+    def test_each_golden_has_its_own_host_uid_range_and_its_clones_share_it(self):
+        a = self.c.create_pool("ua", golden=GOLDEN, min_ready=2, cpus=1)
+        b = self.c.create_pool("ub", golden=GOLDEN, min_ready=1, cpus=1)
+
+        def uid_map(lease, member):
+            r = lease.exec(["cat", "/proc/self/uid_map"], member=member)
+            self.assertEqual(r["exit_code"], 0, r)
+            inside, host, count = r["stdout"].split()
+            return int(inside), int(host), int(count)
+        with a.lease(2, payload={"hold": 1}, wait=120) as la, b.lease(1, payload={"hold": 1}, wait=120) as lb:
+            a0, a1, b0 = uid_map(la, 0), uid_map(la, 1), uid_map(lb, 0)
+        self.assertEqual(a0, a1)  # a golden's clones: its range
+        self.assertNotEqual(a0[1], b0[1])  # two goldens (so two tenants): two ranges
+        for inside, host, count in (a0, b0):
+            self.assertEqual((inside, count), (0, 65536))
+            self.assertGreater(host, 0)  # root inside is no host root
+        self.assertGreaterEqual(abs(a0[1] - b0[1]), 65536)  # the ranges do not overlap
+
     def test_a_clone_that_exits_fails_its_lease_and_the_pool_refills(self):
         pool = self.c.create_pool("crash", golden=GOLDEN, min_ready=1, cpus=1)
         with pool.lease(1, payload={"crash": 7}, wait=120) as lease:
