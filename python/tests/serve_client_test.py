@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -124,6 +125,56 @@ class ServeClientTest(unittest.TestCase):
             pool.lease(2, wait=0)
         self.assertEqual(e.exception.status, 503)
         self.assertIn("0 ready clone(s) of the 2 asked for", e.exception.message)
+
+    def test_a_waiting_acquire_is_served_when_a_clone_parks(self):
+        pool = self.pool("wait", behaviour="fake:hang", min_ready=1, max=1)  # max 1: the next clone waits for room
+        first = pool.lease(1, wait=30)
+        got = {}
+        t = threading.Thread(target=lambda: got.update(lease=pool.lease(1, wait=60)))
+        t.start()
+        time.sleep(0.2)  # the second acquire is waiting (a release before it arrives would serve it all the same)
+        self.assertTrue(t.is_alive())
+        first.release()  # room again: the pool refills, the waiter takes the clone
+        t.join(timeout=60)
+        self.assertFalse(t.is_alive())
+        self.assertEqual(got["lease"].state, "active")
+        got["lease"].release()
+
+    def test_a_waiting_acquire_is_cancelled_by_its_key(self):
+        pool = self.pool("cancel", min_ready=0)
+        err = {}
+
+        def wait():
+            try:
+                pool.lease(1, wait=60, idempotency_key="w1")
+            except smolvm.ServeError as e:
+                err["e"] = e
+        t = threading.Thread(target=wait)
+        t.start()
+        deadline = time.monotonic() + 30
+        while True:  # until serve knows the acquire waits
+            try:
+                pool.cancel_acquire("w1")
+                break
+            except smolvm.ServeError as e:
+                self.assertEqual(e.status, 404)
+                self.assertLess(time.monotonic(), deadline)
+                time.sleep(0.01)
+        t.join(timeout=30)
+        self.assertEqual((err["e"].status, err["e"].code), (409, "cancelled"))
+        with self.assertRaises(smolvm.ServeError) as e:
+            pool.cancel_acquire("w1")  # nothing waits now
+        self.assertEqual(e.exception.status, 404)
+
+    def test_logs_and_exec(self):
+        pool = self.pool("shell", behaviour="fake:hang", min_ready=1)
+        with pool.lease(1, wait=30) as lease:
+            name = lease.members[0]["machine"]
+            self.assertEqual(lease.logs(), ("fake log of %s\n" % name, len(name) + 13, True))
+            self.assertEqual(lease.exec(["echo", "hi"])["stdout"], "%s: echo hi\n" % name)
+            with self.assertRaises(smolvm.ServeError) as e:
+                lease.exec(["echo"], member=3)
+            self.assertEqual(e.exception.status, 400)
 
     def test_openapi_and_metrics(self):
         doc = self.c.request("GET", "/v1/openapi.json")

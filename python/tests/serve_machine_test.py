@@ -220,7 +220,9 @@ class ServeMachineTest(unittest.TestCase):
             time.sleep(0.2)
 
     def test_sigkilled_serve_restarts_with_eight_live_leases(self):
-        pool = self.c.create_pool("eight", golden=GOLDEN, min_ready=8, cpus=1, ttl_s=30)
+        # A TTL of 3 s: the leases outlive the restart and what follows only by the Python client's
+        # background heartbeats (every second), which must resume against the new serve.
+        pool = self.c.create_pool("eight", golden=GOLDEN, min_ready=8, cpus=1, ttl_s=3)
         leases = [pool.lease(1, payload={"hold": 1, "i": i}, wait=180) for i in range(8)]
         held = sorted(m["machine"] for lease in leases for m in lease.members)
         self.stop(signal.SIGKILL)  # a refill may be half-way: its clones are the next serve's to remove
@@ -247,6 +249,10 @@ class ServeMachineTest(unittest.TestCase):
                 time.sleep(0.1)
             lease.complete({"done": i})
             self.assertEqual(lease.results(timeout=30), [{"done": i}])
+        time.sleep(4)  # longer than a TTL without our calls: the background heartbeats alone hold them
+        for lease in leases:
+            self.assertEqual(lease.state, "ended")  # never "expired"
+            self.assertIsNone(lease.heartbeat_error)
             lease.release()
         self.assertEqual(self.c.leases(), [])
 
