@@ -100,6 +100,7 @@ class ServeChurnTest(unittest.TestCase):
         else:
             golden = dict(cmd=["fake:echo"])
         pool = self.c.create_pool("churn", golden=golden, min_ready=2, cpus=0)
+        mine = pool.info["golden_machine"].rsplit("-", 2)[0] + "-"  # "smolsrv-<tag>-": this serve's machines
         base_rss = base_fds = None
         for i in range(CYCLES):
             with pool.lease(1, payload={"i": i}, wait=120) as lease:
@@ -140,7 +141,7 @@ class ServeChurnTest(unittest.TestCase):
             self.assertEqual(mounts, [], "mounts left behind")
             cgroups = []
             for root, dirs, _ in os.walk("/sys/fs/cgroup"):
-                cgroups += [os.path.join(root, d) for d in dirs if d.startswith("smolsrv-")]
+                cgroups += [os.path.join(root, d) for d in dirs if d.startswith(mine)]
             self.assertEqual(cgroups, [], "cgroups left behind")
 
 

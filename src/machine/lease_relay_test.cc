@@ -418,7 +418,9 @@ TEST_F(LeaseRelayTest, ANewReaderGetsEverythingNotAckedAndReplacesTheOld) {
   for (int i = 0; i < 10 && !closed; ++i) {
     auto m = second.Next(Clock::now() + std::chrono::seconds(10));
     closed = !m.ok();
-    if (closed) EXPECT_EQ(m.status().code(), static_cast<int32_t>(Code::kUnavailable)) << m.status().message();
+    if (closed) {
+      EXPECT_EQ(m.status().code(), static_cast<int32_t>(Code::kUnavailable)) << m.status().message();
+    }
   }
   EXPECT_TRUE(closed);
   CloneMessage again = Next(third);

@@ -25,9 +25,11 @@ TEST_F(MachineTest, LifecycleRoundTrip) {
   r = Sh("life", "true");
   EXPECT_EQ(r.rc, 5);
   EXPECT_NE(r.err.find("not running"), std::string::npos) << r.err;
-  // Restart runs the program again; the log keeps both runs.
+  // Restart runs the program again; the log keeps both runs, the second
+  // opened by its start's line (issue 30).
   ASSERT_EQ(Cli({"machine", "start", "--name", "life"}).rc, 0);
-  EXPECT_TRUE(WaitForLog("life", "hello-from-guest\nhello-from-guest"));
+  EXPECT_TRUE(WaitForLog("life", "hello-from-guest\n--- smolvm: start 2 of 'life' at ")) << Logs("life");
+  EXPECT_TRUE(WaitForLog("life", " UTC ---\nhello-from-guest")) << Logs("life");
   r = Cli({"machine", "rm", "--name", "life"});
   EXPECT_EQ(r.rc, 5) << "rm of a running machine needs --force";
   ASSERT_EQ(Cli({"machine", "rm", "--name", "life", "--force"}).rc, 0);

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -111,10 +112,11 @@ Status SpawnSupervisor(const std::string& home, const std::string& name, int64_t
   if (::pipe2(ready, O_CLOEXEC) < 0) return ErrnoStatus("pipe", errno);
   UniqueFd ready_r(ready[0]), ready_w(ready[1]);
   MachinePaths paths(home, name);
-  // Each start opens its part of the log (`machine logs` shows every run):
-  // what an earlier run or a failed start wrote stays above this line.
-  {
-    UniqueFd log(::open(paths.log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600));
+  // Each start after the first opens its part of the log (`machine logs`
+  // shows every run): what an earlier run or a failed start wrote stays
+  // above this line. A machine's first run starts its log bare.
+  if (struct stat st; ::stat(paths.log.c_str(), &st) == 0 && st.st_size > 0) {
+    UniqueFd log(::open(paths.log.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
     time_t now = ::time(nullptr);
     struct tm tm;
     char when[32] = "";
