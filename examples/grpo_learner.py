@@ -4,10 +4,12 @@ each learner the loop keeps across iterations.
 The golden loads the base model once (bf16, on the GPU, marked frozen so
 every clone shares it read-only), adds LoRA adapters and an AdamW optimizer,
 warms up with forward passes (no backward before the fork: docs/torch.md),
-then waits at smolvm.forkpoint(). Each clone is one learner: it takes an
-episode, trains its own adapters on it (DPO, one step per batch of pairs),
-replies its losses, and takes the next; when the loop ends the lease it
-saves its adapters and completes with their path.
+then waits at smolvm.forkpoint(). Each clone first warms up while it is
+parked (one training step, undone: forkpoint(warmup=...), so its first
+episode's first step is as fast as its later ones), then is one learner: it
+takes an episode, trains its own adapters on it (DPO, one step per batch of
+pairs), replies its losses, and takes the next; when the loop ends the
+lease it saves its adapters and completes with their path.
 
 An episode (from the loop): {"learner", "iteration", "batch", "groups":
 [{"prompt", "completions", "rewards"}, ...]}. Each group's best and worst
@@ -36,6 +38,7 @@ import sys
 import time
 
 SEQ = 256  # tokens per row: byte-level, a completion at the end of its row
+WARM_BATCH = [("### Q: what is 1+1?\n### A:", " 2", " 3")]  # a pair for warm-ups
 
 
 def pair_rows(pair, seq):
@@ -83,6 +86,12 @@ class StandIn:
         self.w = [w - 10.0 * d for w, d in zip(self.w, grad)]  # SGD
         return loss
 
+    def warm_up(self):
+        """The torch learner's warm-up, for the same code path: a step, undone."""
+        w, steps = list(self.w), self.steps
+        self.step(WARM_BATCH)
+        self.w, self.steps = w, steps
+
     def save(self, path):
         with open(path + ".json", "w") as f:
             json.dump({"stand_in_adapter": self.w}, f)
@@ -113,11 +122,11 @@ class TorchLearner:
         self.model.train()
         self.opt = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=a.lr,
                                      weight_decay=0.0)
-        # Warm-up: forward passes only (a backward before the fork breaks every clone).
+        # The golden's warm-up: forward passes only (a backward before the fork
+        # breaks every clone); each clone takes a whole step in warm_up().
         with torch.no_grad():
-            warm = [("### Q: what is 1+1?\n### A:", " 2", " 3")] * a.batch
-            self.logps(warm, adapters=False)
-            self.logps(warm, adapters=True)
+            self.logps(WARM_BATCH * a.batch, adapters=False)
+            self.logps(WARM_BATCH * a.batch, adapters=True)
         torch.cuda.synchronize()
 
     def load_base(self):
@@ -180,6 +189,27 @@ class TorchLearner:
         self.opt.step()
         return loss.item()  # one sync per step
 
+    def warm_up(self):
+        """In each clone before it parks (smolvm.forkpoint(warmup=...)): one
+        training step on a dummy batch -- the kernels the golden never ran
+        (backward, AdamW), cuBLAS/cuDNN handles, the optimizer's state and the
+        allocator's blocks, all made ahead of the first episode -- then the
+        adapters and the optimizer put back as they were: the first episode
+        trains exactly as without it."""
+        torch = self.torch
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        saved = [p.detach().clone() for p in params]
+        steps = self.steps
+        self.step(WARM_BATCH * self.a.batch)
+        with torch.no_grad():
+            for p, s in zip(params, saved):
+                p.copy_(s)
+        self.opt.state.clear()  # AdamW's moments and step count: made again at the first step
+        self.opt.zero_grad(set_to_none=True)
+        self.steps = steps
+        del saved
+        torch.cuda.synchronize()
+
     def save(self, path):
         self.model.save_pretrained(path)
         return path
@@ -215,6 +245,7 @@ def parse_args(argv):
     ap.add_argument("--lr", type=float, default=5e-4)
     ap.add_argument("--beta", type=float, default=0.1)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-warmup", action="store_true", help="clones park without their warm-up step")
     a = ap.parse_args(argv)
     if not a.stand_in and bool(a.config) == bool(a.model):
         ap.error("give --config NAME or --model DIR (or --stand-in)")
@@ -230,14 +261,16 @@ def main(argv=None):
         return serve_stdin(learner, a, load_s)
     import smolvm
 
-    idx = smolvm.forkpoint(seed=a.seed)
+    # Each clone takes a training step, undone, before it parks: its first
+    # episode's first step is as fast as its later ones.
+    idx = smolvm.forkpoint(seed=a.seed, warmup=None if a.no_warmup else learner.warm_up)
     if idx is None:  # the golden, released: its pool was deleted
         return 0
     episode = smolvm.lease_payload()
     name = None
     while episode is not None:
         name = "learner-%s" % episode.get("learner", idx)
-        smolvm.reply(dict(train_episode(learner, episode, a), load_s=load_s))
+        smolvm.reply(dict(train_episode(learner, episode, a), load_s=load_s, fork=smolvm.fork_timing()))
         episode = smolvm.next_payload()
     smolvm.complete({"adapter": learner.save(os.path.join(a.out, name or "learner-clone-%d" % idx))})
     return 0

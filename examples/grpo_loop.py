@@ -53,6 +53,8 @@ def golden_of(a, out):
     volumes = [HERE + ":/example:ro", out + ":/out"]
     if a.stand_in:
         cmd.append("--stand-in")
+    if a.no_warmup:
+        cmd.append("--no-warmup")
     else:
         cmd += ["--config", a.config] if a.config else ["--model", "/model"]
         if a.model:
@@ -98,8 +100,10 @@ def run(a):
                 row = {"iteration": it, "learners": [x["learner"] for x in answers],
                        "steps_total": [x["steps_total"] for x in answers], "machines": [x["machine"] for x in answers],
                        "mean_loss": sum(x["losses"][-1] for x in answers) / len(answers),
+                       "last_losses": [x["losses"][-1] for x in answers],
                        "tokens": n, "seconds": round(dt, 3), "tok_s": round(n / dt, 1),
-                       "first_step_s": [round(x["step_s"][0], 4) for x in answers] if it == 0 else None}
+                       "first_step_s": [round(x["step_s"][0], 4) for x in answers] if it == 0 else None,
+                       "warmup_ms": [round(x["fork"].get("warmup_ms", 0), 1) for x in answers] if it == 0 else None}
                 summary["per_iteration"].append(row)
                 print("iteration %d: %d learners %s, mean last loss %.4f, %.0f tok/s" % (
                     it, len(answers), row["learners"], row["mean_loss"], row["tok_s"]), flush=True)
@@ -137,6 +141,7 @@ def parse_args(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--ready-timeout", type=float, default=600)
     ap.add_argument("--episode-timeout", type=float, default=600)
+    ap.add_argument("--no-warmup", action="store_true", help="the learners park without their warm-up step")
     ap.add_argument("--keep-pool", action="store_true")
     ap.add_argument("--json", help="also write the summary here")
     a = ap.parse_args(argv)

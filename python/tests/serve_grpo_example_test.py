@@ -13,7 +13,10 @@ What it checks, from the loop's JSON summary and the adapters' files:
   - the learner dropped before iteration 2 is in no later iteration, the one
     added before iteration 3 starts from the golden's state (8 steps);
   - finish() returns each remaining learner's adapters, written where the
-    loop said; the pool's machines are gone afterwards.
+    loop said; the pool's machines are gone afterwards;
+  - each learner warmed up before it parked (forkpoint(warmup=...): a
+    training step, undone), and its first episode's losses equal those of a
+    learner that did not (--no-warmup).
 """
 
 import json
@@ -85,18 +88,21 @@ class GrpoExampleTest(unittest.TestCase):
             shutil.rmtree(self.home, ignore_errors=True)
         self.assertEqual(left, [], "machines left behind")
 
-    def test_the_loop_keeps_its_learners_drops_one_and_adds_one(self):
-        out = os.path.join(self.home, "adapters")
+    def loop(self, name, *args):
+        """Runs the example's loop; its JSON summary."""
+        out = os.path.join(self.home, name)
         os.mkdir(out)
-        summary_path = os.path.join(self.home, "summary.json")
-        r = subprocess.run([sys.executable, LOOP, "--stand-in", "--learners", "3", "--iterations", "4",
-                            "--drop-at", "2", "--add-at", "3", "--socket", self.sock, "--out", out,
-                            "--json", summary_path, "--ready-timeout", "60", "--episode-timeout", "60"],
+        summary_path = os.path.join(self.home, name + ".json")
+        r = subprocess.run([sys.executable, LOOP, "--stand-in", "--pool", name, "--socket", self.sock, "--out", out,
+                            "--json", summary_path, "--ready-timeout", "60", "--episode-timeout", "60"] + list(args),
                            env=self.env, capture_output=True, text=True, timeout=120)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr + self.log_text())
-        self.assertIn("iteration 3: 3 learners [0, 1, 3]", r.stdout)
         with open(summary_path) as f:
-            s = json.load(f)
+            return json.load(f), r.stdout, out
+
+    def test_the_loop_keeps_its_learners_drops_one_and_adds_one(self):
+        s, stdout, out = self.loop("grpo", "--learners", "3", "--iterations", "4", "--drop-at", "2", "--add-at", "3")
+        self.assertIn("iteration 3: 3 learners [0, 1, 3]", stdout)
         rows = s["per_iteration"]
         self.assertEqual([row["learners"] for row in rows], [[0, 1, 2], [0, 1, 2], [0, 1], [0, 1, 3]])
         # Kept across iterations: the same machine, one more episode of steps each time.
@@ -120,6 +126,13 @@ class GrpoExampleTest(unittest.TestCase):
         while self.machines() and time.monotonic() < deadline:  # the loop deleted its pool
             time.sleep(0.2)
         self.assertEqual(self.machines(), [])
+        # Each learner warmed up (a training step, undone) before it parked ...
+        self.assertTrue(all(ms > 0 for ms in rows[0]["warmup_ms"]), rows[0])
+        # ... and trained its first episode exactly as a learner that did not.
+        cold, _, _ = self.loop("cold", "--learners", "3", "--iterations", "1", "--no-warmup")
+        self.assertEqual(cold["per_iteration"][0]["warmup_ms"], [0, 0, 0])
+        self.assertEqual(cold["per_iteration"][0]["last_losses"], rows[0]["last_losses"])
+        self.assertEqual(cold["per_iteration"][0]["steps_total"], [8, 8, 8])
 
 
 if __name__ == "__main__":
