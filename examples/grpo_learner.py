@@ -26,9 +26,10 @@ else -- the forkpoint, the episodes, the replies, the adapters' files -- is
 the same.
 
 --native runs the learner as a plain process for comparisons
-(scripts/device-lease.py): episodes as JSON lines on stdin, answers as
-"ANSWER {json}" lines on stdout; an empty line ends it (it saves its
-adapters and answers with their path).
+(scripts/device-lease.py): "READY {json}" on stdout once loaded, then
+episodes as JSON lines on stdin, answers as "ANSWER {json}" lines on stdout;
+an empty line (or the end of stdin) ends it (it saves its adapters and
+answers with their path).
 """
 import argparse
 import json
@@ -278,6 +279,7 @@ def main(argv=None):
 
 def serve_stdin(learner, a, load_s):
     name = "learner-native-%d" % os.getpid()
+    print("READY " + json.dumps({"load_s": load_s}), flush=True)
     for line in sys.stdin:
         if not line.strip():
             break

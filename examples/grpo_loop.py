@@ -74,11 +74,11 @@ def run(a):
                               ttl_s=a.ttl)
     summary = {"learners": a.learners, "iterations": a.iterations, "stand_in": a.stand_in,
                "model": a.config or a.model, "per_iteration": []}
+    t0 = time.monotonic()
     try:
-        t0 = time.monotonic()
-        while pool.ready < a.learners + extra:  # the golden loads, the pool forks its clones
-            if pool.info.get("detail") and time.monotonic() - t0 > a.ready_timeout:
-                raise RuntimeError("pool %s not ready: %s" % (a.pool, pool.info["detail"]))
+        while pool.ready < a.learners + extra:  # the golden loads, the pool forks (and warms up) its clones
+            if time.monotonic() - t0 > a.ready_timeout:
+                raise RuntimeError("pool %s not ready after %ss: %s" % (a.pool, a.ready_timeout, pool.info))
             time.sleep(0.2)
         summary["pool_ready_s"] = round(time.monotonic() - t0, 2)
         t_loop = time.monotonic()
@@ -86,6 +86,10 @@ def run(a):
         with pool.lease(a.learners, payloads=[make_episode(i, 0, a.seed) for i in range(a.learners)],
                         wait=a.ready_timeout) as lease:
             for it in range(a.iterations):
+                last = summary["per_iteration"][-1]["seconds"] if it else 0
+                if a.max_seconds and it > 0 and time.monotonic() - t0 + last > a.max_seconds:
+                    print("stopping after %d iterations: --max-seconds %s" % (it, a.max_seconds), flush=True)
+                    break
                 t_it = time.monotonic()
                 if it > 0:
                     if it == a.drop_at:
@@ -107,6 +111,7 @@ def run(a):
                 summary["per_iteration"].append(row)
                 print("iteration %d: %d learners %s, mean last loss %.4f, %.0f tok/s" % (
                     it, len(answers), row["learners"], row["mean_loss"], row["tok_s"]), flush=True)
+            summary["iterations_done"] = len(summary["per_iteration"])
             summary["loop_s"] = round(time.monotonic() - t_loop, 3)
             summary["tok_s"] = round(tokens / summary["loop_s"], 1)
             # Each learner's adapters, as the host sees them (the clones wrote /out/...).
@@ -142,6 +147,8 @@ def parse_args(argv=None):
     ap.add_argument("--ready-timeout", type=float, default=600)
     ap.add_argument("--episode-timeout", type=float, default=600)
     ap.add_argument("--no-warmup", action="store_true", help="the learners park without their warm-up step")
+    ap.add_argument("--max-seconds", type=float,
+                    help="start no iteration that would end past this many seconds from the start (pool included)")
     ap.add_argument("--keep-pool", action="store_true")
     ap.add_argument("--json", help="also write the summary here")
     a = ap.parse_args(argv)
