@@ -110,10 +110,13 @@ class TorchLearner:
         self.steps = 0  # training steps taken, kept across episodes
         torch.set_num_threads(1)  # the fork rules: torch's CPU threads at 1 until the fork
         torch.manual_seed(a.seed)
-        import smolvm.torch
-
-        with smolvm.torch.frozen():  # the base in its own allocations, shared read-only by the clones
+        if a.native:  # a plain process: no clones to share the base with (and no smolvm shim to mark it)
             model = self.load_base()
+        else:
+            import smolvm.torch
+
+            with smolvm.torch.frozen():  # the base in its own allocations, shared read-only by the clones
+                model = self.load_base()
         model.config.use_cache = False
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.enable_input_require_grads()
