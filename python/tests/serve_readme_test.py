@@ -24,7 +24,7 @@ SKIP = 77
 
 def section(readme):
     start = readme.index("## Learners for a training loop: `smolvm serve`")
-    end = readme.index("\n## ", start + 1)
+    end = re.compile(r"\n##+ ").search(readme, start + 1).start()  # the section's own text, up to its first subsection
     text = readme[start:end]
     blocks = re.findall(r"```(\w+)\n(.*?)```", text, re.S)
     bash = [b for lang, b in blocks if lang == "bash"]
