@@ -1,7 +1,9 @@
 // Unit tests of the machine library's pure parts: names, volumes, specs,
 // the state store under concurrency, cpuset spreading, exit codes.
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +17,7 @@
 #include "machine/errors.h"
 #include "machine/spec.h"
 #include "machine/store.h"
+#include "machine/supervisor_conn.h"
 
 namespace smolvm::machine {
 namespace {
@@ -205,6 +208,37 @@ TEST(Errors, ExitCodesAreStable) {
   EXPECT_EQ(ExitCodeFor(Timeout("x")), 6);
   EXPECT_EQ(ExitCodeFor(PermissionDenied("x")), 7);
   EXPECT_EQ(ExitCodeFor(Internal("x")), 1);
+}
+
+// Issue 29: the forkpoint socket's reader closed "received" descriptors and
+// took the sender's pid from a control buffer that a read finding nothing
+// (EAGAIN) left as it was: the previous read's message, whose descriptor
+// numbers by then belonged to the supervisor's own objects.
+TEST(SupervisorConn, AReadThatFindsNothingTakesNoDescriptorAndNoSender) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  UniqueFd guest(sv[0]);
+  Conn c{.kind = Conn::kGuestNew, .fd = UniqueFd(sv[1])};
+  int on = 1;
+  ASSERT_EQ(setsockopt(c.fd.get(), SOL_SOCKET, SO_PASSCRED, &on, sizeof on), 0);
+  int p[2];
+  ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
+  UniqueFd pr(p[0]), pw(p[1]);
+  for (int round = 0; round < 20; ++round) {
+    // The guest sends a line with a descriptor: closed unread.
+    ASSERT_TRUE(SendLine(guest.get(), "HELLO", p[0]).ok());
+    pid_t sender = 0;
+    ASSERT_TRUE(Fill(c, SupervisorClock::now() + std::chrono::seconds(5), &sender).ok());
+    EXPECT_EQ(PopLine(c), "HELLO");
+    EXPECT_EQ(sender, getpid());
+    // The number the guest's descriptor had is reused by one of ours.
+    UniqueFd ours(dup(p[1]));
+    // Nothing more to read: the stale buffer must name nothing.
+    pid_t again = 0;
+    ASSERT_TRUE(Fill(c, std::nullopt, &again).ok());
+    EXPECT_EQ(again, 0) << "a sender taken from stale bytes";
+    ASSERT_GE(fcntl(ours.get(), F_GETFD), 0) << "round " << round << ": the supervisor closed its own descriptor";
+  }
 }
 
 }  // namespace
