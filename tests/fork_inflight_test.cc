@@ -115,7 +115,7 @@ class TwoTenants {
     UniqueFd listener = ListenUnix(socket, 0666).value();
     admins_.push_back(std::make_unique<UnixChannel>(ConnectUnix(daemon_.socket() + ".admin").value()));
     AdminMachineAttachReply rep;
-    EXPECT_TRUE(AdminRoundTrip(*admins_.back(), AdminMachineAttachRequest{name, "", 0}, &rep, listener.get()).ok());
+    EXPECT_TRUE(AdminRoundTrip(*admins_.back(), AdminMachineAttachRequest{name, "", 0, 1}, &rep, listener.get()).ok());
     return socket;
   }
   DaemonProcess daemon_;
@@ -164,7 +164,7 @@ TEST(ForkTenantsTest, AMachineForkWhoseSupervisorHangsUpEndsAtOnce) {
     UniqueFd listener = ListenUnix(socket, 0666).value();
     admins.push_back(std::make_unique<UnixChannel>(ConnectUnix(daemon.socket() + ".admin").value()));
     AdminMachineAttachReply rep;
-    EXPECT_TRUE(AdminRoundTrip(*admins.back(), AdminMachineAttachRequest{name, "", 0}, &rep, listener.get()).ok());
+    EXPECT_TRUE(AdminRoundTrip(*admins.back(), AdminMachineAttachRequest{name, "", 0, 1}, &rep, listener.get()).ok());
     return socket;
   };
   const std::string gold = attach("gold");

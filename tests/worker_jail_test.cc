@@ -63,7 +63,7 @@ class WorkerJailTest : public ::testing::Test {
     ASSIGN_OR_RETURN(UniqueFd conn, ConnectUnix(daemon.socket() + ".admin"));
     admins.push_back(std::make_unique<UnixChannel>(std::move(conn)));
     AdminMachineAttachReply rep;
-    return AdminRoundTrip(*admins.back(), AdminMachineAttachRequest{name, "", 0}, &rep, listener.get());
+    return AdminRoundTrip(*admins.back(), AdminMachineAttachRequest{name, "", 0, 1}, &rep, listener.get());
   }
   pid_t WorkerOf(const RawClient& c) {
     const nlohmann::json status = StatusOf(daemon);

@@ -15,16 +15,27 @@
 //                                         namespace only, of the disk layers (disk_layers.h)
 //   .../<name>/guest/                     0700, owned by the guest's root uid:
 //        upper, work                      overlay upper/work with --image DIR
-// Directories on the way are 0711 so the guest's uid can reach guest/ while
-// other host users cannot list anything.
+// $SMOLVM_HOME and each machine's directory are 0700 (root's): no other
+// host user reaches anything below (issue 29: a 0755 home let uid 65534 open
+// a session on a machine's CUDA endpoint). The guest reaches what it needs
+// through descriptors and mounts the supervisor made (sandbox.cc), never by
+// path; run/ inside stays 0711 because it is the guest's /run/smolvm.
 #pragma once
 
 #include <string>
+
+#include "base/status.h"
 
 namespace smolvm::machine {
 
 // $SMOLVM_HOME, else $HOME/.local/share/smolvm.
 std::string SmolvmHome();
+
+// Makes `dir` (and its parents) if missing and makes it 0700. A directory
+// that exists already is fixed too when it is this user's and a smolvm
+// directory (holding state.db, or empty); one that holds other files and is
+// open to others is refused rather than changed.
+Status MakePrivateDir(const std::string& dir);
 
 struct MachinePaths {
   explicit MachinePaths(const std::string& home, const std::string& name);

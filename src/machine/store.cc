@@ -1,5 +1,7 @@
 #include "machine/store.h"
 
+#include "machine/paths.h"
+
 #include <sys/stat.h>
 #include <time.h>
 
@@ -84,9 +86,8 @@ void BindRecord(Stmt& st, const MachineRecord& r) {
 }  // namespace
 
 Result<std::unique_ptr<Store>> Store::Open(const std::string& home) {
-  std::error_code ec;
-  std::filesystem::create_directories(home, ec);
-  if (ec) return Status(Code::kIo, "cannot create $SMOLVM_HOME " + home + ": " + ec.message());
+  // 0700, and an existing home made before that is fixed here (issue 29).
+  if (Status st = MakePrivateDir(home); !st.ok()) return Status(st.code(), "$SMOLVM_HOME: " + st.message());
   std::string path = home + "/state.db";
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &db,
