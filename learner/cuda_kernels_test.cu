@@ -1,5 +1,6 @@
 // Every CUDA kernel and one whole training step against the CPU reference,
 // at fresh random inputs. Skips (visibly) without a CUDA device.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -90,8 +91,16 @@ class CudaTest : public ::testing::Test {
   void SetUp() override {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess || n == 0)
-      GTEST_SKIP() << "no CUDA device (" << (e != cudaSuccess ? cudaGetErrorString(e) : "count 0") << ")";
+    if (e != cudaSuccess || n == 0) {
+      // cudart says "insufficient driver" also when there is no driver at all.
+      void* driver = e == cudaErrorInsufficientDriver ? dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) : nullptr;
+      if (driver != nullptr) dlclose(driver);
+      GTEST_SKIP() << "no CUDA device ("
+                   << (e == cudaSuccess                                     ? "count 0"
+                       : e == cudaErrorInsufficientDriver && driver == nullptr ? "no NVIDIA driver on this host: libcuda.so.1 not found"
+                                                                              : cudaGetErrorString(e))
+                   << ")";
+    }
     ASSERT_EQ(cublasCreate(&blas_), CUBLAS_STATUS_SUCCESS);
   }
   void TearDown() override {

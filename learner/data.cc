@@ -29,7 +29,12 @@ PreferencePair PreferenceData::Fresh() {
   static const int kOff[] = {-2, -1, 1, 2, 3};
   int d = kOff[rng_.Int(0, 4)];
   if (a + b + d < 0) d = -d;  // keep answers non-negative; |d| stays nonzero
-  PreferencePair p{Question(a, b), " " + std::to_string(a + b), " " + std::to_string(a + b + d), ""};
+  auto spaced = [](int v) {  // appended, not " " + to_string: GCC 12's -Wrestrict misfires on that
+    std::string s(1, ' ');
+    s += std::to_string(v);
+    return s;
+  };
+  PreferencePair p{Question(a, b), spaced(a + b), spaced(a + b + d), ""};
   // Enough history for any row length the learner runs (rows cut it on the left).
   while (p.history.size() < 4096) p.history += HistoryLine();
   return p;

@@ -89,8 +89,11 @@ class TwoTenants {
     golden_a_ = std::make_unique<Golden>(&ga_);
     std::pair<int, std::string> cli;
     std::thread t([&] {
-      cli = RunCommand("timeout 25 " + Cli(daemon_, "fork --count " + std::to_string(count) + " --share on --json --pid " +
-                                                       std::to_string(pid_a_)));
+      // By session: `--pid` names a host pid on the daemon's own socket
+      // only (issue 29), and a is a machine's golden.
+      cli = RunCommand("timeout 25 " + Cli(daemon_, "fork --count " + std::to_string(count) +
+                                                       " --share on --json --session " +
+                                                       std::to_string(ga_.hello().session_id)));
     });
     std::vector<std::unique_ptr<RawClient>> clones;
     for (int i = 0; i < count; ++i) {

@@ -112,6 +112,67 @@ int smolvm_fork_parent(const struct smolvm_fork_order* order, pid_t pid);
  * when the range is not device memory or not allocated (decided by the shim). */
 int smolvmMarkFrozen(const void* device_ptr, size_t bytes);
 
+/* ---- The lease link (in a clone) ---------------------------------------------
+ *
+ * A clone's program takes its work from the host and answers on its lease link
+ * (docs/machines.md, "Parked clones and the lease link"; smolvm serve's leases
+ * use it). The host sends payloads (JSON objects, numbered 1, 2, ...); the
+ * program answers each with replies and ends the lease with a result:
+ *
+ *   int idx = smolvmForkpoint();            // a parked clone returns once its first payload came
+ *   char* p; size_t n;
+ *   for (int r = smolvmLeasePayload(&p, &n); r == 0; r = smolvmNextPayload(&p, &n)) {
+ *     ... work on p ...
+ *     smolvmReply(answer, strlen(answer));  // answers payload p
+ *     smolvmLeaseFree(p);
+ *   }
+ *   smolvmComplete(result, strlen(result)); // or exit: either ends the lease
+ *
+ * Memory: a payload returned in *json is the callee's malloc()ed copy of the
+ * JSON text, NUL-terminated, *len bytes without the NUL; the caller owns it
+ * and releases it with smolvmLeaseFree() (free() works too). On any other
+ * return *json is NULL and *len 0. JSON the program sends is copied before
+ * the call returns.
+ *
+ * Returns: 0; SMOLVM_LEASE_ENDED (payload calls only) when no payload will
+ * come any more: the host ended the lease (LeaseLink::End), the program
+ * completed it, or the supervisor closed the link; or a negative errno:
+ *   -ENOTSUP    no lease link here (not a clone of a smolvm machine, or a golden);
+ *   -EINVAL     a NULL argument, or JSON that is empty or longer than 1 MiB;
+ *   -EPIPE      smolvmReply/Complete after smolvmComplete, or the link was
+ *               closed (the supervisor refused a frame: the lease failed);
+ *   -EPERM      a process other than the one that first used the link (a fork
+ *               of the program: the link is not shared);
+ *   -EPROTO     the supervisor's frame broke the protocol;
+ *   -ECONNRESET/-EIO/...  the link failed.
+ * The JSON a program sends must be one strict JSON value (UTF-8, no NaN, at
+ * most 128 levels deep); the supervisor checks it, and one that is not fails
+ * the lease (the host sees a fault) and closes the link.
+ *
+ * Threads: the payload calls wait one at a time, the sending calls likewise;
+ * one thread may reply while another waits for the next payload. The link is
+ * opened at the first call (a unix socket at /run/smolvm/lease.sock, or
+ * $SMOLVM_LEASE_SOCKET). */
+#define SMOLVM_LEASE_ENDED 1
+
+/* The lease's first payload (number 1), waiting until it comes. May be called
+ * again: it returns the same payload each time. */
+int smolvmLeasePayload(char** json, size_t* len);
+
+/* The next payload not yet returned (by either call), waiting until it comes:
+ * the first call returns the lease payload unless smolvmLeasePayload did. */
+int smolvmNextPayload(char** json, size_t* len);
+
+/* Answers the payload most recently returned (its number travels with it).
+ * Any number of replies per payload. */
+int smolvmReply(const char* json, size_t len);
+
+/* Ends the lease with a result; the link closes after it. */
+int smolvmComplete(const char* json, size_t len);
+
+/* Releases a payload returned by the calls above. NULL is a no-op. */
+void smolvmLeaseFree(char* json);
+
 /* ---- Seam for the CUDA shim (libcudart.so.13 shim calls this at load) ----
  *
  * The shim registers callbacks once (or exports smolvm_shim_cuda_hooks(),

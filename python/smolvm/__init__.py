@@ -11,6 +11,16 @@ that broke one (ForkRuleError names it), empties torch's cache of free CUDA
 blocks, forks through os.fork() so CPython's after-fork work runs, and in
 each clone clears torch's bad-fork flag, refreshes os.environ, reseeds
 random/numpy/torch and gives torch its CPU threads back.
+
+A leased clone (smolvm serve, or 'smolvm machine lease-send') takes its work
+and answers on its lease link:
+
+    idx = smolvm.forkpoint()          # a parked clone returns once leased
+    episode = smolvm.lease_payload()  # the lease's payload, a dict
+    while episode is not None:
+        smolvm.reply(train(episode))  # answers this payload
+        episode = smolvm.next_payload()  # None once the host ended the lease
+    smolvm.complete({"adapter": path})   # or exit: either ends the lease
 """
 
 import errno as _errno
@@ -18,10 +28,13 @@ import os as _os
 import sys as _sys
 import time as _time
 
-from smolvm import _clone, _guest, _rules
+from smolvm import _clone, _guest, _lease, _rules
+from smolvm._lease import LeaseError
 from smolvm._rules import ForkRuleError
+from smolvm.client import Client, Lease, LeaseFailed, Pool, ServeError
 
-__all__ = ["forkpoint", "fork_timing", "mark_frozen", "ForkError", "ForkRuleError"]
+__all__ = ["forkpoint", "fork_timing", "mark_frozen", "lease_payload", "next_payload", "reply", "complete",
+           "ForkError", "ForkRuleError", "LeaseError", "Client", "Pool", "Lease", "ServeError", "LeaseFailed"]
 
 _timing = {}
 
@@ -71,7 +84,8 @@ def _report_memory(torch, memory_report):
 def forkpoint(*, seed=None, threads=None, memory_report=None):
     """Waits at the forkpoint. In the golden: returns None once released
     (machine stopped, 'smolvm cuda release'). In each clone: returns its
-    index (0, 1, 2, ...).
+    index (0, 1, 2, ...); in a parked clone ('machine fork --park', serve's
+    pools) only once it is leased (its first payload came: lease_payload()).
 
     seed:    clone i seeds random, numpy and torch with seed + i (default:
              fresh entropy per clone).
@@ -145,3 +159,31 @@ def mark_frozen(address, nbytes):
         raise OSError(-r, "smolvmMarkFrozen(0x%x, %d): %s%s" % (
             address, nbytes, _os.strerror(-r),
             " (needs the smolvm CUDA shim: a --cuda machine)" if -r == _errno.ENOTSUP else ""))
+
+
+def lease_payload():
+    """In a leased clone: the lease's payload (a dict), waiting until it comes.
+    The same dict each call. None when the lease ended before any payload.
+    Raises LeaseError without a lease link (not a clone, or a golden)."""
+    return _lease.take(first=True)
+
+
+def next_payload():
+    """In a leased clone: the next payload not yet returned (by this or
+    lease_payload), waiting until it comes; None once the lease ended (the
+    host ended it, or complete() was called). The first call returns the
+    lease's payload unless lease_payload() did."""
+    return _lease.take(first=False)
+
+
+def reply(result):
+    """Answers the payload last returned with `result` (JSON-serializable,
+    at most 1 MiB as JSON; no NaN). Any number of replies per payload.
+    Raises LeaseError once the lease is over."""
+    _lease.send(result, is_complete=False)
+
+
+def complete(result):
+    """Ends the lease with `result` (JSON-serializable, at most 1 MiB as JSON).
+    The program may go on or exit; its exit also ends a lease not completed."""
+    _lease.send(result, is_complete=True)

@@ -1,6 +1,6 @@
 """ctypes binding of libsmolvm-guest.so (include/smolvm/guest.h).
 
-Only the fork steps and smolvmMarkFrozen are bound; the library is found in
+The fork steps, smolvmMarkFrozen and the lease calls are bound; the library is found in
 this order: $SMOLVM_GUEST_LIB (a path), the loader's search (inside a machine
 LD_LIBRARY_PATH holds /run/smolvm/lib), then next to this package (a build's
 shim/ directory, which holds python/ beside libsmolvm-guest.so, or a source
@@ -69,6 +69,15 @@ def _bind(lib):
     lib.smolvmForkpoint.argtypes = []
     lib.smolvmMarkFrozen.restype = ctypes.c_int
     lib.smolvmMarkFrozen.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    out = [ctypes.POINTER(ctypes.POINTER(ctypes.c_char)), ctypes.POINTER(ctypes.c_size_t)]
+    for name in ("smolvmLeasePayload", "smolvmNextPayload"):
+        getattr(lib, name).restype = ctypes.c_int
+        getattr(lib, name).argtypes = out
+    for name in ("smolvmReply", "smolvmComplete"):
+        getattr(lib, name).restype = ctypes.c_int
+        getattr(lib, name).argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    lib.smolvmLeaseFree.restype = None
+    lib.smolvmLeaseFree.argtypes = [ctypes.POINTER(ctypes.c_char)]
     if lib.smolvm_fork_order_size() != ctypes.sizeof(Order):
         raise OSError("libsmolvm-guest.so's struct smolvm_fork_order is %d bytes, this package's %d: "
                       "use the package built with the library" % (lib.smolvm_fork_order_size(),

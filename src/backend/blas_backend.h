@@ -1,5 +1,5 @@
 // BlasBackend: what a worker needs of cuBLAS and cuBLASLt, at their API level
-// (DESIGN §3: remoted per call family, never by intercepting their kernels).
+// (docs/architecture.md §3: remoted per call family, never by intercepting their kernels).
 //
 // Two implementations, named like the GpuBackend pair:
 //   CudaBlasBackend (blas_cuda.cc): NVIDIA's libcublas.so.13 and

@@ -275,6 +275,7 @@ Status FakeBlasBackend::GemmOne(const BlasGemmArgs& g, float alpha, float beta, 
 Status FakeBlasBackend::Gemm(uint64_t handle, const BlasGemmArgs& g) {
   auto it = handles_.find(handle);
   if (it == handles_.end()) return BlasError(CUBLAS_STATUS_NOT_INITIALIZED, "unknown handle");
+  if (gpu_->Capturing(it->second.stream)) return BlasNotSupported("the fake cuBLAS cannot be captured into a graph");
   RETURN_IF_ERROR(UsePool(it->second));
   if (!Is32FCompute(g.compute)) return BlasNotSupported("fake cuBLAS computes in fp32 only");
   if (!TypeBytes(g.atype) || !TypeBytes(g.btype) || !TypeBytes(g.ctype))
@@ -318,6 +319,7 @@ Status FakeBlasBackend::Gemm(uint64_t handle, const BlasGemmArgs& g) {
 Status FakeBlasBackend::Level1(uint64_t handle, const BlasLevel1Args& l, float* host_result) {
   auto it = handles_.find(handle);
   if (it == handles_.end()) return BlasError(CUBLAS_STATUS_NOT_INITIALIZED, "unknown handle");
+  if (gpu_->Capturing(it->second.stream)) return BlasNotSupported("the fake cuBLAS cannot be captured into a graph");
   RETURN_IF_ERROR(UsePool(it->second));
   if (l.n <= 0) {
     if (host_result) *host_result = 0;
@@ -417,6 +419,7 @@ Result<FakeLayout> ParseLayout(std::string_view blob) {
 
 Status FakeBlasBackend::LtMatmul(uint64_t handle, const LtMatmulArgs& args) {
   if (!lt_handles_.count(handle)) return BlasError(CUBLAS_STATUS_NOT_INITIALIZED, "unknown Lt handle");
+  if (gpu_->Capturing(args.stream)) return BlasNotSupported("the fake cuBLASLt cannot be captured into a graph");
   proto::LtAttrs desc;
   if (!desc.Decode(args.p.desc)) return BlasInvalidValue("matmul descriptor does not decode");
   if (!Is32FCompute(desc.Get<int32_t>(CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, 0)))

@@ -379,6 +379,11 @@ Status CudaBackend::StreamWaitEvent(uint64_t stream, uint64_t event, uint32_t fl
                "cuStreamWaitEvent");
 }
 
+Status CudaBackend::LaunchHostFunc(uint64_t stream, HostFn fn, void* user) {
+  RETURN_IF_ERROR(Enter());
+  return Check(driver_->cuLaunchHostFunc(ToStream(stream), fn, user), "cuLaunchHostFunc");
+}
+
 Result<uint64_t> CudaBackend::EventCreate(uint32_t flags) {
   RETURN_IF_ERROR(Enter());
   CUevent e = nullptr;

@@ -78,6 +78,29 @@ namespace smolvm {
   X(cuStreamSynchronize)            \
   X(cuStreamQuery)                  \
   X(cuStreamWaitEvent)              \
+  X(cuLaunchHostFunc)               \
+  X(cuStreamBeginCapture)           \
+  X(cuStreamEndCapture)             \
+  X(cuStreamIsCapturing)            \
+  X(cuGraphCreate)                  \
+  X(cuGraphDestroy)                 \
+  X(cuGraphAddEmptyNode)            \
+  X(cuGraphAddKernelNode)           \
+  X(cuGraphAddMemcpyNode)           \
+  X(cuGraphAddMemsetNode)           \
+  X(cuGraphAddHostNode)             \
+  X(cuGraphAddEventRecordNode)      \
+  X(cuGraphAddEventWaitNode)        \
+  X(cuGraphAddChildGraphNode)       \
+  X(cuGraphAddDependencies)         \
+  X(cuGraphClone)                   \
+  X(cuGraphGetNodes)                \
+  X(cuGraphInstantiate)             \
+  X(cuGraphExecDestroy)             \
+  X(cuGraphLaunch)                  \
+  X(cuGraphUpload)                  \
+  X(cuGraphExecUpdate)              \
+  X(cuGraphExecKernelNodeSetParams) \
   X(cuEventCreate)                  \
   X(cuEventDestroy)                 \
   X(cuEventRecord)                  \

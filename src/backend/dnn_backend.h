@@ -1,5 +1,5 @@
 // DnnBackend: what a worker needs of cuDNN, at its backend (graph) API level
-// (DESIGN §3: remoted per call family, never by intercepting kernels).
+// (docs/architecture.md §3: remoted per call family, never by intercepting kernels).
 //
 // Two implementations, named like the BlasBackend pair:
 //   CudaDnnBackend (dnn_cuda.cc): NVIDIA's libcudnn.so.9, dlopened by

@@ -74,6 +74,8 @@ using namespace fake_dnn;
 Status FakeDnnBackend::Execute(uint64_t handle, uint64_t plan, const DnnVariantPack& pack) {
   if (!handles_.count(handle))
     return DnnError(CUDNN_STATUS_NOT_INITIALIZED, "fake cuDNN: unknown handle");
+  if (gpu_->Capturing(handle_stream(handle)))
+    return DnnError(CUDNN_STATUS_NOT_SUPPORTED, "the fake cuDNN cannot be captured into a graph");
   Desc* p = Live(plan);
   if (p == nullptr || p->type != CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR || !p->finalized)
     return Bad("execute needs a finalized execution plan");

@@ -13,6 +13,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <functional>
 
 namespace smolvm {
@@ -398,6 +399,13 @@ Status FakeBackend::HostUnregister(void* p) { return Enter("HostUnregister"); }
 Status FakeBackend::MemcpyHtoD(uint64_t dst, const void* src, uint64_t bytes, uint64_t stream) {
   RETURN_IF_ERROR(Enter("MemcpyHtoD"));
   RETURN_IF_ERROR(CheckStream(stream));
+  if (Capturing(stream)) {
+    GraphNodeParams n;
+    n.kind = GraphNodeKind::kMemcpy;
+    n.copy = GraphCopyKind::kHostToDevice;
+    n.dst = dst, n.src = reinterpret_cast<uint64_t>(src), n.bytes = bytes;
+    return CaptureNode(stream, std::move(n));
+  }
   RETURN_IF_ERROR(CheckDevice(dst, bytes, true));
   std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
   return Status::Ok();
@@ -406,6 +414,13 @@ Status FakeBackend::MemcpyHtoD(uint64_t dst, const void* src, uint64_t bytes, ui
 Status FakeBackend::MemcpyDtoH(void* dst, uint64_t src, uint64_t bytes, uint64_t stream) {
   RETURN_IF_ERROR(Enter("MemcpyDtoH"));
   RETURN_IF_ERROR(CheckStream(stream));
+  if (Capturing(stream)) {
+    GraphNodeParams n;
+    n.kind = GraphNodeKind::kMemcpy;
+    n.copy = GraphCopyKind::kDeviceToHost;
+    n.dst = reinterpret_cast<uint64_t>(dst), n.src = src, n.bytes = bytes;
+    return CaptureNode(stream, std::move(n));
+  }
   RETURN_IF_ERROR(CheckDevice(src, bytes, false));
   std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
   return Status::Ok();
@@ -414,6 +429,13 @@ Status FakeBackend::MemcpyDtoH(void* dst, uint64_t src, uint64_t bytes, uint64_t
 Status FakeBackend::MemcpyDtoD(uint64_t dst, uint64_t src, uint64_t bytes, uint64_t stream) {
   RETURN_IF_ERROR(Enter("MemcpyDtoD"));
   RETURN_IF_ERROR(CheckStream(stream));
+  if (Capturing(stream)) {
+    GraphNodeParams n;
+    n.kind = GraphNodeKind::kMemcpy;
+    n.copy = GraphCopyKind::kDeviceToDevice;
+    n.dst = dst, n.src = src, n.bytes = bytes;
+    return CaptureNode(stream, std::move(n));
+  }
   RETURN_IF_ERROR(CheckDevice(src, bytes, false));
   RETURN_IF_ERROR(CheckDevice(dst, bytes, true));
   std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
@@ -426,6 +448,18 @@ Status FakeBackend::Memset(uint64_t dst, uint32_t value, uint32_t elem_bytes, ui
   RETURN_IF_ERROR(CheckStream(stream));
   if (elem_bytes != 1 && elem_bytes != 2 && elem_bytes != 4)
     return Cu(CUDA_ERROR_INVALID_VALUE, "memset element size must be 1, 2 or 4");
+  if (count > ~uint64_t{0} / elem_bytes) return Cu(CUDA_ERROR_INVALID_VALUE, "memset size overflows");
+  if (Capturing(stream)) {
+    GraphNodeParams n;
+    n.kind = GraphNodeKind::kMemset;
+    n.dst = dst, n.value = value, n.elem_bytes = elem_bytes, n.width = count, n.height = 1;
+    n.pitch = count * elem_bytes;
+    return CaptureNode(stream, std::move(n));
+  }
+  return SetMemory(dst, value, elem_bytes, count);
+}
+
+Status FakeBackend::SetMemory(uint64_t dst, uint32_t value, uint32_t elem_bytes, uint64_t count) {
   if (count > ~uint64_t{0} / elem_bytes) return Cu(CUDA_ERROR_INVALID_VALUE, "memset size overflows");
   RETURN_IF_ERROR(CheckDevice(dst, count * elem_bytes, true));
   auto* p = reinterpret_cast<uint8_t*>(dst);
@@ -452,18 +486,51 @@ Status FakeBackend::StreamDestroy(uint64_t stream) {
 
 Status FakeBackend::StreamSynchronize(uint64_t stream) {
   RETURN_IF_ERROR(Enter("StreamSynchronize"));
-  return CheckStream(stream);
+  RETURN_IF_ERROR(CheckStream(stream));
+  if (Capturing(stream)) return BreakCapture(stream, "a synchronization");
+  return Status::Ok();
 }
 
 Status FakeBackend::StreamQuery(uint64_t stream) {
   RETURN_IF_ERROR(Enter("StreamQuery"));
-  return CheckStream(stream);
+  RETURN_IF_ERROR(CheckStream(stream));
+  if (Capturing(stream)) return BreakCapture(stream, "a query");
+  return Status::Ok();
 }
 
 Status FakeBackend::StreamWaitEvent(uint64_t stream, uint64_t event, uint32_t flags) {
   RETURN_IF_ERROR(Enter("StreamWaitEvent"));
   RETURN_IF_ERROR(CheckStream(stream));
   if (!events_.count(event)) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown event");
+  auto ec = event_captures_.find(event);
+  if (ec == event_captures_.end()) return Status::Ok();  // outside any capture: already complete here
+  // The stream joins the event's capture, after the nodes the event marks.
+  auto it = captures_.find(stream);
+  if (it == captures_.end()) {
+    if (stream == kDefaultStream) return Cu(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, "the legacy stream cannot join a capture");
+    captures_[stream] = Capture{ec->second.graph, ec->second.origin, ec->second.deps};
+    return Status::Ok();
+  }
+  if (it->second.graph != ec->second.graph)
+    return Cu(CUDA_ERROR_STREAM_CAPTURE_ISOLATION, "a wait across two captures");
+  for (uint64_t d : ec->second.deps)
+    if (std::find(it->second.deps.begin(), it->second.deps.end(), d) == it->second.deps.end()) it->second.deps.push_back(d);
+  return Status::Ok();
+}
+
+Status FakeBackend::LaunchHostFunc(uint64_t stream, HostFn fn, void* user) {
+  RETURN_IF_ERROR(Enter("LaunchHostFunc"));
+  RETURN_IF_ERROR(CheckStream(stream));
+  if (fn == nullptr) return Cu(CUDA_ERROR_INVALID_VALUE, "no host function");
+  if (Capturing(stream)) {
+    GraphNodeParams n;
+    n.kind = GraphNodeKind::kHost;
+    n.fn = fn, n.user = user;
+    return CaptureNode(stream, std::move(n));
+  }
+  // The fake's streams are idle by now and run what comes next only after
+  // this returns: stream order, on the calling thread.
+  fn(user);
   return Status::Ok();
 }
 
@@ -483,6 +550,20 @@ Status FakeBackend::EventDestroy(uint64_t event) {
 Status FakeBackend::EventRecord(uint64_t event, uint64_t stream) {
   RETURN_IF_ERROR(Enter("EventRecord"));
   RETURN_IF_ERROR(CheckStream(stream));
+  if (!events_.count(event)) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown event");
+  auto c = captures_.find(stream);
+  if (c != captures_.end()) {
+    // Recorded in a capture: it marks the stream's last nodes there.
+    event_captures_[event] = EventCapture{c->second.graph, c->second.origin, c->second.deps};
+    return Status::Ok();
+  }
+  event_captures_.erase(event);
+  return RecordEvent(event);
+}
+
+bool FakeBackend::HasEvent(uint64_t event) const { return events_.count(event) != 0; }
+
+Status FakeBackend::RecordEvent(uint64_t event) {
   auto it = events_.find(event);
   if (it == events_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown event");
   it->second.recorded = true;
@@ -493,12 +574,16 @@ Status FakeBackend::EventRecord(uint64_t event, uint64_t stream) {
 Status FakeBackend::EventSynchronize(uint64_t event) {
   RETURN_IF_ERROR(Enter("EventSynchronize"));
   if (!events_.count(event)) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown event");
+  if (auto ec = event_captures_.find(event); ec != event_captures_.end())
+    return BreakCapture(ec->second.origin, "a synchronization of an event recorded in a capture");
   return Status::Ok();
 }
 
 Status FakeBackend::EventQuery(uint64_t event) {
   RETURN_IF_ERROR(Enter("EventQuery"));
   if (!events_.count(event)) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown event");
+  if (auto ec = event_captures_.find(event); ec != event_captures_.end())
+    return BreakCapture(ec->second.origin, "a query of an event recorded in a capture");
   return Status::Ok();
 }
 

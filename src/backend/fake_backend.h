@@ -16,6 +16,16 @@
 //    real fault does (every later call returns it);
 //  - streams and events with stream order (work runs when issued, so every
 //    stream is always idle by the next call), event timestamps;
+//  - host functions (LaunchHostFunc) run on the calling thread, in stream
+//    order (fake_backend.cc);
+//  - CUDA graphs (fake_backend_graph.cc): graphs of nodes with edges, stream
+//    capture (work on a capturing stream, or on a stream that joined it by
+//    waiting on an event recorded in it, becomes a node instead of running;
+//    a synchronization of a capturing stream is refused and invalidates the
+//    capture; a joined stream that did not rejoin is UNJOINED at the end),
+//    executables as every node (children flattened) in a dependency order,
+//    launched by running each node as the call it stands for, updates of
+//    node parameters when the topology matches;
 //  - modules: any image loads; functions resolve by name to built-in test
 //    kernels (below), with their real parameter layouts; a kernel that writes
 //    outside writable device memory faults.
@@ -44,6 +54,8 @@
 
 #include <chrono>
 #include <map>
+#include <set>
+#include <vector>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -84,6 +96,13 @@ class FakeBackend final : public GpuBackend {
   void FailNext(const std::string& method, int32_t cuda_result, int skip = 0);
   // The configuration of the last launch that ran, attributes included.
   const LaunchConfig& LastLaunch() const { return last_launch_; }
+  // Whether work issued on `stream` now becomes a node of a capture (the
+  // fake's cuBLAS and cuDNN, which run on the host at once, refuse it).
+  bool Capturing(uint64_t stream) const;
+
+  struct Graph;
+  struct GraphNode;
+  struct Exec;
 
   std::string_view Name() const override { return "fake"; }
   Status Init(int device) override;
@@ -139,6 +158,22 @@ class FakeBackend final : public GpuBackend {
                       std::string_view params) override;
   Result<int32_t> OccupancyMaxBlocks(uint64_t function, int32_t block_size, uint64_t dynamic_smem,
                                      uint32_t flags) override;
+  Status LaunchHostFunc(uint64_t stream, HostFn fn, void* user) override;
+  Result<uint64_t> GraphCreate() override;
+  Status GraphDestroy(uint64_t graph) override;
+  Result<uint64_t> GraphAddNode(uint64_t graph, const GraphNodeParams& node, std::span<const uint64_t> deps) override;
+  Status GraphAddDependency(uint64_t graph, uint64_t from, uint64_t to) override;
+  Result<uint64_t> GraphClone(uint64_t graph) override;
+  Result<std::vector<uint64_t>> GraphGetNodes(uint64_t graph) override;
+  Status StreamBeginCapture(uint64_t stream) override;
+  Result<uint64_t> StreamEndCapture(uint64_t stream) override;
+  Result<bool> StreamIsCapturing(uint64_t stream) override;
+  Result<uint64_t> GraphInstantiate(uint64_t graph) override;
+  Status GraphExecDestroy(uint64_t exec) override;
+  Status GraphLaunch(uint64_t exec, uint64_t stream) override;
+  Status GraphUpload(uint64_t exec, uint64_t stream) override;
+  Result<uint32_t> GraphExecUpdate(uint64_t exec, uint64_t graph, uint64_t* error_node) override;
+  Status GraphExecKernelNodeSetParams(uint64_t exec, uint64_t node, const GraphNodeParams& params) override;
 
  private:
   struct Chunk;
@@ -177,6 +212,33 @@ class FakeBackend final : public GpuBackend {
   std::unordered_map<uint64_t, const Kernel*> functions_;
   std::unordered_map<uint64_t, std::vector<int32_t>> function_attrs_;
   LaunchConfig last_launch_;
+  // Graphs (fake_backend_graph.cc).
+  // A stream's part in a capture: the graph, its origin stream, and the
+  // nodes the next captured work depends on.
+  struct Capture {
+    uint64_t graph = 0, origin = 0;
+    std::vector<uint64_t> deps;
+  };
+  struct EventCapture {
+    uint64_t graph = 0, origin = 0;
+    std::vector<uint64_t> deps;
+  };
+  std::unordered_map<uint64_t, std::shared_ptr<Graph>> graphs_;
+  std::unordered_map<uint64_t, std::shared_ptr<Exec>> execs_;
+  std::map<uint64_t, Capture> captures_;              // by member stream
+  std::map<uint64_t, EventCapture> event_captures_;   // events recorded in a capture
+  std::set<uint64_t> capture_broken_;                 // origins of invalidated captures
+  Result<uint64_t> AddNode(uint64_t graph, GraphNodeParams node, std::span<const uint64_t> deps);
+  // Work on a capturing stream: a node after the stream's last ones.
+  Status CaptureNode(uint64_t stream, GraphNodeParams node);
+  // A call a capturing stream may not take: refused, the capture invalidated.
+  Status BreakCapture(uint64_t stream, const std::string& what);
+  Status RunNode(const GraphNodeParams& n);
+  // The work of the stream-ordered calls, without counting or checks of the stream.
+  Status RunKernel(uint64_t function, const LaunchConfig& config, std::string_view params);
+  Status SetMemory(uint64_t dst, uint32_t value, uint32_t elem_bytes, uint64_t count);
+  Status RecordEvent(uint64_t event);
+  bool HasEvent(uint64_t event) const;
   // Launch attributes as the H200 judges them (fake_backend_modules.cc).
   Status CheckLaunchAttrs(uint64_t function, const LaunchConfig& c);
   void* global_ = nullptr;

@@ -133,6 +133,20 @@ Status FakeBackend::LaunchKernel(uint64_t function, const LaunchConfig& config, 
                                  std::string_view params) {
   RETURN_IF_ERROR(Enter("LaunchKernel"));
   RETURN_IF_ERROR(CheckStream(stream));
+  if (Capturing(stream)) {
+    if (!functions_.count(function)) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown function");
+    if (config.num_attrs != 0) return Cu(CUDA_ERROR_NOT_SUPPORTED, "the fake captures no launch attributes");
+    GraphNodeParams n;
+    n.kind = GraphNodeKind::kKernel;
+    n.function = function;
+    n.config = config;
+    n.params.assign(params.data(), params.size());
+    return CaptureNode(stream, std::move(n));
+  }
+  return RunKernel(function, config, params);
+}
+
+Status FakeBackend::RunKernel(uint64_t function, const LaunchConfig& config, std::string_view params) {
   auto it = functions_.find(function);
   if (it == functions_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown function");
   const Kernel* k = it->second;

@@ -99,5 +99,33 @@ Result<int32_t> ForwardingBackend::OccupancyMaxBlocks(uint64_t function, int32_t
                                                       uint64_t dynamic_smem, uint32_t flags) {
   return inner_->OccupancyMaxBlocks(function, block_size, dynamic_smem, flags);
 }
+Status ForwardingBackend::LaunchHostFunc(uint64_t stream, HostFn fn, void* user) {
+  return inner_->LaunchHostFunc(stream, fn, user);
+}
+
+Result<uint64_t> ForwardingBackend::GraphCreate() { return inner_->GraphCreate(); }
+Status ForwardingBackend::GraphDestroy(uint64_t graph) { return inner_->GraphDestroy(graph); }
+Result<uint64_t> ForwardingBackend::GraphAddNode(uint64_t graph, const GraphNodeParams& node,
+                                                 std::span<const uint64_t> deps) {
+  return inner_->GraphAddNode(graph, node, deps);
+}
+Status ForwardingBackend::GraphAddDependency(uint64_t graph, uint64_t from, uint64_t to) {
+  return inner_->GraphAddDependency(graph, from, to);
+}
+Result<uint64_t> ForwardingBackend::GraphClone(uint64_t graph) { return inner_->GraphClone(graph); }
+Result<std::vector<uint64_t>> ForwardingBackend::GraphGetNodes(uint64_t graph) { return inner_->GraphGetNodes(graph); }
+Status ForwardingBackend::StreamBeginCapture(uint64_t stream) { return inner_->StreamBeginCapture(stream); }
+Result<uint64_t> ForwardingBackend::StreamEndCapture(uint64_t stream) { return inner_->StreamEndCapture(stream); }
+Result<bool> ForwardingBackend::StreamIsCapturing(uint64_t stream) { return inner_->StreamIsCapturing(stream); }
+Result<uint64_t> ForwardingBackend::GraphInstantiate(uint64_t graph) { return inner_->GraphInstantiate(graph); }
+Status ForwardingBackend::GraphExecDestroy(uint64_t exec) { return inner_->GraphExecDestroy(exec); }
+Status ForwardingBackend::GraphLaunch(uint64_t exec, uint64_t stream) { return inner_->GraphLaunch(exec, stream); }
+Status ForwardingBackend::GraphUpload(uint64_t exec, uint64_t stream) { return inner_->GraphUpload(exec, stream); }
+Result<uint32_t> ForwardingBackend::GraphExecUpdate(uint64_t exec, uint64_t graph, uint64_t* error_node) {
+  return inner_->GraphExecUpdate(exec, graph, error_node);
+}
+Status ForwardingBackend::GraphExecKernelNodeSetParams(uint64_t exec, uint64_t node, const GraphNodeParams& params) {
+  return inner_->GraphExecKernelNodeSetParams(exec, node, params);
+}
 
 }  // namespace smolvm

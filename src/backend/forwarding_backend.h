@@ -74,6 +74,22 @@ class ForwardingBackend : public GpuBackend {
                       std::string_view params) override;
   Result<int32_t> OccupancyMaxBlocks(uint64_t function, int32_t block_size, uint64_t dynamic_smem,
                                      uint32_t flags) override;
+  Status LaunchHostFunc(uint64_t stream, HostFn fn, void* user) override;
+  Result<uint64_t> GraphCreate() override;
+  Status GraphDestroy(uint64_t graph) override;
+  Result<uint64_t> GraphAddNode(uint64_t graph, const GraphNodeParams& node, std::span<const uint64_t> deps) override;
+  Status GraphAddDependency(uint64_t graph, uint64_t from, uint64_t to) override;
+  Result<uint64_t> GraphClone(uint64_t graph) override;
+  Result<std::vector<uint64_t>> GraphGetNodes(uint64_t graph) override;
+  Status StreamBeginCapture(uint64_t stream) override;
+  Result<uint64_t> StreamEndCapture(uint64_t stream) override;
+  Result<bool> StreamIsCapturing(uint64_t stream) override;
+  Result<uint64_t> GraphInstantiate(uint64_t graph) override;
+  Status GraphExecDestroy(uint64_t exec) override;
+  Status GraphLaunch(uint64_t exec, uint64_t stream) override;
+  Status GraphUpload(uint64_t exec, uint64_t stream) override;
+  Result<uint32_t> GraphExecUpdate(uint64_t exec, uint64_t graph, uint64_t* error_node) override;
+  Status GraphExecKernelNodeSetParams(uint64_t exec, uint64_t node, const GraphNodeParams& params) override;
 
  protected:
   GpuBackend& inner() { return *inner_; }

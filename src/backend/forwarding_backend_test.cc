@@ -144,6 +144,36 @@ class RecordingBackend final : public GpuBackend {
                                      uint32_t flags) override {
     return Log(Call("OccupancyMaxBlocks", function, block_size, dynamic_smem, flags)), 17;
   }
+  Status LaunchHostFunc(uint64_t stream, HostFn fn, void* user) override {
+    return Fail(Call("LaunchHostFunc", stream, reinterpret_cast<uint64_t>(fn), reinterpret_cast<uint64_t>(user)));
+  }
+  Result<uint64_t> GraphCreate() override { return Log(Call("GraphCreate")), 50u; }
+  Status GraphDestroy(uint64_t graph) override { return Fail(Call("GraphDestroy", graph)); }
+  Result<uint64_t> GraphAddNode(uint64_t graph, const GraphNodeParams& n, std::span<const uint64_t> deps) override {
+    return Log(Call("GraphAddNode", graph, static_cast<uint32_t>(n.kind), n.function, n.params, deps.size())), 51u;
+  }
+  Status GraphAddDependency(uint64_t graph, uint64_t from, uint64_t to) override {
+    return Fail(Call("GraphAddDependency", graph, from, to));
+  }
+  Result<uint64_t> GraphClone(uint64_t graph) override { return Log(Call("GraphClone", graph)), 52u; }
+  Result<std::vector<uint64_t>> GraphGetNodes(uint64_t graph) override {
+    Log(Call("GraphGetNodes", graph));
+    return std::vector<uint64_t>{7, 8};
+  }
+  Status StreamBeginCapture(uint64_t stream) override { return Fail(Call("StreamBeginCapture", stream)); }
+  Result<uint64_t> StreamEndCapture(uint64_t stream) override { return Log(Call("StreamEndCapture", stream)), 53u; }
+  Result<bool> StreamIsCapturing(uint64_t stream) override { return Log(Call("StreamIsCapturing", stream)), true; }
+  Result<uint64_t> GraphInstantiate(uint64_t graph) override { return Log(Call("GraphInstantiate", graph)), 54u; }
+  Status GraphExecDestroy(uint64_t exec) override { return Fail(Call("GraphExecDestroy", exec)); }
+  Status GraphLaunch(uint64_t exec, uint64_t stream) override { return Fail(Call("GraphLaunch", exec, stream)); }
+  Status GraphUpload(uint64_t exec, uint64_t stream) override { return Fail(Call("GraphUpload", exec, stream)); }
+  Result<uint32_t> GraphExecUpdate(uint64_t exec, uint64_t graph, uint64_t* error_node) override {
+    *error_node = 9;
+    return Log(Call("GraphExecUpdate", exec, graph)), 2u;
+  }
+  Status GraphExecKernelNodeSetParams(uint64_t exec, uint64_t node, const GraphNodeParams& p) override {
+    return Fail(Call("GraphExecKernelNodeSetParams", exec, node, p.function, p.params));
+  }
 
  private:
   void Log(std::string call) const { calls.push_back(std::move(call)); }
@@ -276,6 +306,48 @@ std::vector<Case> Cases() {
          return Show(b.LaunchKernel(28, c, 29, "params"));
        }},
       {"OccupancyMaxBlocks", [](GpuBackend& b, RecordingBackend&) { return Show(b.OccupancyMaxBlocks(30, 256, 512, 1)); }},
+      {"LaunchHostFunc",
+       [](GpuBackend& b, RecordingBackend&) {
+         return Show(b.LaunchHostFunc(31, reinterpret_cast<GpuBackend::HostFn>(0x40), reinterpret_cast<void*>(0x41)));
+       }},
+      {"GraphCreate", [](GpuBackend& b, RecordingBackend&) { return Show(b.GraphCreate()); }},
+      {"GraphDestroy", [](GpuBackend& b, RecordingBackend&) { return Show(b.GraphDestroy(32)); }},
+      {"GraphAddNode",
+       [](GpuBackend& b, RecordingBackend&) {
+         GraphNodeParams n;
+         n.kind = GraphNodeKind::kKernel;
+         n.function = 33;
+         n.params = "p";
+         uint64_t deps[] = {1, 2};
+         return Show(b.GraphAddNode(34, n, deps));
+       }},
+      {"GraphAddDependency", [](GpuBackend& b, RecordingBackend&) { return Show(b.GraphAddDependency(35, 36, 37)); }},
+      {"GraphClone", [](GpuBackend& b, RecordingBackend&) { return Show(b.GraphClone(38)); }},
+      {"GraphGetNodes",
+       [](GpuBackend& b, RecordingBackend&) {
+         auto r = b.GraphGetNodes(39);
+         return r.ok() ? std::to_string(r->size()) : r.status().ToString();
+       }},
+      {"StreamBeginCapture", [](GpuBackend& b, RecordingBackend&) { return Show(b.StreamBeginCapture(40)); }},
+      {"StreamEndCapture", [](GpuBackend& b, RecordingBackend&) { return Show(b.StreamEndCapture(41)); }},
+      {"StreamIsCapturing", [](GpuBackend& b, RecordingBackend&) { return Show(b.StreamIsCapturing(42)); }},
+      {"GraphInstantiate", [](GpuBackend& b, RecordingBackend&) { return Show(b.GraphInstantiate(43)); }},
+      {"GraphExecDestroy", [](GpuBackend& b, RecordingBackend&) { return Show(b.GraphExecDestroy(44)); }},
+      {"GraphLaunch", [](GpuBackend& b, RecordingBackend&) { return Show(b.GraphLaunch(45, 46)); }},
+      {"GraphUpload", [](GpuBackend& b, RecordingBackend&) { return Show(b.GraphUpload(47, 48)); }},
+      {"GraphExecUpdate",
+       [](GpuBackend& b, RecordingBackend&) {
+         uint64_t bad = 0;
+         auto r = b.GraphExecUpdate(49, 50, &bad);
+         return Show(r) + " " + std::to_string(bad);
+       }},
+      {"GraphExecKernelNodeSetParams",
+       [](GpuBackend& b, RecordingBackend&) {
+         GraphNodeParams n;
+         n.function = 51;
+         n.params = "q";
+         return Show(b.GraphExecKernelNodeSetParams(52, 53, n));
+       }},
   };
 }
 

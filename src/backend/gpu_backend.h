@@ -66,6 +66,47 @@ struct ChunkPiece {
   uint64_t bytes = 0;
 };
 
+// A node of a CUDA graph (GpuBackend::GraphAddNode), in the driver's model.
+enum class GraphNodeKind : uint32_t {
+  kEmpty = 0,
+  kKernel = 1,
+  kMemcpy = 2,
+  kMemset = 3,
+  kHost = 4,
+  kEventRecord = 5,
+  kEventWait = 6,
+  kChildGraph = 7,
+};
+// The direction of a memcpy node (values of cudaMemcpyKind); a host side is
+// memory the backend's HostRegister covers, at the same address.
+enum class GraphCopyKind : uint32_t { kHostToDevice = 1, kDeviceToHost = 2, kDeviceToDevice = 3 };
+
+struct GraphNodeParams {
+  GraphNodeKind kind = GraphNodeKind::kEmpty;
+  // kKernel: function, config (no launch attributes), params packed as for LaunchKernel.
+  uint64_t function = 0;
+  LaunchConfig config;
+  std::string params;
+  // kMemcpy: a 1-D copy of `bytes`. kMemset: `height` rows of `width`
+  // elements of elem_bytes (1, 2 or 4) set to `value`, `pitch` bytes apart.
+  uint64_t dst = 0, src = 0, bytes = 0;
+  GraphCopyKind copy = GraphCopyKind::kDeviceToDevice;
+  uint32_t value = 0, elem_bytes = 0;
+  uint64_t width = 0, height = 0, pitch = 0;
+  // kHost: called as fn(user) (GpuBackend::HostFn), each launch.
+  void (*fn)(void*) = nullptr;
+  void* user = nullptr;
+  // kEventRecord / kEventWait: the backend's event. kChildGraph: a graph,
+  // copied into the node when it is added.
+  uint64_t event = 0;
+  uint64_t child = 0;
+};
+
+// cuGraphExecUpdate's verdict (CUgraphExecUpdateResult values).
+inline constexpr uint32_t kGraphUpdateSuccess = 0;
+inline constexpr uint32_t kGraphUpdateErrorTopologyChanged = 2;
+inline constexpr uint32_t kGraphUpdateErrorNodeTypeChanged = 3;
+
 class GpuBackend {
  public:
   virtual ~GpuBackend() = default;
@@ -157,6 +198,48 @@ class GpuBackend {
                               std::string_view params) = 0;
   virtual Result<int32_t> OccupancyMaxBlocks(uint64_t function, int32_t block_size,
                                              uint64_t dynamic_smem, uint32_t flags) = 0;
+
+  // --- Host functions -------------------------------------------------------
+  // Enqueues fn(user) on `stream` (cuLaunchHostFunc): it runs on a host
+  // thread once the work before it on the stream is done, and work issued on
+  // the stream after it waits until it returns. fn must not call the backend.
+  // The fake runs it on the calling thread, in the call (its streams are
+  // always idle by then).
+  using HostFn = void (*)(void* user);
+  virtual Status LaunchHostFunc(uint64_t stream, HostFn fn, void* user) = 0;
+
+  // --- Graphs -------------------------------------------------------------
+  // Handles: graph, node, exec are the backend's. A node belongs to one
+  // graph; deps are nodes of that graph. Stream capture records the work
+  // issued on a capturing stream (and on streams that join it by waiting on
+  // an event recorded in it) into a graph instead of running it; the
+  // backend captures in the driver's relaxed mode (the guest's shim applies
+  // the thread rules of the other modes). The legacy stream cannot capture
+  // (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
+  virtual Result<uint64_t> GraphCreate() = 0;
+  virtual Status GraphDestroy(uint64_t graph) = 0;
+  virtual Result<uint64_t> GraphAddNode(uint64_t graph, const GraphNodeParams& node,
+                                        std::span<const uint64_t> deps) = 0;
+  // One edge: `to` runs after `from`. REQUIRES: the edge is new and makes no cycle.
+  virtual Status GraphAddDependency(uint64_t graph, uint64_t from, uint64_t to) = 0;
+  virtual Result<uint64_t> GraphClone(uint64_t graph) = 0;
+  virtual Result<std::vector<uint64_t>> GraphGetNodes(uint64_t graph) = 0;
+  virtual Status StreamBeginCapture(uint64_t stream) = 0;
+  // The captured graph; CUDA_ERROR_STREAM_CAPTURE_INVALIDATED (no graph)
+  // when the capture broke a rule, _UNJOINED when a joined stream's work did
+  // not rejoin the origin stream.
+  virtual Result<uint64_t> StreamEndCapture(uint64_t stream) = 0;
+  virtual Result<bool> StreamIsCapturing(uint64_t stream) = 0;
+  virtual Result<uint64_t> GraphInstantiate(uint64_t graph) = 0;
+  virtual Status GraphExecDestroy(uint64_t exec) = 0;
+  virtual Status GraphLaunch(uint64_t exec, uint64_t stream) = 0;
+  virtual Status GraphUpload(uint64_t exec, uint64_t stream) = 0;
+  // cuGraphExecUpdate: the exec takes `graph`'s node parameters when their
+  // topologies and node kinds match; the verdict (kGraphUpdate*) and, on a
+  // mismatch, the first node of `graph` that differs.
+  virtual Result<uint32_t> GraphExecUpdate(uint64_t exec, uint64_t graph, uint64_t* error_node) = 0;
+  // A kernel node's parameters in the exec (`node` of the graph it came from).
+  virtual Status GraphExecKernelNodeSetParams(uint64_t exec, uint64_t node, const GraphNodeParams& params) = 0;
 };
 
 }  // namespace smolvm

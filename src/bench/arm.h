@@ -1,4 +1,4 @@
-// The two arms of `bench run` (DESIGN §8). Internal to src/bench: run.cc
+// The two arms of `bench run` (docs/architecture.md §8). Internal to src/bench: run.cc
 // prepares an ArmContext, calls one arm, and turns its ArmOutcome into the
 // result file. Both arms run the same learner binary with the same flags;
 // they differ only in how learners come to exist.

@@ -103,7 +103,9 @@ TEST_F(BenchE2eTest, ForkArmAtFourMakesAllClonesFromOneRequest) {
   ASSERT_EQ(runs.size(), 1u);
   const RunResult& f = runs[0];
   EXPECT_EQ(f.fork_requests, "one request");
-  EXPECT_EQ(f.fork_requests_probe, "CAPS fork fork-count fork-cancel");
+  // The supervisor's CAPS line as recorded: it serves fork-count (FORKN);
+  // the words after it grow (fork-park, lease, release) and are not this test's.
+  EXPECT_EQ(f.fork_requests_probe.rfind("CAPS fork fork-count fork-cancel", 0), 0u) << f.fork_requests_probe;
   ASSERT_EQ(f.clones.size(), 4u);
   double last = 0;
   for (size_t i = 0; i < f.clones.size(); ++i) {

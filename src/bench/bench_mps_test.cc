@@ -140,6 +140,10 @@ TEST_F(BenchMpsTest, EachMpsModeBelongsToOneArmAndAMissingProgramIsNotSupported)
   EXPECT_EQ(r.rc, 1) << r.err;
   EXPECT_NE(r.err.find("not supported: --mps needs nvidia-cuda-mps-control"), std::string::npos) << r.err;
   EXPECT_TRUE(Ledger().value("mps", nlohmann::json::array()).empty());
+  // Issue 30: the failed run leaves no empty log directory behind.
+  std::error_code ec;
+  for (const auto& e : fs::recursive_directory_iterator(home_ + "/out/logs", ec))
+    ADD_FAILURE() << "left behind: " << e.path();
 }
 
 }  // namespace

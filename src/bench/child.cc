@@ -162,9 +162,10 @@ Result<std::string> FindOnPath(const std::string& name) {
   size_t pos = 0;
   while (pos <= p.size()) {
     size_t colon = p.find(':', pos);
-    std::string dir = p.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
-    if (dir.empty()) dir = ".";
-    std::string candidate = dir + "/" + name;
+    std::string candidate = p.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
+    if (candidate.empty()) candidate.push_back('.');  // not = ".": GCC 12's -Wrestrict misfires on that
+    candidate.push_back('/');
+    candidate += name;
     struct stat sb;
     if (::stat(candidate.c_str(), &sb) == 0 && S_ISREG(sb.st_mode) && ::access(candidate.c_str(), X_OK) == 0)
       return candidate;

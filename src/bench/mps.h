@@ -17,7 +17,7 @@
 //                          daemon's workers become clients of one MPS server,
 //                          so a fault in one client takes down the others
 //                          (the golden and every clone; measured on the H200,
-//                          DESIGN §5). The name says so on purpose.
+//                          docs/architecture.md §5). The name says so on purpose.
 //
 // Called from the bench's main thread only.
 #pragma once

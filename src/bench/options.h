@@ -1,4 +1,4 @@
-// `bench run` options (DESIGN §8, issue 7) and their validation.
+// `bench run` options (docs/architecture.md §8, issue 7) and their validation.
 #pragma once
 
 #include <cstdint>

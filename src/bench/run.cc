@@ -204,6 +204,16 @@ Status RunOnce(const RunOptions& o, const std::string& home, const std::string& 
   c.id = "bench-" + stamp.substr(4) + "-" + std::to_string(::getpid() % 100000);
   c.ledger = &ledger;
   std::error_code ec;
+  // A run that fails before anything was logged (e.g. --mps without MPS)
+  // leaves no empty log directory behind: each is removed only when empty.
+  struct DropEmptyLogs {
+    const ArmContext& c;
+    ~DropEmptyLogs() {
+      std::error_code ignored;
+      fs::remove(c.coord, ignored);
+      fs::remove(c.logs, ignored);
+    }
+  } drop_empty_logs{c};
   if (::mkdir(c.coord.c_str(), 0755) != 0) return ErrnoStatus("cannot create " + c.coord, errno);
   EnvManifest env = CollectEnv(machine::ShimDir());
   MemorySampler sampler(o.device == "cuda" ? MemorySampler::Nvml() : MemorySampler::ResidentMemory());

@@ -55,7 +55,7 @@ std::string Fixed(double v, int decimals) {
 std::string Thousands(double v) {
   if (!std::isfinite(v)) return "-";
   std::string d = std::to_string(static_cast<long long>(std::llround(v)));
-  for (int i = static_cast<int>(d.size()) - 3; i > 0; i -= 3) d.insert(static_cast<size_t>(i), ",");
+  for (int i = static_cast<int>(d.size()) - 3; i > 0; i -= 3) d.insert(static_cast<size_t>(i), 1, ',');
   return d;
 }
 

@@ -9,7 +9,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +21,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 extern char** environ;
 
@@ -180,6 +184,115 @@ TEST_F(CliTest, LearnerSaysWhatItDidAndWhatIsMissing) {
   Outcome tr = Learner({"train", "--model", "/nonexistent", "--device", "cpu"});
   EXPECT_EQ(tr.rc, 2);
   EXPECT_NE(tr.err.find("--model /nonexistent: no such directory"), std::string::npos) << tr.err;
+}
+
+// Issue 30, 11: no command at all is a command-line error, as a family
+// without its subcommand is.
+TEST_F(CliTest, NoCommandIsACommandLineError) {
+  Outcome top = Smolvm({});
+  EXPECT_EQ(top.rc, 2) << top.err;
+  EXPECT_NE(top.err.find("smolvm: a command is required"), std::string::npos) << top.err;
+  EXPECT_NE(top.err.find("machine"), std::string::npos) << "the help names the commands: " << top.err;
+  EXPECT_EQ(Smolvm({"machine"}).rc, 2);
+  EXPECT_EQ(Smolvm({"cuda"}).rc, 2);
+}
+
+// Issue 30, 8: codes and words as the table says: no daemon there is 3, and a
+// pid without a session reads as "not found", not as a timeout.
+TEST_F(CliTest, NoDaemonAndNoSessionAreNotFound) {
+  Outcome st = Smolvm({"cuda", "status", "--socket", dir_ + "/nonexistent"});
+  EXPECT_EQ(st.rc, 3) << st.err;
+  EXPECT_NE(st.err.find("no CUDA daemon answers at " + dir_ + "/nonexistent.admin"), std::string::npos) << st.err;
+  pid_t daemon = StartDaemon();
+  ASSERT_GT(daemon, 0) << Slurp(dir_ + "/daemon.err");
+  Outcome f = Smolvm({"cuda", "fork", "--pid", "1", "--wait", "1"});
+  EXPECT_EQ(f.rc, 3) << f.err;
+  EXPECT_NE(f.err.find("pid 1 has no CUDA session on this daemon"), std::string::npos) << f.err;
+  EXPECT_EQ(f.err.find("in time"), std::string::npos) << f.err;
+  EXPECT_EQ(Smolvm({"cuda", "shutdown"}).rc, 0);
+  StopDaemon(daemon);
+}
+
+// Issue 30, 1: with no usable driver (SMOLVM_LIBCUDA naming none, as on a
+// GPU-less host) every way of starting the cuda backend fails at once, exit
+// 1, in one line that names the fake backend; nothing is left running.
+TEST_F(CliTest, GpuLessHostRefusesTheCudaBackendEverywhere) {
+  setenv("SMOLVM_LIBCUDA", (dir_ + "/no-libcuda.so.1").c_str(), 1);
+  unsetenv("SMOLVM_CUDA_BACKEND");
+  Outcome d = Smolvm({"cuda", "daemon", dir_ + "/d.sock", "--backend", "cuda"});
+  Outcome env = Smolvm({"cuda", "env", "--start"});
+  unsetenv("SMOLVM_LIBCUDA");
+  for (const Outcome* o : {&d, &env}) {
+    EXPECT_EQ(o->rc, 1) << o->err;
+    EXPECT_EQ(std::count(o->err.begin(), o->err.end(), '\n'), 1) << "one line: " << o->err;
+    EXPECT_NE(o->err.find("no usable NVIDIA GPU on this host"), std::string::npos) << o->err;
+    EXPECT_NE(o->err.find("SMOLVM_CUDA_BACKEND=fake"), std::string::npos) << o->err;
+    EXPECT_LT(o->seconds, 15) << o->err;
+  }
+  EXPECT_NE(d.err.find("--backend fake"), std::string::npos) << d.err;
+  EXPECT_FALSE(fs::exists(dir_ + "/d.sock.admin"));
+  EXPECT_FALSE(fs::exists(dir_ + "/home/cuda/smolvm.sock.admin"));
+  EXPECT_EQ(Smolvm({"cuda", "status"}).rc, 3);
+}
+
+// Issue 30, 1: the daemon that `cuda env --start` (like a --cuda machine)
+// starts is nobody's child, and stops by itself once idle.
+TEST_F(CliTest, DaemonStartedOnDemandIsNoChildAndStopsWhenIdle) {
+  setenv("SMOLVM_CUDA_BACKEND", "fake", 1);
+  setenv("SMOLVM_CUDA_IDLE_EXIT", "1", 1);
+  Outcome env = Smolvm({"cuda", "env", "--start"});
+  unsetenv("SMOLVM_CUDA_IDLE_EXIT");
+  unsetenv("SMOLVM_CUDA_BACKEND");
+  ASSERT_EQ(env.rc, 0) << env.err;
+  auto record = nlohmann::json::parse(Slurp(dir_ + "/home/cuda/daemon.json"), nullptr, false);
+  ASSERT_TRUE(record.is_object()) << Slurp(dir_ + "/home/cuda/daemon.json");
+  pid_t pid = record.value("pid", 0);
+  ASSERT_GT(pid, 0);
+  std::string stat = Slurp("/proc/" + std::to_string(pid) + "/stat");
+  pid_t ppid = 0;
+  ASSERT_EQ(std::sscanf(stat.substr(stat.rfind(')') + 2).c_str(), "%*c %d", &ppid), 1) << stat;
+  EXPECT_NE(ppid, getpid()) << "the daemon is the test's child";
+  bool gone = false;
+  for (int i = 0; i < 750 && !gone; ++i) {
+    gone = kill(pid, 0) != 0 && errno == ESRCH;
+    if (!gone) usleep(20000);
+  }
+  EXPECT_TRUE(gone) << "the daemon (pid " << pid << ") still runs 15 s after --idle-exit 1:\n"
+                    << Slurp(dir_ + "/home/cuda/daemon.log");
+  EXPECT_NE(Slurp(dir_ + "/home/cuda/daemon.log").find("idle for 1 s"), std::string::npos);
+  setenv("SMOLVM_CUDA_IDLE_EXIT", "soon", 1);
+  setenv("SMOLVM_CUDA_BACKEND", "fake", 1);
+  Outcome bad = Smolvm({"cuda", "env", "--start"});
+  unsetenv("SMOLVM_CUDA_IDLE_EXIT");
+  unsetenv("SMOLVM_CUDA_BACKEND");
+  EXPECT_EQ(bad.rc, 1);
+  EXPECT_NE(bad.err.find("SMOLVM_CUDA_IDLE_EXIT must be whole seconds"), std::string::npos) << bad.err;
+}
+
+// Issue 30, 11: the docs' root rule as it is: create, list, logs and rm of a
+// machine that is not running need no root; start does (exit 7).
+TEST_F(CliTest, WhatNeedsRootIsWhatTheDocsSay) {
+  if (geteuid() != 0) GTEST_SKIP() << "runs the CLI as nobody from root (CI runs as root)";
+  if (access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "no setpriv (util-linux)";
+  std::string home = dir_ + "/nobody-home";
+  fs::create_directories(home);
+  ASSERT_EQ(chown(dir_.c_str(), 65534, 65534), 0);
+  ASSERT_EQ(chown(home.c_str(), 65534, 65534), 0);
+  auto as_nobody = [&](std::vector<std::string> args) {
+    std::vector<std::string> a = {"--reuid=65534", "--regid=65534", "--clear-groups", "env", "SMOLVM_HOME=" + home,
+                                  SMOLVM_CLI};
+    a.insert(a.end(), args.begin(), args.end());
+    return Exec("/usr/bin/setpriv", a);
+  };
+  EXPECT_EQ(as_nobody({"machine", "create", "--name", "n", "--", "true"}).rc, 0);
+  EXPECT_EQ(as_nobody({"machine", "list"}).rc, 0);
+  Outcome start = as_nobody({"machine", "start", "--name", "n"});
+  EXPECT_EQ(start.rc, 7) << start.err;
+  Outcome rm = as_nobody({"machine", "rm", "--name", "n"});
+  EXPECT_EQ(rm.rc, 0) << rm.err;
+  std::string doc = Slurp(std::string(SMOLVM_SOURCE_DIR) + "/docs/machines.md");
+  EXPECT_NE(doc.find("except `create`, `list`,\n`logs` and `rm` of a machine that is not running"), std::string::npos)
+      << "docs/machines.md's root rule";
 }
 
 TEST_F(CliTest, MachineListAlignsLongNames) {

@@ -125,10 +125,19 @@ int Status(const std::string& socket_flag, bool json, bool ops) {
     std::fprintf(stderr, "smolvm cuda status: %s\n", kNoSocket);
     return 3;
   }
+  // Nothing listening there is "no such daemon" (3); a daemon that answers
+  // wrong is a failure of the daemon (1).
+  auto conn = ConnectUnix(socket + ".admin");
+  if (!conn.ok()) {
+    std::fprintf(stderr, "smolvm cuda status: no CUDA daemon answers at %s.admin: %s\n", socket.c_str(),
+                 conn.status().message().c_str());
+    return 3;
+  }
+  conn->Reset();
   proto::AdminStatusReply rep;
   smolvm::Status st = AdminCall(socket, proto::AdminStatusRequest{}, &rep);
   if (!st.ok()) {
-    std::fprintf(stderr, "smolvm cuda status: cannot reach the daemon at %s.admin: %s\n", socket.c_str(),
+    std::fprintf(stderr, "smolvm cuda status: the daemon at %s.admin did not answer: %s\n", socket.c_str(),
                  st.ToString().c_str());
     return 1;
   }
@@ -145,6 +154,12 @@ int Status(const std::string& socket_flag, bool json, bool ops) {
               j.value("daemon_pid", 0), j.value("backend", "?").c_str(), j.value("proto_hash", "?").c_str(),
               j.value("pooled_workers", size_t{0}), j.value("ready_workers", size_t{0}),
               j.value("preloaded_workers", size_t{0}), j.value("context_source", "?").c_str());
+  if (int failed = j.value("worker_start_failures", 0); failed > 0) {
+    std::string log = j.value("log", "");
+    std::printf("workers failing to start: %d in a row, the last %s; it serves no one until one starts (see %s)\n",
+                failed, j.value("last_worker_failure", "?").c_str(),
+                log.empty() ? "the daemon's stderr" : ("its log, " + log).c_str());
+  }
   std::printf("%-8s %-8s %-8s %-11s %-10s %7s %10s %8s %11s %11s  %s\n", "SESSION", "PID", "WORKER", "ROLE", "STATE",
               "SHARED", "SHARED_MIB", "PRIVATE", "PRIVATE_MIB", "CONTEXT_MIB", "MACHINE");
   for (const auto& s : j["sessions"])

@@ -9,6 +9,9 @@
 #include <memory>
 #include <string>
 
+#ifdef SMOLVM_HAVE_CUDA_BACKEND
+#include "backend/cuda_host_check.h"
+#endif
 #include "cli/commands.h"
 #include "daemon/daemon.h"
 #include "daemon/layout.h"
@@ -83,6 +86,11 @@ void AddCudaDaemonCommand(CLI::App& parent, const std::string& name, const std::
   d->add_option("--module-cache-mib", *cache_mib, "module images kept on disk over every session (LRU eviction)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24))
       ->capture_default_str();
+  d->add_option("--idle-exit", dopt->idle_exit_s,
+                 "stop after SECONDS with no session, machine, fork or admin connection (0: never; the daemon "
+                 "--cuda machines start: $SMOLVM_CUDA_IDLE_EXIT, default 60; docs/daemon.md, Lifetime)")
+      ->check(CLI::Range(0, 7 * 24 * 3600))
+      ->capture_default_str();
   d->add_flag("--quiet", dopt->quiet, "log nothing");
   d->add_option("--worker-uid-base", dopt->worker_uid_base,
                 "first uid of the range workers drop to, one per tenant (0: workers keep the daemon's uid)")
@@ -102,7 +110,7 @@ void AddCudaDaemonCommand(CLI::App& parent, const std::string& name, const std::
       ->capture_default_str();
   d->add_option("--daemon-seccomp", dopt->daemon_seccomp,
                 "the daemon's own seccomp filter, inherited by its workers: enforce, log, off or learn (default: "
-                "enforce on the fake backend, log on cuda)")
+                "enforce on the fake backend when workers enforce, else log)")
       ->envname("SMOLVM_DAEMON_SECCOMP")
       ->check(CLI::IsMember({"enforce", "log", "off", "learn"}));
   d->add_option("--daemon-seccomp-learn", dopt->daemon_seccomp_learn,
@@ -137,6 +145,17 @@ void AddCudaDaemonCommand(CLI::App& parent, const std::string& name, const std::
       ::setenv("LD_LIBRARY_PATH", (*cuda_libs + (ld && *ld ? std::string(":") + ld : std::string())).c_str(), 1);
       std::fprintf(stderr, "smolvm daemon: workers load NVIDIA libraries from %s first\n", cuda_libs->c_str());
     }
+#ifdef SMOLVM_HAVE_CUDA_BACKEND
+    // A GPU-less host refuses the backend now, in one line that names the
+    // fix, rather than listening while every worker it starts dies.
+    if (dopt->backend == "cuda") {
+      if (Status host = CheckCudaHost(LibcudaSearch::FromEnvironment()); !host.ok()) {
+        std::fprintf(stderr, "smolvm cuda daemon: %s\n", host.message().c_str());
+        *exit_code = 1;
+        return;
+      }
+    }
+#endif
     *exit_code = DaemonMain(*dopt);
   });
   if (name[0] == '_') d->group("");  // hidden from --help

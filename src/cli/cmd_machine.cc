@@ -27,6 +27,7 @@ void RegisterMachineCommands(CLI::App& app, int* exit_code) {
   AddMachineList(*machine, exit_code);
   AddMachineRm(*machine, exit_code);
   AddMachineFork(*machine, exit_code);
+  AddMachineLease(*machine, exit_code);
   AddMachineSupervisor(app, exit_code);
 }
 

@@ -14,5 +14,8 @@ void AddCudaDaemonCommand(CLI::App& parent, const std::string& name, const std::
 void RegisterMachineCommands(CLI::App& app, int* exit_code);  // machine ...
 void RegisterBenchCommands(CLI::App& app, int* exit_code);    // bench ...
 void RegisterPackCommands(CLI::App& app, int* exit_code);     // pack create|inspect|verify
+void RegisterServeCommands(CLI::App& app, int* exit_code);    // serve [openapi|tenant ...] (cmd_serve.cc)
+void RegisterPoolCommands(CLI::App& app, int* exit_code);     // pool create|ls|rm (cmd_pool.cc)
+void RegisterLeaseCommands(CLI::App& app, int* exit_code);    // lease acquire|ls|complete|release (cmd_lease.cc)
 
 }  // namespace smolvm::cli

@@ -16,6 +16,8 @@ void AddMachineLogs(CLI::App& machine, int* exit_code);
 void AddMachineList(CLI::App& machine, int* exit_code);
 void AddMachineRm(CLI::App& machine, int* exit_code);
 void AddMachineFork(CLI::App& machine, int* exit_code);
+// lease-send / lease-wait: a clone's lease link by hand (machine_lease.cc).
+void AddMachineLease(CLI::App& machine, int* exit_code);
 // Hidden: the per-machine supervisor that `start` spawns.
 void AddMachineSupervisor(CLI::App& app, int* exit_code);
 

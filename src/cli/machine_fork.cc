@@ -30,7 +30,7 @@ void AddMachineFork(CLI::App& machine, int* exit_code) {
   struct Opts {
     std::string golden, name, prefix, share;
     int count = 0;
-    bool share_weights = false;
+    bool share_weights = false, park = false;
     double timeout = 60;
   };
   auto o = std::make_shared<Opts>();
@@ -42,6 +42,9 @@ void AddMachineFork(CLI::App& machine, int* exit_code) {
   c->add_flag("--share-weights", o->share_weights, "same as --share on");
   c->add_option("--share", o->share, "GPU memory sharing: on (frozen chunks), off, auto");
   c->add_option("--timeout", o->timeout, "seconds to wait for the golden's forkpoint (default 60)");
+  c->add_flag("--park", o->park,
+              "park the clones: their programs wait inside the forkpoint until their first lease payload "
+              "('smolvm machine lease-send')");
   name->excludes(count);
   c->callback([o, exit_code] {
     std::vector<std::string> names;
@@ -61,8 +64,10 @@ void AddMachineFork(CLI::App& machine, int* exit_code) {
       return;
     }
     CatchCancelSignals();
+    machine::ForkOptions options;
+    options.park = o->park;
     Status s = machine::ForkMachine(
-        machine::SmolvmHome(), o->golden, names, share, static_cast<int>(o->timeout * 1000),
+        machine::SmolvmHome(), o->golden, names, share, static_cast<int>(o->timeout * 1000), options,
         [](const machine::ForkResult& r) {
           std::printf("forked %s (index %d) in %.1f ms\n", r.name.c_str(), r.index, r.ms);
           std::fflush(stdout);

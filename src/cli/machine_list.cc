@@ -26,6 +26,7 @@ void AddMachineList(CLI::App& machine, int* exit_code) {
                             {"forkable", r.forkable},  {"cpus", r.spec.cpus},
                             {"cpuset", r.cpuset},      {"mem_mib", r.spec.mem_mib},
                             {"cuda", r.spec.cuda},     {"pid", r.init_pid},
+                            {"isolation", machine::IsolationName(r.spec.isolation)},
                             {"exit_code", r.exit_code}, {"detail", r.detail},
                             {"cmd", r.spec.cmd},       {"created_at", r.created_at}};
         out.push_back(j);

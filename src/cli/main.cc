@@ -71,6 +71,9 @@ int main(int argc, char** argv) {
   smolvm::cli::RegisterMachineCommands(app, &exit_code);
   smolvm::cli::RegisterBenchCommands(app, &exit_code);
   smolvm::cli::RegisterPackCommands(app, &exit_code);
+  smolvm::cli::RegisterServeCommands(app, &exit_code);
+  smolvm::cli::RegisterPoolCommands(app, &exit_code);
+  smolvm::cli::RegisterLeaseCommands(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -87,8 +90,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (app.get_subcommands().empty()) {
-    std::fputs(app.help().c_str(), stdout);
-    return 0;
+    // No command is a command-line error, as `smolvm machine` alone is.
+    std::fputs(app.help().c_str(), stderr);
+    std::fprintf(stderr, "smolvm: a command is required (see 'smolvm --help')\n");
+    return kUsageError;
   }
   return exit_code;
 }

@@ -114,7 +114,9 @@ void Daemon::AttachClone(PendingGuest g, const std::string& token) {
   if (!found || via != found->machine) {
     const char* why = token.empty() ? "an empty clone token" : found ? "a clone token of another machine"
                                                                      : "an unknown or spent clone token";
-    LogGuest("clone token refused", g.endpoint, "clone Hello from guest pid %u (host pid %u) on %s refused: %s",
+    // A kind per reason: a flood of one reason hides none of the others.
+    const std::string kind = std::string("clone token refused: ") + why;
+    LogGuest(kind.c_str(), g.endpoint, "clone Hello from guest pid %u (host pid %u) on %s refused: %s",
              g.guest_pid, g.host_pid, SocketName(g.endpoint).c_str(), why);
     // Counted only in the forks whose clones attach through that socket
     // (on the daemon's own socket: from the golden's uid), not in every

@@ -8,7 +8,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -42,31 +41,6 @@ namespace {
 
 constexpr int kShutdownGraceMs = 5000;
 
-// The most descriptors the daemon asks for (RLIMIT_NOFILE), whatever the
-// hard limit allows: workers inherit it, and a million is room for every
-// tenant's chunk descriptors under their caps.
-constexpr rlim_t kMostNoFile = 1u << 20;
-
-// Raises RLIMIT_NOFILE: the soft limit to the hard one, and as root the
-// hard one too (to fs.nr_open), both at most kMostNoFile. Returns the soft
-// limit in force.
-rlim_t RaiseNoFileLimit() {
-  struct rlimit lim = {};
-  if (::getrlimit(RLIMIT_NOFILE, &lim) < 0) return 1024;
-  rlim_t want = kMostNoFile;
-  if (FILE* f = std::fopen("/proc/sys/fs/nr_open", "r")) {
-    unsigned long long nr_open = 0;
-    if (std::fscanf(f, "%llu", &nr_open) == 1 && nr_open > 0) want = std::min<rlim_t>(want, nr_open);
-    std::fclose(f);
-  }
-  if (lim.rlim_cur >= want) return lim.rlim_cur;
-  struct rlimit up = {want, std::max(want, lim.rlim_max)};
-  if (::setrlimit(RLIMIT_NOFILE, &up) == 0) return want;
-  up = {std::min(want, lim.rlim_max), lim.rlim_max};  // not root: up to the hard limit
-  if (::setrlimit(RLIMIT_NOFILE, &up) == 0) return up.rlim_cur;
-  return lim.rlim_cur;
-}
-
 }  // namespace
 
 std::string LibraryPathWithoutShims(const char* ld_library_path) {
@@ -93,8 +67,10 @@ Daemon::Daemon(DaemonOptions options)
                                .conns_per_pid = options_.max_conns_per_pid,
                                .conns = options_.max_conns,
                                .sessions_per_machine = options_.max_sessions_per_machine,
-                               .workers = options_.max_workers}) {
+                               .workers = options_.max_workers}),
+      idle_(std::chrono::seconds(std::max(0, options_.idle_exit_s))) {
   admin_path_ = options_.socket_path + ".admin";
+  log_path_ = StderrLogPath();
 }
 
 Daemon::~Daemon() {
@@ -133,15 +109,6 @@ void Daemon::LogGuest(const char* kind, uint64_t source, const char* fmt, ...) {
   }
 }
 
-void Daemon::CountRefusal(const Status& why) {
-  // The caps' messages end "(cap N, --flag)"; the fair share names itself.
-  const std::string& m = why.message();
-  size_t at = m.rfind(", --");
-  std::string cap = at == std::string::npos ? (m.find("fair share") != std::string::npos ? "fair share" : "other")
-                                            : m.substr(at + 2, m.find(')', at) - at - 2);
-  ++refusals_by_cap_[cap];
-}
-
 std::string Daemon::TenantOf(const Session& s) const { return TenantName(s.machine, s.host_uid); }
 
 Result<UniqueFd> Daemon::AcceptOn(int listen_fd, int flags) {
@@ -160,13 +127,11 @@ Result<UniqueFd> Daemon::AcceptOn(int listen_fd, int flags) {
 }
 
 Status Daemon::Listen() {
-  const rlim_t nofile = RaiseNoFileLimit();
+  const uint64_t nofile = RaiseNoFileLimit();
   // Room kept for what is not a chunk descriptor: two per worker (pidfd,
   // link), the pending and admin connections, endpoints, the loop's own.
   const size_t reserve = 2 * static_cast<size_t>(options_.max_workers) + static_cast<size_t>(options_.max_conns) + 1024;
-  size_t max_fds = options_.max_fds;
-  if (max_fds == 0) max_fds = nofile > reserve + 1024 ? static_cast<size_t>(nofile) - reserve : 1024;
-  fd_budget_ = std::make_unique<DescriptorBudget>(std::min(options_.max_fds_per_machine, max_fds), max_fds);
+  fd_budget_ = DescriptorBudget::ForDaemon(nofile, reserve, options_.max_fds_per_machine, options_.max_fds);
   Log("descriptors: RLIMIT_NOFILE %llu; chunk descriptors at most %zu per machine (or uid on the daemon's socket), "
       "%zu in all",
       static_cast<unsigned long long>(nofile), fd_budget_->per_tenant(), fd_budget_->total());
@@ -203,7 +168,8 @@ Status Daemon::Listen() {
   RETURN_IF_ERROR(EnterDaemonJail(DaemonJailOptions{.caps = options_.daemon_caps,
                                                     .seccomp = options_.daemon_seccomp,
                                                     .seccomp_learn = options_.daemon_seccomp_learn,
-                                                    .backend = options_.backend},
+                                                    .backend = options_.backend,
+                                                    .worker_seccomp = options_.worker_seccomp},
                                   &jail));
   Log("daemon: %s", jail.c_str());
   return Status::Ok();
@@ -250,7 +216,10 @@ Status Daemon::Run() {
     if (accepting)
       for (auto& [id, e] : endpoints_) add(e.listen.get(), kEndpoint, static_cast<long>(id));
     for (auto& [id, p] : pending_) add(p.fd.get(), kPending, static_cast<long>(id));
-    int n = ::poll(pfds.data(), pfds.size(), NextTimeoutMs());
+    int timeout_ms = NextTimeoutMs();
+    if (auto idle_ms = idle_.MsUntilDue(std::chrono::steady_clock::now()))
+      timeout_ms = timeout_ms < 0 ? *idle_ms : std::min(timeout_ms, *idle_ms);
+    int n = ::poll(pfds.data(), pfds.size(), timeout_ms);
     if (n < 0) {
       if (errno == EINTR) continue;
       return ErrnoStatus("poll", errno);
@@ -307,6 +276,17 @@ Status Daemon::Run() {
     ExpirePending();
     ExpireStalledLinks();
     AdvanceForks();
+    // Anything open on the daemon holds it: a session, a machine's endpoint,
+    // a fork, a guest or admin connection (HoldCudaDaemon is one kept open).
+    const auto now = std::chrono::steady_clock::now();
+    idle_.Observe(!sessions_.empty() || !endpoints_.empty() || !forks_.empty() || !admin_clients_.empty() ||
+                      !pending_.empty() || !waiting_.empty(),
+                  now);
+    if (!stopping_ && idle_.Due(now)) {
+      Log("idle for %lld s (no session, machine, fork or admin connection): stopping",
+          static_cast<long long>(idle_.after().count() / 1000));
+      stopping_ = true;
+    }
   }
   Shutdown();
   return Status::Ok();

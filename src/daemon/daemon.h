@@ -42,6 +42,7 @@
 #include "daemon/daemon_status.h"
 #include "daemon/descriptor_budget.h"
 #include "daemon/guest_admission.h"
+#include "daemon/idle_exit.h"
 #include "daemon/log_throttle.h"
 #include "daemon/machine_budget.h"
 #include "daemon/module_cache_bound.h"
@@ -105,6 +106,10 @@ struct DaemonOptions {
   // picks from its clones' shape, at most that many (fork_parallel.h).
   bool fork_parallel_by_shape = true;
   bool quiet = false;
+  // Stop after this many seconds with no session, machine endpoint, fork or
+  // admin connection (idle_exit.h; docs/daemon.md "Lifetime"). 0: never, the
+  // default of a daemon started by hand; the machine layer passes 60.
+  int idle_exit_s = 0;
   // Workers' jail (worker_jail.h): the uid range they drop to, one uid per
   // tenant (base 0: they keep the daemon's uid; a daemon that is not root
   // keeps it too), and their seccomp mode (worker_seccomp.h; "": enforce on
@@ -301,6 +306,7 @@ class Daemon {
   Session* FindSession(uint64_t session, uint32_t pid);
   // A machine's golden by the host pid its supervisor names; a Hello's pid
   // chooses only among that machine's sessions, when no host pid matches.
+  // Machine "": FindSession(0, pid) (a session on the daemon's own socket).
   Session* FindMachineGolden(const std::string& machine, uint32_t pid);
   void OnSessionState(const WorkerProc& w, const proto::WorkerStateRequest& r);
   void OnSessionStats(const WorkerProc& w, const proto::WorkerStatsRequest& r);
@@ -413,8 +419,6 @@ class Daemon {
   // A line a guest can cause, throttled per `source` (a connection or
   // socket id) and per `kind` (log_throttle.h).
   void LogGuest(const char* kind, uint64_t source, const char* fmt, ...) __attribute__((format(printf, 4, 5)));
-  // A refusal by one of the caps, counted by the flag its message names.
-  void CountRefusal(const Status& why);
   // Whose a session's descriptors and workers are (guest_admission.h).
   std::string TenantOf(const Session& s) const;
   // Accepts on a listening socket; false when accept failed for want of
@@ -427,7 +431,7 @@ class Daemon {
   GuestAdmission admission_;
   LogThrottle log_throttle_;
   AcceptBackoff accept_backoff_;
-  std::map<std::string, uint64_t> refusals_by_cap_;  // what `cuda status` shows
+  RefusalTally refusals_;  // what `cuda status` shows
   std::unique_ptr<ModuleCacheBound> module_bound_;   // made in Listen (needs the jail)
   std::string admin_path_;
   std::string module_dir_;
@@ -451,6 +455,10 @@ class Daemon {
   std::map<uint64_t, int32_t> next_clone_index_;  // by golden session id
   uint64_t next_session_ = 1;
   int start_failures_ = 0;  // workers in a row that died before WorkerReady
+  std::string last_start_failure_;  // "worker <pid> exited with <n>" of the last of them
+  // The file the daemon's stderr goes to ("" for a terminal or a pipe): the
+  // log that errors sent to guests point to (LogPathOfStderr, worker_pool.cc).
+  std::string log_path_;
   // A worker's context did not fit (kWorkerExitNoMemory): the pool and its
   // spares stop refilling (workers start only for waiting guests and clones)
   // until a worker that had a context exits, freeing its memory. Else every
@@ -460,6 +468,7 @@ class Daemon {
   // The device's memory, as the first ready worker saw it (0: not known
   // yet): --gpu-mem reservations must fit it (daemon_machines.cc).
   uint64_t device_bytes_ = 0;
+  IdleExit idle_{std::chrono::milliseconds(0)};
 };
 
 // Refuses a guest's Hello on its channel with (code, message).

@@ -82,7 +82,10 @@ Status DropCapabilities(std::string* summary) {
 
 }  // namespace
 
-const char* DefaultDaemonSeccompMode(const std::string& backend) { return backend == "fake" ? "enforce" : "log"; }
+const char* DefaultDaemonSeccompMode(const std::string& backend, const std::string& worker_seccomp) {
+  const std::string workers = worker_seccomp.empty() ? DefaultSeccompMode(backend) : worker_seccomp;
+  return backend == "fake" && workers == "enforce" ? "enforce" : "log";
+}
 
 std::vector<int> DaemonCapabilities() { return std::vector<int>(std::begin(kKeep), std::end(kKeep)); }
 
@@ -107,7 +110,7 @@ Status EnterDaemonJail(const DaemonJailOptions& options, std::string* summary) {
   } else {
     *summary = "capabilities: all kept (--daemon-caps keep)";
   }
-  const std::string mode_name = options.seccomp.empty() ? DefaultDaemonSeccompMode(options.backend) : options.seccomp;
+  const std::string mode_name = options.seccomp.empty() ? DefaultDaemonSeccompMode(options.backend, options.worker_seccomp) : options.seccomp;
   ASSIGN_OR_RETURN(SeccompMode mode, ParseSeccompMode(mode_name));
   UniqueFd learn;
   if (mode == SeccompMode::kLearn) {

@@ -41,12 +41,17 @@ struct DaemonJailOptions {
   std::string seccomp;        // "" : DefaultDaemonSeccompMode(backend)
   std::string seccomp_learn;  // learn mode's file
   std::string backend = "cuda";
+  std::string worker_seccomp;  // the workers' mode ("": DefaultSeccompMode(backend))
 };
 
 // enforce on the fake backend (CI runs every daemon test under it); log on
 // cuda until the GPU plan has learned and checked the table there
-// (scripts/plans/harden.plan).
-const char* DefaultDaemonSeccompMode(const std::string& backend);
+// (scripts/plans/harden.plan). Never stricter than the workers' own mode:
+// the daemon's filter stacks over theirs and the stricter action wins, so
+// under an enforcing daemon a worker in learn (or log, or off) mode would be
+// killed by the first call it was meant to record. Workers not enforcing:
+// log.
+const char* DefaultDaemonSeccompMode(const std::string& backend, const std::string& worker_seccomp = "");
 
 // Capability numbers the daemon keeps.
 std::vector<int> DaemonCapabilities();

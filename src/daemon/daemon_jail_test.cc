@@ -20,6 +20,17 @@ TEST(DaemonJail, TheDaemonsTableHoldsTheWorkersTable) {
   EXPECT_EQ(DefaultDaemonSeccompMode("fake"), std::string("enforce"));
 }
 
+// The daemon's filter stacks over its workers' and the stricter action
+// wins: workers told to learn (or log, or run unfiltered) get a daemon that
+// only logs, else the call a learning worker should record would kill it
+// (WorkerSeccompEndToEnd.LearnModeRecordsTheCallAndTheSessionGoesOn).
+TEST(DaemonJail, TheDaemonEnforcesOnlyOverEnforcingWorkers) {
+  EXPECT_EQ(DefaultDaemonSeccompMode("fake", "enforce"), std::string("enforce"));
+  for (const char* workers : {"learn", "log", "off"})
+    EXPECT_EQ(DefaultDaemonSeccompMode("fake", workers), std::string("log")) << workers;
+  EXPECT_EQ(DefaultDaemonSeccompMode("cuda", "enforce"), std::string("log"));
+}
+
 // Under the daemon's enforcing filter a process still forks and execs a
 // worker, and a call outside the table ends it with the daemon's status.
 TEST(DaemonJail, TheFilterLetsWorkersStartAndEndsTheDaemonOnAForbiddenCall) {

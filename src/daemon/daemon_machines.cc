@@ -93,7 +93,7 @@ void Daemon::AttachMachine(uint64_t client, uint32_t seq, const proto::AdminMach
                     "--gpu-mem %llu MiB does not fit: other machines reserve %llu of the device's %llu MiB",
                     static_cast<unsigned long long>(req.gpu_mem_bytes >> 20),
                     static_cast<unsigned long long>(reserved >> 20), static_cast<unsigned long long>(device >> 20));
-      ++refusals_by_cap_["--gpu-mem"];
+      refusals_.Count("--gpu-mem");
       return reply(Status(CUDA_ERROR_OUT_OF_MEMORY, msg));
     }
     auto budget = MachineBudget::Create(req.gpu_mem_bytes);

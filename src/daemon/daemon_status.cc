@@ -3,7 +3,10 @@
 #include "daemon/daemon_status.h"
 
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
@@ -60,6 +63,14 @@ nlohmann::json ToJson(const SessionStatus& s) {
 
 }  // namespace
 
+std::string StderrLogPath() {
+  struct stat st;
+  if (::fstat(2, &st) != 0 || !S_ISREG(st.st_mode)) return "";
+  std::error_code ec;
+  std::string path = std::filesystem::read_symlink("/proc/self/fd/2", ec).string();
+  return ec || path.empty() || path[0] != '/' ? "" : path;
+}
+
 std::string StatusJson(const DaemonStatus& s) {
   nlohmann::json j;
   j["daemon_pid"] = s.daemon_pid;
@@ -90,6 +101,9 @@ std::string StatusJson(const DaemonStatus& s) {
   j["pool"] = nlohmann::json::array();
   for (const auto& w : s.pool)
     j["pool"].push_back({{"pid", w.pid}, {"ready", w.ready}, {"preloaded_session", w.preloaded_session}});
+  j["worker_start_failures"] = s.worker_start_failures;
+  j["last_worker_failure"] = s.last_worker_failure;
+  j["log"] = s.log;
   return j.dump();
 }
 
@@ -100,6 +114,9 @@ DaemonStatus Daemon::CollectStatus() const {
   out.proto_hash = proto::HashHex(proto::kProtoHash);
   out.control_hash = proto::HashHex(proto::kControlHash);
   out.ops_total = OpsByName(ops_.Totals());
+  out.worker_start_failures = start_failures_;
+  out.last_worker_failure = last_start_failure_;
+  out.log = log_path_;
   // Context memory per session: what NVML counts for its worker minus the
   // chunks it owns (a golden owns its shared chunks; a clone's are imports,
   // which NVML does not count in the importer); else the estimate.
@@ -168,7 +185,7 @@ DaemonStatus Daemon::CollectStatus() const {
   }
   struct rlimit lim = {};
   if (::getrlimit(RLIMIT_NOFILE, &lim) == 0) out.descriptors.rlimit_nofile = lim.rlim_cur;
-  out.refusals = refusals_by_cap_;
+  out.refusals = refusals_.by_cap();
   out.caps = {{"--max-conns-per-machine", static_cast<uint64_t>(options_.max_conns_per_machine)},
               {"--max-conns-per-pid", static_cast<uint64_t>(options_.max_conns_per_pid)},
               {"--max-conns", static_cast<uint64_t>(options_.max_conns)},

@@ -79,8 +79,18 @@ struct DaemonStatus {
   DescriptorStatus descriptors;
   std::map<std::string, uint64_t> refusals;  // by the cap's flag ("--max-conns-per-machine", "fair share")
   std::map<std::string, uint64_t> caps;      // each cap's value, by its flag
+  // Workers that died before their context was up, in a row (reset when one
+  // comes up), and how the last of them ended: a pool that cannot start
+  // workers serves nobody, and says so here.
+  int worker_start_failures = 0;
+  std::string last_worker_failure;
+  std::string log;  // where the daemon's stderr goes (a file), else ""
 };
 
 std::string StatusJson(const DaemonStatus& s);
+
+// The regular file this process's stderr writes to (the daemon's log, e.g.
+// $SMOLVM_HOME/cuda/daemon.log), or "" when it is a terminal, a pipe or gone.
+std::string StderrLogPath();
 
 }  // namespace smolvm

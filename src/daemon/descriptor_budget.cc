@@ -1,9 +1,40 @@
 #include "daemon/descriptor_budget.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <utility>
 
 namespace smolvm {
+namespace {
+
+constexpr rlim_t kMostNoFile = 1u << 20;
+
+}  // namespace
+
+uint64_t RaiseNoFileLimit() {
+  struct rlimit lim = {};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) < 0) return 1024;
+  rlim_t want = kMostNoFile;
+  if (FILE* f = std::fopen("/proc/sys/fs/nr_open", "r")) {
+    unsigned long long nr_open = 0;
+    if (std::fscanf(f, "%llu", &nr_open) == 1 && nr_open > 0) want = std::min<rlim_t>(want, nr_open);
+    std::fclose(f);
+  }
+  if (lim.rlim_cur >= want) return lim.rlim_cur;
+  struct rlimit up = {want, std::max(want, lim.rlim_max)};
+  if (::setrlimit(RLIMIT_NOFILE, &up) == 0) return want;
+  up = {std::min(want, lim.rlim_max), lim.rlim_max};  // not root: up to the hard limit
+  if (::setrlimit(RLIMIT_NOFILE, &up) == 0) return up.rlim_cur;
+  return lim.rlim_cur;
+}
+
+std::unique_ptr<DescriptorBudget> DescriptorBudget::ForDaemon(uint64_t nofile, size_t reserve, size_t per_tenant,
+                                                              size_t max_fds) {
+  if (max_fds == 0) max_fds = nofile > reserve + 1024 ? static_cast<size_t>(nofile) - reserve : 1024;
+  return std::make_unique<DescriptorBudget>(std::min(per_tenant, max_fds), max_fds);
+}
 
 DescriptorBudget::Charge& DescriptorBudget::Charge::operator=(Charge&& o) noexcept {
   if (this != &o) {

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -34,8 +35,20 @@ namespace smolvm {
 // with room for a torch golden whose allocator made many smaller chunks.
 inline constexpr size_t kDefaultMaxFdsPerMachine = 8192;
 
+// Raises RLIMIT_NOFILE at the daemon's start: the soft limit to the hard
+// one, and as root the hard one too (to fs.nr_open), both at most 2^20 (room
+// for every tenant's chunk descriptors under their caps; workers inherit
+// it). Returns the soft limit in force.
+uint64_t RaiseNoFileLimit();
+
 class DescriptorBudget {
  public:
+  // The daemon's budget under a soft RLIMIT_NOFILE of `nofile`: `reserve`
+  // kept for what is not a chunk descriptor (sockets, links, pidfds), the
+  // rest the cap over the daemon unless `max_fds` (--max-fds) names one.
+  static std::unique_ptr<DescriptorBudget> ForDaemon(uint64_t nofile, size_t reserve, size_t per_tenant,
+                                                     size_t max_fds);
+
   // REQUIRES: per_tenant <= total.
   DescriptorBudget(size_t per_tenant, size_t total) : per_tenant_(per_tenant), total_(total) {}
   DescriptorBudget(const DescriptorBudget&) = delete;

@@ -1,6 +1,7 @@
 #include "daemon/descriptor_budget.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <optional>
 
@@ -56,6 +57,33 @@ TEST(DescriptorBudget, AChargeReturnsItsDescriptorsWhenItGoes) {
   DescriptorBudget::Charge cx = std::move(x).value();
   cx = std::move(y).value();
   EXPECT_EQ(b.Held("machine 'a'"), 40u);
+}
+
+// The daemon's caps under RLIMIT_NOFILE: what is left after the reserve,
+// unless --max-fds names a cap; the per-machine cap never above it.
+TEST(DescriptorBudget, TheDaemonWideCapLeavesTheReserve) {
+  auto b = DescriptorBudget::ForDaemon(1 << 20, 2000, 8192, 0);
+  EXPECT_EQ(b->total(), (1u << 20) - 2000);
+  EXPECT_EQ(b->per_tenant(), 8192u);
+  b = DescriptorBudget::ForDaemon(1024, 2000, 8192, 0);  // a limit it could not raise
+  EXPECT_EQ(b->total(), 1024u);
+  EXPECT_EQ(b->per_tenant(), 1024u);
+  b = DescriptorBudget::ForDaemon(1 << 20, 2000, 500, 700);
+  EXPECT_EQ(b->total(), 700u);
+  EXPECT_EQ(b->per_tenant(), 500u);
+}
+
+// Raised at start: at least what it was, never past the hard limit for a
+// process that cannot raise that.
+TEST(DescriptorBudget, RaiseNoFileLimitNeverLowersIt) {
+  struct rlimit before = {};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &before), 0);
+  const uint64_t now = RaiseNoFileLimit();
+  struct rlimit after = {};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &after), 0);
+  EXPECT_GE(now, before.rlim_cur);
+  EXPECT_EQ(now, after.rlim_cur);
+  EXPECT_LE(after.rlim_cur, after.rlim_max);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// The daemon's work ahead of forks (DESIGN §5): when a golden reaches its
+// The daemon's work ahead of forks (docs/architecture.md §5): when a golden reaches its
 // forkpoint its worker exports every chunk (ForkAhead); the daemon keeps the
 // descriptors for the forks of that generation and has pooled workers import
 // and map the chunks a fork will likely share (ForkPreload), so a fork only
@@ -47,7 +47,7 @@ void Daemon::OnForkAhead(WorkerProc& w, const proto::ForkAheadRequest& r) {
       charge = std::move(c).value();
     } else {
       refused = c.status();
-      CountRefusal(refused);
+      refusals_.Count(refused);
     }
   }
   // The descriptors follow on the same link: take them (or close them as

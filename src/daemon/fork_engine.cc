@@ -118,7 +118,7 @@ void Daemon::OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m) 
   ForkJob& job = it->second;
   if (m.result != 0) return FailFork(job, Status(m.result, m.message));
   if (!charged.ok()) {
-    CountRefusal(charged);
+    refusals_.Count(charged);
     return FailFork(job, charged);
   }
   // Admission: the clones' private copies and the contexts of any workers
@@ -222,8 +222,8 @@ void Daemon::AdvanceFork(ForkJob& job, std::chrono::steady_clock::time_point now
       job.golden = s->id;
     } else {
       if (now >= job.deadline)
-        FailFork(job, NotFound("no CUDA session of pid " + std::to_string(job.pid) +
-                               " appeared in time (see 'smolvm cuda status')"));
+        FailFork(job, NotFound("pid " + std::to_string(job.pid) + " has no CUDA session on this daemon (none "
+                               "connected while the fork waited for one; see 'smolvm cuda status')"));
       return;
     }
   }

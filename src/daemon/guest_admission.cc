@@ -43,4 +43,11 @@ Status GuestAdmission::AdmitSession(const std::string& tenant, const Sessions& h
   return Status::Ok();
 }
 
+void RefusalTally::Count(const Status& why) {
+  const std::string& m = why.message();
+  const size_t at = m.rfind(", --");
+  Count(at == std::string::npos ? (m.find("fair share") != std::string::npos ? "fair share" : "other")
+                                : m.substr(at + 2, m.find(')', at) - at - 2));
+}
+
 }  // namespace smolvm

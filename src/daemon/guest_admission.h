@@ -70,4 +70,17 @@ class GuestAdmission {
   AdmissionCaps caps_;
 };
 
+// Refusals by the cap that made them, for `cuda status` ("refusals"). The
+// caps' messages end "(cap N, --flag)"; the fair share names itself.
+class RefusalTally {
+ public:
+  void Count(const Status& why);
+  // By hand, for a refusal whose message names no flag that way.
+  void Count(const std::string& cap) { ++by_cap_[cap]; }
+  const std::map<std::string, uint64_t>& by_cap() const { return by_cap_; }
+
+ private:
+  std::map<std::string, uint64_t> by_cap_;
+};
+
 }  // namespace smolvm

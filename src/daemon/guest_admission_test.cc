@@ -51,5 +51,17 @@ TEST(GuestAdmission, TwoTenantsAtTheirCapLeaveWorkersForAThird) {
   EXPECT_FALSE(st.ok());
 }
 
+// `cuda status` counts refusals by the flag of the cap that made them.
+TEST(GuestAdmission, RefusalsAreTalliedByTheirCapsFlag) {
+  GuestAdmission a(AdmissionCaps{.conns_per_machine = 1, .workers = 4});
+  RefusalTally t;
+  t.Count(a.AdmitConnection("machine 'a'", "machine 'a'", false, 9, {1, 0, 1}));
+  t.Count(a.AdmitConnection("machine 'a'", "machine 'a'", false, 9, {1, 0, 1}));
+  t.Count(Unavailable("machine 'a' holds 3 CUDA worker(s), its fair share of --max-workers 6 beside 0 other tenant(s)"));
+  t.Count("--gpu-mem");
+  EXPECT_EQ(t.by_cap(), (std::map<std::string, uint64_t>{
+                            {"--max-conns-per-machine", 2}, {"fair share", 1}, {"--gpu-mem", 1}}));
+}
+
 }  // namespace
 }  // namespace smolvm

@@ -1,4 +1,4 @@
-// Fixed address ranges every guest and worker agree on (DESIGN §4).
+// Fixed address ranges every guest and worker agree on (docs/architecture.md §4).
 // The daemon hands them to guests in HelloReply; a guest reserves both
 // PROT_NONE so no host pointer of its own can ever equal a device pointer.
 #pragma once

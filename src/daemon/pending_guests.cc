@@ -79,7 +79,7 @@ void Daemon::AcceptGuest(int listen_fd, uint64_t endpoint) {
   p.refusal = admission_.AdmitConnection(SocketName(endpoint), shared ? TenantName("", p.host_uid) : SocketName(endpoint), shared,
                                          p.host_pid, held);
   if (!p.refusal.ok()) {
-    CountRefusal(p.refusal);
+    refusals_.Count(p.refusal);
     // Throttled per socket: a guest that reconnects in a loop must not fill the log.
     LogGuest("connection refused", endpoint, "guest host pid %u on %s refused: %s", p.host_pid,
              SocketName(endpoint).c_str(), p.refusal.message().c_str());
@@ -224,7 +224,7 @@ void Daemon::OnHello(Pending p, const proto::FrameHeader& h, std::string_view pa
   }
   if (role == proto::SessionRole::kStandalone) {
     if (Status admit = AdmitSession(p.endpoint, p.host_uid); !admit.ok()) {
-      CountRefusal(admit);
+      refusals_.Count(admit);
       LogGuest("session refused", p.endpoint, "guest pid %u (host pid %u) refused: %s", hello.pid, p.host_pid,
                admit.message().c_str());
       ReplyHelloError(p.fd.get(), h.seq, admit);

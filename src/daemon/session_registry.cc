@@ -31,7 +31,9 @@ Daemon::Session* Daemon::FindSession(uint64_t session, uint32_t pid) {
 }
 
 Daemon::Session* Daemon::FindMachineGolden(const std::string& machine, uint32_t pid) {
-  if (machine.empty() || pid == 0) return nullptr;
+  if (pid == 0) return nullptr;
+  // Machine "": the daemon's own socket, by host pid as `--pid` is.
+  if (machine.empty()) return FindSession(0, pid);
   Session* claimed = nullptr;
   for (auto& [id, s] : sessions_) {
     if (s.machine != machine || s.role == proto::SessionRole::kClone) continue;

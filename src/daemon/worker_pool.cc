@@ -282,12 +282,15 @@ void Daemon::OnWorkerExit(pid_t pid) {
     FailForksShortOfRoom();
   }
   if (start_failed) {
+    last_start_failure_ = "worker " + std::to_string(pid) + " " + how;
     if (++start_failures_ >= kMaxStartFailures) {
+      const std::string see =
+          log_path_.empty() ? " (see the daemon's stderr)" : " (see the daemon's log, " + log_path_ + ")";
       for (auto& g : waiting_)
         ReplyHelloError(*g.channel, g.hello_seq, Code::kUnavailable,
                         no_memory ? "the smolvm daemon cannot start a GPU worker: the GPU has no memory left for "
-                                    "another CUDA context (see the daemon's log)"
-                                  : "the smolvm daemon cannot start a GPU worker (see the daemon's log)");
+                                    "another CUDA context" + see
+                                  : "the smolvm daemon cannot start a GPU worker: " + last_start_failure_ + see);
       waiting_.clear();
       return;
     }

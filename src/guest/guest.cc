@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <net/if.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -196,6 +197,45 @@ void LeaveLocked() {
   ReapForkChildrenLocked(true);
 }
 
+volatile sig_atomic_t g_go_stop = 0;
+void OnStopWhileParked(int sig) { g_go_stop = sig; }
+
+// C2 waits for the supervisor's GO (a parked clone: until its first lease
+// payload, which may be long): asleep in ppoll, and `machine stop`'s
+// SIGTERM/SIGINT/SIGHUP (which pid 1 gets only with a handler) ends the
+// wait with -EINTR. Leaves those signals blocked: SmolvmInitLoop installs
+// its handlers, then unblocks them, so one that comes in between is
+// forwarded, not lost.
+int WaitForGo(int c) {
+  sigset_t stops;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGTERM);
+  sigaddset(&stops, SIGINT);
+  sigaddset(&stops, SIGHUP);
+  sigset_t old;
+  sigprocmask(SIG_BLOCK, &stops, &old);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = OnStopWhileParked;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
+  sigset_t waiting = old;
+  sigdelset(&waiting, SIGTERM);
+  sigdelset(&waiting, SIGINT);
+  sigdelset(&waiting, SIGHUP);
+  for (;;) {
+    if (g_go_stop != 0) return -EINTR;
+    struct pollfd p = {c, POLLIN, 0};
+    if (ppoll(&p, 1, nullptr, &waiting) < 0) {
+      if (errno == EINTR) continue;
+      return -errno;
+    }
+    return Expect(c, "GO", nullptr);
+  }
+}
+
 // Runs in C1, the golden's fresh child. Returns the clone index in C3 (the
 // clone's program); every other process of the chain ends in _exit.
 int ContinueAsClone(const GoldenState& st) {
@@ -232,7 +272,7 @@ int ContinueAsClone(const GoldenState& st) {
   if (program < 0) _exit(78);
   if (program > 0) {
     CloseFdsExcept(c, go[1]);
-    if (Expect(c, "GO", nullptr) < 0) kill(program, SIGKILL);
+    if (WaitForGo(c) < 0) kill(program, SIGKILL);
     close(go[1]);  // EOF in the program: go on
     prctl(PR_SET_NAME, "smolvm-init", 0, 0, 0);
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);

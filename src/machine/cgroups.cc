@@ -126,11 +126,12 @@ Status MachineCgroup::Create(const CgroupLimits& limits) {
       const auto& h = layout_.hierarchies[i];
       std::string parent = h.mount_point + "/" + CgroupParentName();
       bool has_cpuset = layout_.v2 || h.controllers.find("cpuset") != std::string::npos;
-      if (layout_.v2) {
-        RETURN_IF_ERROR(EnableV2Controllers(h.mount_point));
-        RETURN_IF_ERROR(MakeDir(parent));
-        RETURN_IF_ERROR(EnableV2Controllers(parent));
-      } else {
+      auto make_parent = [&]() -> Status {
+        if (layout_.v2) {
+          RETURN_IF_ERROR(EnableV2Controllers(h.mount_point));
+          RETURN_IF_ERROR(MakeDir(parent));
+          return EnableV2Controllers(parent);
+        }
         RETURN_IF_ERROR(MakeDir(parent));
         if (has_cpuset) {
           // v1 cpusets start empty; a task cannot join until both are set.
@@ -138,11 +139,18 @@ Status MachineCgroup::Create(const CgroupLimits& limits) {
             if (ReadFile(parent + "/" + f).empty())
               RETURN_IF_ERROR(WriteFile(parent + "/" + f, ReadFile(h.mount_point + "/" + f)));
         }
-      }
-      if (::mkdir(dirs_[i].c_str(), 0755) < 0)
+        return Status::Ok();
+      };
+      // The last machine's Destroy removes the empty parent; one that does
+      // so between our two mkdirs makes the second fail with ENOENT: again.
+      for (int attempt = 0;; ++attempt) {
+        RETURN_IF_ERROR(make_parent());
+        if (::mkdir(dirs_[i].c_str(), 0755) == 0) break;
+        if (errno == ENOENT && attempt < 5) continue;
         return errno == EEXIST ? Status(Code::kAlreadyExists, "cgroup " + dirs_[i] +
                                                                   " already exists (a leftover? 'smolvm machine rm --force')")
                                : ErrnoStatus("mkdir " + dirs_[i], errno);
+      }
       const std::string& d = dirs_[i];
       bool has = [&](const char* c) {
         return layout_.v2 || ("," + h.controllers + ",").find(std::string(",") + c + ",") != std::string::npos;
@@ -221,6 +229,9 @@ Status MachineCgroup::Destroy(int timeout_ms) const {
         return Status(Code::kTimeout, "cgroup " + d + " did not empty in time; processes: " + procs);
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
+    // The parent (<hierarchy>/smolvm) goes with its last machine: rmdir
+    // removes it only when empty (EBUSY/ENOTEMPTY otherwise, ignored).
+    (void)::rmdir(d.substr(0, d.rfind('/')).c_str());
   }
   return Status::Ok();
 }
@@ -238,7 +249,10 @@ std::string PickCpuset(int count, const std::vector<std::string>& in_use) {
   order.resize(std::min<size_t>(order.size(), static_cast<size_t>(count)));
   std::sort(order.begin(), order.end());
   std::string out;
-  for (int c : order) out += (out.empty() ? "" : ",") + std::to_string(c);
+  for (int c : order) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(c);
+  }
   return out;
 }
 

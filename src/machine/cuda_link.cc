@@ -11,11 +11,14 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
+#include "machine/paths.h"
 #include "machine/process.h"
 #include "proto/enums.h"
 #include "proto/frame.h"
@@ -27,6 +30,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int kDaemonStartTimeoutMs = 15000;
+// The daemon's --idle-exit when $SMOLVM_CUDA_IDLE_EXIT is unset: long enough
+// that a script's next `machine start` finds it warm, short enough that a
+// GPU is not held for minutes after the last machine.
+constexpr int kDefaultIdleExitS = 60;
+constexpr int kMaxIdleExitS = 7 * 24 * 3600;  // the daemon's --idle-exit range
 
 std::string RecordPath(const std::string& home) { return CudaDir(home) + "/daemon.json"; }
 
@@ -67,6 +75,37 @@ Status WriteRecord(const std::string& home, const CudaDaemon& d) {
   return Status::Ok();
 }
 
+// $SMOLVM_CUDA_IDLE_EXIT, else the default: the daemon's --idle-exit.
+Result<int> IdleExitSeconds() {
+  const char* env = std::getenv("SMOLVM_CUDA_IDLE_EXIT");
+  if (env == nullptr || env[0] == '\0') return kDefaultIdleExitS;
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(env, &end, 10);
+  if (errno != 0 || *end != '\0' || v < 0 || v > kMaxIdleExitS)
+    return InvalidArgument("SMOLVM_CUDA_IDLE_EXIT must be whole seconds from 0 (never) to " +
+                           std::to_string(kMaxIdleExitS) + ", not '" + env + "'");
+  return static_cast<int>(v);
+}
+
+// The last line the daemon wrote to its log from `offset` on (its reason
+// when it exits at start), without the command's own prefix.
+std::string LastLogLine(const std::string& log, off_t offset) {
+  std::ifstream in(log);
+  in.seekg(offset);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  for (const char* prefix : {"smolvm cuda daemon: ", "smolvm _cuda-daemon: "})
+    if (last.rfind(prefix, 0) == 0) last = last.substr(std::strlen(prefix));
+  return last;
+}
+
+off_t FileSize(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? st.st_size : 0;
+}
+
 // Starts `smolvm _cuda-daemon` detached (own session, reparented away from
 // us) and returns its pid.
 Result<pid_t> SpawnDaemon(const std::string& home, const std::string& socket, const std::string& backend) {
@@ -82,6 +121,8 @@ Result<pid_t> SpawnDaemon(const std::string& home, const std::string& socket, co
   // default when unset. The daemon validates the value.
   const char* parallel = std::getenv("SMOLVM_CUDA_FORK_PARALLEL");
   std::string parallel_arg = parallel != nullptr && parallel[0] != '\0' ? parallel : "";
+  ASSIGN_OR_RETURN(int idle_s, IdleExitSeconds());
+  std::string idle_arg = std::to_string(idle_s);
   pid_t child = ::fork();
   if (child < 0) return ErrnoStatus("fork", errno);
   if (child == 0) {
@@ -101,7 +142,7 @@ Result<pid_t> SpawnDaemon(const std::string& home, const std::string& socket, co
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     const char* argv[] = {"smolvm", "_cuda-daemon", socket.c_str(), "--backend", backend.c_str(),
-                          "--pool", pool_arg.c_str(), "--spares", spares_arg.c_str(),
+                          "--pool", pool_arg.c_str(), "--spares", spares_arg.c_str(), "--idle-exit", idle_arg.c_str(),
                           parallel_arg.empty() ? nullptr : "--fork-parallel", parallel_arg.c_str(), nullptr};
     ::execv("/proc/self/exe", const_cast<char**>(argv));
     ::_exit(127);
@@ -147,6 +188,7 @@ Result<CudaDaemon> FindCudaDaemon(const std::string& home) {
 
 Result<CudaDaemon> EnsureCudaDaemon(const std::string& home) {
   std::string dir = CudaDir(home);
+  if (Status st = MakeHome(home); !st.ok()) return Status(st.code(), "$SMOLVM_HOME: " + st.message());
   if (::mkdir(dir.c_str(), 0700) < 0 && errno != EEXIST) return ErrnoStatus("mkdir " + dir, errno);
   UniqueFd lock(::open((dir + "/lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
   if (!lock.valid()) return ErrnoStatus("open " + dir + "/lock", errno);
@@ -164,12 +206,18 @@ Result<CudaDaemon> EnsureCudaDaemon(const std::string& home) {
   d.backend = wanted.empty() ? "cuda" : wanted;
   if (d.backend != "cuda" && d.backend != "fake")
     return InvalidArgument("SMOLVM_CUDA_BACKEND must be cuda or fake, not '" + d.backend + "'");
+  const std::string log = dir + "/daemon.log";
+  const off_t log_at = FileSize(log);
   ASSIGN_OR_RETURN(d.pid, SpawnDaemon(home, d.socket, d.backend));
   d.start = ProcessStartTime(d.pid);
   auto deadline = Clock::now() + std::chrono::milliseconds(kDaemonStartTimeoutMs);
   while (!ConnectUnix(d.socket + ".admin").ok()) {
-    if (!ProcessAlive(d.pid, d.start))
-      return Unavailable("the CUDA daemon exited at start (see " + dir + "/daemon.log)");
+    if (!ProcessAlive(d.pid, d.start)) {
+      // Its own words first (a GPU-less host: the line that names the fix).
+      std::string why = LastLogLine(log, log_at);
+      return Unavailable(why.empty() ? "the CUDA daemon exited at start (see " + log + ")"
+                                     : why + " (the CUDA daemon's log: " + log + ")");
+    }
     if (Clock::now() > deadline) {
       ::kill(d.pid, SIGKILL);
       return Timeout("the CUDA daemon did not come up in time (see " + dir + "/daemon.log)");
@@ -193,6 +241,14 @@ Status StopCudaDaemon(const std::string& home, int timeout_ms) {
   }
   ::unlink(RecordPath(home).c_str());
   return Status::Ok();
+}
+
+Result<UniqueFd> HoldCudaDaemon(const CudaDaemon& d) {
+  auto conn = ConnectUnix(d.socket + ".admin");
+  if (!conn.ok())
+    return Status(conn.status().code(), "cannot hold the CUDA daemon (pid " + std::to_string(d.pid) + ") at " +
+                                            d.socket + ".admin: " + conn.status().message());
+  return std::move(*conn);
 }
 
 Result<UniqueFd> AttachCudaMachine(const CudaDaemon& d, const std::string& machine, const std::string& sock_path,

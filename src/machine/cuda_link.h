@@ -20,6 +20,13 @@
 // name, cgroup directories, --gpu-mem) and keeps that admin connection open
 // for the machine's life; closing it removes the endpoint.
 //
+// Lifetime (docs/daemon.md, "Lifetime"): the daemon is never the child of a
+// machine or a CLI call; it is started detached (its own session) and
+// adopted through daemon.json. The one started here stops by itself after
+// $SMOLVM_CUDA_IDLE_EXIT seconds (default 60; 0: never) with no machine
+// endpoint, no session, no fork and no admin connection open. A long-lived
+// service that needs the daemon between machines holds it (HoldCudaDaemon).
+//
 // Host side only (root). Single-threaded callers.
 #pragma once
 
@@ -48,6 +55,14 @@ std::string CudaDir(const std::string& home);
 Result<CudaDaemon> FindCudaDaemon(const std::string& home);
 // The live daemon, started first when there is none.
 Result<CudaDaemon> EnsureCudaDaemon(const std::string& home);
+// Keeps `d` from stopping for idleness while the returned descriptor is open:
+// an admin connection that sends nothing (the daemon counts every open admin
+// connection as activity, docs/daemon.md "Lifetime"). Close it to let go; a
+// daemon stopped by `cuda shutdown` or a signal stops all the same (the
+// descriptor then reads EOF, so a holder polling it for POLLIN|POLLHUP learns
+// the daemon is gone). Send nothing on it: a partial frame is cut after the
+// daemon's link deadline, which ends the hold.
+Result<UniqueFd> HoldCudaDaemon(const CudaDaemon& d);
 // SIGTERM to the recorded daemon, SIGKILL after timeout_ms; OK when none runs.
 Status StopCudaDaemon(const std::string& home, int timeout_ms);
 

@@ -161,14 +161,17 @@ Result<std::optional<WritableMounts>> DiskLayers::FreezeIfDirty() {
   }
   frozen_.push_back(upper_);
   frozen_bytes_ += used.first;
-  upper_ = "g" + std::to_string(frozen_.size());
+  std::string next(1, 'g');  // built, then moved: GCC 12's -Wrestrict misfires on "g" + to_string
+  next += std::to_string(frozen_.size());
+  upper_ = std::move(next);
   RETURN_IF_ERROR(NewUpper(upper_, std::max<int64_t>(c_.disk_bytes - frozen_bytes_, 1 << 20)));
   ASSIGN_OR_RETURN(WritableMounts m, Golden());
   return std::optional<WritableMounts>(std::move(m));
 }
 
 Result<WritableMounts> DiskLayers::ForClone() {
-  std::string name = "c" + std::to_string(next_++);
+  std::string name(1, 'c');
+  name += std::to_string(next_++);
   RETURN_IF_ERROR(NewUpper(name, c_.disk_bytes));
   auto m = Overlays(name);
   // The overlays hold the upper; its mount point here is no longer needed.

@@ -16,7 +16,7 @@
 namespace smolvm::machine {
 
 Status RequestForks(const std::string& ctl_sock, const std::vector<std::string>& names, const std::string& share,
-                    int timeout_ms, const std::function<bool()>& cancelled, std::vector<ForkResult>* out,
+                    int timeout_ms, bool park, const std::function<bool()>& cancelled, std::vector<ForkResult>* out,
                     bool* unknown) {
   using Clock = std::chrono::steady_clock;
   *unknown = false;
@@ -24,6 +24,7 @@ Status RequestForks(const std::string& ctl_sock, const std::vector<std::string>&
   auto sock = ConnectUnix(ctl_sock);
   if (!sock.ok()) return Unavailable(sock.status().message());
   std::string req = "FORKN " + share + " " + std::to_string(timeout_ms);
+  if (park) req += " park=1";
   for (const auto& n : names) req += " " + n;
   RETURN_IF_ERROR(SendLine(sock->get(), req));
   // The supervisor bounds each step of its own; this only guards against one
@@ -75,6 +76,30 @@ Status RequestForks(const std::string& ctl_sock, const std::vector<std::string>&
     buf.append(chunk, static_cast<size_t>(n));
     if (buf.size() > 1 << 20) return Internal("the supervisor's answer is too long");
   }
+}
+
+Result<std::string> SupervisorCaps(const std::string& ctl_sock) {
+  auto sock = ConnectUnix(ctl_sock);
+  if (!sock.ok()) return Unavailable(sock.status().message());
+  RETURN_IF_ERROR(SendLine(sock->get(), "CAPS"));
+  std::string line;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (line.size() < 4096) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) return Timeout("no answer from the supervisor in time");
+    struct pollfd p = {sock->get(), POLLIN, 0};
+    int r = ::poll(&p, 1, static_cast<int>(left));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return ErrnoStatus("poll", errno);
+    if (r == 0) continue;
+    char c;
+    ssize_t n = ::read(sock->get(), &c, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0 || c == '\n') break;
+    line += c;
+  }
+  if (line.rfind("CAPS", 0) != 0) return StatusOfErrLine(line, "the supervisor did not answer CAPS");
+  return line;
 }
 
 }  // namespace smolvm::machine

@@ -145,6 +145,42 @@ TEST_F(MachineForkTest, CountFourOfACudaGoldenIsOneDaemonForkRequest) {
 #endif
 
 #ifdef SMOLVM_SHIM_PROG_DIR
+// Parked clones of a --cuda golden (issue 31): `fork --park` returns with
+// every clone's GPU session built and attached (the daemon's clone sessions,
+// their workers in the clones' cgroups) while no clone's program has gone
+// past its forkpoint; the first lease payload releases one clone only.
+TEST_F(MachineForkTest, ParkedCudaClonesAreAttachedBeforeTheyRun) {
+  std::string out = scratch_ + "/vol-out";
+  StartCudaGolden(out);
+  CliRun r = Cli({"machine", "fork", "--golden", "gold", "--count", "2", "--name-prefix", "pk", "--share-weights",
+                  "--park"});
+  ASSERT_EQ(r.rc, 0) << r.err << Logs("gold");
+  auto st = Status();
+  std::set<std::string> attached;
+  for (const auto& s : st["sessions"]) {
+    if (s["role"] != "clone") continue;
+    attached.insert(s["machine"].get<std::string>());
+    EXPECT_TRUE(InCgroup(s["machine"], s["worker_pid"].get<int>())) << s.dump();
+  }
+  EXPECT_EQ(attached, (std::set<std::string>{"pk-0", "pk-1"})) << st.dump();
+  EXPECT_FALSE(fs::exists(out + "/clone0.txt"));
+  EXPECT_FALSE(fs::exists(out + "/clone1.txt"));
+  std::string payload = scratch_ + "/payload.json";
+  std::ofstream(payload) << "{}";
+  r = Cli({"machine", "lease-send", "--name", "pk-0", payload});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::string report = WaitForFile(out + "/clone0.txt");
+  EXPECT_NE(report.find("clone 0 table=1 frozen=1 private=1 pinned=1 own_private=1 cow=1"), std::string::npos)
+      << report << Logs("pk-0");
+  EXPECT_FALSE(fs::exists(out + "/clone1.txt"));
+  std::ofstream(out + "/exit").flush();
+  ASSERT_EQ(Cli({"machine", "rm", "--name", "gold", "--cascade"}).rc, 0);
+  for (int i = 0; i < 500 && !Status()["sessions"].empty(); ++i) usleep(10000);
+  EXPECT_EQ(Status()["sessions"].size(), 0u);
+}
+#endif
+
+#ifdef SMOLVM_SHIM_PROG_DIR
 // The clones of one request are built in parallel pooled workers (not one
 // after the other, which cost a 16-clone fork 16 x ~110 ms on the H200), and
 // each clone's steps are logged: the supervisor's (order .. init) and the

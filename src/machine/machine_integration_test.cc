@@ -1,9 +1,13 @@
 // Machines end to end (fixture: machine_test_fixture.h).
+#include <dirent.h>
 #include <grp.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include <functional>
+
 #include "machine/machine_test_fixture.h"
+#include "transport/unix_channel.h"
 
 namespace smolvm::machine {
 namespace {
@@ -29,9 +33,11 @@ TEST_F(MachineTest, LifecycleRoundTrip) {
   r = Sh("life", "true");
   EXPECT_EQ(r.rc, 5);
   EXPECT_NE(r.err.find("not running"), std::string::npos) << r.err;
-  // Restart runs the program again; the log keeps both runs.
+  // Restart runs the program again; the log keeps both runs, the second
+  // opened by its start's line (issue 30).
   ASSERT_EQ(Cli({"machine", "start", "--name", "life"}).rc, 0);
-  EXPECT_TRUE(WaitForLog("life", "hello-from-guest\nhello-from-guest"));
+  EXPECT_TRUE(WaitForLog("life", "hello-from-guest\n--- smolvm: start 2 of 'life' at ")) << Logs("life");
+  EXPECT_TRUE(WaitForLog("life", " UTC ---\nhello-from-guest")) << Logs("life");
   r = Cli({"machine", "rm", "--name", "life"});
   EXPECT_EQ(r.rc, 5) << "rm of a running machine needs --force";
   ASSERT_EQ(Cli({"machine", "rm", "--name", "life", "--force"}).rc, 0);
@@ -378,10 +384,12 @@ TEST_F(CudaMachineTest, ShimProgramRunsEndToEndOnTheDaemonStartedOnDemand) {
 }
 
 // Issue 29, 5: $SMOLVM_HOME came out 0755, machines/N 0711, cuda.sock 0666,
-// and uid 65534 opened a session on a --cuda machine. Now the home and each
-// machine's directory are 0700 (a home made before is fixed on first use),
-// the endpoint is the guest's uid's alone: the guest still connects, uid
-// 65534 is refused.
+// and uid 65534 opened a session on a --cuda machine. Now the home is 0711
+// (others reach serve.sock in it by name, nothing else), machines/ and each
+// machine's directory 0700, state.db 0600 (a home made before is fixed on
+// first use), the endpoint the guest's uid's alone: the guest still
+// connects, uid 65534 is refused there and can neither list the home nor
+// read the store, yet reaches a socket that serve would bind in the home.
 TEST_F(CudaMachineTest, OnlyTheMachinesOwnGuestReachesItsEndpoint) {
   chmod(home_.c_str(), 0755);  // as an earlier smolvm left it
   ASSERT_EQ(Cli({"machine", "create", "--name", "pe", "--cuda", "-v", std::string(SMOLVM_SHIM_PROG_DIR) + ":/opt/bin:ro",
@@ -392,9 +400,10 @@ TEST_F(CudaMachineTest, OnlyTheMachinesOwnGuestReachesItsEndpoint) {
     struct stat st;
     return ::stat(p.c_str(), &st) == 0 ? static_cast<int>(st.st_mode & 07777) : -1;
   };
-  EXPECT_EQ(mode(home_), 0700);
+  EXPECT_EQ(mode(home_), 0711);
   EXPECT_EQ(mode(home_ + "/machines"), 0700);
   EXPECT_EQ(mode(home_ + "/machines/pe"), 0700);
+  EXPECT_EQ(mode(home_ + "/state.db"), 0600);
   CliRun r = Cli({"machine", "start", "--name", "pe"});
   ASSERT_EQ(r.rc, 0) << r.err;
   const std::string sock = home_ + "/machines/pe/cuda.sock";
@@ -409,20 +418,37 @@ TEST_F(CudaMachineTest, OnlyTheMachinesOwnGuestReachesItsEndpoint) {
   r = Sh("pe", "/opt/bin/prog_kernels");
   EXPECT_EQ(r.rc, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("PASS"), std::string::npos) << r.out << r.err;
-  // Another host user cannot connect, by the path or the socket's mode.
-  pid_t pid = fork();
-  if (pid == 0) {
-    if (setgroups(0, nullptr) < 0 || setgid(65534) < 0 || setuid(65534) < 0) _exit(3);
+  // Another host user: what it may do, as uid 65534 in a child (exit 0:
+  // allowed, 1: EACCES, 2: another error, 3: could not become it).
+  auto as_nobody = [](const std::function<int()>& what) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      if (setgroups(0, nullptr) < 0 || setgid(65534) < 0 || setuid(65534) < 0) _exit(3);
+      _exit(what() == 0 ? 0 : errno == EACCES ? 1 : 2);
+    }
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+    return WEXITSTATUS(status);
+  };
+  auto connect_to = [](const std::string& path) {
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
     struct sockaddr_un addr = {};
     addr.sun_family = AF_UNIX;
-    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sock.c_str());
-    int rc = connect(fd, reinterpret_cast<struct sockaddr*>(&addr), sizeof addr);
-    _exit(rc == 0 ? 0 : errno == EACCES ? 1 : 2);
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+    return connect(fd, reinterpret_cast<struct sockaddr*>(&addr), sizeof addr);
+  };
+  EXPECT_EQ(as_nobody([&] { return connect_to(sock); }), 1) << "uid 65534 connected to the machine's endpoint";
+  EXPECT_EQ(as_nobody([&] { return opendir(home_.c_str()) != nullptr ? 0 : -1; }), 1) << "uid 65534 listed the home";
+  EXPECT_EQ(as_nobody([&] { return open((home_ + "/state.db").c_str(), O_RDONLY) >= 0 ? 0 : -1; }), 1)
+      << "uid 65534 read the store";
+  {
+    // serve's API socket (0666, its peer uid decides) stays reachable.
+    const std::string api = home_ + "/serve.sock";
+    auto listener = ListenUnix(api, 0666);
+    ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+    EXPECT_EQ(as_nobody([&] { return connect_to(api); }), 0) << "uid 65534 could not reach serve.sock";
+    unlink(api.c_str());
   }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << "uid 65534 connect: exit " << WEXITSTATUS(status);
   ASSERT_EQ(Cli({"machine", "rm", "--force", "--grace", "0", "--name", "pe"}).rc, 0);
 }
 

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -16,6 +17,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "machine/backend.h"
 #include "machine/cgroups.h"
 #include "machine/errors.h"
 #include "machine/fork_request.h"
@@ -110,6 +112,18 @@ Status SpawnSupervisor(const std::string& home, const std::string& name, int64_t
   if (::pipe2(ready, O_CLOEXEC) < 0) return ErrnoStatus("pipe", errno);
   UniqueFd ready_r(ready[0]), ready_w(ready[1]);
   MachinePaths paths(home, name);
+  // Each start after the first opens its part of the log (`machine logs`
+  // shows every run): what an earlier run or a failed start wrote stays
+  // above this line. A machine's first run starts its log bare.
+  if (struct stat st; ::stat(paths.log.c_str(), &st) == 0 && st.st_size > 0) {
+    UniqueFd log(::open(paths.log.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
+    time_t now = ::time(nullptr);
+    struct tm tm;
+    char when[32] = "";
+    if (::gmtime_r(&now, &tm) != nullptr) std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm);
+    std::string line = "--- smolvm: start " + std::to_string(run_id) + " of '" + name + "' at " + when + " ---\n";
+    if (log.valid()) (void)!::write(log.get(), line.data(), line.size());
+  }
   pid_t pid = ::fork();
   if (pid < 0) return ErrnoStatus("fork", errno);
   if (pid == 0) {
@@ -143,7 +157,17 @@ Status SpawnSupervisor(const std::string& home, const std::string& name, int64_t
   return ParseErr(line, "machine '" + name + "' failed to start");
 }
 
-// Takes one machine down (no clone checks). Idempotent.
+// Asks the supervisor to release a golden waiting at its forkpoint (its
+// RELEASE request): true when the golden was told to go on.
+bool ReleaseAtForkpoint(const MachinePaths& paths) {
+  auto sock = ConnectUnix(paths.ctl_sock);
+  if (!sock.ok() || !SendLine(sock->get(), "RELEASE").ok()) return false;
+  return ReadLineTimeout(sock->get(), 5000) == "OK released";
+}
+
+// Takes one machine down (no clone checks). Idempotent. A golden waiting at
+// its forkpoint is released first and has the grace to end on its own; any
+// other program gets SIGTERM, then SIGKILL (the cgroup emptied) after grace.
 Status StopOne(Store& store, const std::string& home, const std::string& name, int grace_ms) {
   ASSIGN_OR_RETURN(MachineRecord rec, store.Get(name));
   ASSIGN_OR_RETURN(CgroupLayout layout, DetectCgroups());
@@ -156,8 +180,13 @@ Status StopOne(Store& store, const std::string& home, const std::string& name, i
     }));
     auto init = OpenPidfd(static_cast<pid_t>(rec.init_pid), rec.init_start);
     if (init.ok()) {
-      (void)SignalPidfd(init->get(), SIGTERM);
-      WaitPidfd(init->get(), grace_ms);
+      const bool released = rec.golden.empty() && rec.forkable && ReleaseAtForkpoint(MachinePaths(home, name));
+      if (!released || !WaitPidfd(init->get(), grace_ms)) {
+        // A clone is of its golden's mode (ForkMachine copies the spec).
+        RunningMachine m{name, MachinePaths(home, name), static_cast<pid_t>(rec.init_pid), rec.init_start, &cgroup};
+        (void)MakeBackend(rec.spec.isolation)->Terminate(m);
+        WaitPidfd(init->get(), released ? std::min(grace_ms, 1000) : grace_ms);
+      }
     }
   }
   RETURN_IF_ERROR(cgroup.Destroy());
@@ -215,6 +244,7 @@ Status CreateMachine(const std::string& home, const std::string& name, const Mac
   MachineSpec spec = given;
   RETURN_IF_ERROR(ApplyPack(home, spec));
   RETURN_IF_ERROR(ValidateSpec(spec));
+  RETURN_IF_ERROR(MakeBackend(spec.isolation)->CheckSpec(spec));
   ASSIGN_OR_RETURN(auto store, Store::Open(home));
   RETURN_IF_ERROR(store->Transaction([&]() -> Status {
     ASSIGN_OR_RETURN(auto existing, store->Find(name));
@@ -243,6 +273,7 @@ Status StartMachine(const std::string& home, const std::string& name, bool forka
                         "'; clones cannot be restarted (fork a new one with 'smolvm machine fork')");
     MachineRecord eff = Effective(r);
     if (Live(eff.state)) return WrongState("machine '" + name + "' is already " + eff.state + " (stop it first)");
+    if (forkable) RETURN_IF_ERROR(MakeBackend(r.spec.isolation)->CheckForkable(name));
     std::vector<std::string> in_use = LiveCpusets(*store);
     r.state = kStateStarting;
     r.run_id++;
@@ -322,6 +353,13 @@ Status ForkMachine(const std::string& home, const std::string& golden, const std
                    const std::string& share, int timeout_ms,
                    const std::function<void(const ForkResult&)>& on_forked,
                    const std::function<bool()>& cancelled) {
+  return ForkMachine(home, golden, names, share, timeout_ms, ForkOptions(), on_forked, cancelled);
+}
+
+Status ForkMachine(const std::string& home, const std::string& golden, const std::vector<std::string>& names,
+                   const std::string& share, int timeout_ms, const ForkOptions& options,
+                   const std::function<void(const ForkResult&)>& on_forked,
+                   const std::function<bool()>& cancelled) {
   RETURN_IF_ERROR(ValidateName(golden));
   for (const auto& n : names) RETURN_IF_ERROR(ValidateName(n));
   if (names.empty()) return InvalidArgument("nothing to fork: give --name C or --count N --name-prefix P");
@@ -380,7 +418,20 @@ Status ForkMachine(const std::string& home, const std::string& golden, const std
   // All clones in one request (fork_request.h).
   std::vector<ForkResult> made;
   bool unknown = false;
-  Status s = RequestForks(gp.ctl_sock, names, share, timeout_ms, cancelled, &made, &unknown);
+  if (options.park) {
+    // An older supervisor would take the option for a clone's name.
+    auto caps = SupervisorCaps(gp.ctl_sock);
+    if (!caps.ok()) {
+      drop_from(0);
+      return unreachable(caps.status().message());
+    }
+    if (caps->find(" fork-park") == std::string::npos) {
+      drop_from(0);
+      return NotSupported("the supervisor of '" + golden + "' cannot park clones (it is of an older smolvm): restart it with 'smolvm machine stop --name " +
+                          golden + " --cascade' and 'smolvm machine start --name " + golden + " --forkable'");
+    }
+  }
+  Status s = RequestForks(gp.ctl_sock, names, share, timeout_ms, options.park, cancelled, &made, &unknown);
   if (!unknown) {
     if (!s.ok()) {
       drop_from(0);
@@ -437,7 +488,11 @@ Result<int> ExecMachine(const std::string& home, const std::string& name, const 
   ASSIGN_OR_RETURN(MachineRecord rec, store->Get(name));
   MachineRecord eff = Effective(rec);
   if (eff.state != kStateRunning)
-    return WrongState("machine '" + name + "' is " + eff.state + ", not running (start it with 'smolvm machine start --name " + name + "')");
+    return WrongState(
+        "machine '" + name + "' is " + eff.state + ", not running " +
+        (rec.golden.empty() ? "(start it with 'smolvm machine start --name " + name + "')"
+                            : "(a clone of '" + rec.golden + "' cannot be restarted: fork a new one with 'smolvm machine fork "
+                              "--golden " + rec.golden + "')"));
   ASSIGN_OR_RETURN(CgroupLayout layout, DetectCgroups());
   MachineCgroup cgroup(layout, name);
   SandboxConfig cfg;
@@ -449,7 +504,8 @@ Result<int> ExecMachine(const std::string& home, const std::string& name, const 
     extra.push_back("SMOLVM_FORK_NAME=" + name);
   }
   extra.insert(extra.end(), env.begin(), env.end());
-  return ExecInSandbox(static_cast<pid_t>(rec.init_pid), cgroup, GuestEnvironment(cfg, extra), cmd);
+  RunningMachine m{name, MachinePaths(home, name), static_cast<pid_t>(rec.init_pid), rec.init_start, &cgroup};
+  return MakeBackend(rec.spec.isolation)->Exec(m, GuestEnvironment(cfg, extra), cmd);
 }
 
 Result<std::vector<MachineRecord>> ListMachines(const std::string& home) {

@@ -63,6 +63,22 @@ Status ForkMachine(const std::string& home, const std::string& golden, const std
                    const std::function<void(const ForkResult&)>& on_forked,
                    const std::function<bool()>& cancelled = {});
 
+struct ForkOptions {
+  // Parked clones: each is made as usual (its CUDA session built and
+  // attached, its machine running) but its program stays inside
+  // smolvmForkpoint() — blocked, costing memory only — until the first
+  // payload sent on its lease link (lease_link.h) releases it; that is when
+  // its forkpoint returns. Stop/rm work on a parked clone as on any.
+  // Needs a supervisor that serves "fork-park" (kNotSupported otherwise).
+  bool park = false;
+};
+
+// ForkMachine with options.
+Status ForkMachine(const std::string& home, const std::string& golden, const std::vector<std::string>& names,
+                   const std::string& share, int timeout_ms, const ForkOptions& options,
+                   const std::function<void(const ForkResult&)>& on_forked,
+                   const std::function<bool()>& cancelled = {});
+
 // Runs cmd inside the machine with the caller's stdio; the command's exit code.
 Result<int> ExecMachine(const std::string& home, const std::string& name, const std::vector<std::string>& env,
                         const std::vector<std::string>& cmd);

@@ -277,43 +277,8 @@ TEST_F(PackTest, APackOthersCanWriteIsRefusedBeforeAnythingExists) {
   ASSERT_EQ(Cli({"machine", "rm", "--name", "ww"}).rc, 0);
 }
 
-TEST_F(PackTest, ReadOnlyMountsAreLockedAgainstTheMachinesRoot) {
-  std::string ro = scratch_ + "/ro";
-  fs::create_directories(ro);
-  std::ofstream(ro + "/file") << "host";
-  ASSERT_EQ(Cli({"machine", "create", "--name", "lk", "-v", ro + ":/ro:ro", "-v", bin_dir_ + ":/opt/bin:ro", "--",
-                 "sleep", "1000"})
-                .rc,
-            0);
-  ASSERT_EQ(Cli({"machine", "start", "--name", "lk"}).rc, 0);
-  CliRun r = Cli({"machine", "exec", "--name", "lk", "--", "/opt/bin/locks", "/usr", "/ro", "/run/smolvm", "/"});
-  ASSERT_EQ(r.rc, 0) << r.err;
-  std::istringstream lines(r.out);
-  std::string line;
-  int checked = 0;
-  while (std::getline(lines, line)) {
-    SCOPED_TRACE(line);
-    EXPECT_NE(line.find(" remount=EPERM "), std::string::npos);
-    EXPECT_NE(line.find(" setattr=EPERM "), std::string::npos);
-    // The open_tree copy is either refused or keeps the lock.
-    EXPECT_TRUE(line.find("clone_setattr=EPERM") != std::string::npos ||
-                line.find("clone_setattr=NOCLONE") != std::string::npos);
-    EXPECT_EQ(line.find(" umount=OK"), std::string::npos);
-    EXPECT_EQ(line.find(" detach=OK"), std::string::npos);
-    EXPECT_NE(line.find(" write=EROFS"), std::string::npos);
-    ++checked;
-  }
-  EXPECT_EQ(checked, 4) << r.out;
-  // A mount over them is the machine's own business: the host sees nothing.
-  r = Cli({"machine", "exec", "--name", "lk", "--", "/opt/bin/locks", "--over", "/ro", "--over", "/run/smolvm"});
-  EXPECT_EQ(r.out, "/ro over=OK write=OK\n/run/smolvm over=OK write=OK\n");
-  EXPECT_FALSE(fs::exists(ro + "/over-probe"));
-  EXPECT_FALSE(fs::exists(home_ + "/machines/lk/run/over-probe"));
-  EXPECT_EQ(Slurp(ro + "/file"), "host");
-  // What must change still does: /workspace is writable, /proc is the machine's.
-  EXPECT_EQ(Sh("lk", "echo w > /workspace/x && cat /workspace/x && cat /proc/1/comm").out, "w\nsmolvm-init\n");
-  ASSERT_EQ(Cli({"machine", "rm", "--force", "--name", "lk"}).rc, 0);
-}
+// ReadOnlyMountsAreLockedAgainstTheMachinesRoot is in both isolation modes
+// now: IsolationTest.ReadOnlyMountsCannotBeMadeWritable (machine_isolation_test.cc).
 
 TEST_F(PackTest, WritingPastDiskIsEnospcChargedToTheMachinesMemory) {
   ASSERT_EQ(Cli({"machine", "create", "--name", "dk", "--disk", "16", "--mem", "256", "--", "sleep", "1000"}).rc, 0);

@@ -83,9 +83,14 @@ pid_t ParentPid(pid_t pid) {
 }
 
 bool InMachineCgroup(pid_t pid, const std::string& name) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/cgroup");
+  std::string path = "/proc/";
+  path += std::to_string(pid);
+  std::ifstream in(path + "/cgroup");
   std::string line;
-  std::string want = "/" + CgroupParentName() + "/" + name;
+  std::string want(1, '/');
+  want += CgroupParentName();
+  want += '/';
+  want += name;
   while (std::getline(in, line))
     if (line.size() >= want.size() && line.compare(line.size() - want.size(), want.size(), want) == 0)
       return true;

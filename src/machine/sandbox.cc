@@ -368,10 +368,21 @@ Status InjectGuestMounts(pid_t pid, GuestMounts m, const CgroupLayout& layout) {
       (void)!::write(err_w.get(), msg.data(), msg.size());
       ::_exit(1);
     };
-    int cuda_tree = -1;
-    if (!m.cuda_sock.empty()) {
-      cuda_tree = static_cast<int>(::syscall(SYS_open_tree, AT_FDCWD, m.cuda_sock.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
-      if (cuda_tree < 0) fail("open_tree " + m.cuda_sock, errno);
+    // Host sockets bound over their placeholders in /run/smolvm: a --cuda
+    // machine's endpoint and a clone's lease link. Opened before entering.
+    // Only a golden's endpoint lies under a clone's (a golden has no lease
+    // link), so only that one is detached first.
+    struct SocketMount {
+      const std::string& host;
+      const char* dst;
+      bool replace;
+      int tree;
+    } sockets[2] = {{m.cuda_sock, "/run/smolvm/cuda.sock", m.replace, -1},
+                    {m.lease_sock, "/run/smolvm/lease.sock", false, -1}};
+    for (auto& sm : sockets) {
+      if (sm.host.empty()) continue;
+      sm.tree = static_cast<int>(::syscall(SYS_open_tree, AT_FDCWD, sm.host.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC));
+      if (sm.tree < 0) fail("open_tree " + sm.host, errno);
     }
     // The host's root entering a namespace of the machine's user namespace
     // keeps its own credentials: what it mounts there is not locked, so the
@@ -412,17 +423,17 @@ Status InjectGuestMounts(pid_t pid, GuestMounts m, const CgroupLayout& layout) {
       if (::syscall(SYS_move_mount, trees[i], "", AT_FDCWD, dsts[i], MOVE_MOUNT_F_EMPTY_PATH) < 0)
         fail(std::string("move_mount ") + dsts[i], errno);
     }
-    if (cuda_tree >= 0) {
+    for (const auto& sm : sockets) {
+      if (sm.tree < 0) continue;
       // A clone's own endpoint takes the golden's place, so the clone's
       // sessions belong to the clone machine. Only the empty placeholder
       // file lies underneath.
-      const char* dst = "/run/smolvm/cuda.sock";
-      if (m.replace && ::umount2(dst, MNT_DETACH) < 0) fail(std::string("umount ") + dst, errno);
-      if (::syscall(SYS_move_mount, cuda_tree, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-        fail(std::string("move_mount ") + dst, errno);
+      if (sm.replace && ::umount2(sm.dst, MNT_DETACH) < 0) fail(std::string("umount ") + sm.dst, errno);
+      if (::syscall(SYS_move_mount, sm.tree, "", AT_FDCWD, sm.dst, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+        fail(std::string("move_mount ") + sm.dst, errno);
       struct mount_attr attr = {};
       attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_RDONLY;
-      ::syscall(SYS_mount_setattr, AT_FDCWD, dst, 0, &attr, sizeof attr);
+      ::syscall(SYS_mount_setattr, AT_FDCWD, sm.dst, 0, &attr, sizeof attr);
     }
     if (m.cgroupfs) {
       if (m.replace && ::umount2("/sys/fs/cgroup", MNT_DETACH) < 0) fail("umount /sys/fs/cgroup", errno);

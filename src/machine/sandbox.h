@@ -44,6 +44,7 @@ struct SandboxConfig {
 struct GuestMounts {
   UniqueFd tmp, workspace;  // detached mounts (DiskLayers), or invalid to leave alone
   std::string cuda_sock;    // host path of a --cuda machine's endpoint, "" = none
+  std::string lease_sock;   // host path of a clone's lease link (lease_relay.h), "" = none
   bool cgroupfs = false;    // a fresh cgroupfs view at /sys/fs/cgroup
   bool replace = false;     // unmount (detach) what is there first
   // With replace: receives O_PATH descriptors of the replaced /tmp and

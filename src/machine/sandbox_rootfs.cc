@@ -35,7 +35,8 @@ Status MkDirs(const std::string& rel) {
   while (at < rel.size()) {
     size_t next = rel.find('/', at);
     if (next == std::string::npos) next = rel.size();
-    cur += (cur.empty() ? "" : "/") + rel.substr(at, next - at);
+    if (!cur.empty()) cur += '/';
+    cur += rel.substr(at, next - at);
     at = next + 1;
     if (cur.empty()) continue;
     RETURN_IF_ERROR(MkDir(cur));

@@ -1,7 +1,9 @@
 #include "machine/spec.h"
 
+#include <errno.h>
 #include <sched.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -93,6 +95,39 @@ std::vector<int> UsableCpus() {
   return cpus;
 }
 
+const char* IsolationName(Isolation i) { return i == Isolation::kGvisor ? "gvisor" : "sandbox"; }
+
+Result<Isolation> ParseIsolation(const std::string& text) {
+  if (text == "sandbox") return Isolation::kSandbox;
+  if (text == "gvisor") return Isolation::kGvisor;
+  return InvalidArgument("--isolation must be sandbox or gvisor (got '" + text + "')");
+}
+
+std::vector<std::string> VolumeWriteWarnings(const MachineSpec& spec, uid_t machine_uid) {
+  std::vector<std::string> out;
+  for (const auto& v : spec.volumes) {
+    struct stat st;
+    if (v.read_only || ::stat(v.host.c_str(), &st) != 0) continue;
+    const bool writable = (st.st_uid == machine_uid && (st.st_mode & S_IWUSR)) ||
+                          (st.st_gid == machine_uid && (st.st_mode & S_IWGRP)) || (st.st_mode & S_IWOTH);
+    if (writable) continue;
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", st.st_mode & 07777);
+    out.push_back("volume " + v.host + ":" + v.guest + " is writable, but " + v.host + " (owner uid " +
+                  std::to_string(st.st_uid) + ", mode " + mode + ") does not let the machine's uid " +
+                  std::to_string(machine_uid) + " write: the program gets EACCES there (pass --chown-volumes, or 'chown " +
+                  std::to_string(machine_uid) + " " + v.host + "')");
+  }
+  return out;
+}
+
+Status ChownWritableVolumes(const MachineSpec& spec, uid_t machine_uid) {
+  for (const auto& v : spec.volumes)
+    if (!v.read_only && ::chown(v.host.c_str(), machine_uid, machine_uid) != 0)
+      return ErrnoStatus("chown " + v.host + " to uid " + std::to_string(machine_uid), errno);
+  return Status::Ok();
+}
+
 Status ValidateSpec(const MachineSpec& spec) {
   size_t ncpu = UsableCpus().size();
   if (!std::isfinite(spec.cpus) || spec.cpus < 0 || spec.cpus > static_cast<double>(ncpu) ||
@@ -103,22 +138,30 @@ Status ValidateSpec(const MachineSpec& spec) {
                            std::to_string(ncpu) + " (this host's usable CPUs)");
   }
   if (spec.mem_mib < 0 || (spec.mem_mib > 0 && spec.mem_mib < 8))
-    return InvalidArgument("--mem " + std::to_string(spec.mem_mib) + " MiB is too small: use at least 8");
+    return InvalidArgument("--mem " + std::to_string(spec.mem_mib) + " is out of range: use 0 (no limit) or at least 8 MiB");
   if (spec.gpu_mem_mib < 0) return InvalidArgument("--gpu-mem must be positive");
   if (spec.gpu_mem_mib > 0 && !spec.cuda) return InvalidArgument("--gpu-mem needs --cuda");
   if (spec.pids < -1 || (spec.pids > 0 && spec.pids < 8) || spec.pids > (int64_t{1} << 22))
     return InvalidArgument("--pids " + std::to_string(spec.pids) +
                            " is out of range: use 0 (no limit) or a number from 8 to 4194304");
-  if (spec.cmd.empty()) return InvalidArgument("no command given: add '-- CMD [ARGS...]'");
+  // The image before the command: a pack's command fills an empty one, so a
+  // pack that cannot be found is the real problem.
+  if (!spec.image.empty()) {
+    struct stat st;
+    if (spec.image[0] != '/')
+      return InvalidArgument("--image '" + spec.image + "' is a relative path: give it absolute (e.g. --image \"$PWD/" +
+                             spec.image + "\")");
+    if (::stat(spec.image.c_str(), &st) != 0 || !(S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)))
+      return InvalidArgument("--image '" + spec.image + "' must be an absolute path to a directory or a .smolmachine pack");
+  }
+  if (spec.cmd.empty())
+    return InvalidArgument(spec.image.empty() ? "no command given: add '-- CMD [ARGS...]'"
+                                              : "no command given: add '-- CMD [ARGS...]' (--image '" + spec.image +
+                                                    "' is a directory, not a pack with a command)");
   for (const auto& e : spec.env) RETURN_IF_ERROR(ValidateEnv(e));
   if (spec.disk_mib < 0 || (spec.disk_mib > 0 && spec.disk_mib < 1))
     return InvalidArgument("--disk must be a positive number of MiB");
   if (!spec.workdir.empty() && spec.workdir[0] != '/') return InvalidArgument("--workdir '" + spec.workdir + "' must be absolute");
-  if (!spec.image.empty()) {
-    struct stat st;
-    if (spec.image[0] != '/' || ::stat(spec.image.c_str(), &st) != 0 || !(S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)))
-      return InvalidArgument("--image '" + spec.image + "' must be an absolute path to a directory or a .smolmachine pack");
-  }
   return Status::Ok();
 }
 
@@ -136,6 +179,7 @@ std::string SpecToJson(const MachineSpec& s) {
   j["disk_mib"] = s.disk_mib;
   j["workdir"] = s.workdir;
   j["model"] = s.model;
+  j["isolation"] = IsolationName(s.isolation);
   j["volumes"] = nlohmann::json::array();
   for (const auto& v : s.volumes)
     j["volumes"].push_back({{"host", v.host}, {"guest", v.guest}, {"ro", v.read_only}});
@@ -158,6 +202,9 @@ Result<MachineSpec> SpecFromJson(const std::string& text) {
   s.disk_mib = j.value("disk_mib", int64_t{0});
   s.workdir = j.value("workdir", std::string());
   s.model = j.value("model", std::string());
+  auto isolation = ParseIsolation(j.value("isolation", std::string("sandbox")));
+  if (!isolation.ok()) return Malformed("stored machine spec: " + isolation.status().message());
+  s.isolation = *isolation;
   if (j.contains("volumes") && j["volumes"].is_array())
     for (const auto& v : j["volumes"])
       s.volumes.push_back({v.value("host", std::string()), v.value("guest", std::string()),

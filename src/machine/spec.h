@@ -2,6 +2,8 @@
 // store; plus name and volume validation.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -15,6 +17,15 @@ struct Volume {
   std::string guest;  // absolute, not "/", not under /proc, /sys, /dev, /run/smolvm, /tmp, /workspace
   bool read_only = false;
 };
+
+// What isolates a machine from the host (docs/machines.md, "Isolation modes").
+enum class Isolation {
+  kSandbox,  // namespaces, cgroups, seccomp (sandbox.h)
+  kGvisor,   // gVisor's runsc: a user-space kernel between the guest and the host (gvisor.h)
+};
+const char* IsolationName(Isolation i);
+// "sandbox" or "gvisor".
+Result<Isolation> ParseIsolation(const std::string& text);
 
 struct MachineSpec {
   double cpus = 0;         // 0: no CPU limit, no cpuset
@@ -31,6 +42,7 @@ struct MachineSpec {
   int64_t disk_mib = 0;          // what /tmp + /workspace may hold; 0 = kDefaultDiskMib
   std::string workdir;           // where the program starts; "" = /workspace
   std::string model;             // a pack's model directory inside ("" = none)
+  Isolation isolation = Isolation::kSandbox;
 };
 
 // --disk when none is given: a bound, not a reservation (tmpfs takes memory
@@ -54,6 +66,14 @@ Result<Volume> ParseVolume(const std::string& text);
 Status ValidateEnv(const std::string& kv);
 // Validates a whole spec (cpus against the host's online CPUs, paths, ...).
 Status ValidateSpec(const MachineSpec& spec);
+
+// One line per writable volume whose host directory the machine's host uid
+// (its root inside) cannot write: by owner, group or others, ACLs aside.
+// The guest would get EACCES at its first write there.
+std::vector<std::string> VolumeWriteWarnings(const MachineSpec& spec, uid_t machine_uid);
+// Hands each writable volume's host directory itself (not what is in it) to
+// the machine's uid and gid (`machine create --chown-volumes`).
+Status ChownWritableVolumes(const MachineSpec& spec, uid_t machine_uid);
 
 std::string SpecToJson(const MachineSpec& spec);
 Result<MachineSpec> SpecFromJson(const std::string& json);

@@ -59,6 +59,16 @@ void Supervisor::ReleaseHostResources() {
   }
 }
 
+void Supervisor::ReleaseBackend() {
+  if (!backend_) return;
+  SandboxConfig cfg;
+  cfg.name = name_;
+  cfg.spec = rec_.spec;
+  cfg.paths = paths_;
+  cfg.layout = layout_;
+  backend_->Release(cfg);
+}
+
 void Supervisor::Log(const std::string& msg) { std::fprintf(stderr, "smolvm supervisor[%s]: %s\n", name_.c_str(), msg.c_str()); }
 
 Status Supervisor::Update(const std::string& name, const std::function<Status(MachineRecord&)>& fn) {
@@ -106,9 +116,20 @@ Status Supervisor::Start() {
     cuda_ = d;
     UniqueFd placeholder(::open(paths_.cuda_mount.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
     if (!placeholder.valid()) return ErrnoStatus("create " + paths_.cuda_mount, errno);
-    ASSIGN_OR_RETURN(cuda_endpoint_, AttachCudaMachine(*cuda_, name_, paths_.cuda_sock, cgroup_->dirs(),
-                                                       rec_.spec.gpu_mem_mib << 20, rec_.forkable,
-                                                       static_cast<uid_t>(rec_.uid_base)));
+    const auto attach = [&] {
+      return AttachCudaMachine(*cuda_, name_, paths_.cuda_sock, cgroup_->dirs(), rec_.spec.gpu_mem_mib << 20,
+                               rec_.forkable, static_cast<uid_t>(rec_.uid_base));
+    };
+    auto endpoint = attach();
+    if (!endpoint.ok() && !FindCudaDaemon(home_).ok()) {
+      // It stopped for idleness between the two calls (docs/daemon.md,
+      // "Lifetime"): start the next one and attach there.
+      ASSIGN_OR_RETURN(d, EnsureCudaDaemon(home_));
+      cuda_ = d;
+      endpoint = attach();
+    }
+    if (!endpoint.ok()) return endpoint.status();
+    cuda_endpoint_ = std::move(*endpoint);
   }
   std::string pack_root, workspace_base;
   if (pack) {
@@ -131,6 +152,9 @@ Status Supervisor::Start() {
   ASSIGN_OR_RETURN(ctl_listen_, ListenUnix(paths_.ctl_sock, 0600));
   if (rec_.forkable) {
     ASSIGN_OR_RETURN(fp_listen_, ListenUnix(paths_.forkpoint_sock, 0666));
+    // Where each clone's own lease.sock is mounted (lease_relay.h).
+    UniqueFd placeholder(::open(paths_.lease_mount.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
+    if (!placeholder.valid()) return ErrnoStatus("create " + paths_.lease_mount, errno);
   }
 
   SandboxConfig cfg;
@@ -153,7 +177,8 @@ Status Supervisor::Start() {
     if (rec_.spec.cuda) gm.cuda_sock = paths_.cuda_sock;
     return InjectGuestMounts(pid, std::move(gm), layout_);
   };
-  ASSIGN_OR_RETURN(init_pid_, LaunchSandbox(cfg, &report_));
+  backend_ = MakeBackend(rec_.spec.isolation);
+  ASSIGN_OR_RETURN(init_pid_, backend_->Launch(cfg, &report_));
   return Update(name_, [&](MachineRecord& r) {
     r.state = kStateRunning;
     r.init_pid = init_pid_;
@@ -196,6 +221,7 @@ int Supervisor::Run(int ready_fd) {
       r.supervisor_pid = 0;
       return Status::Ok();
     });
+    ReleaseBackend();
     if (cgroup_) (void)cgroup_->Destroy();
     ReleaseHostResources();
     ::unlink(paths_.ctl_sock.c_str());
@@ -205,6 +231,15 @@ int Supervisor::Run(int ready_fd) {
     return 1;
   }
   ready("OK");
+  LeaseRelay::Hooks hooks;
+  hooks.release = [this](const std::string& clone) { ReleaseParked(clone); };
+  hooks.in_clone = [](pid_t pid, const std::string& clone) { return InMachineCgroup(pid, clone); };
+  hooks.exists = [this](const std::string& clone) {
+    auto r = store_->Find(clone);
+    return !r.ok() || r->has_value();  // a store error keeps the link
+  };
+  hooks.log = [this](const std::string& msg) { Log(msg); };
+  leases_ = std::make_unique<LeaseRelay>(std::move(hooks));
   Loop();
   return 0;
 }
@@ -235,7 +270,15 @@ void Supervisor::OnLine(Conn& c, const std::string& line) {
         if (p.ctl == &c) return;
       c.dead = true;
       if (line == "CAPS") {
-        (void)SendLine(c.fd.get(), "CAPS fork fork-count fork-cancel");
+        (void)SendLine(c.fd.get(), "CAPS fork fork-count fork-cancel fork-park lease release");
+        return;
+      }
+      if (line.rfind("LEASE ", 0) == 0) {
+        AttachLeaseReader(c, line.substr(6));
+        return;
+      }
+      if (line == "RELEASE") {
+        (void)SendLine(c.fd.get(), ReleaseGolden());
         return;
       }
       PendingFork req;
@@ -248,8 +291,23 @@ void Supervisor::OnLine(Conn& c, const std::string& line) {
         if (in >> clone >> req.share >> timeout_ms) req.clones.push_back(clone);
       } else if (verb == "FORKN") {
         req.batch = true;
-        if (in >> req.share >> timeout_ms)
-          while (in >> clone && req.clones.size() <= kMaxForkCount) req.clones.push_back(clone);
+        // Options (words with '=', which no machine name has) come before the names.
+        bool bad_option = false;
+        if (in >> req.share >> timeout_ms) {
+          while (in >> clone && req.clones.size() <= kMaxForkCount) {
+            if (clone.find('=') == std::string::npos) {
+              req.clones.push_back(clone);
+            } else if (clone == "park=1" && req.clones.empty()) {
+              req.park = true;
+            } else {
+              bad_option = true;
+            }
+          }
+        }
+        if (bad_option) {
+          (void)SendLine(c.fd.get(), ErrLine(InvalidArgument("malformed request: " + line.substr(0, 200))));
+          return;
+        }
       } else {
         (void)SendLine(c.fd.get(), ErrLine(InvalidArgument("unknown request")));
         return;
@@ -304,17 +362,34 @@ void Supervisor::OnLine(Conn& c, const std::string& line) {
           r.exit_code = SmolvmInitExitCode(status);
           return Status::Ok();
         });
+        leases_->ProgramExited(c.clone, status);
       }
       return;
     }
   }
 }
 
+std::string Supervisor::ReleaseGolden() {
+  if (golden_ == nullptr || golden_->dead)
+    return ErrLine(WrongState("machine '" + name_ + "' has no process waiting at its forkpoint"));
+  if (!pending_.empty()) return ErrLine(WrongState("machine '" + name_ + "' has a fork request waiting"));
+  Status sent = SendLine(golden_->fd.get(), "RELEASE");
+  if (!sent.ok()) return ErrLine(sent);
+  // Its connection ends here (the line stays readable to it): no later
+  // request sends it an order, and the loop announces it left.
+  golden_->dead = true;
+  Log("golden released from its forkpoint (machine stop)");
+  return "OK released";
+}
+
 void Supervisor::CloneEnded(Conn& c) {
+  leases_->CloneEnded(c.clone);
+  ::unlink(MachinePaths(home_, c.clone).lease_sock.c_str());
   MachineCgroup cg(layout_, c.clone);
   Status destroyed = cg.Destroy();
   (void)Update(c.clone, [&](MachineRecord& r) {
     if (r.state != kStateRunning && r.state != kStateStopping) return Status::Ok();
+    if (r.detail == "parked") r.detail.clear();
     bool clean = r.state == kStateStopping || r.exit_code == 0;
     r.state = clean ? kStateStopped : kStateFailed;
     if (!clean) r.detail = r.exit_code >= 0 ? "program exited with code " + std::to_string(r.exit_code) : "clone init died";
@@ -322,6 +397,40 @@ void Supervisor::CloneEnded(Conn& c) {
     return Status::Ok();
   });
   if (!destroyed.ok()) Log(destroyed.message());
+  leases_->Prune();
+}
+
+void Supervisor::AttachLeaseReader(Conn& c, const std::string& clone) {
+  auto refuse = [&](const Status& s) { (void)SendLine(c.fd.get(), ErrLine(s)); };
+  if (Status v = ValidateName(clone); !v.ok()) return refuse(v);
+  auto rec = store_->Find(clone);
+  if (!rec.ok()) return refuse(rec.status());
+  if (!rec->has_value() || (**rec).golden != name_)
+    return refuse(NotFound("machine '" + clone + "' is no clone of '" + name_ + "'"));
+  leases_->Prune();
+  if (!leases_->Has(clone)) {
+    if ((**rec).state == kStateForking)
+      return refuse(WrongState("clone '" + clone + "' is still being forked (open its lease link once 'machine fork' returned)"));
+    return refuse(NotFound("clone '" + clone + "' has no lease link any more (it ended and its end was acknowledged, or it was made by an older smolvm)"));
+  }
+  if (!SendLine(c.fd.get(), "OK").ok()) return;
+  // Anything the reader sent past its request line is dropped: a reader
+  // waits for OK before its first frame.
+  Status s = leases_->Attach(clone, std::move(c.fd));
+  if (!s.ok()) Log(s.message());
+}
+
+void Supervisor::ReleaseParked(const std::string& clone) {
+  for (auto& c : conns_) {
+    if (c.kind != Conn::kClone || c.clone != clone || c.dead) continue;
+    Status s = SendLine(c.fd.get(), "GO");
+    Log("lease: parked clone '" + clone + "' released" + (s.ok() ? "" : ": " + s.message()));
+    (void)Update(clone, [](MachineRecord& r) {
+      if (r.detail == "parked") r.detail.clear();
+      return Status::Ok();
+    });
+    return;
+  }
 }
 
 void Supervisor::Loop() {
@@ -343,8 +452,12 @@ void Supervisor::Loop() {
       int ms = static_cast<int>(std::max<int64_t>(left, 0)) + 1;
       timeout = timeout < 0 ? ms : std::min(timeout, ms);
     }
+    const size_t lease_base = fds.size();
+    leases_->AppendPollFds(&fds);
     int r = ::poll(fds.data(), fds.size(), timeout);
     if (r < 0 && errno != EINTR) break;
+    // The lease links first, while the descriptors polled are still theirs.
+    if (r > 0) leases_->OnPoll(fds.data() + lease_base, fds.size() - lease_base);
     if (fds[1].revents) {
       struct signalfd_siginfo si;
       if (::read(signals_.get(), &si, sizeof si) == sizeof si) {
@@ -437,6 +550,7 @@ void Supervisor::Finish(int status) {
   if (clones.ok()) {
     for (const auto& cl : *clones) {
       MachineCgroup(layout_, cl.name).Destroy().ok();
+      ::unlink(MachinePaths(home_, cl.name).lease_sock.c_str());
       (void)Update(cl.name, [&](MachineRecord& r) {
         if (r.state == kStateRunning || r.state == kStateStopping || r.state == kStateForking) {
           r.state = r.state == kStateStopping ? kStateStopped : kStateFailed;
@@ -450,6 +564,7 @@ void Supervisor::Finish(int status) {
   // The endpoint goes first, so no new session of ours starts while the
   // cgroup (with the workers that served us) is emptied.
   cuda_endpoint_.Reset();
+  ReleaseBackend();
   Status destroyed = cgroup_->Destroy();
   if (!destroyed.ok()) Log(destroyed.message());
   ReleaseHostResources();

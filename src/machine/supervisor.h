@@ -11,12 +11,17 @@
 // connection, lines ending in '\n':
 //   "CAPS" -> "CAPS <word>...": what this supervisor serves. Today: fork
 //           (FORK), fork-count (FORKN: many clones, one GPU fork request),
-//           fork-cancel (a caller's shutdown before the answer undoes it).
+//           fork-cancel (a caller's shutdown before the answer undoes it),
+//           fork-park (FORKN's park=1), lease (LEASE), release (RELEASE).
 //   "FORK <clone> <share> <timeout_ms>" -> "OK <index> <init host pid>"
 //                                        | "ERR <status code> <message>"
-//   "FORKN <share> <timeout_ms> <clone>..." (at most 1024 clones)
+//   "FORKN <share> <timeout_ms> [park=1] <clone>..." (at most 1024 clones)
 //        -> "CLONE <clone> <index> <init host pid> <ms>" per clone, in order,
 //           then "OK <count>" | "ERR <status code> <message>"
+//   "RELEASE" -> "OK released" | "ERR <status code> <message>": the golden
+//           waiting at its forkpoint (no fork in flight) is told RELEASE, so
+//           its smolvmForkpoint() returns -ECANCELED (python: None) and the
+//           program goes on (`machine stop` asks this first).
 //   share: on|off|auto. timeout_ms: how long the request waits for the golden
 //   to reach its forkpoint. ms: from the moment the request met the golden at
 //   its forkpoint to the clone serving (for a --cuda golden: its CUDA session
@@ -26,6 +31,12 @@
 //   its side (or closes) before the answer cancels the request: what was
 //   made is undone and the answer, when it can still be read, is
 //   "ERR 200002 ... cancelled ...".
+//   park=1: the clones are made as usual (a GPU fork attaches their CUDA
+//   sessions) but their programs stay inside smolvmForkpoint() until their
+//   first lease payload (their init gets no GO until then).
+//   "LEASE <clone>" -> "OK", then the connection carries the clone's lease
+//   link (guest/lease_wire.h; the host's end is lease_link.h), or
+//   "ERR <status code> <message>".
 #pragma once
 
 #include <cstdint>

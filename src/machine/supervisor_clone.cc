@@ -17,6 +17,7 @@
 #include "machine/process.h"
 #include "machine/sandbox.h"
 #include "machine/supervisor_internal.h"
+#include "transport/unix_channel.h"
 
 namespace smolvm::machine {
 namespace {
@@ -56,6 +57,9 @@ Status Supervisor::PrepareClone(CloneWork& w) {
   limits.mem_bytes = w.rec.spec.mem_mib << 20;
   limits.pids = PidsLimit(w.rec.spec);
   RETURN_IF_ERROR(w.cg.Create(limits));
+  // Its lease link: the clone connects when its program first asks (0666:
+  // the guest's uids; only the clone's own processes are accepted).
+  ASSIGN_OR_RETURN(w.lease_listen, ListenUnix(w.paths.lease_sock, 0666));
   if (cuda_) {
     // The clone's own endpoint, before the daemon is asked for its session.
     ASSIGN_OR_RETURN(w.endpoint, AttachCudaMachine(*cuda_, w.name, w.paths.cuda_sock, w.cg.dirs(),
@@ -152,6 +156,7 @@ Status Supervisor::AdvanceClone(CloneWork& w, ForkRun& run, std::optional<Clock:
       gm.cgroupfs = true;
       gm.replace = true;
       if (cuda_) gm.cuda_sock = w.paths.cuda_sock;
+      gm.lease_sock = w.paths.lease_sock;
       RETURN_IF_ERROR(InjectGuestMounts(c1.peer, std::move(gm), layout_));
       w.steps.mounts = run.Ms();
       RETURN_IF_ERROR(SendLine(c1.fd.get(), "READY", w.log.get()));

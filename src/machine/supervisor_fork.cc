@@ -149,7 +149,7 @@ std::string Supervisor::CloneLine(const CloneWork& w) {
          " ms=" + std::to_string(static_cast<int64_t>(w.ms)) + steps;
 }
 
-Status Supervisor::Commit(std::vector<CloneWork>& works) {
+Status Supervisor::Commit(std::vector<CloneWork>& works, bool park) {
   const int64_t now = NowSeconds();
   const int64_t self_start = ProcessStartTime(::getpid());
   RETURN_IF_ERROR(store_->Transaction([&]() -> Status {
@@ -164,18 +164,22 @@ Status Supervisor::Commit(std::vector<CloneWork>& works) {
       r->supervisor_start = self_start;
       r->started_at = now;
       r->run_id++;
+      if (park) r->detail = "parked";
       RETURN_IF_ERROR(store_->Put(*r));
     }
     return Status::Ok();
   }));
   for (auto& w : works) {
-    // Every clone made: their programs go on past the forkpoint together.
-    (void)SendLine(w.conn->fd.get(), "GO");
+    // Every clone made: their programs go on past the forkpoint together,
+    // or, parked, each once its first lease payload comes.
+    leases_->AddClone(w.name, std::move(w.lease_listen), park);
+    if (!park) (void)SendLine(w.conn->fd.get(), "GO");
     w.conn->cuda = std::move(w.endpoint);
     w.conn->clone = w.name;
     conns_.push_back(std::move(*w.conn));
     w.conn.reset();
   }
+  leases_->Prune();
   return Status::Ok();
 }
 
@@ -229,11 +233,12 @@ void Supervisor::ServeForks() {
     Status s = DoForks(req, &works, &run);
     if (s.ok() && PeerHungUp(req.ctl->fd.get()))
       s = Cancelled("the fork of " + what + " was cancelled by its caller (Ctrl-C); its clones are removed");
-    if (s.ok()) s = Commit(works);
+    if (s.ok()) s = Commit(works, req.park);
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
     if (s.ok()) {
       for (const auto& w : works) Log(CloneLine(w));
       Log("fork: " + std::to_string(works.size()) + " clone(s) in one request" + (run.gpu_fork ? " (one GPU fork)" : "") +
+          (req.park ? " (parked)" : "") +
           " ms=" + std::to_string(ms));
     } else {
       Log("fork of " + what + " failed: " + s.message());

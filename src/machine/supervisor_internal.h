@@ -21,9 +21,11 @@
 
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "machine/backend.h"
 #include "machine/cgroups.h"
 #include "machine/cuda_link.h"
 #include "machine/disk_layers.h"
+#include "machine/lease_relay.h"
 #include "machine/paths.h"
 #include "machine/store.h"
 #include "machine/supervisor_conn.h"
@@ -41,6 +43,7 @@ class Supervisor {
     std::string share;
     Clock::time_point deadline;
     bool batch = false;  // FORKN: "CLONE ..." lines then "OK <n>"; FORK: "OK <index> <pid>"
+    bool park = false;   // FORKN park=1: the clones' programs wait for their first lease payload
   };
   // One clone of a request, while it is made (supervisor_clone.cc).
   struct CloneWork {
@@ -52,6 +55,7 @@ class Supervisor {
     MachineCgroup cg;
     WritableMounts disk;       // its /tmp and /workspace, mounted into it when it comes up
     UniqueFd log, endpoint;    // its log; --cuda: holds its CUDA endpoint in the daemon
+    UniqueFd lease_listen;     // its lease.sock (lease_relay.h), mounted into it with /tmp
     std::optional<Conn> conn;  // C1's connection, then its init's (forkpoint_wire.h)
     int index = -1;
     pid_t init = 0;            // host pid of its init, once up
@@ -103,14 +107,17 @@ class Supervisor {
   void Finish(int status);
   void Accept(int listen_fd, Conn::Kind kind);
   void OnLine(Conn& c, const std::string& line);
+  // RELEASE on the control socket: the golden's forkpoint returns; the answer line.
+  std::string ReleaseGolden();
   // supervisor_fork.cc: fork requests on the control socket, one at a time.
   void ServeForks();
   // Makes every clone of req, the golden's GPU session forked for all of them
   // in one daemon request; on failure spends the golden's orders left and
   // returns with *works holding what must be undone.
   Status DoForks(const PendingFork& req, std::vector<CloneWork>* works, ForkRun* run);
-  // The clones made: running in the store, their init connections watched.
-  Status Commit(std::vector<CloneWork>& works);
+  // The clones made: running in the store, their init connections watched,
+  // their lease links served; unless parked, their programs go on (GO).
+  Status Commit(std::vector<CloneWork>& works, bool park);
   // A made clone's log line: index, name, init pid, ms and its steps.
   static std::string CloneLine(const CloneWork& w);
   void Answer(const PendingFork& req, const Status& s, const std::vector<CloneWork>& works);
@@ -134,6 +141,10 @@ class Supervisor {
   Status SpendOrder(const std::string& clone, ForkRun& run);
   void UndoClone(CloneWork& w);
   void CloneEnded(Conn& c);
+  // A LEASE request on ctl.sock: the connection becomes the clone's reader.
+  void AttachLeaseReader(Conn& c, const std::string& clone);
+  // A parked clone's first payload came: its init gets GO.
+  void ReleaseParked(const std::string& clone);
   Status Update(const std::string& name, const std::function<Status(MachineRecord&)>& fn);
   void Log(const std::string& msg);
   // --cuda: tells the daemon the golden waits at (or left) the forkpoint
@@ -141,6 +152,8 @@ class Supervisor {
   // session is not an error.
   void AnnounceForkpoint(bool at);
   void ReleaseHostResources();
+  // The backend's Release once its launched process ended (or never came).
+  void ReleaseBackend();
 
   std::string home_, name_;
   int64_t run_id_;
@@ -149,6 +162,7 @@ class Supervisor {
   MachineRecord rec_;
   CgroupLayout layout_;
   std::optional<MachineCgroup> cgroup_;
+  std::unique_ptr<IsolationBackend> backend_;  // what runs the machine (rec_.spec.isolation)
   std::optional<CudaDaemon> cuda_;  // --cuda: the host's daemon
   UniqueFd host_mnt_;               // the host's mount namespace (ours is private)
   bool pack_held_ = false;          // a pack_users row of ours exists
@@ -161,6 +175,7 @@ class Supervisor {
   Conn* golden_ = nullptr;
   pid_t golden_pid_ = 0;
   std::deque<PendingFork> pending_;
+  std::unique_ptr<LeaseRelay> leases_;  // the clones' lease links
   int next_index_ = 0;
   bool stopping_ = false;
 };

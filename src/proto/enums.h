@@ -8,7 +8,7 @@
 
 namespace smolvm::proto {
 
-// Which chunks a fork shares (DESIGN §5): none, the ones marked frozen, or
+// Which chunks a fork shares (docs/architecture.md §5): none, the ones marked frozen, or
 // the ones whose contents still equal their host-to-device upload.
 enum class ShareMode : uint32_t { kOff = 0, kOn = 1, kAuto = 2 };
 

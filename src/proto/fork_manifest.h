@@ -55,11 +55,17 @@
   R(ManifestLimit, (F(i32, limit) F(u64, value))) \
   /* a module global the golden's guest resolved: where it was and what it held at the fork */ \
   R(ManifestGlobal, (F(u64, module) F(str, name) F(u64, dptr) F(str, data))) \
+  /* a graph request of the golden's, replayed in order by the clone (worker/graph_log.h): */ \
+  /* op: a guest op number, request: its fields encoded; ok 0: a StreamEndCapture that failed */ \
+  R(ManifestGraphCall, (F(u32, op) F(str, request) F(u8, ok))) \
+  /* graph memory: a mem-alloc node's allocation, which the clone's replay takes as it is */ \
+  R(ManifestGraphAlloc, (F(u64, graph) F(u64, node) F(u64, dptr))) \
   R(ForkManifestBody, \
     (F(ManifestLayout, layout) F(ManifestModule_list, modules) F(ManifestFunction_list, functions) \
      F(ManifestStream_list, streams) F(ManifestEvent_list, events) F(ManifestBlas_list, blas) \
      F(u64s, lt) F(ManifestDnnHandle_list, dnn_handles) F(ManifestDnnCall_list, dnn_log) \
-     F(ManifestLimit_list, limits) F(ManifestGlobal_list, globals))) \
+     F(ManifestLimit_list, limits) F(ManifestGlobal_list, globals) F(ManifestGraphCall_list, graph_log) \
+     F(ManifestGraphAlloc_list, graph_allocs))) \
   /* ForkGo: one order answering the golden's ForkpointWait; clone_index < 0: a release */ \
   R(ForkOrder, (F(i32, clone_index) F(str, token)))
 // clang-format on

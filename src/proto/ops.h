@@ -90,7 +90,7 @@
     (F(u64, function) F(u32, grid_x) F(u32, grid_y) F(u32, grid_z) F(u32, block_x) \
      F(u32, block_y) F(u32, block_z) F(u32, shared_bytes) F(u64, stream) F(bytes, params) \
      F(u32s, attrs)), ()) \
-  /* -- fork (DESIGN §5) ------------------------------------------------ */ \
+  /* -- fork (docs/architecture.md §5) ------------------------------------------------ */ \
   /* marks device memory frozen: shared read-only by clones under --share on */ \
   X(60, MarkFrozen, SYNC, (F(u64, dptr) F(u64, bytes)), ()) \
   /* the golden blocks here; clone_index >= 0: fork a child now, which says */ \
@@ -175,6 +175,61 @@
   X(127, DnnExecute, ASYNC, \
     (F(u64, handle) F(u64, plan) F(u64s, uids) F(u64s, ptrs) F(u32s, sizes) F(bytes, values) \
      F(u64, workspace)), ()) \
+  /* -- host functions (docs/shim.md, Host functions) ------------------ */ \
+  /* fn, user: the guest's function and argument, echoed back in HostFuncCall; */ \
+  /* kind: 0 cudaLaunchHostFunc (fn(user)), 1 cudaStreamAddCallback (fn(stream, status, user)) */ \
+  X(130, LaunchHostFunc, ASYNC, (F(u64, stream) F(u64, fn) F(u64, user) F(u32, kind)), ()) \
+  /* worker -> guest, unsolicited (ASYNC flag, seq 0): run fn now, then say HostFuncDone; */ \
+  /* status: the stream's error so far (a cudaStreamCallback_t's status) */ \
+  X(131, HostFuncCall, ASYNC, \
+    (F(u64, call) F(u64, fn) F(u64, user) F(u32, kind) F(u64, stream) F(i32, status)), ()) \
+  X(132, HostFuncDone, ASYNC, (F(u64, call)), ()) \
+  /* -- graphs (docs/shim.md, Graphs): graph, node, exec are guest-chosen ids; */ \
+  /* deps: nodes of the same graph that the new node runs after ----------- */ \
+  X(140, GraphCreate, ASYNC, (F(u64, graph)), ()) \
+  X(141, GraphDestroy, ASYNC, (F(u64, graph)), ()) \
+  X(142, GraphAddKernelNode, ASYNC, \
+    (F(u64, graph) F(u64, node) F(u64s, deps) F(u64, function) F(u32, grid_x) F(u32, grid_y) \
+     F(u32, grid_z) F(u32, block_x) F(u32, block_y) F(u32, block_z) F(u32, shared_bytes) \
+     F(bytes, params)), ()) \
+  /* kind: 1 HtoD, 2 DtoH, 3 DtoD; a host side is a registered pinned segment */ \
+  X(143, GraphAddMemcpyNode, ASYNC, \
+    (F(u64, graph) F(u64, node) F(u64s, deps) F(u64, dst) F(u64, src) F(u64, bytes) F(u32, kind)), ()) \
+  /* height rows of width elements of elem_bytes (1, 2, 4), pitch bytes apart */ \
+  X(144, GraphAddMemsetNode, ASYNC, \
+    (F(u64, graph) F(u64, node) F(u64s, deps) F(u64, dst) F(u32, value) F(u32, elem_bytes) \
+     F(u64, width) F(u64, height) F(u64, pitch)), ()) \
+  /* fn(user) in the guest at each launch (HostFuncCall, kind 0) */ \
+  X(145, GraphAddHostNode, ASYNC, (F(u64, graph) F(u64, node) F(u64s, deps) F(u64, fn) F(u64, user)), ()) \
+  /* wait 0: an event record node, 1: an event wait node */ \
+  X(146, GraphAddEventNode, ASYNC, \
+    (F(u64, graph) F(u64, node) F(u64s, deps) F(u64, event) F(u32, wait)), ()) \
+  /* a copy of `child` as it is now */ \
+  X(147, GraphAddChildNode, ASYNC, (F(u64, graph) F(u64, node) F(u64s, deps) F(u64, child)), ()) \
+  X(148, GraphAddEmptyNode, ASYNC, (F(u64, graph) F(u64, node) F(u64s, deps)), ()) \
+  /* graph memory: device memory for the graph's life, charged like MemAlloc */ \
+  X(149, GraphAddMemAllocNode, SYNC, (F(u64, graph) F(u64, node) F(u64s, deps) F(u64, bytes)), (F(u64, dptr))) \
+  X(150, GraphAddMemFreeNode, ASYNC, (F(u64, graph) F(u64, node) F(u64s, deps) F(u64, dptr)), ()) \
+  /* edges from[i] -> to[i] */ \
+  X(151, GraphAddDependencies, ASYNC, (F(u64, graph) F(u64s, from) F(u64s, to)), ()) \
+  X(152, GraphClone, ASYNC, (F(u64, clone) F(u64, graph)), ()) \
+  /* every node's id; a captured or cloned graph's nodes are named here */ \
+  X(153, GraphGetNodes, SYNC, (F(u64, graph)), (F(u64s, nodes))) \
+  /* mode: the guest's cudaStreamCaptureMode (the worker captures relaxed; */ \
+  /* the guest applies the mode's thread rules); graph: the id the capture */ \
+  /* goes into, registered by StreamEndCapture */ \
+  X(154, StreamBeginCapture, SYNC, (F(u64, stream) F(u32, mode) F(u64, graph)), ()) \
+  X(155, StreamEndCapture, SYNC, (F(u64, stream)), ()) \
+  X(156, GraphInstantiate, SYNC, (F(u64, exec) F(u64, graph) F(u64, flags)), ()) \
+  X(157, GraphExecDestroy, ASYNC, (F(u64, exec)), ()) \
+  /* one message per launch, whatever the graph holds */ \
+  X(158, GraphLaunch, ASYNC, (F(u64, exec) F(u64, stream)), ()) \
+  X(159, GraphUpload, ASYNC, (F(u64, exec) F(u64, stream)), ()) \
+  /* result: cudaGraphExecUpdateResult; error_node: the first node that differs */ \
+  X(160, GraphExecUpdate, SYNC, (F(u64, exec) F(u64, graph)), (F(u32, result) F(u64, error_node))) \
+  X(161, GraphExecKernelNodeSetParams, ASYNC, \
+    (F(u64, exec) F(u64, node) F(u64, function) F(u32, grid_x) F(u32, grid_y) F(u32, grid_z) \
+     F(u32, block_x) F(u32, block_y) F(u32, block_z) F(u32, shared_bytes) F(bytes, params)), ()) \
   /* -- NVML, answered for the session (docs/shim.md) ------------------- */ \
   /* uuid: NVML's text form; driver: the kernel driver version string */ \
   X(100, NvmlDevice, SYNC, (), \

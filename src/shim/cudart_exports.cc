@@ -270,3 +270,21 @@ SMOLVM_EXPORT const char* cudaGetErrorString(cudaError_t error) {
   const char* s = smolvm::shim::CudaErrorString(error);
   return s != nullptr ? s : "unrecognized error code";
 }
+
+// --- host functions ---------------------------------------------------------
+SMOLVM_EXPORT cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* user) {
+  return rt().LaunchHostFunc(stream, reinterpret_cast<uint64_t>(fn), reinterpret_cast<uint64_t>(user), 0, false);
+}
+SMOLVM_EXPORT cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void* user) {
+  return rt().LaunchHostFunc(stream, reinterpret_cast<uint64_t>(fn), reinterpret_cast<uint64_t>(user), 0, true);
+}
+SMOLVM_EXPORT cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t fn, void* user,
+                                                unsigned flags) {
+  if (flags != 0) return rt().Record(cudaErrorInvalidValue);
+  return rt().LaunchHostFunc(stream, reinterpret_cast<uint64_t>(fn), reinterpret_cast<uint64_t>(user), 1, false);
+}
+SMOLVM_EXPORT cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t fn, void* user,
+                                                     unsigned flags) {
+  if (flags != 0) return rt().Record(cudaErrorInvalidValue);
+  return rt().LaunchHostFunc(stream, reinterpret_cast<uint64_t>(fn), reinterpret_cast<uint64_t>(user), 1, true);
+}

@@ -20,7 +20,6 @@ using smolvm::shim::Runtime;
 namespace {
 
 Runtime& rt() { return Runtime::Get(); }
-thread_local cudaStreamCaptureMode tl_capture_mode = cudaStreamCaptureModeGlobal;
 unsigned device_flags = 0;
 
 }  // namespace
@@ -30,12 +29,12 @@ unsigned device_flags = 0;
 SMOLVM_EXPORT cudaError_t cudaStreamIsCapturing(cudaStream_t stream,
                                                 cudaStreamCaptureStatus* status) {
   if (status == nullptr) return rt().Record(cudaErrorInvalidValue);
-  return rt().StreamCaptureStatus(stream, false, status, nullptr);
+  return rt().StreamCaptureStatus(stream, false, status, nullptr, nullptr, nullptr);
 }
 SMOLVM_EXPORT cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream,
                                                      cudaStreamCaptureStatus* status) {
   if (status == nullptr) return rt().Record(cudaErrorInvalidValue);
-  return rt().StreamCaptureStatus(stream, true, status, nullptr);
+  return rt().StreamCaptureStatus(stream, true, status, nullptr, nullptr, nullptr);
 }
 
 static cudaError_t CaptureInfo(cudaStream_t stream, bool per_thread,
@@ -43,10 +42,17 @@ static cudaError_t CaptureInfo(cudaStream_t stream, bool per_thread,
                                cudaGraph_t* graph, const cudaGraphNode_t** deps,
                                const cudaGraphEdgeData** edges, size_t* num_deps) {
   if (status == nullptr) return rt().Record(cudaErrorInvalidValue);
-  cudaError_t e = rt().StreamCaptureStatus(stream, per_thread, status, nullptr);
-  if (e != cudaSuccess) return e;
-  // Not capturing: the other outputs are left alone, as CUDA does.
-  (void)id, (void)graph, (void)deps, (void)edges, (void)num_deps;
+  if (edges != nullptr && deps == nullptr) return rt().Record(cudaErrorInvalidValue);
+  cudaError_t e = rt().StreamCaptureStatus(stream, per_thread, status, nullptr, id, graph);
+  if (e != cudaSuccess || *status != cudaStreamCaptureStatusActive) return e;
+  // The capture's current dependency set lives in the worker's driver; a
+  // caller that asks for it is refused by name (docs/shim.md, Graphs).
+  if (deps != nullptr || num_deps != nullptr) {
+    static std::atomic<bool> reported{false};
+    smolvm::shim::ReportNotSupportedOnce(&reported, "cudart", "cudaStreamGetCaptureInfo's dependency set",
+                                         "cudaErrorNotSupported");
+    return rt().Record(cudaErrorNotSupported);
+  }
   return cudaSuccess;
 }
 SMOLVM_EXPORT cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream,
@@ -69,27 +75,27 @@ SMOLVM_EXPORT cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream,
 SMOLVM_EXPORT cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
   if (mode == nullptr || *mode > cudaStreamCaptureModeRelaxed)
     return rt().Record(cudaErrorInvalidValue);
-  std::swap(*mode, tl_capture_mode);
+  std::swap(*mode, smolvm::shim::ThreadCaptureMode());
   return cudaSuccess;
 }
 
 SMOLVM_EXPORT cudaError_t cudaStreamGetId(cudaStream_t stream, unsigned long long* id) {
   if (id == nullptr) return rt().Record(cudaErrorInvalidValue);
-  return rt().StreamCaptureStatus(stream, false, nullptr, id);
+  return rt().StreamCaptureStatus(stream, false, nullptr, id, nullptr, nullptr);
 }
 SMOLVM_EXPORT cudaError_t cudaStreamGetId_ptsz(cudaStream_t stream, unsigned long long* id) {
   if (id == nullptr) return rt().Record(cudaErrorInvalidValue);
-  return rt().StreamCaptureStatus(stream, true, nullptr, id);
+  return rt().StreamCaptureStatus(stream, true, nullptr, id, nullptr, nullptr);
 }
 SMOLVM_EXPORT cudaError_t cudaStreamGetDevice(cudaStream_t stream, int* device) {
   if (device == nullptr) return rt().Record(cudaErrorInvalidValue);
   *device = 0;
-  return rt().StreamCaptureStatus(stream, false, nullptr, nullptr);
+  return rt().StreamCaptureStatus(stream, false, nullptr, nullptr, nullptr, nullptr);
 }
 SMOLVM_EXPORT cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t stream, int* device) {
   if (device == nullptr) return rt().Record(cudaErrorInvalidValue);
   *device = 0;
-  return rt().StreamCaptureStatus(stream, true, nullptr, nullptr);
+  return rt().StreamCaptureStatus(stream, true, nullptr, nullptr, nullptr, nullptr);
 }
 
 SMOLVM_EXPORT cudaError_t cudaSetDeviceFlags(unsigned int flags) {

@@ -147,7 +147,13 @@
   X(cuEventRecord_ptsz, (CUevent e, CUstream s), (e, s)) \
   X(cuEventSynchronize, (CUevent e), (e)) \
   X(cuEventQuery, (CUevent e), (e)) \
-  X(cuEventElapsedTime_v2, (float* ms, CUevent start, CUevent end), (ms, start, end))
+  X(cuEventElapsedTime_v2, (float* ms, CUevent start, CUevent end), (ms, start, end)) \
+  /* -- host functions (forward_host_func.cc) ---------------------------- */ \
+  X(cuLaunchHostFunc, (CUstream s, CUhostFn fn, void* user), (s, fn, user)) \
+  X(cuLaunchHostFunc_ptsz, (CUstream s, CUhostFn fn, void* user), (s, fn, user)) \
+  X(cuStreamAddCallback, (CUstream s, CUstreamCallback fn, void* user, unsigned int flags), (s, fn, user, flags)) \
+  X(cuStreamAddCallback_ptsz, (CUstream s, CUstreamCallback fn, void* user, unsigned int flags), \
+    (s, fn, user, flags))
 // clang-format on
 
 extern "C" {

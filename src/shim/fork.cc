@@ -1,4 +1,4 @@
-// The shim's side of a GPU fork (DESIGN §5): the golden's wait for the
+// The shim's side of a GPU fork (docs/architecture.md §5): the golden's wait for the
 // daemon's order (the daemon as controller) or the supervisor's (a machine),
 // smolvmMarkFrozen, and the child's move to a clone session. Reached through
 // libsmolvm-guest.so's hooks, which call them from the fork steps
@@ -70,6 +70,9 @@ int Runtime::WaitForkOrder(int* index, char* token, size_t token_cap) {
   std::memcpy(token, order.token.c_str(), order.token.size() + 1);
   *index = order.clone_index;
   machine_fork_token_ = order.token;
+  // The worker synchronized before it answered: every host function ran.
+  // No thread may be inside the shim at fork(2).
+  session_.StopCallbacks();
   std::fflush(nullptr);
   return 0;  // still holding the session: nothing may run between here and fork(2)
 }
@@ -96,6 +99,7 @@ int Runtime::PrepareMachineFork() {
     return fail(-ECONNRESET);
   }
   if (order.clone_index < 0 || order.token.empty()) return fail(-ECANCELED);
+  session_.StopCallbacks();
   std::fflush(nullptr);
   machine_fork_token_ = order.token;
   return 0;  // still holding the session: nothing may run between here and fork(2)
@@ -103,6 +107,7 @@ int Runtime::PrepareMachineFork() {
 
 void Runtime::AfterMachineForkInParent() {
   machine_fork_token_.clear();
+  session_.RestartCallbacks();
   session_.mu().unlock();
 }
 

@@ -31,6 +31,7 @@ cudaError_t Runtime::Malloc(void** ptr, size_t bytes) {
   if (ptr == nullptr) return Record(cudaErrorInvalidValue);
   std::lock_guard lock(session_.mu());
   if (cudaError_t e = Begin(); e != cudaSuccess) return Record(e);
+  if (cudaError_t e = captures_.CheckUnsafeCall(); e != cudaSuccess) return Finish(e);
   if (bytes == 0) {
     *ptr = nullptr;
     return Finish(cudaSuccess);
@@ -48,6 +49,7 @@ cudaError_t Runtime::Malloc(void** ptr, size_t bytes) {
 cudaError_t Runtime::Free(void* ptr) {
   std::lock_guard lock(session_.mu());
   if (cudaError_t e = Begin(); e != cudaSuccess) return Record(e);
+  if (cudaError_t e = captures_.CheckUnsafeCall(); e != cudaSuccess) return Finish(e);
   if (ptr == nullptr) return Finish(cudaSuccess);  // cudaFree(0): the "initialize" idiom
   uint64_t p = reinterpret_cast<uint64_t>(ptr);
   if (!device_mem_.StartsAt(p)) return Finish(cudaErrorInvalidValue);
@@ -64,6 +66,7 @@ cudaError_t Runtime::MallocHost(void** ptr, size_t bytes, unsigned flags) {
     return Record(cudaErrorInvalidValue);
   std::lock_guard lock(session_.mu());
   if (cudaError_t e = Begin(); e != cudaSuccess) return Record(e);
+  if (cudaError_t e = captures_.CheckUnsafeCall(); e != cudaSuccess) return Finish(e);
   if (bytes == 0) {
     *ptr = nullptr;
     return Finish(cudaSuccess);
@@ -81,6 +84,7 @@ cudaError_t Runtime::MallocHost(void** ptr, size_t bytes, unsigned flags) {
 cudaError_t Runtime::FreeHost(void* ptr) {
   std::lock_guard lock(session_.mu());
   if (cudaError_t e = Begin(); e != cudaSuccess) return Record(e);
+  if (cudaError_t e = captures_.CheckUnsafeCall(); e != cudaSuccess) return Finish(e);
   if (ptr == nullptr) return Finish(cudaSuccess);
   Status st = host_mem_.Free(session_, reinterpret_cast<uint64_t>(ptr));
   if (st.code() == static_cast<int32_t>(Code::kInvalidArgument)) return Finish(cudaErrorInvalidValue);
@@ -255,6 +259,14 @@ cudaError_t Runtime::Memcpy(void* dst, const void* src, size_t bytes, cudaMemcpy
   MemClass dc = classify(dst), sc = classify(src);
   if (dc == MemClass::kInvalid || sc == MemClass::kInvalid) return Finish(cudaErrorInvalidValue);
   bool dst_dev = dc == MemClass::kDevice, src_dev = sc == MemClass::kDevice;
+  if (CaptureTable::Capture* c = captures_.Of(sid)) {
+    // A capture holds copies between device and pinned memory only; a
+    // synchronous copy would wait for work that does not run.
+    if (!async || dc == MemClass::kPageable || sc == MemClass::kPageable) {
+      c->invalidated = true;
+      return Finish(cudaErrorStreamCaptureUnsupported);
+    }
+  }
   switch (kind) {
     case cudaMemcpyHostToHost:
       if (dst_dev || src_dev) return Finish(cudaErrorInvalidValue);

@@ -25,6 +25,7 @@ cudaError_t Runtime::StreamDestroy(cudaStream_t stream) {
   if (cudaError_t e = Begin(); e != cudaSuccess) return Record(e);
   uint64_t id = HandleId(stream);
   if (streams_.erase(id) == 0) return Finish(cudaErrorInvalidResourceHandle);
+  captures_.Forget(id);
   proto::StreamDestroyRequest req;
   req.stream = id;
   session_.Enqueue(req);
@@ -36,6 +37,11 @@ cudaError_t Runtime::StreamSynchronize(cudaStream_t stream, bool per_thread) {
   if (cudaError_t e = Begin(); e != cudaSuccess) return Record(e);
   uint64_t sid;
   if (cudaError_t e = StreamId(stream, per_thread, &sid); e != cudaSuccess) return Finish(e);
+  if (CaptureTable::Capture* c = captures_.Of(sid)) {
+    c->invalidated = true;  // its work does not run: nothing to wait for
+    return Finish(cudaErrorStreamCaptureUnsupported);
+  }
+  if (cudaError_t e = captures_.CheckUnsafeCall(); e != cudaSuccess) return Finish(e);
   proto::StreamSynchronizeRequest req;
   req.stream = sid;
   proto::StreamSynchronizeReply rep;
@@ -47,6 +53,10 @@ cudaError_t Runtime::StreamQuery(cudaStream_t stream, bool per_thread) {
   if (cudaError_t e = Begin(); e != cudaSuccess) return Record(e);
   uint64_t sid;
   if (cudaError_t e = StreamId(stream, per_thread, &sid); e != cudaSuccess) return Finish(e);
+  if (CaptureTable::Capture* c = captures_.Of(sid)) {
+    c->invalidated = true;
+    return Finish(cudaErrorStreamCaptureUnsupported);
+  }
   proto::StreamQueryRequest req;
   req.stream = sid;
   proto::StreamQueryReply rep;
@@ -64,16 +74,23 @@ cudaError_t Runtime::StreamWaitEvent(cudaStream_t stream, cudaEvent_t event, uns
   req.event = HandleId(event);
   req.flags = flags;
   session_.Enqueue(req);
+  captures_.Wait(sid, req.event);
   return Finish(cudaSuccess);
 }
 
 cudaError_t Runtime::StreamCaptureStatus(cudaStream_t stream, bool per_thread, cudaStreamCaptureStatus* status,
-                                         unsigned long long* id) {
+                                         unsigned long long* id, unsigned long long* capture_id, cudaGraph_t* graph) {
   std::lock_guard lock(session_.mu());
   uint64_t wire = 0;
   if (cudaError_t e = StreamId(stream, per_thread, &wire); e != cudaSuccess) return Record(e);
-  if (status != nullptr) *status = cudaStreamCaptureStatusNone;
+  const CaptureTable::Capture* c = captures_.Of(wire);
+  if (status != nullptr)
+    *status = c == nullptr ? cudaStreamCaptureStatusNone
+                           : c->invalidated ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
   if (id != nullptr) *id = wire;
+  // Valid only while capturing, as CUDA's.
+  if (c != nullptr && capture_id != nullptr) *capture_id = c->id;
+  if (c != nullptr && graph != nullptr) *graph = reinterpret_cast<cudaGraph_t>(c->graph);
   return cudaSuccess;
 }
 
@@ -144,6 +161,7 @@ cudaError_t Runtime::EventRecord(cudaEvent_t event, cudaStream_t stream, unsigne
   req.stream = sid;
   req.flags = flags;
   session_.Enqueue(req);
+  captures_.Record(req.event, sid);
   return Finish(cudaSuccess);
 }
 
@@ -151,6 +169,11 @@ cudaError_t Runtime::EventSynchronize(cudaEvent_t event) {
   std::lock_guard lock(session_.mu());
   if (cudaError_t e = Begin(); e != cudaSuccess) return Record(e);
   if (events_.count(HandleId(event)) == 0) return Finish(cudaErrorInvalidResourceHandle);
+  if (CaptureTable::Capture* c = captures_.OfEvent(HandleId(event))) {
+    c->invalidated = true;
+    return Finish(cudaErrorStreamCaptureUnsupported);
+  }
+  if (cudaError_t e = captures_.CheckUnsafeCall(); e != cudaSuccess) return Finish(e);
   proto::EventSynchronizeRequest req;
   req.event = HandleId(event);
   proto::EventSynchronizeReply rep;
@@ -161,6 +184,10 @@ cudaError_t Runtime::EventQuery(cudaEvent_t event) {
   std::lock_guard lock(session_.mu());
   if (cudaError_t e = Begin(); e != cudaSuccess) return Record(e);
   if (events_.count(HandleId(event)) == 0) return Finish(cudaErrorInvalidResourceHandle);
+  if (CaptureTable::Capture* c = captures_.OfEvent(HandleId(event))) {
+    c->invalidated = true;
+    return Finish(cudaErrorStreamCaptureUnsupported);
+  }
   proto::EventQueryRequest req;
   req.event = HandleId(event);
   proto::EventQueryReply rep;

@@ -16,6 +16,19 @@ Runtime& Runtime::Get() {
   // Never destroyed: the program's atexit handlers (__cudaUnregisterFatBinary,
   // cudaFree in destructors) may call in after static destructors ran.
   static Runtime* runtime = new Runtime(SessionOptions::FromEnv());
+  // A host function may not call CUDA: on its thread every call goes to a
+  // runtime whose session never connects and answers cudaErrorNotPermitted
+  // (the real session's lock may be held by a call waiting for this very
+  // function).
+  if (OnHostFunctionThread()) [[unlikely]] {
+    static Runtime* denied = [] {
+      SessionOptions o;
+      o.host_function_thread = true;
+      o.reserve_ranges = false;
+      return new Runtime(o);
+    }();
+    return *denied;
+  }
   return *runtime;
 }
 
@@ -87,10 +100,12 @@ cudaError_t Runtime::PeekAtLastError() {
 
 cudaError_t Runtime::StreamId(cudaStream_t stream, bool per_thread, uint64_t* id) const {
   uint64_t s = HandleId(stream);
-  if (s == 0) {
-    *id = per_thread ? 2 : 0;
-  } else if (s == HandleId(cudaStreamLegacy)) {
-    *id = 0;
+  if (s == 0 || s == HandleId(cudaStreamLegacy)) {
+    // Work on the legacy stream would wait for a capturing blocking stream.
+    if (!per_thread || s != 0) {
+      if (captures_.LegacyBlocked()) return cudaErrorStreamCaptureImplicit;
+    }
+    *id = per_thread && s == 0 ? 2 : 0;
   } else if (s == HandleId(cudaStreamPerThread)) {
     *id = 2;
   } else if (streams_.count(s) == 1) {

@@ -1,5 +1,5 @@
 // Runtime: the CUDA runtime API implemented on top of the wire's driver-API
-// model (DESIGN §3). One per process (Runtime::Get(), never destroyed, so
+// model (docs/architecture.md §3). One per process (Runtime::Get(), never destroyed, so
 // atexit handlers of the program may still call in); tests build their own
 // against fake servers.
 //
@@ -30,6 +30,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "shim/capture_table.h"
 #include "shim/handles.h"
 #include "shim/host_memory.h"
 #include "shim/session.h"
@@ -68,16 +69,57 @@ class Runtime {
   cudaError_t StreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags, bool per_thread);
   cudaError_t StreamGetFlags(cudaStream_t stream, unsigned* flags);
   cudaError_t StreamGetPriority(cudaStream_t stream, int* priority);
-  // Answered in the guest (no round trip): a session never captures, so
-  // every known stream is cudaStreamCaptureStatusNone; `id` is the wire id.
+  // Answered in the guest (no round trip, capture_table.h): `id` is the
+  // wire id; while the stream captures, capture_id and graph are its
+  // capture's (left alone otherwise, as CUDA does).
   cudaError_t StreamCaptureStatus(cudaStream_t stream, bool per_thread, cudaStreamCaptureStatus* status,
-                                  unsigned long long* id);
+                                  unsigned long long* id, unsigned long long* capture_id, cudaGraph_t* graph);
   cudaError_t EventCreate(cudaEvent_t* event, unsigned flags);
   cudaError_t EventDestroy(cudaEvent_t event);
   cudaError_t EventRecord(cudaEvent_t event, cudaStream_t stream, unsigned flags, bool per_thread);
   cudaError_t EventSynchronize(cudaEvent_t event);
   cudaError_t EventQuery(cudaEvent_t event);
   cudaError_t EventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
+
+  // --- graphs (forward_graph.cc) ---------------------------------------------
+  // Handles are guest-chosen ids, as streams'; the worker holds the graphs.
+  cudaError_t StreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode, bool per_thread);
+  cudaError_t StreamEndCapture(cudaStream_t stream, cudaGraph_t* graph, bool per_thread);
+  cudaError_t GraphCreate(cudaGraph_t* graph, unsigned flags);
+  cudaError_t GraphDestroy(cudaGraph_t graph);
+  using Deps = const cudaGraphNode_t*;
+  cudaError_t GraphAddKernelNode(cudaGraphNode_t* node, cudaGraph_t graph, Deps deps, size_t n,
+                                 const cudaKernelNodeParams* p);
+  cudaError_t GraphAddMemcpyNode1D(cudaGraphNode_t* node, cudaGraph_t graph, Deps deps, size_t n, void* dst,
+                                   const void* src, size_t bytes, cudaMemcpyKind kind);
+  cudaError_t GraphAddMemcpyNode(cudaGraphNode_t* node, cudaGraph_t graph, Deps deps, size_t n,
+                                 const cudaMemcpy3DParms* p);
+  cudaError_t GraphAddMemsetNode(cudaGraphNode_t* node, cudaGraph_t graph, Deps deps, size_t n,
+                                 const cudaMemsetParams* p);
+  cudaError_t GraphAddHostNode(cudaGraphNode_t* node, cudaGraph_t graph, Deps deps, size_t n,
+                               const cudaHostNodeParams* p);
+  cudaError_t GraphAddEventNode(cudaGraphNode_t* node, cudaGraph_t graph, Deps deps, size_t n, cudaEvent_t event,
+                                bool wait);
+  cudaError_t GraphAddChildGraphNode(cudaGraphNode_t* node, cudaGraph_t graph, Deps deps, size_t n, cudaGraph_t child);
+  cudaError_t GraphAddEmptyNode(cudaGraphNode_t* node, cudaGraph_t graph, Deps deps, size_t n);
+  cudaError_t GraphAddMemAllocNode(cudaGraphNode_t* node, cudaGraph_t graph, Deps deps, size_t n,
+                                   cudaMemAllocNodeParams* p);
+  cudaError_t GraphAddMemFreeNode(cudaGraphNode_t* node, cudaGraph_t graph, Deps deps, size_t n, void* dptr);
+  cudaError_t GraphAddDependencies(cudaGraph_t graph, Deps from, Deps to, size_t n);
+  cudaError_t GraphClone(cudaGraph_t* clone, cudaGraph_t graph);
+  cudaError_t GraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* count);
+  cudaError_t GraphNodeGetType(cudaGraphNode_t node, cudaGraphNodeType* type);
+  cudaError_t GraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags);
+  cudaError_t GraphExecDestroy(cudaGraphExec_t exec);
+  cudaError_t GraphLaunch(cudaGraphExec_t exec, cudaStream_t stream, bool per_thread);
+  cudaError_t GraphUpload(cudaGraphExec_t exec, cudaStream_t stream, bool per_thread);
+  cudaError_t GraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph, cudaGraphExecUpdateResultInfo* info);
+  cudaError_t GraphExecKernelNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node, const cudaKernelNodeParams* p);
+
+  // --- host functions (forward_host_func.cc) -------------------------------
+  // kind 0: cudaLaunchHostFunc's fn(user); 1: cudaStreamAddCallback's
+  // fn(stream, status, user). Runs in this process (host_funcs.h).
+  cudaError_t LaunchHostFunc(cudaStream_t stream, uint64_t fn, uint64_t user, uint32_t kind, bool per_thread);
 
   // --- modules and launches (forward_module.cc) --------------------------
   void** RegisterFatBinary(void* fat_cubin);
@@ -209,7 +251,29 @@ class Runtime {
   Status BecomeClone(const std::string& token);
   uint64_t NewHandle() { return next_handle_++; }
 
+  // Graphs (forward_graph.cc): what the guest knows of each, for CUDA's
+  // call-time checks and to know how many host functions a launch runs.
+  struct GraphRecord {
+    bool opaque = false;       // made by capture or cloning: not extended
+    bool has_alloc = false;    // holds mem-alloc nodes (cannot be a child)
+    uint32_t host_nodes = 0;   // host nodes, children's included
+  };
+  struct NodeRecord {
+    uint64_t graph = 0;
+    cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
+  };
+  // The node ids of `deps`, checked to be `graph`'s.
+  cudaError_t CheckDeps(uint64_t graph, Deps deps, size_t n, std::vector<uint64_t>* out) const;
+  // Starts a node of an explicitly built graph: the call-time checks.
+  cudaError_t BeginNode(cudaGraphNode_t* node, cudaGraph_t graph, Deps deps, size_t n, std::vector<uint64_t>* ids,
+                        uint64_t* node_id);
+  cudaError_t PackKernel(const cudaKernelNodeParams* p, uint64_t* function, std::string* packed);
+
   Session session_;
+  CaptureTable captures_;
+  std::map<uint64_t, GraphRecord> graphs_;
+  std::map<uint64_t, NodeRecord> nodes_;
+  std::map<uint64_t, uint32_t> execs_;  // exec -> host nodes it runs
   std::string machine_fork_token_;  // between PrepareMachineFork and fork(2)
   DeviceMemoryTable device_mem_;
   HostMemory host_mem_;

@@ -1,6 +1,8 @@
 #include "shim/session.h"
 
 #include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -29,6 +31,8 @@ SessionOptions SessionOptions::FromEnv() {
 Session::Session(SessionOptions options) : options_(std::move(options)) {}
 
 Session::~Session() {
+  // The runner first: it may be reading the channel.
+  runner_.reset();
   // Closing the channel ends the worker's session. The reservations (and
   // any pinned segments mapped inside them) go with it.
   channel_.reset();
@@ -44,7 +48,12 @@ Status Session::Fail(SessionFailure how, const std::string& message) {
     failure_status_ = Status(code, message);
     std::fprintf(stderr, "%s\n", message.c_str());
     std::fflush(stderr);
-    channel_.reset();
+    // The runner may be asleep on the socket: end the connection under it
+    // and let the channel go with the session.
+    if (runner_ != nullptr && runner_->running() && channel_ != nullptr)
+      ::shutdown(channel_->fd(), SHUT_RDWR);
+    else
+      channel_.reset();
   }
   return failure_status_;
 }
@@ -52,6 +61,10 @@ Status Session::Fail(SessionFailure how, const std::string& message) {
 Status Session::Connect() {
   if (failure_ != SessionFailure::kNone) return failure_status_;
   if (channel_ != nullptr) return Status::Ok();
+  if (options_.host_function_thread)
+    return Fail(SessionFailure::kNotPermitted,
+                "smolvm cudart: a host function (cudaLaunchHostFunc, cudaStreamAddCallback, a graph's host node) "
+                "made a CUDA call; CUDA does not permit it there (cudaErrorNotPermitted)");
   if (options_.socket_path.empty())
     return Fail(SessionFailure::kNoDevice,
                 "smolvm cudart: SMOLVM_CUDA_SOCKET is not set; no remote GPU (CUDA calls return "
@@ -68,6 +81,11 @@ Status Session::Connect() {
 }
 
 void Session::DetachForClone(const std::string& token) {
+  // The parent's runner thread did not survive fork(2); its object (and
+  // whatever its mutexes held) is not touched again.
+  if (runner_ != nullptr) (void)runner_.release();
+  stash_full_ = false;
+  stash_error_ = Status::Ok();
   channel_.reset();
   queue_.clear();
   queue_written_ = 0;
@@ -135,7 +153,11 @@ Status Session::WriteQueue(std::span<const int> fds) {
   if (channel_ == nullptr) return Connect().ok() ? Internal("no channel") : failure_status_;
   // Descriptors ride with the first byte written here: a frame that carries
   // one is written alone, after a Flush (see Call).
-  Status st = channel_->Write(std::string_view(queue_).substr(queue_written_), fds);
+  Status st;
+  {
+    std::lock_guard w(write_mu_);
+    st = channel_->Write(std::string_view(queue_).substr(queue_written_), fds);
+  }
   queue_.clear();
   queue_written_ = 0;
   queued_ops_ = 0;
@@ -153,6 +175,11 @@ Status Session::Flush() {
 
 void Session::FlushQueued() {
   ops_since_offer_ = 0;
+  // With host functions in use every write is whole frames (see write_mu_).
+  if (runner_ != nullptr) {
+    (void)WriteQueue({});
+    return;
+  }
   size_t unwritten = unwritten_bytes();
   // Past flush_bytes the guest waits, but only until half of it is left:
   // it stays that far ahead of its worker (a wait for the whole queue let
@@ -169,7 +196,10 @@ Status Session::OfferQueue() {
   if (queue_.empty()) return Status::Ok();
   RETURN_IF_ERROR(Connect());
   if (channel_ == nullptr) return Internal("no channel");
-  Result<size_t> n = channel_->TryWrite(std::string_view(queue_).substr(queue_written_));
+  Result<size_t> n = [&] {
+    std::lock_guard w(write_mu_);
+    return channel_->TryWrite(std::string_view(queue_).substr(queue_written_));
+  }();
   if (!n.ok())
     return Broken("smolvm cudart: lost the connection to the CUDA worker: " + n.status().message() +
                   " (CUDA calls now return cudaErrorDevicesUnavailable)");
@@ -181,7 +211,11 @@ Status Session::WriteUnwritten(size_t bytes) {
   if (bytes == 0) return Status::Ok();
   RETURN_IF_ERROR(Connect());
   if (channel_ == nullptr) return Internal("no channel");
-  Status st = channel_->Write(std::string_view(queue_).substr(queue_written_, bytes));
+  Status st;
+  {
+    std::lock_guard w(write_mu_);
+    st = channel_->Write(std::string_view(queue_).substr(queue_written_, bytes));
+  }
   if (!st.ok())
     return Broken("smolvm cudart: lost the connection to the CUDA worker: " + st.message() +
                   " (CUDA calls now return cudaErrorDevicesUnavailable)");
@@ -203,11 +237,39 @@ void Session::MarkWritten(size_t bytes) {
   }
 }
 
+Status Session::ReadFrameRouted(proto::FrameHeader* h, std::string* payload) {
+  for (;;) {
+    std::vector<UniqueFd> fds;
+    Status st;
+    if (stash_full_) {
+      stash_full_ = false;
+      *h = stash_header_;
+      payload->swap(stash_payload_);
+    } else if (!stash_error_.ok()) {
+      st = stash_error_;
+    } else {
+      st = channel_->HasBufferedFrame() ? Status::Ok() : WaitUntilReadable(channel_->fd(), spin_us_);
+      if (st.ok()) st = channel_->ReadFrame(h, payload, &fds);
+    }
+    if (!st.ok()) return st;
+    if (h->op != proto::HostFuncCallRequest::kNumber || (h->flags & proto::kFlagReply)) return Status::Ok();
+    proto::HostFuncCallRequest call;
+    proto::Decoder dec(*payload);
+    if (!proto::Decode(dec, &call)) return Malformed("a HostFuncCall from the worker does not decode");
+    Callbacks().Push(call);
+  }
+}
+
 Status Session::ReadReply(uint16_t op, uint32_t seq, std::string* payload) {
   proto::FrameHeader h;
-  std::vector<UniqueFd> fds;
-  Status st = channel_->HasBufferedFrame() ? Status::Ok() : WaitUntilReadable(channel_->fd(), spin_us_);
-  if (st.ok()) st = channel_->ReadFrame(&h, payload, &fds);
+  HostFuncRunner* runner = runner_.get();
+  if (runner != nullptr) runner->ReaderWants();
+  Status st;
+  {
+    std::lock_guard r(read_mu_);
+    st = ReadFrameRouted(&h, payload);
+  }
+  if (runner != nullptr) runner->ReaderDone();
   if (!st.ok())
     return Broken("smolvm cudart: lost the connection to the CUDA worker: " + st.message() +
                   " (CUDA calls now return cudaErrorDevicesUnavailable)");
@@ -220,6 +282,61 @@ Status Session::ReadReply(uint16_t op, uint32_t seq, std::string* payload) {
     return Broken(buf);
   }
   return Status::Ok();
+}
+
+HostFuncRunner& Session::Callbacks() {
+  if (runner_ == nullptr) {
+    // Whole frames from here on: finish a frame a write left cut short.
+    if (queue_written_ != 0) (void)WriteQueue({});
+    runner_ = std::make_unique<HostFuncRunner>(this);
+  }
+  runner_->Start();
+  return *runner_;
+}
+
+Session::RunnerRead Session::ReadForRunner(int wake_fd, HostFuncRunner* runner) {
+  if (stash_full_ || !stash_error_.ok()) return RunnerRead::kStashed;
+  if (channel_ == nullptr) return RunnerRead::kFailed;
+  if (!channel_->HasBufferedFrame()) {
+    struct pollfd p[2] = {{channel_->fd(), POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    int n = ::poll(p, 2, -1);
+    if (n < 0) return RunnerRead::kNothing;
+    if (p[1].revents & POLLIN) {
+      uint64_t drained;
+      (void)!::read(wake_fd, &drained, sizeof drained);
+      return RunnerRead::kWoken;
+    }
+    if (p[0].revents == 0) return RunnerRead::kNothing;
+  }
+  proto::FrameHeader h;
+  std::vector<UniqueFd> fds;
+  Status st = channel_->ReadFrame(&h, &stash_payload_, &fds);
+  if (!st.ok()) {
+    stash_error_ = st;
+    return RunnerRead::kFailed;
+  }
+  if (h.op == proto::HostFuncCallRequest::kNumber && !(h.flags & proto::kFlagReply)) {
+    proto::HostFuncCallRequest call;
+    proto::Decoder dec(stash_payload_);
+    if (proto::Decode(dec, &call)) {
+      runner->Push(call);
+      return RunnerRead::kRouted;
+    }
+    stash_error_ = Malformed("a HostFuncCall from the worker does not decode");
+    return RunnerRead::kFailed;
+  }
+  stash_header_ = h;
+  stash_full_ = true;
+  return RunnerRead::kStashed;
+}
+
+void Session::SendHostFuncDone(uint64_t call) {
+  std::string frame;
+  proto::AppendRequest(&frame, proto::HostFuncDoneRequest{call}, 0);
+  std::lock_guard w(write_mu_);
+  // A failed session leaves the channel shut down; the write then fails and
+  // the next CUDA call reports the failure.
+  if (channel_ != nullptr) (void)channel_->Write(frame);
 }
 
 void Session::NoteDeferred(int32_t deferred) {

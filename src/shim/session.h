@@ -2,8 +2,9 @@
 // ASYNC ops waiting to ride with the next SYNC op.
 //
 // Process: the guest program. Threads: any; every method below except the
-// constructor REQUIRES mu() held by the caller (the Runtime takes it once per
-// CUDA call, so a call's ops stay contiguous on the wire).
+// constructor and the runner's (ReadForRunner, SendHostFuncDone) REQUIRES
+// mu() held by the caller (the Runtime takes it once per CUDA call, so a
+// call's ops stay contiguous on the wire).
 //
 // Lifecycle: constructed unconnected; Connect() dials, says Hello and
 // reserves the arena and pinned-host ranges. Connect() is idempotent. A
@@ -28,6 +29,7 @@
 #include "base/unique_fd.h"
 #include "proto/frame.h"
 #include "proto/messages.h"
+#include "shim/host_funcs.h"
 #include "transport/unix_channel.h"
 
 namespace smolvm::shim {
@@ -38,6 +40,7 @@ enum class SessionFailure : int {
   kNoDevice = 100,            // cudaErrorNoDevice: no socket configured or nobody listening
   kInitialization = 3,        // cudaErrorInitializationError: handshake refused (e.g. mismatch)
   kDevicesUnavailable = 46,   // cudaErrorDevicesUnavailable: connection lost mid-session
+  kNotPermitted = 800,        // cudaErrorNotPermitted: a CUDA call from a host function
 };
 
 struct SessionOptions {
@@ -67,6 +70,9 @@ struct SessionOptions {
   // the bytes before batches, ~65,000 launches).
   size_t flush_bytes = 4u << 20;
   size_t flush_ops = 32;
+  // The session of a host-function thread (host_funcs.h): never connects,
+  // every call fails with cudaErrorNotPermitted.
+  bool host_function_thread = false;
 
   static SessionOptions FromEnv();
 };
@@ -159,6 +165,31 @@ class Session {
   const OpCounts& round_trips_by_op() const { return round_trips_by_op_; }
   const OpCounts& queued_by_op() const { return queued_by_op_; }
 
+  // --- host functions (host_funcs.h) ----------------------------------------
+  // The runner, started on first use. REQUIRE mu() held.
+  HostFuncRunner& Callbacks();
+  bool callbacks_started() const { return runner_ != nullptr && runner_->running(); }
+  // Joins the runner (before fork(2)); REQUIRES mu() held and no call
+  // pending (the worker synchronized).
+  void StopCallbacks() {
+    if (runner_) runner_->Stop();
+  }
+  // After the fork, in the parent: the runner again, if there was one.
+  void RestartCallbacks() {
+    if (runner_) runner_->Start();
+  }
+  // For the runner thread: reading is serialized by read_mu(); a CUDA call
+  // reads while it waits for its reply, the runner while none does.
+  std::mutex& read_mu() { return read_mu_; }
+  enum class RunnerRead { kNothing, kRouted, kStashed, kWoken, kFailed };
+  // REQUIRES read_mu() held: waits for the connection or `wake_fd`; a
+  // HostFuncCall goes to `runner`, anything else (a reply, a failure) is
+  // kept for the CUDA call that reads next.
+  RunnerRead ReadForRunner(int wake_fd, HostFuncRunner* runner);
+  // The runner's answer, written between whole frames (no lock but the
+  // writer's: the session lock may be held by a call waiting for it).
+  void SendHostFuncDone(uint64_t call);
+
   // The first unreported failure of an earlier ASYNC op (0 when none);
   // cleared by the call.
   int32_t TakeDeferred();
@@ -195,6 +226,21 @@ class Session {
 
   SessionOptions options_;
   std::mutex mu_;
+  // Writes to the channel take write_mu_ (the runner's HostFuncDone writes
+  // without mu_); reads take read_mu_ (ReadReply, the runner). While the
+  // runner exists, the queue is written whole frames at a time, so a
+  // HostFuncDone always lands between frames.
+  std::mutex write_mu_;
+  std::mutex read_mu_;
+  std::unique_ptr<HostFuncRunner> runner_;
+  // A frame the runner read for a CUDA call (REQUIRES read_mu_).
+  bool stash_full_ = false;
+  proto::FrameHeader stash_header_;
+  std::string stash_payload_;
+  Status stash_error_;
+  // Reads the next frame that is not a HostFuncCall (those go to the
+  // runner); REQUIRES read_mu_.
+  Status ReadFrameRouted(proto::FrameHeader* h, std::string* payload);
   std::unique_ptr<UnixChannel> channel_;
   SessionFailure failure_ = SessionFailure::kNone;
   Status failure_status_;

@@ -1,6 +1,6 @@
 // ChunkPreload: a pooled worker's read-only mappings of one golden's shared
 // chunks, made when the golden reaches its forkpoint and before any fork is
-// asked for (DESIGN §5), so the first cross-process import of each chunk is
+// asked for (docs/architecture.md §5), so the first cross-process import of each chunk is
 // paid off the fork's path. A fork then hands them to DeviceMemory::
 // ImportLayout (Take); a worker adopted for any other session drops them
 // first (Drop), so it never holds another session's memory.

@@ -15,7 +15,7 @@ namespace smolvm {
 
 inline constexpr uint64_t kFakeContextBytes = 32ull << 20;
 // A context with the worker's limits (backend/context_limits.h): on the H200
-// 518-524 MiB with CUDA's default limits (DESIGN §5), of which the default
+// 518-524 MiB with CUDA's default limits (docs/architecture.md §5), of which the default
 // stack (1 KiB x 132 SMs x 2048 threads = 264 MiB), malloc heap (8 MiB) and
 // printf FIFO (1 MiB) are given back; 254 MiB measured (issue 18).
 inline constexpr uint64_t kCudaContextBytes = 256ull << 20;

@@ -1,5 +1,5 @@
 // DeviceMemory: one session's device allocations, built from VMM chunks
-// mapped into the fixed guest arena (DESIGN §4). Owned by the worker thread.
+// mapped into the fixed guest arena (docs/architecture.md §4). Owned by the worker thread.
 //
 // - Large allocations (> kSlabMaxBytes) get their own VA range, rounded up to
 //   the granularity and split into chunks of at most kMaxChunkBytes.

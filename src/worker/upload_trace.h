@@ -1,5 +1,5 @@
 // UploadTrace: what host-to-device copies wrote into one chunk, for the
-// `--share auto` heuristic (DESIGN §4, docs/fork.md "Share modes").
+// `--share auto` heuristic (docs/architecture.md §4, docs/fork.md "Share modes").
 //
 // A chunk qualifies for sharing under `auto` when nothing but host-to-device
 // copies wrote it since it was made, those copies cover every allocated byte

@@ -83,13 +83,21 @@ bool MayWriteDeviceMemory(uint16_t op) {
 }  // namespace
 
 Worker::Worker(std::unique_ptr<GpuBackend> backend, WorkerOptions options)
-    : backend_(std::move(backend)),
+    : link_(std::make_unique<GuestLink>()),
+      backend_(std::move(backend)),
       options_(std::move(options)),
       module_cache_(options_.module_cache_dir, options_.module_cache_bytes) {}
 
 Worker::~Worker() { ReleaseAll(); }
 
 void Worker::ReleaseAll() {
+  // Graphs first, once nothing runs: their executables may use host-node
+  // records and graph memory that go with them.
+  if (graphs_ || !capture_calls_.empty()) {
+    (void)backend_->CtxSynchronize();
+    graphs_.reset();
+    capture_calls_.clear();
+  }
   // cuBLAS handles first: their workspaces live in the memory released next.
   if (blas_) {
     (void)backend_->CtxSynchronize();
@@ -136,6 +144,12 @@ Status Worker::Serve(std::unique_ptr<Channel> guest, const proto::WorkerAdoptReq
                      Channel* control) {
   session_id_ = adopt.session_id;
   control_ = control;
+  link_->Attach(std::move(guest));
+  GuestLink& link = *link_;
+  struct CloseLink {
+    GuestLink& l;
+    ~CloseLink() { l.Close(); }  // host functions still queued on the device return at once
+  } close_link{link};
   struct FlushOps {
     Worker* w;
     ~FlushOps() { w->SendOps(); }
@@ -149,7 +163,7 @@ Status Worker::Serve(std::unique_ptr<Channel> guest, const proto::WorkerAdoptReq
   hello.host_bytes = options_.host_bytes;
   hello.backend = std::string(backend_->Name());
   proto::AppendReply(&out, proto::HelloRequest::kNumber, adopt.hello_seq, 0, hello);
-  RETURN_IF_ERROR(guest->Write(out));
+  RETURN_IF_ERROR(link.Write(out));
   SendStats();  // a clone starts with the golden's chunks
 
   proto::FrameHeader h;
@@ -157,32 +171,33 @@ Status Worker::Serve(std::unique_ptr<Channel> guest, const proto::WorkerAdoptReq
   std::vector<UniqueFd> fds;
   while (!goodbye_) {
     if (control_ && control_->HasBufferedFrame()) {
-      RETURN_IF_ERROR(OnControl(*guest));
+      RETURN_IF_ERROR(OnControl(link));
       continue;
     }
     // A guest in a call loop sends its next request within microseconds:
     // catch it spinning rather than through a poll wakeup.
-    if (!guest->HasBufferedFrame() && !SpinUntilReadable(guest->fd(), spin_us_)) {
-      struct pollfd p[2] = {{guest->fd(), POLLIN, 0}, {control_ ? control_->fd() : -1, POLLIN, 0}};
+    if (!link.HasBufferedFrame() && !SpinUntilReadable(link.fd(), spin_us_)) {
+      struct pollfd p[2] = {{link.fd(), POLLIN, 0}, {control_ ? control_->fd() : -1, POLLIN, 0}};
       int n = ::poll(p, control_ ? 2 : 1, -1);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return ErrnoStatus("poll", errno);
       if (control_ && p[1].revents) {
-        Status st = OnControl(*guest);
+        Status st = OnControl(link);
         if (!st.ok()) return st;
         continue;
       }
     }
-    Status st = guest->ReadFrame(&h, &payload, &fds);
+    if (!link.ReadyToRead()) continue;  // a host function's wait took the frame
+    Status st = link.ReadFrame(&h, &payload, &fds);
     if (!st.ok()) {
       if (st.code() == static_cast<int32_t>(Code::kUnavailable)) return Status::Ok();
       // A broken frame leaves the stream unsynchronised: say why, then end.
       out.clear();
       proto::AppendErrorReply(&out, h.op, h.seq, st.code(), deferred_, st.message());
-      (void)guest->Write(out);
+      (void)link.Write(out);
       return st;
     }
-    RETURN_IF_ERROR(ServeFrame(*guest, h, payload, &fds));
+    RETURN_IF_ERROR(ServeFrame(link, h, payload, &fds));
     if (!(h.flags & proto::kFlagAsync) && ops_.Due(std::chrono::steady_clock::now())) SendOps();
   }
   return Status::Ok();
@@ -204,6 +219,7 @@ Status Worker::ServeFrame(Channel& guest, const proto::FrameHeader& h, std::stri
     }
     return AnswerForkpoint(guest);
   }
+  ReplayGraphsIfDue(h.op);
   if (MayWriteDeviceMemory(h.op)) ++epoch_;
   ops_.Add(h.op);
   std::string out;
@@ -223,8 +239,10 @@ Status Worker::ServeFrame(Channel& guest, const proto::FrameHeader& h, std::stri
   }
   if (IsStickyCudaError(o.status.code()) && sticky_ == 0) {
     sticky_ = o.status.code();
+    callback_status_.store(sticky_, std::memory_order_relaxed);
     ReportFault();
   }
+  LogForGraphs(h, payload, o.status);
   if (o.replied) {
     deferred_ = 0;
     return guest.Write(out, ctx.fds_out);

@@ -4,7 +4,9 @@
 // WorkerReady on its control link, then serves the one guest the daemon hands
 // it (WorkerAdopt, the guest's socket attached) until that guest disconnects.
 //
-// Threading: one thread; every handler runs on it.
+// Threading: one thread; every handler runs on it. Host functions the
+// guest enqueued are called on the driver's threads and touch only the
+// GuestLink (guest_link.h).
 //
 // Its parts (docs/daemon.md): worker.cc the serve loop; one handler file per
 // API family, mirroring the shim's forward_* files: worker_device.cc,
@@ -14,6 +16,7 @@
 // worker_main.cc (WorkerMain), worker_jail.cc, worker_seccomp.cc.
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <map>
 #include <memory>
@@ -24,6 +27,9 @@
 #include "backend/gpu_backend.h"
 #include "worker/chunk_preload.h"
 #include "worker/device_memory.h"
+#include "worker/graph_log.h"
+#include "worker/graph_registry.h"
+#include "worker/guest_link.h"
 #include "worker/module_cache.h"
 #include "worker/op_counts.h"
 #include "worker/worker_cudnn.h"
@@ -169,6 +175,32 @@ class Worker {
   Status Handle(const proto::DnnDestroyDescRequest&, proto::DnnDestroyDescReply*, Ctx*);
   Status Handle(const proto::DnnGetAttributeRequest&, proto::DnnGetAttributeReply*, Ctx*);
   Status Handle(const proto::DnnExecuteRequest&, proto::DnnExecuteReply*, Ctx*);
+  // CUDA graphs (worker_graph.cc).
+  Status Handle(const proto::GraphCreateRequest&, proto::GraphCreateReply*, Ctx*);
+  Status Handle(const proto::GraphDestroyRequest&, proto::GraphDestroyReply*, Ctx*);
+  Status Handle(const proto::GraphAddKernelNodeRequest&, proto::GraphAddKernelNodeReply*, Ctx*);
+  Status Handle(const proto::GraphAddMemcpyNodeRequest&, proto::GraphAddMemcpyNodeReply*, Ctx*);
+  Status Handle(const proto::GraphAddMemsetNodeRequest&, proto::GraphAddMemsetNodeReply*, Ctx*);
+  Status Handle(const proto::GraphAddHostNodeRequest&, proto::GraphAddHostNodeReply*, Ctx*);
+  Status Handle(const proto::GraphAddEventNodeRequest&, proto::GraphAddEventNodeReply*, Ctx*);
+  Status Handle(const proto::GraphAddChildNodeRequest&, proto::GraphAddChildNodeReply*, Ctx*);
+  Status Handle(const proto::GraphAddEmptyNodeRequest&, proto::GraphAddEmptyNodeReply*, Ctx*);
+  Status Handle(const proto::GraphAddMemAllocNodeRequest&, proto::GraphAddMemAllocNodeReply*, Ctx*);
+  Status Handle(const proto::GraphAddMemFreeNodeRequest&, proto::GraphAddMemFreeNodeReply*, Ctx*);
+  Status Handle(const proto::GraphAddDependenciesRequest&, proto::GraphAddDependenciesReply*, Ctx*);
+  Status Handle(const proto::GraphCloneRequest&, proto::GraphCloneReply*, Ctx*);
+  Status Handle(const proto::GraphGetNodesRequest&, proto::GraphGetNodesReply*, Ctx*);
+  Status Handle(const proto::StreamBeginCaptureRequest&, proto::StreamBeginCaptureReply*, Ctx*);
+  Status Handle(const proto::StreamEndCaptureRequest&, proto::StreamEndCaptureReply*, Ctx*);
+  Status Handle(const proto::GraphInstantiateRequest&, proto::GraphInstantiateReply*, Ctx*);
+  Status Handle(const proto::GraphExecDestroyRequest&, proto::GraphExecDestroyReply*, Ctx*);
+  Status Handle(const proto::GraphLaunchRequest&, proto::GraphLaunchReply*, Ctx*);
+  Status Handle(const proto::GraphUploadRequest&, proto::GraphUploadReply*, Ctx*);
+  Status Handle(const proto::GraphExecUpdateRequest&, proto::GraphExecUpdateReply*, Ctx*);
+  Status Handle(const proto::GraphExecKernelNodeSetParamsRequest&, proto::GraphExecKernelNodeSetParamsReply*, Ctx*);
+  // Host functions (worker_host_func.cc).
+  Status Handle(const proto::LaunchHostFuncRequest&, proto::LaunchHostFuncReply*, Ctx*);
+  Status Handle(const proto::HostFuncDoneRequest&, proto::HostFuncDoneReply*, Ctx*);
 
  private:
   struct HostSegment {
@@ -194,6 +226,24 @@ class Worker {
     uint64_t handle = 0;
     uint32_t flags = 0;
   };
+  // The session's graphs (graph_registry.h), made on first use.
+  GraphRegistry& Graphs();
+  // The backend function of a guest function whose parameters fit in
+  // `params` (worker_module.cc): what a launch and a kernel node check.
+  Result<uint64_t> KernelFor(uint64_t function, std::string_view params);
+  // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED when `stream` (a backend stream)
+  // captures: copies through the worker's own buffers cannot be captured.
+  Status RefuseInCapture(uint64_t stream, const char* what);
+  // After a guest frame was served: what the graph log keeps of it
+  // (worker_graph_fork.cc), and whether the request targets a stream that
+  // captures now.
+  void LogForGraphs(const proto::FrameHeader& h, std::string_view payload, const Status& status);
+  bool OnCapturingStream(uint16_t op, std::string_view payload);
+  // Clone side: replays the golden's graph log (worker_graph_fork.cc),
+  // when the guest's first request other than HostRegister arrives.
+  Status ReplayGraphs(const proto::ForkManifestBody& want);
+  void ReplayGraphsIfDue(uint16_t op);
+  std::unique_ptr<proto::ForkManifestBody> graph_replay_;
   struct RecentLaunch {
     uint64_t function = 0;
     std::string params;
@@ -290,7 +340,19 @@ class Worker {
   void DropSetup();
   uint64_t setup_golden_ = 0;  // pooled worker: whose setup it holds (0: none)
 
+  // The guest's channel while serving (guest_link.h). Declared before the
+  // backend, so it outlives the device's last host-function callback.
+  std::unique_ptr<GuestLink> link_;
+  // The context's error as a cudaStreamCallback_t is told it (sticky_, read
+  // by callback threads).
+  std::atomic<int32_t> callback_status_{0};
   std::unique_ptr<GpuBackend> backend_;
+  // Graphs (worker_graph.cc): the captures in progress (origin stream -> the
+  // guest's graph id), host functions captured into graphs, and what a
+  // clone replays (graph_log.h).
+  std::map<uint64_t, uint64_t> captures_;
+  std::vector<std::unique_ptr<HostCall>> capture_calls_;
+  GraphLog graph_log_;
   WorkerOptions options_;
   std::unique_ptr<DeviceMemory> memory_;
   std::unique_ptr<ChunkPreload> preload_;  // pooled worker: a golden's chunks, ahead
@@ -351,6 +413,8 @@ class Worker {
     void operator()(VmmState* v) const;
   };
   std::unique_ptr<VmmState, VmmStateDeleter> vmm_;
+  // The session's graphs; released by ReleaseAll before the memory they hold.
+  std::unique_ptr<GraphRegistry> graphs_;
   VmmState& Vmm();
   bool VmmInUse() const;
 };

@@ -6,7 +6,7 @@
 // mapping puts a whole handle at an address inside a reservation.
 //
 // Lifetimes follow CUDA: a released handle lives until its last mapping is
-// unmapped; unmapping synchronizes the context first (DESIGN §4: unmapping
+// unmapped; unmapping synchronizes the context first (docs/architecture.md §4: unmapping
 // memory an in-flight copy touches poisons the context).
 #include <cuda.h>
 

@@ -82,6 +82,9 @@ Result<proto::CloneBuiltRequest> Worker::BuildClone(const proto::CloneBuildReque
     }
   }
   double blas_ms = ms_since(t_blas);
+  // Graphs and executables under the same ids, with this context's
+  // kernels: replayed once the guest registered its pinned memory again.
+  const size_t graph_calls = j.graph_log.size();
   proto::CloneBuiltRequest built;
   for (const auto& [addr, c] : memory_->chunks()) {
     if (c.shared) {
@@ -97,10 +100,12 @@ Result<proto::CloneBuiltRequest> Worker::BuildClone(const proto::CloneBuildReque
   // scripts/fork_timeline.py parses this line: keep "<part> <x> ms (...)".
   std::fprintf(stderr,
                "smolvm worker %d: clone build: memory %.1f ms (%u shared chunks preloaded), modules %.1f ms (%zu: %u "
-               "loaded, %u preloaded), blas %.1f ms, dnn %.1f ms (%zu calls: %u replayed, %u preloaded), total %.1f ms\n",
+               "loaded, %u preloaded), blas %.1f ms, dnn %.1f ms (%zu calls: %u replayed, %u preloaded), total %.1f ms "
+               "(%zu graph calls to replay)\n",
                ::getpid(), layout_ms, preloaded, setup.modules_ms, j.modules.size(), setup.modules_loaded,
                setup.modules_kept, blas_ms, setup.dnn_ms, j.dnn_log.size(), setup.dnn_replayed, setup.dnn_kept,
-               static_cast<double>(built.ms));
+               static_cast<double>(built.ms), graph_calls);
+  if (graph_calls != 0) graph_replay_ = std::make_unique<proto::ForkManifestBody>(std::move(j));
   return built;
 }
 

@@ -17,7 +17,7 @@
 //             whole replay); otherwise every descriptor and handle goes and
 //             the whole log is replayed. Handle streams are set again.
 // The guest sees ids only, so the handles behind them may be any the worker
-// made: same ids is what the golden's guest state expects (DESIGN §4-§5).
+// made: same ids is what the golden's guest state expects (docs/architecture.md §4-§5).
 #include <unistd.h>
 
 #include <algorithm>

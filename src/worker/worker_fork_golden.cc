@@ -140,6 +140,11 @@ Status Worker::PrepareFork(const proto::ForkPrepareRequest& req) {
   if (VmmInUse())
     return fail(Status(static_cast<int32_t>(CUDA_ERROR_NOT_SUPPORTED),
                        "a fork of a session holding cuMemMap mappings (expandable segments) is not supported yet"));
+  if (!captures_.empty())
+    return fail(Status(static_cast<int32_t>(CUDA_ERROR_NOT_SUPPORTED), "a fork while a stream captures a graph"));
+  if (graph_log_.overflowed())
+    return fail(Status(static_cast<int32_t>(CUDA_ERROR_NOT_SUPPORTED),
+                       "a fork of a session whose graph log (what clones replay) passed 256 MiB"));
   const auto mode = proto::ShareModeOf(req.share);
   if (!mode) return fail(InvalidArgument("share must be on, off or auto"));
   auto t0 = std::chrono::steady_clock::now();
@@ -199,6 +204,7 @@ Status Worker::PrepareFork(const proto::ForkPrepareRequest& req) {
     body.blas.push_back(std::move(rec));
   }
   for (const auto& [id, h] : lt_handles_) body.lt.push_back(id);
+  graph_log_.Describe(&body);
   uint64_t total = 0;
   (void)backend_->DeviceMemGetInfo(&m.free_bytes, &total);
   m.manifest = proto::EncodeManifest(body);

@@ -80,6 +80,7 @@ Status Worker::Handle(const proto::HostUnregisterRequest& q, proto::HostUnregist
 Status Worker::Handle(const proto::MemcpyHtoDRequest& q, proto::MemcpyHtoDReply*, Ctx*) {
   RETURN_IF_ERROR(CheckRange(q.dst, q.data.size(), "MemcpyHtoD destination"));
   ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
+  RETURN_IF_ERROR(RefuseInCapture(s, "a copy from pageable memory"));
   RETURN_IF_ERROR(memory_->PrepareWrite(q.dst, q.data.size()).status());
   // The bytes live in the frame buffer, which the next read reuses: copy
   // synchronously with respect to it, as pageable copies are.
@@ -105,6 +106,7 @@ Status Worker::Handle(const proto::MemcpyDtoHRequest& q, proto::MemcpyDtoHReply*
   if (q.bytes > kMaxInlineDtoH) return Cu(CUDA_ERROR_INVALID_VALUE, "inline copy too large");
   RETURN_IF_ERROR(CheckRange(q.src, q.bytes, "MemcpyDtoH source"));
   ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
+  RETURN_IF_ERROR(RefuseInCapture(s, "a copy to pageable memory"));
   scratch_.resize(q.bytes);
   RETURN_IF_ERROR(backend_->MemcpyDtoH(scratch_.data(), Moved(q.src, q.bytes), q.bytes, s));
   RETURN_IF_ERROR(backend_->StreamSynchronize(s));

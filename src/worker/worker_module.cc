@@ -89,10 +89,9 @@ Status Worker::Handle(const proto::LaunchKernelRequest& q, proto::LaunchKernelRe
   return Launch(q.function, q.stream, c, q.params);
 }
 
-Status Worker::Launch(uint64_t function, uint64_t stream, const LaunchConfig& c, std::string_view params) {
+Result<uint64_t> Worker::KernelFor(uint64_t function, std::string_view params) {
   auto f = functions_.find(function);
   if (f == functions_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown function");
-  ASSIGN_OR_RETURN(uint64_t s, Stream(stream));
   // The driver reads the kernel's whole parameter layout from the buffer.
   if (f->second.param_bytes < 0) {
     ASSIGN_OR_RETURN(std::vector<ParamInfo> info, backend_->FuncGetParamInfo(f->second.handle));
@@ -102,13 +101,19 @@ Status Worker::Launch(uint64_t function, uint64_t stream, const LaunchConfig& c,
   }
   if (static_cast<int64_t>(params.size()) < f->second.param_bytes)
     return Cu(CUDA_ERROR_INVALID_VALUE, "kernel parameter buffer is shorter than the kernel's parameters");
+  return f->second.handle;
+}
+
+Status Worker::Launch(uint64_t function, uint64_t stream, const LaunchConfig& c, std::string_view params) {
+  ASSIGN_OR_RETURN(uint64_t handle, KernelFor(function, params));
+  ASSIGN_OR_RETURN(uint64_t s, Stream(stream));
   // Kept for fault reports: which shared chunks a faulting launch pointed into.
   constexpr size_t kRecent = 8;
   if (recent_launches_.size() < kRecent) recent_launches_.resize(kRecent);
   RecentLaunch& slot = recent_launches_[recent_next_++ % kRecent];
   slot.function = function;
   slot.params.assign(params.data(), params.size());
-  return backend_->LaunchKernel(f->second.handle, c, s, params);
+  return backend_->LaunchKernel(handle, c, s, params);
 }
 
 Status Worker::Handle(const proto::OccupancyMaxBlocksRequest& q, proto::OccupancyMaxBlocksReply* r, Ctx*) {

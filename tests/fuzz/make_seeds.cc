@@ -65,5 +65,42 @@ int main(int argc, char** argv) {
   AppendRequest(&s, MemGetInfoRequest{}, 2);
   AppendRequest(&s, CtxGetLimitRequest{.limit = 0}, 3);
   Write(d, "device", s);
+  s.clear();
+  // Host functions: a launch, the guest's answer to the worker's call 1.
+  AppendRequest(&s, StreamCreateRequest{.stream = 0x100, .flags = 1, .priority = 0}, 1);
+  AppendRequest(&s, LaunchHostFuncRequest{.stream = 0x100, .fn = 0x1000, .user = 0x2000, .kind = 0}, 2);
+  AppendRequest(&s, HostFuncDoneRequest{.call = 1}, 0);
+  AppendRequest(&s, StreamSynchronizeRequest{.stream = 0x100}, 3);
+  Write(d, "hostfn", s);
+  s.clear();
+  // Graphs: capture of a memset and a kernel, explicit nodes, instantiate,
+  // launch, update, a cycle, destroy.
+  AppendRequest(&s, MemAllocRequest{.bytes = 1 << 20}, 1);
+  AppendRequest(&s, StreamCreateRequest{.stream = 0x100, .flags = 1, .priority = 0}, 2);
+  AppendRequest(&s, ModuleLoadRequest{.module = 1, .hash = std::string(16, 'h'), .image = "x"}, 3);
+  AppendRequest(&s, ModuleGetFunctionRequest{.module = 1, .function = 2, .name = "smolvm_test_fill_u32"}, 4);
+  AppendRequest(&s, StreamBeginCaptureRequest{.stream = 0x100, .mode = 0, .graph = 0x300}, 5);
+  AppendRequest(&s, MemsetRequest{.dst = kDev, .value = 1, .elem_bytes = 4, .count = 16, .stream = 0x100}, 6);
+  AppendRequest(&s, LaunchKernelRequest{.function = 2, .grid_x = 1, .grid_y = 1, .grid_z = 1, .block_x = 1, .block_y = 1,
+                                        .block_z = 1, .stream = 0x100, .params = std::string(24, '\0')}, 7);
+  AppendRequest(&s, StreamEndCaptureRequest{.stream = 0x100}, 8);
+  AppendRequest(&s, GraphCreateRequest{.graph = 0x400}, 9);
+  AppendRequest(&s, GraphAddEmptyNodeRequest{.graph = 0x400, .node = 0x401}, 10);
+  AppendRequest(&s, GraphAddMemsetNodeRequest{.graph = 0x400, .node = 0x402, .deps = {0x401}, .dst = kDev, .value = 2,
+                                              .elem_bytes = 1, .width = 64, .height = 2, .pitch = 128}, 11);
+  AppendRequest(&s, GraphAddMemcpyNodeRequest{.graph = 0x400, .node = 0x403, .deps = {0x402}, .dst = kDev + 4096,
+                                              .src = kDev, .bytes = 64, .kind = 3}, 12);
+  AppendRequest(&s, GraphAddChildNodeRequest{.graph = 0x400, .node = 0x404, .deps = {0x403}, .child = 0x300}, 13);
+  AppendRequest(&s, GraphAddDependenciesRequest{.graph = 0x400, .from = {0x404}, .to = {0x401}}, 14);
+  AppendRequest(&s, GraphAddMemAllocNodeRequest{.graph = 0x400, .node = 0x405, .deps = {0x404}, .bytes = 4096}, 15);
+  AppendRequest(&s, GraphGetNodesRequest{.graph = 0x300}, 16);
+  AppendRequest(&s, GraphInstantiateRequest{.exec = 0x500, .graph = 0x400, .flags = 0}, 17);
+  AppendRequest(&s, GraphLaunchRequest{.exec = 0x500, .stream = 0x100}, 18);
+  AppendRequest(&s, GraphExecUpdateRequest{.exec = 0x500, .graph = 0x300}, 19);
+  AppendRequest(&s, GraphCloneRequest{.clone = 0x600, .graph = 0x400}, 20);
+  AppendRequest(&s, GraphExecDestroyRequest{.exec = 0x500}, 21);
+  AppendRequest(&s, GraphDestroyRequest{.graph = 0x400}, 22);
+  AppendRequest(&s, PingRequest{}, 23);
+  Write(d, "graphs", s);
   return 0;
 }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -31,12 +32,24 @@
     }                                                                                \
   } while (0)
 
+// Why there is no device, in a user's words: cudart says "insufficient
+// driver" also when there is no driver at all (no libcuda.so.1).
+inline const char* NoDeviceReason(cudaError_t err) {
+  if (err == cudaSuccess) return "0 devices";
+  if (err == cudaErrorInsufficientDriver) {
+    void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (driver == nullptr) return "no NVIDIA driver on this host (libcuda.so.1 not found)";
+    dlclose(driver);
+  }
+  return cudaGetErrorName(err);
+}
+
 // Exits 77 (skip) when there is no device to run on.
 inline void RequireDevice() {
   int n = 0;
   cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess || n == 0) {
-    std::fprintf(stderr, "no usable GPU: %s\n", err != cudaSuccess ? cudaGetErrorName(err) : "0 devices");
+    std::fprintf(stderr, "no usable GPU: %s\n", NoDeviceReason(err));
     std::exit(77);
   }
 }

@@ -26,10 +26,11 @@ int main(int argc, char** argv) {
   std::printf("free: %s\n", cudaGetErrorName(cudaFree(d)));
   if (!wait) {  // an export the shim does not implement: not supported, named once on stderr
     cudaGraph_t g;
-    std::printf("stub: %s\n", cudaGetErrorName(cudaGraphCreate(&g, 0)));
-    std::printf("stub: %s\n", cudaGetErrorName(cudaGraphCreate(&g, 0)));
-    // What torch.cuda.graph() does first: through the shim an immediate
-    // not-supported (never a hang), and the stream goes on working.
+    void* managed = nullptr;
+    std::printf("stub: %s\n", cudaGetErrorName(cudaMallocManaged(&managed, 256, cudaMemAttachGlobal)));
+    std::printf("stub: %s\n", cudaGetErrorName(cudaMallocManaged(&managed, 256, cudaMemAttachGlobal)));
+    // What torch.cuda.graph() does first: a capture of nothing, after which
+    // the stream goes on working.
     cudaStream_t s;
     void* e = nullptr;
     if (cudaStreamCreate(&s) == cudaSuccess && cudaMalloc(&e, 4096) == cudaSuccess) {

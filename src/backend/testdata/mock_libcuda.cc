@@ -33,6 +33,10 @@ CUresult MockGetErrorName(CUresult r, const char** s) {
   }
 }
 CUresult MockInit(unsigned) { return CUDA_SUCCESS; }
+CUresult MockDeviceGetCount(int* n) {
+  *n = 1;
+  return CUDA_SUCCESS;
+}
 CUresult MockDeviceGet(CUdevice* d, int ordinal) {
   *d = ordinal;
   return ordinal == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
@@ -142,6 +146,7 @@ const Entry kEntries[] = {
     {"cuGetErrorName", reinterpret_cast<void*>(&MockGetErrorName)},
     {"cuInit", reinterpret_cast<void*>(&MockInit)},
     {"cuDeviceGet", reinterpret_cast<void*>(&MockDeviceGet)},
+    {"cuDeviceGetCount", reinterpret_cast<void*>(&MockDeviceGetCount)},
     {"cuDevicePrimaryCtxRetain", reinterpret_cast<void*>(&MockPrimaryCtxRetain)},
     {"cuDevicePrimaryCtxRelease", reinterpret_cast<void*>(&MockPrimaryCtxRelease)},
     {"cuCtxSetCurrent", reinterpret_cast<void*>(&MockCtxSetCurrent)},

@@ -1,0 +1,136 @@
+"""The Python client against a real `smolvm serve --driver fake` (clones in
+memory: no root, no machines) on a socket of a temporary $SMOLVM_HOME.
+Run by CTest as serve_python_client (src/serve/CMakeLists.txt) with
+$SMOLVM_BINARY set; the machine-backed twin is serve_machine_test."""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import smolvm  # noqa: E402
+
+
+class ServeClientTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        binary = os.environ.get("SMOLVM_BINARY")
+        if not binary:
+            raise unittest.SkipTest("SMOLVM_BINARY is not set (CTest sets it)")
+        cls.home = tempfile.mkdtemp(prefix="serve-py-")
+        cls.sock = os.path.join(cls.home, "serve.sock")
+        env = dict(os.environ, SMOLVM_HOME=cls.home)
+        cls.log = open(os.path.join(cls.home, "serve.log"), "w")
+        cls.proc = subprocess.Popen([binary, "serve", "--driver", "fake"], env=env, stdout=cls.log, stderr=cls.log)
+        deadline = time.monotonic() + 30
+        while not os.path.exists(cls.sock):
+            if cls.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("serve did not start: " + open(os.path.join(cls.home, "serve.log")).read())
+            time.sleep(0.02)
+        cls.c = smolvm.Client(cls.sock)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.proc.terminate()
+        cls.proc.wait(timeout=30)
+        cls.log.close()
+        shutil.rmtree(cls.home, ignore_errors=True)
+
+    def pool(self, name, behaviour="fake:echo", **kw):
+        p = self.c.create_pool(name, golden=dict(cmd=[behaviour], env={}), **kw)
+        self.addCleanup(lambda: self.c.pool(name).delete())
+        return p
+
+    def test_the_issues_shape(self):
+        pool = self.pool("shape", min_ready=8)
+        with pool.lease(8, payload={"prompts": ["a", "b"]}, wait=30) as lease:
+            results = lease.results(timeout=60)
+            held = lease.id
+        self.assertEqual(len(results), 8)
+        for r in results:
+            self.assertEqual(r["echo"], {"prompts": ["a", "b"]})
+        self.assertEqual(len({r["machine"] for r in results}), 8)
+        with self.assertRaises(smolvm.ServeError) as e:
+            self.c.lease(held)
+        self.assertEqual(e.exception.status, 404)  # released on exit
+        self.assertEqual(self.c.pool("shape").name, "shape")
+
+    def test_payloads_one_per_clone(self):
+        pool = self.pool("each", min_ready=3)
+        with pool.lease(3, payloads=[{"i": i} for i in range(3)], wait=30) as lease:
+            self.assertEqual([r["echo"]["i"] for r in lease.results(timeout=30)], [0, 1, 2])
+
+    def test_missing_pool_is_404(self):
+        with self.assertRaises(smolvm.ServeError) as e:
+            self.c.pool("nope")
+        self.assertEqual((e.exception.status, e.exception.code), (404, "not_found"))
+
+    def test_heartbeats_keep_a_lease_and_their_absence_loses_it(self):
+        pool = self.pool("beat", behaviour="fake:hang", min_ready=2, ttl_s=1)
+        kept = pool.lease(1, wait=30)
+        lost = pool.lease(1, wait=30, heartbeat=False)
+        t0 = time.monotonic()
+        while lost.state != "expired":  # one TTL without heartbeats
+            self.assertLess(time.monotonic() - t0, 10)
+            time.sleep(0.05)
+        self.assertEqual(lost.members[0]["state"], "reclaimed")
+        while time.monotonic() - t0 < 3:  # three TTLs: the heart-beaten one lives on
+            self.assertEqual(kept.state, "active")
+            time.sleep(0.2)
+        self.assertIsNone(kept.heartbeat_error)
+        kept.release()
+        lost.release()
+
+    def test_a_crashed_clone_raises_lease_failed_with_its_exit_status(self):
+        pool = self.pool("crash", behaviour="fake:crash", min_ready=1)
+        with pool.lease(1, wait=30) as lease:
+            with self.assertRaises(smolvm.LeaseFailed) as e:
+                lease.results(timeout=30)
+        self.assertIn("exited with code 3", str(e.exception))
+        self.assertEqual(e.exception.results, [None])
+
+    def test_results_time_out(self):
+        pool = self.pool("slow", behaviour="fake:hang", min_ready=1)
+        with pool.lease(1, wait=30) as lease:
+            with self.assertRaises(TimeoutError):
+                lease.results(timeout=0.3)
+
+    def test_idempotency_key_returns_the_same_lease(self):
+        pool = self.pool("idem", behaviour="fake:hang", min_ready=2)
+        a = pool.lease(1, wait=30, idempotency_key="k")
+        b = pool.lease(1, wait=30, idempotency_key="k")
+        self.assertEqual(a.id, b.id)
+        a.release()
+        b.release()
+
+    def test_send_and_replies(self):
+        pool = self.pool("talk", behaviour="fake:reply", min_ready=1)
+        with pool.lease(1, payload={"n": 1}, wait=30) as lease:
+            lease.send({"n": 2})
+            deadline = time.monotonic() + 10
+            while len(lease.replies()[0]) < 2 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            self.assertEqual([r["echo"]["n"] for r in lease.replies()[0]], [1, 2])
+            lease.complete({"done": True})
+            self.assertEqual(lease.results(timeout=5), [{"done": True}])
+
+    def test_empty_pool_refuses_naming_its_figures(self):
+        pool = self.pool("empty", min_ready=0)
+        with self.assertRaises(smolvm.ServeError) as e:
+            pool.lease(2, wait=0)
+        self.assertEqual(e.exception.status, 503)
+        self.assertIn("0 ready clone(s) of the 2 asked for", e.exception.message)
+
+    def test_openapi_and_metrics(self):
+        doc = self.c.request("GET", "/v1/openapi.json")
+        self.assertIn("/v1/pools/{pool}/leases", doc["paths"])
+        if os.geteuid() == 0:
+            self.assertIn("smolvm_serve_http_requests_total", self.c.metrics())
+
+
+if __name__ == "__main__":
+    unittest.main()

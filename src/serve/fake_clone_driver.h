@@ -1,0 +1,83 @@
+// FakeCloneDriver: machines as records in memory, for serve's unit tests and
+// `smolvm serve --driver fake`. A golden's first command word picks what its
+// clones do once leased (their "program"):
+//   fake:echo    completes the first payload with {"echo": payload, "machine": name}, then exits 0
+//   fake:reply   replies {"echo": payload} to each payload; once the lease is
+//                ended from the host (End) it completes {"replies": n} and exits 0
+//   fake:crash   exits with status 3 at the first payload, without completing
+//   fake:hang    takes payloads and never answers
+// Any other command behaves as fake:echo.
+//
+// Honest where serve relies on the machine layer: links replay unacked
+// events to a new reader, removing a machine ends it, names are unique, a
+// fork is all or none. Tests steer it: FailForks, Kill, SetFreeGpuMib, and
+// count calls (forks, removes).
+//
+// Thread safety: all methods from any thread. Links must not outlive it.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "serve/clone_driver.h"
+
+namespace smolvm::serve {
+
+class FakeCloneDriver final : public CloneDriver {
+ public:
+  FakeCloneDriver();
+  ~FakeCloneDriver() override;
+
+  Status StartGolden(const std::string& name, const GoldenRequest& request) override;
+  Status ForkParked(const std::string& golden, const std::vector<std::string>& clones, const std::string& share,
+                    std::chrono::milliseconds timeout) override;
+  Result<std::unique_ptr<CloneLink>> OpenLink(const std::string& clone) override;
+  Status Remove(const std::string& machine) override;
+  Result<std::vector<MachineState>> List() override;
+  int64_t FreeGpuMib() override;
+  // "fake log of NAME\n"; Exec answers {0, "NAME: " + cmd joined by ' ' + "\n"}.
+  Result<std::string> Logs(const std::string& machine, size_t max_bytes) override;
+  Result<ExecResult> Exec(const std::string& machine, const std::vector<std::string>& cmd,
+                          std::chrono::milliseconds timeout, size_t max_bytes) override;
+
+  // The next n forks fail with `message` (kUnavailable, as the daemon's admission).
+  void FailForks(int n, const std::string& message);
+  // Ends a machine as if its program died (wait status `wait_status`).
+  void Kill(const std::string& machine, int wait_status);
+  void SetFreeGpuMib(int64_t mib);
+  int forks() const { return forks_.load(); }          // ForkParked calls that made clones
+  int forked_clones() const { return forked_clones_.load(); }
+  int removes() const { return removes_.load(); }
+  // Machines that exist (live or ended), goldens included.
+  size_t machines() const;
+  // Whether a clone has been released (got its first payload).
+  bool Released(const std::string& clone) const;
+
+ private:
+  struct Link;
+  struct Machine {
+    std::string name, golden, behaviour;
+    bool is_golden = false, live = true, released = false, ended_by_host = false;
+    int exit_code = -1;
+    uint64_t next_seq = 1, payloads = 0;
+    std::vector<CloneEvent> unacked;
+    Link* reader = nullptr;
+    int64_t uid_base = 0;
+  };
+  void Emit(Machine& m, CloneEvent e);          // mu_ held
+  void Exit(Machine& m, int wait_status);       // mu_ held
+  void OnPayload(Machine& m, const std::string& payload);  // mu_ held
+
+  mutable std::mutex mu_;
+  std::map<std::string, Machine> machines_;
+  int fail_forks_ = 0;
+  std::string fail_message_;
+  int64_t free_gpu_mib_ = -1;
+  int64_t next_uid_base_ = 1000000;
+  std::atomic<int> forks_{0}, forked_clones_{0}, removes_{0};
+};
+
+}  // namespace smolvm::serve
