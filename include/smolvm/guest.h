@@ -94,8 +94,29 @@ int smolvm_fork_prepare(const struct smolvm_fork_order* order);
  * and the CUDA session re-attached as the clone. Any failure ends the process
  * (_exit 70: the CUDA session could not re-attach; 71-79: a machine step).
  * Inside a machine it returns once the supervisor has made every clone of
- * the request: a request's clones start together. */
+ * the request: a request's clones start together; a parked clone's (`machine
+ * fork --park`, serve's pools) once its first lease payload came. It is
+ * smolvm_fork_child_attach then smolvm_fork_child_park. */
 int smolvm_fork_child(const struct smolvm_fork_order* order);
+
+/* smolvm_fork_child in two halves, for a clone that warms up before it parks
+ * (python: smolvm.forkpoint(warmup=fn)):
+ *
+ *     int idx = smolvm_fork_child_attach(&o);  // as smolvm_fork_child, but at once
+ *     ... warm up: the clone's own work (e.g. one training step), CUDA included ...
+ *     smolvm_fork_child_park();                 // parked: returns when it may go on
+ *
+ * _attach returns the clone index (or exits, as smolvm_fork_child) right
+ * after the CUDA session re-attached, before the start. _park tells the
+ * supervisor the clone is parked and waits for its start: the request's
+ * other clones made (and, parked, its first lease payload). A parked fork
+ * request is answered once each of its clones parked, so a pool counts a
+ * clone ready only when its warm-up is done; a clone that ends before it
+ * parks fails its request. Outside machines (the daemon as controller) _park
+ * returns at once. Returns 0, or -EINVAL when no _attach came before (from
+ * the same process). */
+int smolvm_fork_child_attach(const struct smolvm_fork_order* order);
+int smolvm_fork_child_park(void);
 
 /* In the golden after fork(2): `pid` is the child's pid, or a negative errno
  * when fork(2) or smolvm_fork_prepare failed. Releases what prepare took,

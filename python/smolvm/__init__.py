@@ -81,7 +81,7 @@ def _report_memory(torch, memory_report):
         print("smolvm.forkpoint: memory: " + line, file=_sys.stderr, flush=True)
 
 
-def forkpoint(*, seed=None, threads=None, memory_report=None):
+def forkpoint(*, seed=None, threads=None, memory_report=None, warmup=None):
     """Waits at the forkpoint. In the golden: returns None once released
     (machine stopped, 'smolvm cuda release'). In each clone: returns its
     index (0, 1, 2, ...); in a parked clone ('machine fork --park', serve's
@@ -93,6 +93,17 @@ def forkpoint(*, seed=None, threads=None, memory_report=None):
     memory_report: print torch's memory by pool and the live blocks outside
              the frozen pools to stderr before waiting (default: when
              SMOLVM_FORK_MEMORY_REPORT=1).
+    warmup:  a function (no arguments) each clone calls before it parks,
+             its CUDA session attached: what the clone's first step would do
+             the first time (kernels the golden never ran, library handles,
+             allocator growth) done ahead of its lease. A parked fork (a
+             pool's refill) returns once every clone's warm-up is done, so a
+             pool's ready clones are warm. The function must leave the clone
+             as it found it (e.g. one training step, then the adapters and
+             the optimizer put back); the seeds are set again after it. A
+             warm-up that raises ends the clone (exit status 1, the
+             traceback in its log), and the fork fails naming it. In the
+             golden it is never called.
 
     Raises ForkRuleError before waiting when the golden broke a fork rule,
     ForkError when the controller refuses or goes away.
@@ -123,14 +134,19 @@ def forkpoint(*, seed=None, threads=None, memory_report=None):
             raise
         if pid == 0:
             t_child = _time.monotonic()
-            index = lib.smolvm_fork_child(order)  # returns in the clone's program
+            index = lib.smolvm_fork_child_attach(order)  # returns in the clone's program
             if index < 0:
                 _os._exit(70)
             t_attached = _time.monotonic()
             _clone.become_clone(index, seed, threads, torch)
+            t_became = _time.monotonic()
+            if warmup is not None:
+                _clone.warm_up(warmup, index, seed, torch)
+            t_warm = _time.monotonic()
+            lib.smolvm_fork_child_park()  # parked: returns once leased (or at once, not parked)
             _timing.update(prepare_ms=(t_fork - t_order) * 1e3, os_fork_ms=(t_child - t_fork) * 1e3,
-                           child_ms=(t_attached - t_child) * 1e3,
-                           become_clone_ms=(_time.monotonic() - t_attached) * 1e3)
+                           child_ms=(t_attached - t_child) * 1e3, become_clone_ms=(t_became - t_attached) * 1e3,
+                           warmup_ms=(t_warm - t_became) * 1e3, parked_ms=(_time.monotonic() - t_warm) * 1e3)
             return index
         r = lib.smolvm_fork_parent(order, pid)
         if r < 0:
@@ -143,7 +159,9 @@ def fork_timing():
     the CUDA shim's wait for the daemon's order), os_fork_ms (os.fork() with
     the at-fork handlers, as the child sees it), child_ms (the child chain
     into the clone machine and the CUDA session's re-attach), become_clone_ms
-    (bad-fork flag, os.environ, seeds, threads). Empty in a golden."""
+    (bad-fork flag, os.environ, seeds, threads), warmup_ms (forkpoint's
+    warmup function; 0 without), parked_ms (parked until leased). Empty in
+    a golden."""
     return dict(_timing)
 
 

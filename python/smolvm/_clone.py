@@ -3,6 +3,7 @@
 import os
 import random
 import sys
+import traceback
 
 from smolvm import _guest
 
@@ -64,3 +65,19 @@ def become_clone(index, seed, threads, torch):
     sync_environ()
     reseed(clone_seed(seed, index), torch)
     restore_threads(threads, torch)
+
+
+def warm_up(fn, index, seed, torch):
+    """Runs forkpoint's warmup function in clone `index` before it parks; the
+    seeds again after it, so the clone's program starts as without it. One
+    that raises ends the clone: its traceback in the clone's log, exit 1 (a
+    parked fork then fails naming the clone)."""
+    try:
+        fn()
+    except BaseException:  # noqa: B902 -- SystemExit included: the clone must not run on half warm
+        print("smolvm.forkpoint: clone %d: the warm-up raised; the clone ends" % index, file=sys.stderr)
+        traceback.print_exc()
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(1)
+    reseed(clone_seed(seed, index), torch)

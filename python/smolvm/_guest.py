@@ -60,9 +60,11 @@ def _bind(lib):
     p = ctypes.POINTER(Order)
     lib.smolvm_fork_order_size.restype = ctypes.c_size_t
     lib.smolvm_fork_order_size.argtypes = []
-    for name in ("smolvm_fork_wait", "smolvm_fork_prepare", "smolvm_fork_child"):
+    for name in ("smolvm_fork_wait", "smolvm_fork_prepare", "smolvm_fork_child", "smolvm_fork_child_attach"):
         getattr(lib, name).restype = ctypes.c_int
         getattr(lib, name).argtypes = [p]
+    lib.smolvm_fork_child_park.restype = ctypes.c_int
+    lib.smolvm_fork_child_park.argtypes = []
     lib.smolvm_fork_parent.restype = ctypes.c_int
     lib.smolvm_fork_parent.argtypes = [p, ctypes.c_int]
     lib.smolvmForkpoint.restype = ctypes.c_int

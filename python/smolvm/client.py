@@ -39,17 +39,18 @@ class ServeError(Exception):
 
 
 class LeaseFailed(ServeError):
-    """A member of the lease ended without smolvm.complete() (its program
-    exited, broke the protocol, or the lease expired). .lease is the lease's
-    state; .results the results of the members that completed (None for the
-    others)."""
+    """A member of the lease ended without answering its episode (its program
+    exited, broke the protocol, or the lease expired), or a payload was not
+    delivered. .lease is the lease's state; .results the answers of the
+    episode's members (None for those that gave none)."""
 
-    def __init__(self, lease, failed):
+    def __init__(self, lease, failed, results=None):
         why = "; ".join("member %d (%s): %s" % (i, m.get("machine"), m.get("detail") or m.get("state"))
                         for i, m in failed)
         super().__init__(200, "lease_failed", "lease %s: %s" % (lease.get("id"), why))
         self.lease = lease
-        self.results = [m.get("result") if m.get("state") == "completed" else None for m in lease.get("members", [])]
+        self.results = results if results is not None else [
+            m.get("result") if m.get("state") == "completed" else None for m in lease.get("members", [])]
 
 
 def default_socket():
@@ -298,31 +299,94 @@ class Lease:
         self.info = self.client.request("GET", "/v1/leases/" + _q(self.id))
         return self
 
+    @property
+    def episode(self):
+        """The lease's latest episode (1: the acquire's payloads; each send() the next)."""
+        return self.info.get("episode", 1)
+
+    @property
+    def learners(self):
+        """The members that take payloads (running, not ended or dropped), as of the last answer
+        from serve: send(payloads=...) takes one payload per learner, in this order."""
+        return [i for i, m in enumerate(self.members)
+                if m["state"] == "running" and not m.get("ending") and not m.get("dropped")]
+
     def results(self, timeout=None):
-        """One result per clone (what each passed to smolvm.complete()), once all ended. Waits up to
-        timeout seconds (None: as long as it takes); TimeoutError then. LeaseFailed when a clone
-        ended without completing (its exit status and why are in the message)."""
+        """The answers to the lease's latest episode, one per clone of it, in member order: each
+        clone's first smolvm.reply() to its payload, or what it passed to smolvm.complete() when it
+        completed first (a lease used once: its result). After end() or complete(): each clone's
+        result. Waits up to timeout seconds (None: as long as it takes); TimeoutError then.
+        LeaseFailed when a clone ended without answering (its exit status and why are in the
+        message)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             left = 60.0 if deadline is None else max(0.0, min(60.0, deadline - time.monotonic()))
             self.info = self.client.request("GET", "/v1/leases/%s/results?wait_s=%.3f" % (_q(self.id), left),
                                             timeout=left + 30)
-            if self.info["state"] != "active":
+            members = self._episode_members()
+            if self.info["state"] != "active" or all(m.get("answered") or m["state"] != "running" for _, m in members):
                 break
             if deadline is not None and time.monotonic() >= deadline:
-                done = sum(1 for m in self.members if m["state"] != "running")
-                raise TimeoutError("lease %s: %d of %d clones ended within %ss" % (self.id, done, len(self.members), timeout))
-        failed = [(i, m) for i, m in enumerate(self.members) if m["state"] != "completed"]
+                done = sum(1 for _, m in members if m.get("answered") or m["state"] != "running")
+                raise TimeoutError("lease %s: %d of %d clones answered episode %d within %ss"
+                                   % (self.id, done, len(members), self.episode, timeout))
+        failed = [(i, m) for i, m in members if not m.get("answered")]
         if failed:
-            raise LeaseFailed(self.info, failed)
-        return [m["result"] for m in self.members]
+            raise LeaseFailed(self.info, failed, [m.get("answer") if m.get("answered") else None for _, m in members])
+        return [m["answer"] for _, m in members]
 
-    def send(self, payload, member=None):
-        """One more payload for every running clone (or one): its smolvm.next_payload() takes it."""
-        body = {"payload": payload}
+    def _episode_members(self):
+        e = self.episode
+        return [(i, m) for i, m in enumerate(self.members) if m.get("episode") == e and not m.get("dropped")]
+
+    def send(self, payload=None, *, payloads=None, member=None):
+        """The next episode: payload (a dict) for every learner, or payloads, one per learner in
+        the order of .learners; each clone's smolvm.next_payload() takes its own, and
+        results() then returns the answers. With member=i: one more payload for that clone
+        alone, within the current episode. Returns the episode's number. Raises ServeError 409
+        when payloads does not match the learners (refresh() and look at .learners)."""
+        if (payload is None) == (payloads is None):
+            raise ValueError("send: give payload (one for all) or payloads (one per learner)")
+        body = {"payload": payload} if payloads is None else {"payloads": list(payloads)}
         if member is not None:
             body["member"] = member
-        return self.client.request("POST", "/v1/leases/%s/payloads" % _q(self.id), body)
+        r = self.client.request("POST", "/v1/leases/%s/payloads" % _q(self.id), body)
+        self.info["episode"] = r["episode"]  # a clone whose payload was not delivered fails: results() says so
+        return r["episode"]
+
+    def end(self, member=None):
+        """No more payloads, for one member or (None) for all: the clones' next_payload() returns
+        None and each finishes with smolvm.complete() (for all: results() then returns those
+        results). A member that never got a payload is dropped instead."""
+        body = {} if member is None else {"member": member}
+        self.info = self.client.request("POST", "/v1/leases/%s/end" % _q(self.id), body)
+        return self
+
+    def finish(self, timeout=None):
+        """end() for every learner, then their results (what each passed to smolvm.complete())."""
+        self.end()
+        return self.results(timeout=timeout)
+
+    def add(self, count=1, payload=None, *, payloads=None, wait=60.0, all_or_nothing=True):
+        """count more parked clones of the lease's pool as new learners (the pool refills
+        behind them). With payload (or payloads, one each) they join the current episode
+        at once; without, the next send() releases them with their first payload.
+        Returns the new members' indices."""
+        before = len(self.members)
+        body = {"count": count, "wait_s": wait, "all_or_nothing": all_or_nothing}
+        if payloads is not None:
+            body["payloads"] = list(payloads)
+        elif payload is not None:
+            body["payload"] = payload
+        self.info = self.client.request("POST", "/v1/leases/%s/members" % _q(self.id), body,
+                                        timeout=max_timeout(self.client.timeout, wait + 30))
+        return list(range(before, len(self.members)))
+
+    def drop(self, member):
+        """Drops a member at once: its clone is reclaimed and removed; it is in no episode from
+        then on (end(member) lets it finish instead)."""
+        self.info = self.client.request("DELETE", "/v1/leases/%s/members/%d" % (_q(self.id), member))
+        return self
 
     def replies(self):
         """Each member's replies so far (smolvm.reply()), in order."""

@@ -61,8 +61,8 @@ cpus = len(os.sched_getaffinity(0))
 torch_ok = torch.calls[seen:] == [("manual_seed", 100 + idx), ("cuda.manual_seed_all", 100 + idx),
                                   ("set_num_threads", cpus)] and torch.get_num_threads() == cpus
 timing = smolvm.fork_timing()
-timing_ok = sorted(timing) == ["become_clone_ms", "child_ms", "os_fork_ms", "prepare_ms"] and all(
-    0 <= v < 60000 for v in timing.values())
+timing_ok = sorted(timing) == ["become_clone_ms", "child_ms", "os_fork_ms", "parked_ms", "prepare_ms",
+                               "warmup_ms"] and all(0 <= v < 60000 for v in timing.values())
 print("clone idx=%d env_index=%s env_name=%s host=%s socket=%s threads=%s pool=%s sub=%s seed=%s warm=%s "
       "torch_threads=%s timing=%s" % (
           idx, os.environ.get("SMOLVM_FORK_INDEX"), os.environ.get("SMOLVM_FORK_NAME"), os.environ.get("HOSTNAME"),

@@ -118,6 +118,39 @@ class ServeClientTest(unittest.TestCase):
             lease.complete({"done": True})
             self.assertEqual(lease.results(timeout=5), [{"done": True}])
 
+    def test_episodes_answers_in_member_order(self):
+        pool = self.pool("episodes", behaviour="fake:reply", min_ready=3)
+        with pool.lease(3, payloads=[{"i": i} for i in range(3)], wait=30) as lease:
+            self.assertEqual([r["echo"]["i"] for r in lease.results(timeout=10)], [0, 1, 2])
+            for e in range(2, 6):
+                self.assertEqual(lease.send(payloads=[{"e": e, "i": i} for i in range(3)]), e)
+                self.assertEqual([(r["echo"]["e"], r["echo"]["i"]) for r in lease.results(timeout=10)],
+                                 [(e, 0), (e, 1), (e, 2)])
+            self.assertEqual(lease.finish(timeout=10), [{"replies": 5}] * 3)
+            self.assertEqual(lease.state, "ended")
+
+    def test_a_learner_dropped_and_one_added(self):
+        pool = self.pool("elastic", behaviour="fake:reply", min_ready=4)
+        with pool.lease(3, payload={"n": 1}, wait=30) as lease:
+            lease.results(timeout=10)
+            lease.drop(1)
+            self.assertEqual(lease.learners, [0, 2])
+            with self.assertRaises(smolvm.ServeError) as e:
+                lease.send(payloads=[{}, {}, {}])
+            self.assertEqual(e.exception.status, 409)
+            lease.send(payloads=[{"m": 0}, {"m": 2}])
+            self.assertEqual([r["echo"]["m"] for r in lease.results(timeout=10)], [0, 2])
+            self.assertEqual(lease.add(1, wait=30), [3])
+            self.assertEqual(lease.learners, [0, 2, 3])
+            lease.send(payloads=[{"m": m} for m in lease.learners])
+            self.assertEqual([r["echo"]["m"] for r in lease.results(timeout=10)], [0, 2, 3])
+            lease.end(member=0)  # finishes on its own; gone from later episodes
+            lease.refresh()
+            self.assertEqual(lease.learners, [2, 3])
+            lease.send({"m": "all"})
+            self.assertEqual(len(lease.results(timeout=10)), 2)
+            self.assertEqual(lease.finish(timeout=10), [{"replies": 4}, {"replies": 2}])
+
     def test_empty_pool_refuses_naming_its_figures(self):
         pool = self.pool("empty", min_ready=0)
         with self.assertRaises(smolvm.ServeError) as e:

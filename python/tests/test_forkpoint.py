@@ -215,6 +215,31 @@ class CloneTest(unittest.TestCase):
         self.assertEqual(lines[1], "[('manual_seed', 42), ('cuda.manual_seed_all', 42), ('set_num_threads', 3)]")
         self.assertEqual(lines[2], "True")
 
+    def test_warm_up_runs_then_the_seeds_are_set_again(self):
+        rc, out, err = run("""
+            import random, torch
+            from smolvm import _clone
+            _clone.warm_up(lambda: print("warming", random.random() == random.Random(7).random()), 2, 5, torch)
+            print(random.random() == random.Random(7).random(), torch.calls)
+        """)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out.splitlines(), ["warming False", "True [('manual_seed', 7), ('cuda.manual_seed_all', 7)]"])
+
+    def test_a_warm_up_that_raises_ends_the_clone(self):
+        rc, out, err = run("""
+            from smolvm import _clone
+            def boom():
+                raise ValueError("no kernels today")
+            try:
+                _clone.warm_up(boom, 3, None, None)
+            finally:
+                print("after")  # never: the clone ends at once, no cleanup runs
+        """)
+        self.assertEqual(rc, 1)
+        self.assertEqual(out, "")
+        self.assertIn("smolvm.forkpoint: clone 3: the warm-up raised; the clone ends", err)
+        self.assertIn("ValueError: no kernels today", err)
+
     def test_clone_seeds_differ_without_a_seed(self):
         from smolvm import _clone
         self.assertEqual(_clone.clone_seed(7, 3), 10)

@@ -14,6 +14,7 @@
 #include "bench/comparison.h"
 #include "bench/summarize.h"
 #include "bench/table.h"
+#include "bench/lease_table.h"
 #include "bench/torch_table.h"
 
 namespace smolvm::bench {
@@ -319,7 +320,7 @@ Status UpdateTables(const std::string& root, bool check, std::vector<std::string
   };
   std::vector<Target> targets = {
       {"README.md", {{"headline", HeadlineTable(runs)}, {"comparison", ComparisonTable(runs, HeadlineKey(runs))},
-        {"torch", TorchTable(every)}}},
+        {"torch", TorchTable(every)}, {"episodes", LeaseTable(records)}}},
       {"docs/PERF.md",
        {{"bench-ratios", BenchRatioTable(runs)},
         {"bench-forks", BenchForkTable(runs)},

@@ -41,7 +41,8 @@ void AddMachineFork(CLI::App& machine, int* exit_code) {
   c->add_option("--name-prefix", o->prefix, "name prefix for --count");
   c->add_flag("--share-weights", o->share_weights, "same as --share on");
   c->add_option("--share", o->share, "GPU memory sharing: on (frozen chunks), off, auto");
-  c->add_option("--timeout", o->timeout, "seconds to wait for the golden's forkpoint (default 60)");
+  c->add_option("--timeout", o->timeout,
+                "seconds to wait for the golden's forkpoint (default 60); --park: also for the clones to warm up and park");
   c->add_flag("--park", o->park,
               "park the clones: their programs wait inside the forkpoint until their first lease payload "
               "('smolvm machine lease-send')");

@@ -23,8 +23,12 @@
 //                                 the clone's log (stdout/stderr)
 //   C2 -> S "INIT"                C2 = pid 1 of the clone; S reads its host pid
 //                                 from SCM_CREDENTIALS (SO_PASSCRED)
+//   C2 -> S "PARKED"              the clone's program reached its park (after its
+//                                 warm-up, if any: smolvm_fork_child_park); not sent
+//                                 when GO came first or the program ended first
 //   S -> C2 "GO"                  every clone of the request is made (and, for a
-//                                 GPU fork, attached): the clone's program goes on
+//                                 GPU fork, attached; parked: its first lease
+//                                 payload came): the clone's program goes on
 //                                 past its forkpoint; anything else (or EOF)
 //                                 and C2 kills it
 //   C2 -> S "EXIT <wait status>"  the clone's program ended (processes it left may

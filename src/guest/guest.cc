@@ -10,8 +10,11 @@
 //   golden --fork()--> C1: joins the clone cgroup (supervisor), unshares
 //                          namespaces, gets /tmp,/workspace mounted (supervisor)
 //                          --fork()--> C2: pid 1 of the clone, runs the init loop
-//                                      --fork()--> C3: re-attaches, waits for C2's
-//                                                  GO, returns the clone index
+//                                      --fork()--> C3: re-attaches, returns the clone
+//                                                  index (smolvm_fork_child_attach);
+//                                                  then, maybe after a warm-up, tells
+//                                                  C2 it parks and waits for C2's GO
+//                                                  (smolvm_fork_child_park)
 //   C1 exits once C2 is made; the golden reaps it later (ReapForkChildren), so
 //   it can fork the next clone's C1 while this one is still being set up.
 //   C2's parent becomes the golden's init.
@@ -197,16 +200,27 @@ void LeaveLocked() {
   ReapForkChildrenLocked(true);
 }
 
+// A clone's program between smolvm_fork_child_attach and _park (C3 only;
+// its one thread at that point).
+struct CloneStart {
+  bool pending = false;  // attached, not parked yet
+  int fd = -1;           // C3's end of the socket pair with C2 (-1: no supervisor)
+};
+CloneStart g_start;
+
 volatile sig_atomic_t g_go_stop = 0;
 void OnStopWhileParked(int sig) { g_go_stop = sig; }
 
 // C2 waits for the supervisor's GO (a parked clone: until its first lease
 // payload, which may be long): asleep in ppoll, and `machine stop`'s
 // SIGTERM/SIGINT/SIGHUP (which pid 1 gets only with a handler) ends the
-// wait with -EINTR. Leaves those signals blocked: SmolvmInitLoop installs
-// its handlers, then unblocks them, so one that comes in between is
-// forwarded, not lost.
-int WaitForGo(int c) {
+// wait with -EINTR. Meanwhile `start` (C2's end of the pair with the
+// program) says when the program parks (one byte: "PARKED" goes to the
+// supervisor) or that it ended first (EOF: returns 0, and the init loop
+// reaps it and reports its exit). Leaves those signals blocked:
+// SmolvmInitLoop installs its handlers, then unblocks them, so one that
+// comes in between is forwarded, not lost.
+int WaitForGo(int c, int start) {
   sigset_t stops;
   sigemptyset(&stops);
   sigaddset(&stops, SIGTERM);
@@ -227,12 +241,20 @@ int WaitForGo(int c) {
   sigdelset(&waiting, SIGHUP);
   for (;;) {
     if (g_go_stop != 0) return -EINTR;
-    struct pollfd p = {c, POLLIN, 0};
-    if (ppoll(&p, 1, nullptr, &waiting) < 0) {
+    struct pollfd p[2] = {{c, POLLIN, 0}, {start, POLLIN, 0}};
+    if (ppoll(p, 2, nullptr, &waiting) < 0) {
       if (errno == EINTR) continue;
       return -errno;
     }
-    return Expect(c, "GO", nullptr);
+    if (p[0].revents != 0) return Expect(c, "GO", nullptr);
+    if (p[1].revents != 0) {
+      char b;
+      ssize_t n = recv(start, &b, 1, MSG_DONTWAIT);
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (n <= 0) return 0;  // the program ended (or broke the pair) before it parked
+      if (SendLine(c, "PARKED") < 0) return -EIO;
+      start = -1;  // ppoll skips it from now on
+    }
   }
 }
 
@@ -262,17 +284,19 @@ int ContinueAsClone(const GoldenState& st) {
 
   // C2: pid 1 of the clone's pid namespace.
   mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
-  // The program goes on past its re-attach only once the supervisor made
-  // every clone of the request (GO): a request's clones start together, and
-  // one that fails runs none of them.
+  // The program goes on past its park only once the supervisor made every
+  // clone of the request (GO): a request's clones start together, and one
+  // that fails runs none of them. A parked clone's GO waits for its first
+  // lease payload. `go` is a socket pair: the program says on it when it
+  // parks (after a warm-up, smolvm_fork_child_park), and its EOF is the GO.
   int go[2];
-  if (pipe2(go, O_CLOEXEC) < 0) _exit(79);
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go) < 0) _exit(79);
   if (SendLine(c, "INIT") < 0) _exit(77);
   pid_t program = fork();
   if (program < 0) _exit(78);
   if (program > 0) {
     CloseFdsExcept(c, go[1]);
-    if (WaitForGo(c) < 0) kill(program, SIGKILL);
+    if (WaitForGo(c, go[1]) < 0) kill(program, SIGKILL);
     close(go[1]);  // EOF in the program: go on
     prctl(PR_SET_NAME, "smolvm-init", 0, 0, 0);
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
@@ -297,10 +321,8 @@ int ContinueAsClone(const GoldenState& st) {
     fprintf(stderr, "smolvm: clone %d could not re-attach its CUDA session\n", o.index);
     _exit(70);
   }
-  char b;
-  while (read(go[0], &b, 1) < 0 && errno == EINTR) {
-  }
-  close(go[0]);
+  g_start.pending = true;
+  g_start.fd = go[0];
   return o.index;
 }
 
@@ -460,7 +482,7 @@ SMOLVM_EXPORT int smolvm_fork_prepare(const struct smolvm_fork_order* order) {
   return r;
 }
 
-SMOLVM_EXPORT int smolvm_fork_child(const struct smolvm_fork_order* order) {
+SMOLVM_EXPORT int smolvm_fork_child_attach(const struct smolvm_fork_order* order) {
   // The only thread of the child: nobody else holds g_state_mu.
   pthread_mutex_lock(&g_state_mu);
   int r = CheckStepLocked(order, Phase::kPrepared);
@@ -483,7 +505,34 @@ SMOLVM_EXPORT int smolvm_fork_child(const struct smolvm_fork_order* order) {
     fflush(stderr);
     _exit(70);
   }
+  g_start.pending = true;
+  g_start.fd = -1;  // the daemon's clone goes on at once
   return st.order.index;
+}
+
+SMOLVM_EXPORT int smolvm_fork_child_park(void) {
+  if (!g_start.pending) return -EINVAL;
+  int fd = g_start.fd;
+  g_start = CloneStart();
+  if (fd < 0) return 0;
+  // C2 may have had its GO already (a payload came during the warm-up) and
+  // closed its end: no SIGPIPE, and the EOF below is the GO as well.
+  const char parked = 'P';
+  while (send(fd, &parked, 1, MSG_NOSIGNAL) < 0 && errno == EINTR) {
+  }
+  char b;
+  ssize_t n;
+  while ((n = read(fd, &b, 1)) < 0 && errno == EINTR) {
+  }
+  close(fd);
+  return 0;
+}
+
+SMOLVM_EXPORT int smolvm_fork_child(const struct smolvm_fork_order* order) {
+  int index = smolvm_fork_child_attach(order);
+  if (index < 0) return index;
+  smolvm_fork_child_park();
+  return index;
 }
 
 SMOLVM_EXPORT int smolvm_fork_parent(const struct smolvm_fork_order* order, pid_t pid) {

@@ -144,6 +144,26 @@ TEST_F(GuestStepsTest, DaemonControllerStepsCallTheHooks) {
   EXPECT_EQ(smolvm_fork_prepare(&o), -EINVAL) << "released: no order";
 }
 
+// The child in two halves (a warm-up between them): _attach returns the
+// index with the session re-attached, _park once only after an _attach.
+TEST_F(GuestStepsTest, ChildAttachThenParkIsTheChildStep) {
+  EXPECT_EQ(smolvm_fork_child_park(), -EINVAL) << "no attach before";
+  smolvm_fork_order o{};
+  ASSERT_EQ(smolvm_fork_wait(&o), 0);
+  ASSERT_EQ(smolvm_fork_prepare(&o), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int idx = smolvm_fork_child_attach(&o);
+    bool attached = getenv("SMOLVM_FORK_INDEX") != nullptr;  // the hook ran (it checked its token)
+    int parked = smolvm_fork_child_park();
+    _exit(idx == 5 && attached && parked == 0 && smolvm_fork_child_park() == -EINVAL ? 0 : 1);
+  }
+  ASSERT_GT(pid, 0);
+  EXPECT_EQ(smolvm_fork_parent(&o, pid), 0);
+  EXPECT_EQ(WaitExit(pid), 0);
+  EXPECT_EQ(smolvm_fork_wait(&o), -ECANCELED);
+}
+
 TEST_F(GuestStepsTest, FailedForkReleasesTheSession) {
   smolvm_fork_order o{};
   ASSERT_EQ(smolvm_fork_wait(&o), 0);

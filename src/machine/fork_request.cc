@@ -28,8 +28,8 @@ Status RequestForks(const std::string& ctl_sock, const std::vector<std::string>&
   for (const auto& n : names) req += " " + n;
   RETURN_IF_ERROR(SendLine(sock->get(), req));
   // The supervisor bounds each step of its own; this only guards against one
-  // that hangs.
-  auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms) + std::chrono::seconds(120) +
+  // that hangs. A parked request's clones get timeout_ms again to park.
+  auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms) * (park ? 2 : 1) + std::chrono::seconds(120) +
                   std::chrono::seconds(1) * static_cast<int64_t>(names.size());
   std::string buf;
   bool cancel_sent = false;

@@ -349,6 +349,22 @@ std::string DefaultForkShare() {
   return env != nullptr && std::string(env) == "1" ? "on" : "off";
 }
 
+namespace {
+
+// The clones of `names` that a failed request left made (not forking any
+// more): removed, as a request is all or nothing.
+void RemoveCommittedClones(Store& store, const std::string& home, const std::string& golden,
+                           const std::vector<std::string>& names) {
+  for (const auto& n : names) {
+    auto r = store.Find(n);
+    if (!r.ok() || !*r || (**r).golden != golden || (**r).state == kStateForking) continue;
+    Status removed = RemoveMachine(home, n, /*cascade=*/false, /*force=*/true, /*grace_ms=*/0);
+    (void)removed;  // best effort: the fork's own failure is what the caller hears
+  }
+}
+
+}  // namespace
+
 Status ForkMachine(const std::string& home, const std::string& golden, const std::vector<std::string>& names,
                    const std::string& share, int timeout_ms,
                    const std::function<void(const ForkResult&)>& on_forked,
@@ -435,6 +451,9 @@ Status ForkMachine(const std::string& home, const std::string& golden, const std
   if (!unknown) {
     if (!s.ok()) {
       drop_from(0);
+      // A parked request fails after its commit too (a clone ended before it
+      // parked): the supervisor killed its clones; their rows go here.
+      if (options.park) RemoveCommittedClones(*store, home, golden, names);
       if (s.code() == static_cast<int32_t>(Code::kUnavailable)) return unreachable(s.message());
       return s;
     }

@@ -69,6 +69,10 @@ struct ForkOptions {
   // smolvmForkpoint() — blocked, costing memory only — until the first
   // payload sent on its lease link (lease_link.h) releases it; that is when
   // its forkpoint returns. Stop/rm work on a parked clone as on any.
+  // The fork returns once every clone's program parked: a program may warm
+  // up first (smolvm_fork_child_park; python: forkpoint(warmup=fn)), within
+  // timeout_ms; a clone that ends before it parks fails the fork, and then
+  // none of its clones remains (each is removed).
   // Needs a supervisor that serves "fork-park" (kNotSupported otherwise).
   bool park = false;
 };

@@ -325,7 +325,8 @@ void Supervisor::OnLine(Conn& c, const std::string& line) {
         return;
       }
       c.dead = false;
-      req.deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+      req.timeout = std::chrono::milliseconds(timeout_ms);
+      req.deadline = Clock::now() + req.timeout;
       pending_.push_back(std::move(req));
       return;
     }
@@ -363,6 +364,8 @@ void Supervisor::OnLine(Conn& c, const std::string& line) {
           return Status::Ok();
         });
         leases_->ProgramExited(c.clone, status);
+      } else if (line == "PARKED") {
+        CloneParked(c.clone, /*released=*/false);
       }
       return;
     }
@@ -383,13 +386,14 @@ std::string Supervisor::ReleaseGolden() {
 }
 
 void Supervisor::CloneEnded(Conn& c) {
+  CloneEndedWhileParking(c.clone);
   leases_->CloneEnded(c.clone);
   ::unlink(MachinePaths(home_, c.clone).lease_sock.c_str());
   MachineCgroup cg(layout_, c.clone);
   Status destroyed = cg.Destroy();
   (void)Update(c.clone, [&](MachineRecord& r) {
     if (r.state != kStateRunning && r.state != kStateStopping) return Status::Ok();
-    if (r.detail == "parked") r.detail.clear();
+    if (r.detail == kDetailParked || r.detail == kDetailWarming) r.detail.clear();
     bool clean = r.state == kStateStopping || r.exit_code == 0;
     r.state = clean ? kStateStopped : kStateFailed;
     if (!clean) r.detail = r.exit_code >= 0 ? "program exited with code " + std::to_string(r.exit_code) : "clone init died";
@@ -425,8 +429,9 @@ void Supervisor::ReleaseParked(const std::string& clone) {
     if (c.kind != Conn::kClone || c.clone != clone || c.dead) continue;
     Status s = SendLine(c.fd.get(), "GO");
     Log("lease: parked clone '" + clone + "' released" + (s.ok() ? "" : ": " + s.message()));
+    CloneParked(clone, /*released=*/true);
     (void)Update(clone, [](MachineRecord& r) {
-      if (r.detail == "parked") r.detail.clear();
+      if (r.detail == kDetailParked || r.detail == kDetailWarming) r.detail.clear();
       return Status::Ok();
     });
     return;
@@ -452,6 +457,7 @@ void Supervisor::Loop() {
       int ms = static_cast<int>(std::max<int64_t>(left, 0)) + 1;
       timeout = timeout < 0 ? ms : std::min(timeout, ms);
     }
+    if (int parking = ParkingTimeoutMs(); parking >= 0) timeout = timeout < 0 ? parking : std::min(timeout, parking);
     const size_t lease_base = fds.size();
     leases_->AppendPollFds(&fds);
     int r = ::poll(fds.data(), fds.size(), timeout);
@@ -503,6 +509,7 @@ void Supervisor::Loop() {
       }
     }
     ServeForks();
+    ServeParked();
     now = Clock::now();
     for (auto it = pending_.begin(); it != pending_.end();) {
       if (it->ctl->dead) {
@@ -529,6 +536,7 @@ void Supervisor::Loop() {
         }
         bool referenced = false;
         for (auto& p : pending_) referenced |= p.ctl == &*it;
+        for (auto& p : parking_) referenced |= p.ctl == &*it;
         if (referenced) {
           ++it;
           continue;
@@ -545,6 +553,7 @@ void Supervisor::Finish(int status) {
   int code = SmolvmInitExitCode(status);
   for (auto& p : pending_) DropPending(p, WrongState("golden '" + name_ + "' stopped"));
   pending_.clear();
+  FailParking(WrongState("golden '" + name_ + "' stopped while its parked clones warmed up"));
   // Clones live in the golden's pid namespace: they ended with it.
   auto clones = store_->Clones(name_);
   if (clones.ok()) {

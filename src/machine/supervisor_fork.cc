@@ -9,6 +9,7 @@
 // answer (Ctrl-C), every clone it made is undone.
 #include <errno.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -164,7 +165,7 @@ Status Supervisor::Commit(std::vector<CloneWork>& works, bool park) {
       r->supervisor_start = self_start;
       r->started_at = now;
       r->run_id++;
-      if (park) r->detail = "parked";
+      if (park) r->detail = kDetailWarming;
       RETURN_IF_ERROR(store_->Put(*r));
     }
     return Status::Ok();
@@ -183,22 +184,25 @@ Status Supervisor::Commit(std::vector<CloneWork>& works, bool park) {
   return Status::Ok();
 }
 
+std::vector<std::string> Supervisor::AnswerLines(const PendingFork& req, const std::vector<CloneWork>& works) {
+  if (!req.batch) return {"OK " + std::to_string(works[0].index) + " " + std::to_string(works[0].init)};
+  std::vector<std::string> lines;
+  for (const auto& w : works) {
+    char line[160];
+    std::snprintf(line, sizeof line, "CLONE %s %d %d %.1f", w.name.c_str(), w.index, static_cast<int>(w.init), w.ms);
+    lines.push_back(line);
+  }
+  lines.push_back("OK " + std::to_string(works.size()));
+  return lines;
+}
+
 void Supervisor::Answer(const PendingFork& req, const Status& s, const std::vector<CloneWork>& works) {
   int fd = req.ctl->fd.get();
   if (!s.ok()) {
     (void)SendLine(fd, ErrLine(s));
     return;
   }
-  if (!req.batch) {
-    (void)SendLine(fd, "OK " + std::to_string(works[0].index) + " " + std::to_string(works[0].init));
-    return;
-  }
-  for (const auto& w : works) {
-    char line[160];
-    std::snprintf(line, sizeof line, "CLONE %s %d %d %.1f", w.name.c_str(), w.index, static_cast<int>(w.init), w.ms);
-    (void)SendLine(fd, line);
-  }
-  (void)SendLine(fd, "OK " + std::to_string(works.size()));
+  for (const auto& line : AnswerLines(req, works)) (void)SendLine(fd, line);
 }
 
 void Supervisor::DeleteForkingRows(const std::vector<std::string>& names) {
@@ -246,8 +250,29 @@ void Supervisor::ServeForks() {
       DeleteForkingRows(req.clones);
     }
     run.cuda_fork.Reset();
-    Answer(req, s, works);
-    req.ctl->dead = true;
+    if (s.ok() && req.park) {
+      // Answered once its clones parked (their warm-ups done): ServeParked.
+      ParkRequest(req, AnswerLines(req, works), works);
+    }
+    if (s.ok()) {
+      // What a clone's init said after its INIT while the rest of the request
+      // was made (PARKED, EXIT) sits in its buffer: the loop polls only what
+      // comes later.
+      for (auto& c : conns_) {
+        if (c.kind != Conn::kClone || c.buf.empty() ||
+            std::find(req.clones.begin(), req.clones.end(), c.clone) == req.clones.end())
+          continue;
+        while (!c.dead) {
+          auto line = PopLine(c);
+          if (!line) break;
+          OnLine(c, *line);
+        }
+      }
+    }
+    if (!s.ok() || !req.park) {
+      Answer(req, s, works);
+      req.ctl->dead = true;
+    }
     if (run.golden_gone) golden_->dead = true;
   }
   // After the replies: dropping the golden's old overlays may take a while

@@ -2,7 +2,8 @@
 // per supervisor process. Its start, event loop and end are in supervisor.cc;
 // a fork request for one or many clones (and the CUDA daemon's half for
 // --cuda machines) in supervisor_fork.cc; the making of one clone (the host
-// side of guest/forkpoint_wire.h) in supervisor_clone.cc.
+// side of guest/forkpoint_wire.h) in supervisor_clone.cc; parked requests
+// waiting for their clones to warm up and park in supervisor_park.cc.
 // Internal to src/machine; used by the supervisor process's one thread.
 #pragma once
 
@@ -16,6 +17,7 @@
 #include <list>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,9 +44,24 @@ class Supervisor {
     std::vector<std::string> clones;
     std::string share;
     Clock::time_point deadline;
+    std::chrono::milliseconds timeout{0};  // the request's timeout_ms (park=1: also for the clones to park)
     bool batch = false;  // FORKN: "CLONE ..." lines then "OK <n>"; FORK: "OK <index> <pid>"
     bool park = false;   // FORKN park=1: the clones' programs wait for their first lease payload
   };
+  // A parked request committed, answered once each clone parked
+  // (supervisor_park.cc).
+  struct ParkingFork {
+    Conn* ctl;
+    std::vector<std::string> answer;  // its answer lines, sent once every clone parked
+    std::vector<std::string> clones;
+    std::set<std::string> waiting;    // not parked (nor released) yet
+    Clock::time_point t0, deadline;   // committed; t0 + the request's timeout
+    Status failure = Status::Ok();    // set: answered with it, its clones killed
+  };
+  // A clone's detail in the store while parked: warming up until its
+  // program parks (PARKED), then parked until its first payload.
+  static constexpr const char* kDetailWarming = "warming up";
+  static constexpr const char* kDetailParked = "parked";
   // One clone of a request, while it is made (supervisor_clone.cc).
   struct CloneWork {
     CloneWork(const std::string& home, const CgroupLayout& layout, const std::string& clone)
@@ -121,6 +138,18 @@ class Supervisor {
   // A made clone's log line: index, name, init pid, ms and its steps.
   static std::string CloneLine(const CloneWork& w);
   void Answer(const PendingFork& req, const Status& s, const std::vector<CloneWork>& works);
+  // A successful request's answer lines ("CLONE ..." and "OK <n>", or "OK <index> <pid>").
+  static std::vector<std::string> AnswerLines(const PendingFork& req, const std::vector<CloneWork>& works);
+  // supervisor_park.cc: a committed park=1 request waits for its clones to
+  // park; ServeParked answers the ones done (parked, failed, timed out,
+  // cancelled) and is called after every event; ParkingTimeoutMs bounds the
+  // loop's poll (-1: none waiting); FailParking answers all with `why`.
+  void ParkRequest(const PendingFork& req, std::vector<std::string> answer, const std::vector<CloneWork>& works);
+  void CloneParked(const std::string& clone, bool released);
+  void CloneEndedWhileParking(const std::string& clone);
+  void ServeParked();
+  int ParkingTimeoutMs() const;
+  void FailParking(const Status& why);
   // A request that never ran (timed out, cancelled, the golden stopped):
   // its answer, and its clones' rows removed.
   void DropPending(const PendingFork& req, const Status& why);
@@ -175,6 +204,7 @@ class Supervisor {
   Conn* golden_ = nullptr;
   pid_t golden_pid_ = 0;
   std::deque<PendingFork> pending_;
+  std::list<ParkingFork> parking_;
   std::unique_ptr<LeaseRelay> leases_;  // the clones' lease links
   int next_index_ = 0;
   bool stopping_ = false;

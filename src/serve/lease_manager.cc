@@ -3,11 +3,13 @@
 #include <openssl/rand.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
 
 #include "base/hex.h"
+#include "serve/episodes.h"
 #include "serve/errors.h"
 
 namespace smolvm::serve {
@@ -40,61 +42,6 @@ int ExitCodeOf(int wait_status) {
 bool Running(const LeaseMember& m) { return m.state == "running"; }
 
 }  // namespace
-
-Result<AcquireRequest> ParseAcquireRequest(const json& j, const std::string& header_key) {
-  if (!j.is_object()) return InvalidArgument("the body must be a JSON object");
-  static const std::set<std::string> kKnown = {"count", "all_or_nothing", "wait_s", "ttl_s",
-                                               "payload", "payloads", "idempotency_key"};
-  for (const auto& [k, v] : j.items())
-    if (!kKnown.count(k))
-      return InvalidArgument("unknown field '" + k +
-                             "' (known: count, all_or_nothing, wait_s, ttl_s, payload, payloads, idempotency_key)");
-  AcquireRequest r;
-  if (j.contains("count")) {
-    if (!j["count"].is_number_integer() || j["count"].get<int64_t>() < 1 || j["count"].get<int64_t>() > kMaxLeaseCount)
-      return InvalidArgument("count must be an integer in 1.." + std::to_string(kMaxLeaseCount));
-    r.count = j["count"].get<int64_t>();
-  }
-  if (j.contains("all_or_nothing")) {
-    if (!j["all_or_nothing"].is_boolean()) return InvalidArgument("all_or_nothing must be true or false");
-    r.all_or_nothing = j["all_or_nothing"].get<bool>();
-  }
-  if (j.contains("wait_s")) {
-    if (!j["wait_s"].is_number() || j["wait_s"].get<double>() < 0 || j["wait_s"].get<double>() > 3600)
-      return InvalidArgument("wait_s must be a number of seconds in 0..3600");
-    r.wait_s = j["wait_s"].get<double>();
-  }
-  if (j.contains("ttl_s")) {
-    if (!j["ttl_s"].is_number_integer() || j["ttl_s"].get<int64_t>() < 1 || j["ttl_s"].get<int64_t>() > 7 * 24 * 3600)
-      return InvalidArgument("ttl_s must be an integer in 1..604800");
-    r.ttl_s = j["ttl_s"].get<int64_t>();
-  }
-  if (j.contains("payload") && j.contains("payloads")) return InvalidArgument("give payload or payloads, not both");
-  if (j.contains("payloads")) {
-    const json& ps = j["payloads"];
-    if (!ps.is_array() || static_cast<int64_t>(ps.size()) != r.count)
-      return InvalidArgument("payloads must be a list of count (" + std::to_string(r.count) + ") objects");
-    for (const auto& p : ps) {
-      if (!p.is_object()) return InvalidArgument("each payload must be a JSON object");
-      r.payloads.push_back(p.dump());
-    }
-  } else {
-    json p = j.contains("payload") ? j["payload"] : json::object();
-    if (!p.is_object()) return InvalidArgument("payload must be a JSON object");
-    r.payloads.assign(static_cast<size_t>(r.count), p.dump());
-  }
-  for (const auto& p : r.payloads)
-    if (p.size() > kMaxPayloadBytes)
-      return TooLarge("a payload is " + std::to_string(p.size()) + " bytes, over the limit of " +
-                      std::to_string(kMaxPayloadBytes));
-  r.idempotency_key = header_key;
-  if (r.idempotency_key.empty() && j.contains("idempotency_key")) {
-    if (!j["idempotency_key"].is_string()) return InvalidArgument("idempotency_key must be a string");
-    r.idempotency_key = j["idempotency_key"].get<std::string>();
-  }
-  if (r.idempotency_key.size() > 128) return InvalidArgument("an idempotency key is at most 128 bytes");
-  return r;
-}
 
 LeaseManager::LeaseManager(ServeStore* store, PoolManager* pools, CloneDriver* driver, Tenants* tenants,
                            Metrics* metrics)
@@ -135,7 +82,7 @@ void LeaseManager::SettleLocked(Lease& l) {
   l.state = "ended";
   l.expires_at_ms = NowMs() + l.ttl_ms;  // readable for one more TTL
   bool ok = true;
-  for (const auto& m : l.members) ok = ok && m.state == "completed";
+  for (const auto& m : l.members) ok = ok && (m.state == "completed" || m.dropped);
   metrics_->Add("smolvm_serve_leases_ended_total", {{"result", ok ? "completed" : "failed"}});
   changed_.notify_all();
 }
@@ -200,8 +147,6 @@ void LeaseManager::RelinkLost() {
 Result<std::pair<json, bool>> LeaseManager::Acquire(const Caller& caller, const std::string& pool_name,
                                                     const AcquireRequest& r, const std::function<bool()>& gone) {
   ASSIGN_OR_RETURN(Pool pool, pools_->Resolve(caller, pool_name));
-  std::optional<Tenant> tenant = pool.tenant == kOperatorTenant ? Tenant{kOperatorTenant} : tenants_->Find(pool.tenant);
-  if (!tenant) return NotFound("tenant '" + pool.tenant + "' does not exist");
   auto key = std::make_pair(caller.tenant, r.idempotency_key);
   Pending pending;
   {
@@ -217,14 +162,11 @@ Result<std::pair<json, bool>> LeaseManager::Acquire(const Caller& caller, const 
       }
       if (pending_.count(key)) return Conflict("an acquire with idempotency key '" + r.idempotency_key + "' is in progress");
     }
-    TenantUsage u = pools_->Usage(pool.tenant);
-    u.leased_clones += reserved_[pool.tenant];
-    Status q = Admission::AdmitLease(*tenant, u, r.count);
+    Status q = ReserveLocked(pool.tenant, r.count);
     if (!q.ok()) {
       metrics_->Add("smolvm_serve_acquires_total", {{"result", "quota"}});
       return q;
     }
-    reserved_[pool.tenant] += r.count;
     if (!r.idempotency_key.empty()) pending_[key] = &pending;
   }
   std::string id = NewLeaseId();
@@ -258,6 +200,7 @@ Result<std::pair<json, bool>> LeaseManager::Acquire(const Caller& caller, const 
     // meanwhile (a second reader replaces the first, and the payload's send
     // would fail on the closed one).
     m.linked = true;
+    GiveEpisode(m, l.episode);
     l.members.push_back(m);
   }
   // Recorded before any payload leaves: a restart finds the lease whatever
@@ -275,37 +218,68 @@ Result<std::pair<json, bool>> LeaseManager::Acquire(const Caller& caller, const 
   leases_[l.id] = l;
   g.unlock();
 
+  size_t n = l.members.size();
+  auto view = Deliver(id, 0, n, r.payloads);
+  if (!view.ok()) return view.status();
+  double ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - t0).count();
+  metrics_->Add("smolvm_serve_acquires_total", {{"result", "ok"}});
+  metrics_->Add("smolvm_serve_acquire_ms_total", {}, ms);
+  metrics_->Add("smolvm_serve_clones_leased_total", {}, static_cast<double>(n));
+  return std::make_pair(*view, true);
+}
+
+Status LeaseManager::ReserveLocked(const std::string& tenant_name, int64_t count) {
+  std::optional<Tenant> tenant = tenant_name == kOperatorTenant ? Tenant{kOperatorTenant} : tenants_->Find(tenant_name);
+  if (!tenant) return NotFound("tenant '" + tenant_name + "' does not exist");
+  TenantUsage u = pools_->Usage(tenant_name);
+  u.leased_clones += reserved_[tenant_name];
+  RETURN_IF_ERROR(Admission::AdmitLease(*tenant, u, count));
+  reserved_[tenant_name] += count;
+  return Status::Ok();
+}
+
+Result<json> LeaseManager::Deliver(const std::string& id, size_t first, size_t end,
+                                   const std::vector<std::string>& payloads) {
+  std::vector<std::string> clones;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = leases_.find(id);
+    if (it == leases_.end()) return NotFound("lease '" + id + "' ended while it was being made");
+    for (size_t i = first; i < end; ++i) clones.push_back(it->second.members[i].clone);
+  }
   // Open every link first (nothing released yet), then send: a clone whose
   // link does not open fails its member without holding up the others.
-  std::vector<std::unique_ptr<CloneLink>> links(l.members.size());
-  std::vector<std::string> errors(l.members.size());
-  for (size_t i = 0; i < l.members.size(); ++i) {
-    auto link = driver_->OpenLink(l.members[i].clone);
+  size_t n = clones.size();
+  std::vector<std::unique_ptr<CloneLink>> links(n);
+  std::vector<std::string> errors(n);
+  for (size_t i = 0; i < n; ++i) {
+    auto link = driver_->OpenLink(clones[i]);
     if (link.ok()) links[i] = std::move(*link);
     else errors[i] = "its link did not open: " + link.status().message();
   }
-  for (size_t i = 0; i < l.members.size(); ++i) {
+  for (size_t i = 0; i < n && !payloads.empty(); ++i) {
     if (!links[i]) continue;
-    Status sent = links[i]->Send(r.payloads[std::min(i, r.payloads.size() - 1)]);
+    Status sent = links[i]->Send(payloads[std::min(i, payloads.size() - 1)]);
     if (!sent.ok()) {
       errors[i] = "the payload was not delivered: " + sent.message();
       links[i].reset();
     }
   }
   std::vector<std::string> discard;
-  g.lock();
+  std::unique_lock<std::mutex> g(mu_);
   auto it = leases_.find(id);
   if (it == leases_.end()) {  // released or its pool deleted meanwhile
     g.unlock();
     return NotFound("lease '" + id + "' ended while it was being made");
   }
   Lease& live = it->second;
-  for (size_t i = 0; i < live.members.size(); ++i) {
-    if (links[i]) {
+  for (size_t k = 0; k < n; ++k) {
+    size_t i = first + k;
+    if (links[k]) {
       live.members[i].linked = true;
-      if (watcher_ != nullptr) watcher_->Add(live.members[i].clone, std::move(links[i]));
+      if (watcher_ != nullptr) watcher_->Add(live.members[i].clone, std::move(links[k]));
     } else if (Running(live.members[i])) {
-      live.members[i].detail = errors[i];
+      live.members[i].detail = errors[k];
       EndMemberLocked(live, i, "failed", &discard);
     }
   }
@@ -314,11 +288,7 @@ Result<std::pair<json, bool>> LeaseManager::Acquire(const Caller& caller, const 
   json view = ViewLocked(live);
   g.unlock();
   DiscardAll(discard);
-  double ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - t0).count();
-  metrics_->Add("smolvm_serve_acquires_total", {{"result", "ok"}});
-  metrics_->Add("smolvm_serve_acquire_ms_total", {}, ms);
-  metrics_->Add("smolvm_serve_clones_leased_total", {}, static_cast<double>(live.members.size()));
-  return std::make_pair(view, true);
+  return view;
 }
 
 Status LeaseManager::Cancel(const Caller& caller, const std::string& pool, const std::string& key) {
@@ -367,7 +337,7 @@ Result<json> LeaseManager::Results(const Caller& caller, const std::string& id, 
   std::unique_lock<std::mutex> g(mu_);
   for (;;) {
     ASSIGN_OR_RETURN(Lease * l, FindLocked(caller, id));
-    if (l->state != "active") return ViewLocked(*l);
+    if (l->state != "active" || EpisodeSettled(*l)) return ViewLocked(*l);
     auto now = SteadyClock::now();
     if (now >= deadline || (gone && gone())) return ViewLocked(*l);
     changed_.wait_until(g, std::min(deadline, now + std::chrono::milliseconds(200)));
@@ -385,8 +355,11 @@ Result<json> LeaseManager::Complete(const Caller& caller, const std::string& id,
     std::lock_guard<std::mutex> g(mu_);
     ASSIGN_OR_RETURN(Lease * l, FindLocked(caller, id));
     if (l->state != "active") return Conflict("lease '" + id + "' is " + l->state + " already");
+    l->episode++;  // answered by this result
     for (size_t i = 0; i < l->members.size(); ++i) {
       if (!Running(l->members[i])) continue;
+      if (!l->members[i].dropped) EndInEpisode(l->members[i], l->episode);
+      ApplyComplete(l->members[i], result);
       l->members[i].result = result;
       l->members[i].exit_code = body.value("exit_code", 0);
       l->members[i].detail = "completed from the host";
@@ -417,25 +390,6 @@ Status LeaseManager::Release(const Caller& caller, const std::string& id) {
   metrics_->Add("smolvm_serve_releases_total");
   DiscardAll(discard);
   return Status::Ok();
-}
-
-Result<json> LeaseManager::Send(const Caller& caller, const std::string& id, const std::string& payload, int member) {
-  if (payload.size() > kMaxPayloadBytes) return TooLarge("a payload is at most 1 MiB");
-  std::vector<std::string> targets;
-  {
-    std::lock_guard<std::mutex> g(mu_);
-    ASSIGN_OR_RETURN(Lease * l, FindLocked(caller, id));
-    if (l->state != "active") return Conflict("lease '" + id + "' is " + l->state + ": nothing runs to take a payload");
-    if (member >= static_cast<int>(l->members.size())) return InvalidArgument("member " + std::to_string(member) + " does not exist");
-    for (size_t i = 0; i < l->members.size(); ++i)
-      if ((member < 0 || static_cast<int>(i) == member) && Running(l->members[i])) targets.push_back(l->members[i].clone);
-  }
-  json sent = json::array();
-  for (const auto& m : targets) {
-    Status s = watcher_ != nullptr ? watcher_->Send(m, payload) : Unavailable("no link watcher");
-    sent.push_back({{"machine", m}, {"ok", s.ok()}, {"error", s.ok() ? "" : s.message()}});
-  }
-  return json{{"id", id}, {"sent", sent}};
 }
 
 void LeaseManager::EndPoolLeases(int64_t pool) {
@@ -475,7 +429,9 @@ void LeaseManager::OnEvent(const std::string& machine, const CloneEvent& e) {
     switch (e.kind) {
       case CloneEvent::kReply: {
         auto j = json::parse(e.json, nullptr, false);
-        if (m.replies.size() < kMaxRepliesKept) m.replies.push_back(j.is_discarded() ? json(e.json) : j);
+        json reply = j.is_discarded() ? json(e.json) : j;
+        if (Running(m)) ApplyReply(m, e.payload, reply);
+        if (m.replies.size() < kMaxRepliesKept) m.replies.push_back(std::move(reply));
         metrics_->Add("smolvm_serve_replies_total");
         break;
       }
@@ -483,6 +439,7 @@ void LeaseManager::OnEvent(const std::string& machine, const CloneEvent& e) {
         if (!Running(m)) break;
         auto j = json::parse(e.json, nullptr, false);
         m.result = j.is_discarded() ? json(e.json) : j;
+        ApplyComplete(m, m.result);
         m.state = "completed";
         break;
       }

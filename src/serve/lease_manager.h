@@ -12,14 +12,18 @@
 //              key (Cancel) or by the client hanging up
 //   Heartbeat  extends the TTL;  Results: waits until every member ended
 //   Complete   ends running members from the host side with a given result
-//   Release    ends the lease and removes its clones;  Send: more payloads
+//   Release    ends the lease and removes its clones
+//   Send, End, AddMembers, DropMember: episodes (episodes.h): the next
+//              episode's payloads, no more of them, a learner more or less
 //
 // Events from the clones arrive through the LinkWatcher (OnEvent), are
 // written to the store and then acknowledged, so a restarted serve loses
 // none (Recover re-opens the links of running members).
 //
-// Thread safety: all methods from any thread. Lock order: LeaseManager,
-// then PoolManager; driver calls happen without the lock.
+// Thread safety: all methods from any thread. Lock order: send_mu_ (one
+// episode step at a time, so the members' payload numbers follow the
+// link's), LeaseManager's mu_, then PoolManager; driver and link calls
+// happen without mu_.
 #pragma once
 
 #include <atomic>
@@ -32,6 +36,7 @@
 #include <vector>
 
 #include "serve/clone_driver.h"
+#include "serve/lease_requests.h"
 #include "serve/link_watcher.h"
 #include "serve/metrics.h"
 #include "serve/model.h"
@@ -40,22 +45,6 @@
 #include "serve/tenants.h"
 
 namespace smolvm::serve {
-
-inline constexpr size_t kMaxPayloadBytes = 1u << 20;
-inline constexpr size_t kMaxResultBytes = 1u << 20;
-inline constexpr int64_t kMaxLeaseCount = 256;
-
-struct AcquireRequest {
-  int64_t count = 1;
-  bool all_or_nothing = true;
-  double wait_s = 0;
-  int64_t ttl_s = 0;  // 0: the pool's
-  std::vector<std::string> payloads;  // one per member (a single payload is repeated)
-  std::string idempotency_key;
-};
-// From a client's JSON and its Idempotency-Key header (which wins over the
-// body's idempotency_key field).
-Result<AcquireRequest> ParseAcquireRequest(const nlohmann::json& j, const std::string& header_key);
 
 class LeaseManager {
  public:
@@ -78,11 +67,30 @@ class LeaseManager {
   // Sorted by id; pool "" = every pool.
   std::vector<nlohmann::json> List(const Caller& caller, const std::string& pool_filter) const;
   Result<nlohmann::json> Heartbeat(const Caller& caller, const std::string& id);
+  // The lease once every member of its latest episode answered or ended
+  // (or it is no longer active), waiting up to wait_s.
   Result<nlohmann::json> Results(const Caller& caller, const std::string& id, double wait_s,
                                  const std::function<bool()>& gone);
   Result<nlohmann::json> Complete(const Caller& caller, const std::string& id, const nlohmann::json& result);
   Status Release(const Caller& caller, const std::string& id);
-  Result<nlohmann::json> Send(const Caller& caller, const std::string& id, const std::string& payload, int member);
+
+  // The next episode: a payload for every member that takes payloads (one
+  // each, in member order, or one for all); or, with r.member, one more
+  // payload for that member within the latest episode. A member whose
+  // payload is not delivered fails. {id, episode, sent: [...]}.
+  Result<nlohmann::json> Send(const Caller& caller, const std::string& id, const SendRequest& r);
+  // No more payloads for `member` (-1: for every member, the lease's last
+  // episode, answered by their results): its next_payload() returns None.
+  // A member not given a payload yet is dropped instead.
+  Result<nlohmann::json> End(const Caller& caller, const std::string& id, int member);
+  // r.count more parked clones of the lease's pool as new members (quota
+  // and waiting as an acquire's); with payloads they join the latest
+  // episode, else they wait for the next send.
+  Result<nlohmann::json> AddMembers(const Caller& caller, const std::string& id, const AddRequest& r,
+                                    const std::function<bool()>& gone);
+  // Drops a member at once: reclaimed, its clone removed, in no episode
+  // from then on.
+  Result<nlohmann::json> DropMember(const Caller& caller, const std::string& id, int member);
   // Ends every lease of a pool (its deletion): members reclaimed, leases gone.
   void EndPoolLeases(int64_t pool);
 
@@ -102,6 +110,14 @@ class LeaseManager {
   };
   Result<Lease*> FindLocked(const Caller& caller, const std::string& id);
   Status PersistLocked(const Lease& l);
+  // Admits count more leased clones for the tenant and reserves them until
+  // the caller's Take returned (it gives them back to reserved_).
+  Status ReserveLocked(const std::string& tenant, int64_t count);
+  // Opens the links of members [first, end) of lease id and sends each its
+  // payload (payloads[i - first]; none when payloads is empty); a member
+  // whose link or payload fails fails. Called without mu_.
+  Result<nlohmann::json> Deliver(const std::string& id, size_t first, size_t end,
+                                 const std::vector<std::string>& payloads);
   // Marks member i ended; discards its clone (and drops its link) when done.
   void EndMemberLocked(Lease& l, size_t i, const std::string& state, std::vector<std::string>* discard);
   void SettleLocked(Lease& l);
@@ -115,6 +131,7 @@ class LeaseManager {
   Metrics* metrics_;
   LinkWatcher* watcher_ = nullptr;
 
+  std::mutex send_mu_;
   mutable std::mutex mu_;
   std::condition_variable changed_;
   std::map<std::string, Lease> leases_;

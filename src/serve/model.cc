@@ -130,7 +130,8 @@ Clone CloneFromJson(const json& j) {
 
 json ToJson(const LeaseMember& m) {
   json j = {{"machine", m.clone}, {"state", m.state}, {"result", m.result}, {"exit_code", m.exit_code},
-            {"replies", m.replies}, {"seq", m.seq}};
+            {"replies", m.replies}, {"seq", m.seq}, {"episode", m.episode}, {"sent", m.sent},
+            {"answered", m.answered}, {"answer", m.answer}, {"ending", m.ending}, {"dropped", m.dropped}};
   if (!m.detail.empty()) j["detail"] = m.detail;
   return j;
 }
@@ -147,6 +148,7 @@ json ToJson(const Lease& l) {
             {"expires_at_ms", l.expires_at_ms},
             {"created_at_ms", l.created_at_ms},
             {"count", l.members.size()},
+            {"episode", l.episode},
             {"members", members}};
   if (!l.idempotency_key.empty()) j["idempotency_key"] = l.idempotency_key;
   return j;
@@ -163,6 +165,7 @@ Lease LeaseFromJson(const json& j) {
   l.expires_at_ms = j.value("expires_at_ms", int64_t{0});
   l.created_at_ms = j.value("created_at_ms", int64_t{0});
   l.idempotency_key = j.value("idempotency_key", "");
+  l.episode = j.value("episode", int64_t{1});
   for (const auto& m : j.value("members", json::array())) {
     LeaseMember x;
     x.clone = m.value("machine", "");
@@ -172,6 +175,12 @@ Lease LeaseFromJson(const json& j) {
     x.detail = m.value("detail", "");
     x.seq = m.value("seq", uint64_t{0});
     for (const auto& r : m.value("replies", json::array())) x.replies.push_back(r);
+    x.episode = m.value("episode", int64_t{0});
+    x.sent = m.value("sent", uint64_t{0});
+    x.answered = m.value("answered", false);
+    x.answer = m.contains("answer") ? m["answer"] : json();
+    x.ending = m.value("ending", false);
+    x.dropped = m.value("dropped", false);
     l.members.push_back(std::move(x));
   }
   return l;

@@ -79,6 +79,16 @@ struct LeaseMember {
   std::vector<nlohmann::json> replies;  // smolvm.reply(), per payload sent
   uint64_t seq = 0;                     // the last link event applied (events replay after a restart)
   bool linked = false;                  // in memory only: its link is watched
+  // Episodes (episodes.h): the lease episode of the last payload (or end)
+  // it was given (0: none yet, a member added that waits for the next
+  // send), the payloads sent over its link (the link numbers them 1, 2,
+  // ...; an end from the host counts as one), and its answer to that episode.
+  int64_t episode = 0;
+  uint64_t sent = 0;
+  bool answered = false;
+  nlohmann::json answer;  // its first reply to the episode, or its result when it completed first
+  bool ending = false;    // takes no more payloads (ended from the host)
+  bool dropped = false;   // dropped by the loop: in no episode from then on
 };
 
 struct Lease {
@@ -91,6 +101,7 @@ struct Lease {
   int64_t expires_at_ms = 0;     // wall clock (ms since the epoch)
   int64_t created_at_ms = 0;
   std::string idempotency_key;
+  int64_t episode = 1;  // the latest episode (the acquire's payloads are the first)
   std::vector<LeaseMember> members;
 };
 

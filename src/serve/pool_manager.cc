@@ -407,7 +407,7 @@ Result<json> PoolManager::ReplaceGolden(const Caller& caller, const std::string&
 
 Result<std::vector<Clone>> PoolManager::Take(int64_t pool, int64_t k, bool all_or_nothing, const std::string& lease,
                                              std::chrono::steady_clock::time_point deadline,
-                                             const std::function<bool()>& stop) {
+                                             const std::function<bool()>& stop, int first_member) {
   std::unique_lock<std::mutex> l(mu_);
   for (;;) {
     auto it = pools_.find(pool);
@@ -425,7 +425,7 @@ Result<std::vector<Clone>> PoolManager::Take(int64_t pool, int64_t k, bool all_o
           Clone c = clones_[ready[static_cast<size_t>(i)]];
           c.state = CloneState::kLeased;
           c.lease = lease;
-          c.member = static_cast<int>(i);
+          c.member = first_member + static_cast<int>(i);
           RETURN_IF_ERROR(store_->Put(Table::kClones, c.machine, ToJson(c)));
           out.push_back(c);
         }

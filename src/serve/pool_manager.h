@@ -77,9 +77,11 @@ class PoolManager {
   // Takes k parked clones of the pool's current golden for lease `lease`
   // (all_or_nothing: k or none; else at least one, at most k), waiting until
   // deadline while `stop` says false. kTimeout/kUnavailable say why none
-  // came; kCancelled when stop said so.
+  // came; kCancelled when stop said so. The clones become the lease's
+  // members first_member, first_member + 1, ...
   Result<std::vector<Clone>> Take(int64_t pool, int64_t k, bool all_or_nothing, const std::string& lease,
-                                  std::chrono::steady_clock::time_point deadline, const std::function<bool()>& stop);
+                                  std::chrono::steady_clock::time_point deadline, const std::function<bool()>& stop,
+                                  int first_member = 0);
   // Forgets clones (their lease ended or they died) and removes their machines.
   void Discard(const std::vector<std::string>& machines);
   // Wakes waiting Takes (a cancel happened).

@@ -1,5 +1,6 @@
 // Leases: acquire (and cancel a waiting one), list, get, heartbeat,
-// results, complete, release, payloads, logs, exec.
+// results, complete, release, logs, exec; episodes: payloads, end, members
+// added and dropped.
 #include "serve/errors.h"
 #include "serve/service.h"
 
@@ -17,7 +18,12 @@ json LeaseSchema() {
                    {"result", json::object()},
                    {"exit_code", Schema("integer")},
                    {"detail", Schema("string")},
-                   {"replies", {{"type", "array"}, {"items", json::object()}}}}}};
+                   {"replies", {{"type", "array"}, {"items", json::object()}}},
+                   {"episode", Schema("integer")},
+                   {"answered", Schema("boolean")},
+                   {"answer", json::object()},
+                   {"ending", Schema("boolean")},
+                   {"dropped", Schema("boolean")}}}};
   return {{"type", "object"},
           {"properties",
            {{"id", Schema("string")},
@@ -27,6 +33,7 @@ json LeaseSchema() {
             {"ttl_ms", Schema("integer")},
             {"expires_at_ms", Schema("integer")},
             {"count", Schema("integer")},
+            {"episode", Schema("integer")},
             {"members", {{"type", "array"}, {"items", member}}}}}};
 }
 
@@ -139,8 +146,9 @@ void Service::AddLeaseRoutes() {
   routes_.Add({.method = "GET",
                .path = "/v1/leases/{lease}/results",
                .operation_id = "leaseResults",
-               .summary = "The lease once every member ended, waiting up to wait_s (a long poll); state says whether all did",
-               .query = {{"wait_s", "number", "seconds to wait for the members to end (0..3600, default 0)"}},
+               .summary = "The lease once every member of its latest episode answered (replied to its payload, or "
+                          "completed) or ended, waiting up to wait_s (a long poll); each member's answer is its answer",
+               .query = {{"wait_s", "number", "seconds to wait for the answers (0..3600, default 0)"}},
                .response_schema = LeaseSchema(),
                .errors = With({{400, "a bad wait_s"}})},
               [this](HttpRequest& r) {
@@ -178,18 +186,89 @@ void Service::AddLeaseRoutes() {
   routes_.Add({.method = "POST",
                .path = "/v1/leases/{lease}/payloads",
                .operation_id = "sendPayload",
-               .summary = "Sends one more payload to every running member (or to one): the clone's smolvm.next_payload() takes it",
-               .request_schema = {{"type", "object"}, {"properties", {{"payload", Schema("object")}, {"member", Schema("integer")}}}},
-               .errors = With({{400, "a bad payload or member"}, {409, "the lease ended"}, {413, "a payload over 1 MiB"}})},
+               .summary = "The lease's next episode: a payload for every member that takes payloads (payload, the same "
+                          "for all, or payloads, one each in member order), or with member one more payload for that "
+                          "member; the clone's smolvm.next_payload() takes it. A member whose payload is not delivered fails",
+               .request_schema = {{"type", "object"},
+                                  {"properties",
+                                   {{"payload", Schema("object")},
+                                    {"payloads", {{"type", "array"}, {"items", Schema("object")}}},
+                                    {"member", Schema("integer")}}}},
+               .errors = With({{400, "a bad payload or member"},
+                               {409, "the lease ended; the member takes no payloads; payloads does not match the members"},
+                               {413, "a payload over 1 MiB"}})},
               [this](HttpRequest& r) {
                 auto body = BodyJson(r);
                 if (!body.ok()) return ResponseOf(body.status());
-                if (!body->contains("payload") || !(*body)["payload"].is_object())
-                  return ResponseOf(InvalidArgument("payload (a JSON object) is required"));
-                if (body->contains("member") && !(*body)["member"].is_number_integer())
-                  return ResponseOf(InvalidArgument("member must be an integer"));
-                auto s = leases_->Send(r.caller, r.params["lease"], (*body)["payload"].dump(), body->value("member", -1));
+                auto req = ParseSendRequest(*body);
+                if (!req.ok()) return ResponseOf(req.status());
+                auto s = leases_->Send(r.caller, r.params["lease"], *req);
                 return s.ok() ? JsonResponse(200, *s) : ResponseOf(s.status());
+              });
+
+  routes_.Add({.method = "POST",
+               .path = "/v1/leases/{lease}/end",
+               .operation_id = "endLease",
+               .summary = "No more payloads for a member, or for every member (the lease's last episode, answered by "
+                          "their results): its smolvm.next_payload() returns None and it finishes; a member never given "
+                          "a payload is dropped",
+               .request_schema = {{"type", "object"}, {"properties", {{"member", Schema("integer")}}}},
+               .response_schema = LeaseSchema(),
+               .errors = With({{400, "a bad member"}, {409, "the lease ended; the member takes no payloads"}})},
+              [this](HttpRequest& r) {
+                auto body = BodyJson(r);
+                if (!body.ok()) return ResponseOf(body.status());
+                auto member = ParseEndRequest(*body);
+                if (!member.ok()) return ResponseOf(member.status());
+                auto l = leases_->End(r.caller, r.params["lease"], *member);
+                return l.ok() ? JsonResponse(200, *l) : ResponseOf(l.status());
+              });
+
+  routes_.Add({.method = "POST",
+               .path = "/v1/leases/{lease}/members",
+               .operation_id = "addLeaseMembers",
+               .summary = "count more parked clones of the lease's pool as new members (quota and waiting as an "
+                          "acquire's); with payload(s) they join the latest episode, else the next send releases them",
+               .request_schema = {{"type", "object"},
+                                  {"properties",
+                                   {{"count", Schema("integer")},
+                                    {"all_or_nothing", Schema("boolean")},
+                                    {"wait_s", Schema("number")},
+                                    {"payload", Schema("object")},
+                                    {"payloads", {{"type", "array"}, {"items", Schema("object")}}}}}},
+               .response_schema = LeaseSchema(),
+               .errors = With({{400, "a bad field, or too many members"},
+                               {409, "the lease ended; the pool drains"},
+                               {413, "a payload over 1 MiB"},
+                               {429, "the tenant's lease quota"},
+                               {503, "no ready clones within wait_s"}})},
+              [this](HttpRequest& r) {
+                auto body = BodyJson(r);
+                if (!body.ok()) return ResponseOf(body.status());
+                auto req = ParseAddRequest(*body);
+                if (!req.ok()) return ResponseOf(req.status());
+                auto l = leases_->AddMembers(r.caller, r.params["lease"], *req, r.gone);
+                refiller_->Wake();
+                return l.ok() ? JsonResponse(200, *l) : ResponseOf(l.status());
+              });
+
+  routes_.Add({.method = "DELETE",
+               .path = "/v1/leases/{lease}/members/{member}",
+               .operation_id = "dropLeaseMember",
+               .summary = "Drops a member at once: reclaimed, its clone removed, in no episode from then on",
+               .response_schema = LeaseSchema(),
+               .errors = {{401, "TCP without a valid token"},
+                          {403, "a uid that is no tenant"},
+                          {404, "no such lease of the caller's, or no such member"}}},
+              [this](HttpRequest& r) {
+                const std::string& text = r.params["member"];
+                char* end = nullptr;
+                long member = std::strtol(text.c_str(), &end, 10);
+                if (text.empty() || *end != '\0' || member < 0 || member >= kMaxLeaseMembers)
+                  return ResponseOf(NotFound("lease '" + r.params["lease"] + "' has no member " + text));
+                auto l = leases_->DropMember(r.caller, r.params["lease"], static_cast<int>(member));
+                refiller_->Wake();
+                return l.ok() ? JsonResponse(200, *l) : ResponseOf(l.status());
               });
 
   routes_.Add({.method = "GET",
