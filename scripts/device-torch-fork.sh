@@ -131,12 +131,13 @@ check_rc=${PIPESTATUS[0]}
 # the forkpoint; the golden worker's private chunks and what lives in them;
 # the pooled workers' library preload; each clone's build; when the golden
 # got its orders; each clone's own split of its fork (order to os.fork,
-# os.fork, child chain to attached).
+# os.fork, child chain to attached); the daemon's descriptor caps and limits
+# and the golden's chunk count exported ahead (issue 29).
 for d in "$W"/logs/torch-fork_*; do
   [[ -d $d ]] || continue
   log "fork run $(basename "$d"): what decides memory and fork time"
   grep -hE "peft_dpo: golden: base|smolvm.forkpoint: memory:" "$d"/*-g.log 2>/dev/null | sed 's/^/  golden: /' | tee -a "$LOG_FILE"
-  grep -hE "fork prepare: private|libraries preloaded|preload of .* failed|fork preload of session|supervisor's forkpoint|clone build|orders sent to the golden|fork: clone" \
+  grep -hE "fork prepare: private|libraries preloaded|preload of .* failed|fork preload of session|supervisor's forkpoint|clone build|orders sent to the golden|fork: clone|descriptors: RLIMIT|daemon: capabilities|chunks exported|descriptors not kept|--max-fds" \
     "$d"/cuda-daemon.log 2>/dev/null | sed 's/^/  daemon: /' | tee -a "$LOG_FILE"
   grep -hE "peft_dpo: clone [0-9]+: fork order" "$d"/*-c*.log 2>/dev/null | sed 's/^/  clone: /' | tee -a "$LOG_FILE"
 done

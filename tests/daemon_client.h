@@ -149,6 +149,12 @@ class RawClient {
   Status Connect(const std::string& socket, uint64_t hash = proto::kProtoHash, uint32_t role = 0,
                  const std::string& token = "", uint32_t pid = static_cast<uint32_t>(::getpid())) {
     ASSIGN_OR_RETURN(UniqueFd fd, ConnectUnix(socket));
+    return Adopt(std::move(fd), pid, hash, role, token);
+  }
+  // As Connect, over a connection made already (e.g. by another process,
+  // whose pid the daemon then sees).
+  Status Adopt(UniqueFd fd, uint32_t pid, uint64_t hash = proto::kProtoHash, uint32_t role = 0,
+               const std::string& token = "") {
     ch_ = std::make_unique<UnixChannel>(std::move(fd));
     proto::HelloRequest hello;
     hello.proto_hash = hash;

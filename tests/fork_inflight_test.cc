@@ -89,8 +89,11 @@ class TwoTenants {
     golden_a_ = std::make_unique<Golden>(&ga_);
     std::pair<int, std::string> cli;
     std::thread t([&] {
-      cli = RunCommand("timeout 25 " + Cli(daemon_, "fork --count " + std::to_string(count) + " --share on --json --pid " +
-                                                       std::to_string(pid_a_)));
+      // By session: `--pid` names a host pid on the daemon's own socket
+      // only (issue 29), and a is a machine's golden.
+      cli = RunCommand("timeout 25 " + Cli(daemon_, "fork --count " + std::to_string(count) +
+                                                       " --share on --json --session " +
+                                                       std::to_string(ga_.hello().session_id)));
     });
     std::vector<std::unique_ptr<RawClient>> clones;
     for (int i = 0; i < count; ++i) {
@@ -115,7 +118,7 @@ class TwoTenants {
     UniqueFd listener = ListenUnix(socket, 0666).value();
     admins_.push_back(std::make_unique<UnixChannel>(ConnectUnix(daemon_.socket() + ".admin").value()));
     AdminMachineAttachReply rep;
-    EXPECT_TRUE(AdminRoundTrip(*admins_.back(), AdminMachineAttachRequest{name, "", 0}, &rep, listener.get()).ok());
+    EXPECT_TRUE(AdminRoundTrip(*admins_.back(), AdminMachineAttachRequest{name, "", 0, 1}, &rep, listener.get()).ok());
     return socket;
   }
   DaemonProcess daemon_;
@@ -164,7 +167,7 @@ TEST(ForkTenantsTest, AMachineForkWhoseSupervisorHangsUpEndsAtOnce) {
     UniqueFd listener = ListenUnix(socket, 0666).value();
     admins.push_back(std::make_unique<UnixChannel>(ConnectUnix(daemon.socket() + ".admin").value()));
     AdminMachineAttachReply rep;
-    EXPECT_TRUE(AdminRoundTrip(*admins.back(), AdminMachineAttachRequest{name, "", 0}, &rep, listener.get()).ok());
+    EXPECT_TRUE(AdminRoundTrip(*admins.back(), AdminMachineAttachRequest{name, "", 0, 1}, &rep, listener.get()).ok());
     return socket;
   };
   const std::string gold = attach("gold");

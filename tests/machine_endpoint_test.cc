@@ -55,7 +55,7 @@ class MachineEndpointTest : public ::testing::Test {
     ASSIGN_OR_RETURN(UniqueFd conn, ConnectUnix(daemon.socket() + ".admin"));
     m->admin = std::make_unique<UnixChannel>(std::move(conn));
     AdminMachineAttachReply rep;
-    return AdminRoundTrip(*m->admin, AdminMachineAttachRequest{name, cg, gpu_mem_mib << 20}, &rep, listener.get());
+    return AdminRoundTrip(*m->admin, AdminMachineAttachRequest{name, cg, gpu_mem_mib << 20, 1}, &rep, listener.get());
   }
   int WorkerOf(uint64_t session) {
     auto status = StatusOf(daemon);

@@ -63,7 +63,7 @@ class WorkerJailTest : public ::testing::Test {
     ASSIGN_OR_RETURN(UniqueFd conn, ConnectUnix(daemon.socket() + ".admin"));
     admins.push_back(std::make_unique<UnixChannel>(std::move(conn)));
     AdminMachineAttachReply rep;
-    return AdminRoundTrip(*admins.back(), AdminMachineAttachRequest{name, "", 0}, &rep, listener.get());
+    return AdminRoundTrip(*admins.back(), AdminMachineAttachRequest{name, "", 0, 1}, &rep, listener.get());
   }
   pid_t WorkerOf(const RawClient& c) {
     const nlohmann::json status = StatusOf(daemon);
@@ -430,6 +430,34 @@ TEST(WorkerSeccompEndToEnd, LearnModeRecordsTheCallAndTheSessionGoesOn) {
   MemAllocReply m;
   EXPECT_TRUE(c.Call(MemAllocRequest{.bytes = 4096}, &m).ok());
   c.Close();
+  daemon.reset();
+  EXPECT_EQ(ReadFile(path), "unshare\n");
+  ::unlink(path);
+}
+
+// The daemon's own filter in learn mode (scripts/plans/harden.plan's first
+// step on the GPU): a call outside its table, made by a worker it started
+// (here one whose own filter is off), runs and is recorded once.
+TEST(WorkerSeccompEndToEnd, TheDaemonsLearnModeRecordsAWorkersCall) {
+  char path[] = "/tmp/smolvm-daemon-learn-XXXXXX";
+  int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  ::setenv("SMOLVM_WORKER_TEST_SYSCALL", std::to_string(SYS_unshare).c_str(), 1);
+  ::setenv("SMOLVM_WORKER_SECCOMP", "off", 1);
+  ::setenv("SMOLVM_DAEMON_SECCOMP", "learn", 1);
+  ::setenv("SMOLVM_DAEMON_SECCOMP_LEARN", path, 1);
+  auto daemon = std::make_unique<DaemonProcess>();
+  for (const char* v : {"SMOLVM_WORKER_TEST_SYSCALL", "SMOLVM_WORKER_SECCOMP", "SMOLVM_DAEMON_SECCOMP",
+                        "SMOLVM_DAEMON_SECCOMP_LEARN"})
+    ::unsetenv(v);
+  RawClient c;
+  ASSERT_TRUE(c.Connect(daemon->socket()).ok()) << daemon->Log();
+  PingReply pong;
+  EXPECT_TRUE(c.Call(PingRequest{}, &pong).ok());
+  EXPECT_TRUE(c.Call(PingRequest{}, &pong).ok());
+  c.Close();
+  EXPECT_NE(daemon->Log().find("seccomp learn"), std::string::npos) << daemon->Log();
   daemon.reset();
   EXPECT_EQ(ReadFile(path), "unshare\n");
   ::unlink(path);

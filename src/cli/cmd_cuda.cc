@@ -196,6 +196,23 @@ int Status(const std::string& socket_flag, bool json, bool ops) {
       std::printf(", gpu-mem %.0f MiB, %.1f MiB in use", m.value("gpu_mem_mib", 0.0), m.value("gpu_used_mib", 0.0));
     std::printf("\n");
   }
+  // The caps against hostile guests (docs/threat-model.md): what the
+  // daemon holds under them and how often each refused.
+  if (auto d = j.value("descriptors", nlohmann::json()); d.is_object()) {
+    std::printf("descriptors: %zu chunk descriptors held (cap %zu per machine, %zu in all; RLIMIT_NOFILE %llu)",
+                d.value("held", size_t{0}), d.value("cap_per_machine", size_t{0}), d.value("cap", size_t{0}),
+                d.value("rlimit_nofile", 0ull));
+    const nlohmann::json by_tenant = d.value("by_tenant", nlohmann::json::object());
+    for (const auto& [tenant, n] : by_tenant.items())
+      std::printf("; %s %zu", tenant.c_str(), n.get<size_t>());
+    std::printf("\n");
+  }
+  if (auto r = j.value("refusals", nlohmann::json()); r.is_object()) {
+    std::printf("refusals by cap:");
+    if (r.empty()) std::printf(" none");
+    for (const auto& [cap, n] : r.items()) std::printf(" %s %llu", cap.c_str(), n.get<unsigned long long>());
+    std::printf("\n");
+  }
   return 0;
 }
 
@@ -205,8 +222,8 @@ bool HasSessionOfPid(const std::string& socket, uint32_t pid) {
   if (!AdminCall(socket, proto::AdminStatusRequest{}, &rep).ok()) return false;
   auto j = nlohmann::json::parse(rep.json, nullptr, false);
   if (j.is_discarded() || !j.contains("sessions")) return false;
-  for (const auto& s : j["sessions"])
-    if (s.value("pid", 0u) == pid) return true;
+  for (const auto& s : j["sessions"])  // `--pid` names a host pid on the daemon's own socket
+    if (s.value("host_pid", 0u) == pid && s.value("machine", "").empty()) return true;
   return false;
 }
 

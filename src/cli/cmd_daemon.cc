@@ -54,18 +54,33 @@ void AddCudaDaemonCommand(CLI::App& parent, const std::string& name, const std::
       ->check(CLI::Range(100, 60000))
       ->capture_default_str();
   d->add_option("--max-conns-per-machine", dopt->max_conns_per_machine,
-                "connections whose Hello is not in yet, per guest socket (a machine's, or the daemon's own)")
+                "connections whose Hello is not in yet, per machine (per peer uid on the daemon's own socket)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  d->add_option("--max-conns-per-pid", dopt->max_conns_per_pid,
+                "connections whose Hello is not in yet, per host pid on the daemon's own socket")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   d->add_option("--max-conns", dopt->max_conns, "connections whose Hello is not in yet, over every socket")
       ->check(CLI::Range(1, 16384))
       ->capture_default_str();
   d->add_option("--max-sessions-per-machine", dopt->max_sessions_per_machine,
-                "CUDA sessions per guest socket (a golden and its clones count on the clones' socket)")
+                "CUDA sessions per machine (per peer uid on the daemon's own socket; clones count on the clones' "
+                "machine)")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   d->add_option("--max-workers", dopt->max_workers, "worker processes (one CUDA context each: sessions and pool)")
       ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  d->add_option("--max-fds-per-machine", dopt->max_fds_per_machine,
+                "chunk descriptors the daemon holds per machine (per peer uid on the daemon's own socket): exports "
+                "ahead of forks and each fork's set")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 24))
+      ->capture_default_str();
+  d->add_option("--max-fds", dopt->max_fds,
+                "chunk descriptors the daemon holds in all (0: RLIMIT_NOFILE, raised at start, less room for its "
+                "sockets)")
+      ->check(CLI::Range(size_t{0}, size_t{1} << 24))
       ->capture_default_str();
   auto cache_mib = std::make_shared<uint64_t>(dopt->module_cache_bytes >> 20);
   d->add_option("--module-cache-mib", *cache_mib, "module images kept on disk over every session (LRU eviction)")
@@ -88,6 +103,19 @@ void AddCudaDaemonCommand(CLI::App& parent, const std::string& name, const std::
                 "workers' seccomp filter: enforce, log, off or learn (default: enforce)")
       ->envname("SMOLVM_WORKER_SECCOMP")
       ->check(CLI::IsMember({"enforce", "log", "off", "learn"}));
+  d->add_option("--daemon-caps", dopt->daemon_caps,
+                "the daemon's capabilities: drop (keep only those it and its workers use) or keep")
+      ->envname("SMOLVM_DAEMON_CAPS")
+      ->check(CLI::IsMember({"drop", "keep"}))
+      ->capture_default_str();
+  d->add_option("--daemon-seccomp", dopt->daemon_seccomp,
+                "the daemon's own seccomp filter, inherited by its workers: enforce, log, off or learn (default: "
+                "enforce on the fake backend when workers enforce, else log)")
+      ->envname("SMOLVM_DAEMON_SECCOMP")
+      ->check(CLI::IsMember({"enforce", "log", "off", "learn"}));
+  d->add_option("--daemon-seccomp-learn", dopt->daemon_seccomp_learn,
+                "learn mode: the file each system call outside the daemon's table is appended to")
+      ->envname("SMOLVM_DAEMON_SECCOMP_LEARN");
   d->add_option("--worker-seccomp-learn", dopt->worker_seccomp_learn,
                 "learn mode: the file workers append each system call outside the allowlist to")
       ->envname("SMOLVM_WORKER_SECCOMP_LEARN");

@@ -12,7 +12,7 @@ void AddMachineCreate(CLI::App& machine, int* exit_code) {
   struct Opts {
     std::string name, image, workdir, isolation = "sandbox";
     double cpus = 0;
-    int64_t mem = 0, gpu_mem = 0, disk = 0;
+    int64_t mem = 0, gpu_mem = 0, disk = 0, pids = machine::kDefaultPids;
     bool cuda = false, net = false, chown_volumes = false;
     std::vector<std::string> volumes, env, cmd;
   };
@@ -21,6 +21,7 @@ void AddMachineCreate(CLI::App& machine, int* exit_code) {
   c->add_option("--name", o->name, "letters, digits, '-', '_'; at most 40")->required();
   c->add_option("--cpus", o->cpus, "CPU quota in CPUs; also a cpuset of that many cores (0, the default: no limit)");
   c->add_option("--mem", o->mem, "memory limit in MiB (0, the default: no limit; else at least 8)");
+  c->add_option("--pids", o->pids, "most processes and threads at once (0: no limit)")->capture_default_str();
   c->add_flag("--cuda", o->cuda, "remote CUDA through the host daemon");
   c->add_option("--gpu-mem", o->gpu_mem, "device memory cap in MiB (with --cuda)");
   c->add_flag("--net", o->net, "share the host network (default: loopback only)");
@@ -46,6 +47,7 @@ void AddMachineCreate(CLI::App& machine, int* exit_code) {
     spec.mem_mib = o->mem;
     spec.cuda = o->cuda;
     spec.gpu_mem_mib = o->gpu_mem;
+    spec.pids = o->pids == 0 ? -1 : o->pids;
     spec.net = o->net;
     spec.env = o->env;
     spec.image = o->image;

@@ -42,10 +42,10 @@ struct Daemon::AdminLink {
 };
 
 void Daemon::AcceptAdmin() {
-  int fd = ::accept4(admin_listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-  if (fd < 0) return;
-  (void)SetLinkSendTimeout(fd);
-  admin_clients_[next_admin_client_++] = std::make_unique<UnixChannel>(UniqueFd(fd));
+  auto fd = AcceptOn(admin_listen_.get(), SOCK_CLOEXEC);
+  if (!fd.ok()) return;
+  (void)SetLinkSendTimeout(fd->get());
+  admin_clients_[next_admin_client_++] = std::make_unique<UnixChannel>(std::move(fd).value());
 }
 
 void Daemon::ServeAdmin(uint64_t client) {

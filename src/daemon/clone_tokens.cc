@@ -114,9 +114,20 @@ void Daemon::AttachClone(PendingGuest g, const std::string& token) {
   if (!found || via != found->machine) {
     const char* why = token.empty() ? "an empty clone token" : found ? "a clone token of another machine"
                                                                      : "an unknown or spent clone token";
-    Log("clone Hello from guest pid %u (host pid %u) on %s refused: %s", g.guest_pid, g.host_pid,
-        SocketName(g.endpoint).c_str(), why);
-    for (auto& [id, job] : forks_) ++job.refused_attaches;
+    // A kind per reason: a flood of one reason hides none of the others.
+    const std::string kind = std::string("clone token refused: ") + why;
+    LogGuest(kind.c_str(), g.endpoint, "clone Hello from guest pid %u (host pid %u) on %s refused: %s",
+             g.guest_pid, g.host_pid, SocketName(g.endpoint).c_str(), why);
+    // Counted only in the forks whose clones attach through that socket
+    // (on the daemon's own socket: from the golden's uid), not in every
+    // tenant's.
+    for (auto& [id, job] : forks_) {
+      auto gold = sessions_.find(job.golden);
+      bool same_socket = false;
+      for (const auto& c : job.clones) same_socket |= c.machine == via;
+      if (same_socket && (g.endpoint != 0 || (gold != sessions_.end() && gold->second.host_uid == g.host_uid)))
+        ++job.refused_attaches;
+    }
     ReplyHelloError(*g.channel, g.hello_seq, Code::kPermissionDenied, "unknown or expired clone token");
     return;
   }
@@ -151,6 +162,7 @@ void Daemon::AdoptClone(ForkJob& job, ForkJob::Clone& c, PendingGuest g) {
   Session& s = sessions_[c.session];
   s.guest_pid = g.guest_pid;
   s.host_pid = g.host_pid;
+  s.host_uid = g.host_uid;
   s.state = "running";
   const Session& gold = sessions_[job.golden];
   size_t attached = 0;

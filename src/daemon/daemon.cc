@@ -62,7 +62,13 @@ std::string LibraryPathWithoutShims(const char* ld_library_path) {
 }
 
 Daemon::Daemon(DaemonOptions options)
-    : options_(std::move(options)), idle_(std::chrono::seconds(std::max(0, options_.idle_exit_s))) {
+    : options_(std::move(options)),
+      admission_(AdmissionCaps{.conns_per_machine = options_.max_conns_per_machine,
+                               .conns_per_pid = options_.max_conns_per_pid,
+                               .conns = options_.max_conns,
+                               .sessions_per_machine = options_.max_sessions_per_machine,
+                               .workers = options_.max_workers}),
+      idle_(std::chrono::seconds(std::max(0, options_.idle_exit_s))) {
   admin_path_ = options_.socket_path + ".admin";
   log_path_ = StderrLogPath();
 }
@@ -88,7 +94,47 @@ void Daemon::Log(const char* fmt, ...) const {
   std::fprintf(stderr, "%s%s\n", prefix, msg);
 }
 
+void Daemon::LogGuest(const char* kind, uint64_t source, const char* fmt, ...) {
+  uint64_t suppressed = 0;
+  if (!log_throttle_.Allow(kind, source, std::chrono::steady_clock::now(), &suppressed)) return;
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (suppressed > 0) {
+    Log("%s (%llu more lines of this kind not logged)", msg, static_cast<unsigned long long>(suppressed));
+  } else {
+    Log("%s", msg);
+  }
+}
+
+std::string Daemon::TenantOf(const Session& s) const { return TenantName(s.machine, s.host_uid); }
+
+Result<UniqueFd> Daemon::AcceptOn(int listen_fd, int flags) {
+  int fd = ::accept4(listen_fd, nullptr, nullptr, flags);
+  if (fd >= 0) {
+    accept_backoff_.Succeeded();
+    return UniqueFd(fd);
+  }
+  int err = errno;
+  if (AcceptBackoff::IsExhaustion(err)) {
+    accept_backoff_.Failed(std::chrono::steady_clock::now());
+    LogGuest("accept failed", 0, "accept: %s: not accepting for a while (%llu such failures)", std::strerror(err),
+             static_cast<unsigned long long>(accept_backoff_.failures()));
+  }
+  return ErrnoStatus("accept", err);
+}
+
 Status Daemon::Listen() {
+  const uint64_t nofile = RaiseNoFileLimit();
+  // Room kept for what is not a chunk descriptor: two per worker (pidfd,
+  // link), the pending and admin connections, endpoints, the loop's own.
+  const size_t reserve = 2 * static_cast<size_t>(options_.max_workers) + static_cast<size_t>(options_.max_conns) + 1024;
+  fd_budget_ = DescriptorBudget::ForDaemon(nofile, reserve, options_.max_fds_per_machine, options_.max_fds);
+  Log("descriptors: RLIMIT_NOFILE %llu; chunk descriptors at most %zu per machine (or uid on the daemon's socket), "
+      "%zu in all",
+      static_cast<unsigned long long>(nofile), fd_budget_->per_tenant(), fd_budget_->total());
   ASSIGN_OR_RETURN(listen_, ListenUnix(options_.socket_path, 0660));
   ASSIGN_OR_RETURN(admin_listen_, ListenUnix(admin_path_, 0600));
   // Accepted only when poll says so; never wait in accept for a peer gone meanwhile.
@@ -103,6 +149,7 @@ Status Daemon::Listen() {
   uids_ = WorkerUids(uid_base, options_.worker_uids);
   RETURN_IF_ERROR(uids_.Check());
   ASSIGN_OR_RETURN(jail_dir_, MakeJailDir());
+  module_bound_ = std::make_unique<ModuleCacheBound>(module_dir_, jail_dir_, options_.module_cache_bytes);
   Log("workers: %s, seccomp %s, jail %s",
       uid_base ? ("one uid per tenant from " + std::to_string(uid_base)).c_str() : "keep the daemon's uid",
       options_.worker_seccomp.empty() ? DefaultSeccompMode(options_.backend) : options_.worker_seccomp.c_str(),
@@ -115,14 +162,26 @@ Status Daemon::Listen() {
   signal_fd_.Reset(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
   if (!signal_fd_.valid()) return ErrnoStatus("signalfd", errno);
   ::signal(SIGPIPE, SIG_IGN);
+  // Last: only the capabilities it and its workers use, and its own filter
+  // (daemon_jail.h), before the first worker starts.
+  std::string jail;
+  RETURN_IF_ERROR(EnterDaemonJail(DaemonJailOptions{.caps = options_.daemon_caps,
+                                                    .seccomp = options_.daemon_seccomp,
+                                                    .seccomp_learn = options_.daemon_seccomp_learn,
+                                                    .backend = options_.backend,
+                                                    .worker_seccomp = options_.worker_seccomp},
+                                  &jail));
+  Log("daemon: %s", jail.c_str());
   return Status::Ok();
 }
 
 int Daemon::NextTimeoutMs() const {
   auto link = NextLinkDeadline();
-  if (forks_.empty() && pending_.empty() && !link) return -1;
   auto now = std::chrono::steady_clock::now();
+  const bool backing_off = accept_backoff_.Paused(now);
+  if (forks_.empty() && pending_.empty() && !link && !backing_off) return -1;
   auto soonest = link.value_or(now + std::chrono::hours(1));
+  if (backing_off) soonest = std::min(soonest, *accept_backoff_.Until());
   for (const auto& [id, job] : forks_) soonest = std::min(soonest, job.deadline);
   for (const auto& [id, p] : pending_) soonest = std::min(soonest, p.deadline);
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(soonest - now).count();
@@ -142,15 +201,20 @@ Status Daemon::Run() {
       pfds.push_back({fd, POLLIN, 0});
       what.emplace_back(k, arg);
     };
-    add(listen_.get(), kListen, 0);
-    add(admin_listen_.get(), kAdminListen, 0);
+    // Listening sockets rest while accept fails for want of descriptors.
+    const bool accepting = !accept_backoff_.Paused(std::chrono::steady_clock::now());
+    if (accepting) {
+      add(listen_.get(), kListen, 0);
+      add(admin_listen_.get(), kAdminListen, 0);
+    }
     add(signal_fd_.get(), kSignal, 0);
     for (auto& [pid, w] : workers_) {
       add(w.pidfd.get(), kPidfd, pid);
       if (w.control) add(w.control->fd(), kControl, pid);
     }
     for (auto& [id, c] : admin_clients_) add(c->fd(), kAdmin, static_cast<long>(id));
-    for (auto& [id, e] : endpoints_) add(e.listen.get(), kEndpoint, static_cast<long>(id));
+    if (accepting)
+      for (auto& [id, e] : endpoints_) add(e.listen.get(), kEndpoint, static_cast<long>(id));
     for (auto& [id, p] : pending_) add(p.fd.get(), kPending, static_cast<long>(id));
     int timeout_ms = NextTimeoutMs();
     if (auto idle_ms = idle_.MsUntilDue(std::chrono::steady_clock::now()))

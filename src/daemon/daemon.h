@@ -37,9 +37,15 @@
 
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "daemon/accept_backoff.h"
+#include "daemon/daemon_jail.h"
 #include "daemon/daemon_status.h"
+#include "daemon/descriptor_budget.h"
+#include "daemon/guest_admission.h"
 #include "daemon/idle_exit.h"
+#include "daemon/log_throttle.h"
 #include "daemon/machine_budget.h"
+#include "daemon/module_cache_bound.h"
 #include "worker/op_counts.h"
 #include "worker/worker_uids.h"
 #include "proto/enums.h"
@@ -56,7 +62,8 @@ inline constexpr int kMaxPoolWorkers = 128;
 // Caps on what guests can make the daemon hold (docs/threat-model.md). The
 // defaults fit a golden with kMaxPoolWorkers clones plus a full pool: on one
 // socket 1 + 128 sessions; on the daemon 129 sessions + 128 pooled workers.
-inline constexpr int kDefaultMaxConnsPerMachine = 16;   // Hellos not finished yet, per socket
+inline constexpr int kDefaultMaxConnsPerMachine = 16;   // Hellos not finished yet, per socket (per uid on the daemon's)
+inline constexpr int kDefaultMaxConnsPerPid = 8;        // ... per host pid, on the daemon's own socket
 inline constexpr int kDefaultMaxConns = 128;            // the same, over every socket
 inline constexpr int kDefaultMaxSessionsPerMachine = kMaxPoolWorkers + 32;
 inline constexpr int kDefaultMaxWorkers = 2 * kMaxPoolWorkers + 64;
@@ -81,9 +88,15 @@ struct DaemonOptions {
   std::string self_exe = "/proc/self/exe";
   int hello_timeout_ms = 2000;    // a guest must finish its whole Hello within this
   int max_conns_per_machine = kDefaultMaxConnsPerMachine;
+  int max_conns_per_pid = kDefaultMaxConnsPerPid;
   int max_conns = kDefaultMaxConns;
   int max_sessions_per_machine = kDefaultMaxSessionsPerMachine;
   int max_workers = kDefaultMaxWorkers;
+  // Chunk descriptors held per tenant and over the daemon
+  // (descriptor_budget.h); max_fds 0: RLIMIT_NOFILE (raised to its hard
+  // limit at start) less room for sockets, links and pidfds.
+  size_t max_fds_per_machine = kDefaultMaxFdsPerMachine;
+  size_t max_fds = 0;
   uint64_t module_cache_bytes = 4ull << 30;  // module images kept on disk, over every tenant
   // The most clones rebuilding at once during a fork (each fork picks up to
   // this many from its clones' shape: fork_parallel.h). Not 1: a fork of N
@@ -105,6 +118,11 @@ struct DaemonOptions {
   uint32_t worker_uids = kDefaultWorkerUidCount;
   std::string worker_seccomp;
   std::string worker_seccomp_learn;  // learn mode: the file workers append to
+  // The daemon's own limits (daemon_jail.h): capabilities (drop | keep) and
+  // its seccomp mode ("": enforce on the fake backend, log on cuda).
+  std::string daemon_caps = "drop";
+  std::string daemon_seccomp;
+  std::string daemon_seccomp_learn;
 };
 
 class Daemon {
@@ -150,12 +168,14 @@ class Daemon {
     std::string preload;               // the candidates, an encoded ManifestChunkList
     std::vector<size_t> preload_fds;   // their indexes in fds
     std::string setup;                 // ForkAhead.setup: for workers in the golden's jail only
+    DescriptorBudget::Charge charge;   // fds, charged to the golden's tenant
   };
   struct Session {
     uint64_t id = 0;
     pid_t worker_pid = -1;
     uint32_t guest_pid = 0;
     uint32_t host_pid = 0;   // SO_PEERCRED of its connection (0 for clones not attached yet)
+    uint32_t host_uid = 0;   // SO_PEERCRED; a clone's: its golden's until it attaches
     std::string machine;     // "" on the daemon's own socket
     proto::SessionRole role = proto::SessionRole::kStandalone;
     std::string state = "running";
@@ -169,6 +189,7 @@ class Daemon {
     UniqueFd fd;                  // non-blocking until handed on
     uint64_t endpoint = 0;        // 0: the daemon's own socket
     uint32_t host_pid = 0;        // SO_PEERCRED
+    uint32_t host_uid = 0;        // SO_PEERCRED
     std::chrono::steady_clock::time_point deadline;  // for the whole Hello
     std::string buf;              // the Hello so far: grows with bytes received
     Status refusal;               // over a cap: read its Hello only to say so
@@ -180,6 +201,7 @@ class Daemon {
     uint32_t guest_pid = 0;
     uint64_t flags = 0;
     uint32_t host_pid = 0;
+    uint32_t host_uid = 0;
     uint64_t endpoint = 0;  // 0: the daemon's own socket
   };
   // A machine's guest socket (AdminMachineAttach). Sessions accepted on it
@@ -191,6 +213,9 @@ class Daemon {
     std::shared_ptr<MachineBudget> budget;  // null: no --gpu-mem
     UniqueFd listen;
     uint64_t admin_client = 0;  // closing this connection removes the endpoint
+    // Started --forkable: its goldens' chunks are exported ahead of forks
+    // (a machine that cannot be forked holds no descriptors for it).
+    bool forkable = false;
   };
   // One fork request in flight (at most one per golden session).
   struct ForkJob {
@@ -219,6 +244,7 @@ class Daemon {
     uint64_t private_bytes = 0;  // copied into each clone (the manifest's), for admission
     uint64_t free_bytes = 0;     // the device's free memory the manifest reported, for messages
     std::vector<UniqueFd> fds;
+    DescriptorBudget::Charge fds_charge;  // fds, charged to the golden's tenant
     struct Clone {
       pid_t worker = -1;
       uint64_t session = 0;
@@ -260,7 +286,7 @@ class Daemon {
   // "machine 'a'", or "the daemon's socket" for endpoint 0.
   std::string SocketName(uint64_t endpoint) const;
   // The per-socket and per-daemon caps a new session must fit under.
-  Status AdmitSession(uint64_t endpoint) const;
+  Status AdmitSession(uint64_t endpoint, uint32_t host_uid) const;
   void AssignWorkers();
   // A pooled worker starts serving `session` (a guest's or a clone's).
   void DrawPooledWorker(WorkerProc& w, uint64_t session);
@@ -275,7 +301,13 @@ class Daemon {
   std::optional<std::chrono::steady_clock::time_point> NextLinkDeadline() const;
   void OnWorkerExit(pid_t pid);
   // --- session registry (session_registry.cc) ---
+  // By session id, else by the host pid of a session on the daemon's own
+  // socket (`cuda fork --pid`, `cuda release --pid`).
   Session* FindSession(uint64_t session, uint32_t pid);
+  // A machine's golden by the host pid its supervisor names; a Hello's pid
+  // chooses only among that machine's sessions, when no host pid matches.
+  // Machine "": FindSession(0, pid) (a session on the daemon's own socket).
+  Session* FindMachineGolden(const std::string& machine, uint32_t pid);
   void OnSessionState(const WorkerProc& w, const proto::WorkerStateRequest& r);
   void OnSessionStats(const WorkerProc& w, const proto::WorkerStatsRequest& r);
   // --- admin server (admin_server.cc), through the generated control
@@ -378,11 +410,29 @@ class Daemon {
   // A ready worker's context on the device: NVML's count for its pid where
   // the host has NVML, else EstimatedContextBytes (docs/fork.md).
   uint64_t MeasuredContextBytes(pid_t worker) const;
+  // The device's memory: as a worker reported it, else NVML's (cuda) or the
+  // fake's; 0 when not known.
+  uint64_t DeviceBytes() const;
   // Refuses a clone whose private copies do not fit its machine's budget.
   Status AdmitToMachine(const ForkJob& job, uint64_t private_bytes);
   void Log(const char* fmt, ...) const __attribute__((format(printf, 2, 3)));
+  // A line a guest can cause, throttled per `source` (a connection or
+  // socket id) and per `kind` (log_throttle.h).
+  void LogGuest(const char* kind, uint64_t source, const char* fmt, ...) __attribute__((format(printf, 4, 5)));
+  // Whose a session's descriptors and workers are (guest_admission.h).
+  std::string TenantOf(const Session& s) const;
+  // Accepts on a listening socket; false when accept failed for want of
+  // descriptors or memory (the loop then backs off: accept_backoff.h).
+  Result<UniqueFd> AcceptOn(int listen_fd, int flags);
 
   DaemonOptions options_;
+  // Declared before the aheads and fork jobs whose charges it holds.
+  std::unique_ptr<DescriptorBudget> fd_budget_;  // made in Listen, once RLIMIT_NOFILE is raised
+  GuestAdmission admission_;
+  LogThrottle log_throttle_;
+  AcceptBackoff accept_backoff_;
+  RefusalTally refusals_;  // what `cuda status` shows
+  std::unique_ptr<ModuleCacheBound> module_bound_;   // made in Listen (needs the jail)
   std::string admin_path_;
   std::string module_dir_;
   std::string jail_dir_;  // the workers' (worker_jail.h)
@@ -394,11 +444,6 @@ class Daemon {
   std::deque<PendingGuest> waiting_;
   std::map<uint64_t, Pending> pending_;
   uint64_t next_pending_ = 1;
-  struct RefusalLog {
-    std::chrono::steady_clock::time_point last;
-    uint64_t count = 0;
-  };
-  std::map<uint64_t, RefusalLog> refusals_logged_;  // by endpoint: cap refusals, rate-limited
   std::map<uint64_t, std::unique_ptr<UnixChannel>> admin_clients_;
   uint64_t next_admin_client_ = 1;
   std::map<uint64_t, ForkJob> forks_;          // by job id
@@ -420,6 +465,9 @@ class Daemon {
   // failed start starts another, a storm of context creations on a full card.
   bool pool_paused_for_memory_ = false;
   bool stopping_ = false;
+  // The device's memory, as the first ready worker saw it (0: not known
+  // yet): --gpu-mem reservations must fit it (daemon_machines.cc).
+  uint64_t device_bytes_ = 0;
   IdleExit idle_{std::chrono::milliseconds(0)};
 };
 

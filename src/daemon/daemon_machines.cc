@@ -16,6 +16,7 @@
 #include <map>
 #include <sstream>
 
+#include "backend/fake_backend.h"
 #include "worker/context_size.h"
 #include "daemon/daemon.h"
 #include "proto/frame.h"
@@ -80,6 +81,21 @@ void Daemon::AttachMachine(uint64_t client, uint32_t seq, const proto::AdminMach
     if (d.front() != '/' || ::access((d + "/cgroup.procs").c_str(), W_OK) != 0)
       return reply(InvalidArgument("not a writable cgroup directory: " + d));
   if (req.gpu_mem_bytes) {
+    // A reservation (issue 29): the --gpu-mem of every machine together fit
+    // the device, so each machine's budget left is memory it can have.
+    uint64_t reserved = 0;
+    for (const auto& [id, other] : endpoints_)
+      if (other.budget && other.machine != req.machine) reserved += other.budget->limit();
+    const uint64_t device = DeviceBytes();
+    if (device != 0 && reserved + req.gpu_mem_bytes > device) {
+      char msg[256];
+      std::snprintf(msg, sizeof msg,
+                    "--gpu-mem %llu MiB does not fit: other machines reserve %llu of the device's %llu MiB",
+                    static_cast<unsigned long long>(req.gpu_mem_bytes >> 20),
+                    static_cast<unsigned long long>(reserved >> 20), static_cast<unsigned long long>(device >> 20));
+      refusals_.Count("--gpu-mem");
+      return reply(Status(CUDA_ERROR_OUT_OF_MEMORY, msg));
+    }
     auto budget = MachineBudget::Create(req.gpu_mem_bytes);
     if (!budget.ok()) return reply(budget.status());
     e.budget = std::move(budget).value();
@@ -88,12 +104,14 @@ void Daemon::AttachMachine(uint64_t client, uint32_t seq, const proto::AdminMach
   ::fcntl((*fds)[0].get(), F_SETFL, fl | O_NONBLOCK);
   e.listen = std::move((*fds)[0]);
   e.admin_client = client;
+  e.forkable = req.forkable != 0;
   // The newest attach of a name wins: a restarted machine's supervisor may
   // attach before the daemon has seen its predecessor's connection close.
   for (auto it = endpoints_.begin(); it != endpoints_.end();)
     it = it->second.machine == e.machine ? endpoints_.erase(it) : std::next(it);
-  Log("machine '%s': guest endpoint attached (gpu-mem %llu MiB, %zu cgroup dir(s))", e.machine.c_str(),
-      static_cast<unsigned long long>(req.gpu_mem_bytes >> 20), e.cgroups.size());
+  Log("machine '%s': guest endpoint attached (gpu-mem %llu MiB, %zu cgroup dir(s), %s)", e.machine.c_str(),
+      static_cast<unsigned long long>(req.gpu_mem_bytes >> 20), e.cgroups.size(),
+      e.forkable ? "forkable" : "not forkable: no exports ahead of forks");
   endpoints_[e.id] = std::move(e);
   reply(Status::Ok());
 }
@@ -103,7 +121,6 @@ void Daemon::DetachEndpointsOf(uint64_t client) {
   for (auto it = endpoints_.begin(); it != endpoints_.end();) {
     if (it->second.admin_client == client) {
       Log("machine '%s': guest endpoint removed", it->second.machine.c_str());
-      refusals_logged_.erase(it->first);
       it = endpoints_.erase(it);
     } else {
       ++it;
@@ -166,9 +183,7 @@ void Daemon::StartMachineFork(uint64_t client, uint32_t seq, const proto::AdminM
   }
   // The golden is already at its supervisor's forkpoint, so its session (if
   // it has one) exists now: no waiting for it to connect.
-  Session* golden = nullptr;
-  for (auto& [id, s] : sessions_)
-    if (s.machine == req.golden_machine && s.host_pid == req.golden_pid && s.role != proto::SessionRole::kClone) golden = &s;
+  Session* golden = FindMachineGolden(req.golden_machine, req.golden_pid);
   if (!golden)
     return AdminReply(client, seq, op,
                       NotFound("no CUDA session of pid " + std::to_string(req.golden_pid) + " in machine '" +
@@ -251,6 +266,21 @@ Status Daemon::AdmitClones(const ForkJob& job) const {
                        std::to_string(options_.max_sessions_per_machine) + ", --max-sessions-per-machine)");
   }
   return Status::Ok();
+}
+
+uint64_t Daemon::DeviceBytes() const {
+  if (device_bytes_ != 0) return device_bytes_;
+#ifdef SMOLVM_HAVE_CUDA_BACKEND
+  if (options_.backend != "fake") {
+    // Before any worker is ready: the smallest device NVML sees.
+    uint64_t smallest = 0;
+    if (auto gpus = HostGpuMemoryInUse(); gpus.ok())
+      for (const auto& g : *gpus)
+        if (smallest == 0 || g.total_bytes < smallest) smallest = g.total_bytes;
+    return smallest;
+  }
+#endif
+  return options_.backend == "fake" ? FakeBackendOptions{}.total_mem : 0;
 }
 
 uint64_t Daemon::MeasuredContextBytes(pid_t worker) const {

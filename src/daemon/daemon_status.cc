@@ -2,6 +2,7 @@
 // the pool and the endpoints into DaemonStatus, then written as JSON.
 #include "daemon/daemon_status.h"
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -90,6 +91,13 @@ std::string StatusJson(const DaemonStatus& s) {
   j["pooled_workers"] = s.pooled_workers;
   j["ready_workers"] = s.ready_workers;
   j["preloaded_workers"] = s.preloaded_workers;
+  j["descriptors"] = {{"held", s.descriptors.held},
+                      {"cap_per_machine", s.descriptors.cap_per_machine},
+                      {"cap", s.descriptors.cap},
+                      {"rlimit_nofile", s.descriptors.rlimit_nofile},
+                      {"by_tenant", s.descriptors.by_tenant}};
+  j["refusals"] = s.refusals;
+  j["caps"] = s.caps;
   j["pool"] = nlohmann::json::array();
   for (const auto& w : s.pool)
     j["pool"].push_back({{"pid", w.pid}, {"ready", w.ready}, {"preloaded_session", w.preloaded_session}});
@@ -169,6 +177,23 @@ DaemonStatus Daemon::CollectStatus() const {
     }
     out.machines.push_back(std::move(m));
   }
+  if (fd_budget_) {
+    out.descriptors.held = fd_budget_->held();
+    out.descriptors.cap_per_machine = fd_budget_->per_tenant();
+    out.descriptors.cap = fd_budget_->total();
+    out.descriptors.by_tenant = fd_budget_->by_tenant();
+  }
+  struct rlimit lim = {};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) == 0) out.descriptors.rlimit_nofile = lim.rlim_cur;
+  out.refusals = refusals_.by_cap();
+  out.caps = {{"--max-conns-per-machine", static_cast<uint64_t>(options_.max_conns_per_machine)},
+              {"--max-conns-per-pid", static_cast<uint64_t>(options_.max_conns_per_pid)},
+              {"--max-conns", static_cast<uint64_t>(options_.max_conns)},
+              {"--max-sessions-per-machine", static_cast<uint64_t>(options_.max_sessions_per_machine)},
+              {"--max-workers", static_cast<uint64_t>(options_.max_workers)},
+              {"--max-fds-per-machine", fd_budget_ ? fd_budget_->per_tenant() : 0},
+              {"--max-fds", fd_budget_ ? fd_budget_->total() : 0},
+              {"--module-cache-mib", options_.module_cache_bytes >> 20}};
   for (const auto& [pid, w] : workers_) {
     if (w.session_id != 0) continue;
     ++out.pooled_workers;

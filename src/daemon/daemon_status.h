@@ -56,6 +56,13 @@ struct PooledWorkerStatus {
   uint64_t preloaded_session = 0;  // whose shared chunks it holds (0: none)
 };
 
+// Chunk descriptors the daemon holds (descriptor_budget.h).
+struct DescriptorStatus {
+  size_t held = 0, cap_per_machine = 0, cap = 0;
+  uint64_t rlimit_nofile = 0;
+  std::map<std::string, size_t> by_tenant;  // "machine 'a'", "uid 1000 on the daemon's socket"
+};
+
 struct DaemonStatus {
   pid_t daemon_pid = -1;
   std::string backend;
@@ -69,6 +76,9 @@ struct DaemonStatus {
   size_t ready_workers = 0;      // context created, waiting for a guest or a clone
   size_t preloaded_workers = 0;  // ready and holding a golden's shared chunks
   std::vector<PooledWorkerStatus> pool;
+  DescriptorStatus descriptors;
+  std::map<std::string, uint64_t> refusals;  // by the cap's flag ("--max-conns-per-machine", "fair share")
+  std::map<std::string, uint64_t> caps;      // each cap's value, by its flag
   // Workers that died before their context was up, in a row (reset when one
   // comes up), and how the last of them ended: a pool that cannot start
   // workers serves nobody, and says so here.

@@ -29,17 +29,54 @@
 namespace smolvm {
 
 void Daemon::OnForkAhead(WorkerProc& w, const proto::ForkAheadRequest& r) {
-  // The descriptors follow on the same link: take them to keep it in step.
+  // Who may hold descriptors ahead (issue 29): sessions on the daemon's own
+  // socket (a bare golden that `cuda fork --pid` forks), and sessions of a
+  // machine started --forkable; each export charged to its tenant.
+  auto s = sessions_.find(r.session_id);
+  const bool ours = s != sessions_.end() && s->second.worker_pid == w.pid;
+  Status refused = Status::Ok();
+  DescriptorBudget::Charge charge;
+  if (ours) {
+    // A new export supersedes the last one (its generation is stale), and
+    // the budget sees the new one alone.
+    aheads_.erase(r.session_id);
+    const Endpoint* e = s->second.machine.empty() ? nullptr : FindEndpoint(s->second.machine);
+    if (!s->second.machine.empty() && (e == nullptr || !e->forkable)) {
+      refused = Status(Code::kPermissionDenied, "machine '" + s->second.machine + "' was not started --forkable");
+    } else if (auto c = fd_budget_->Take(TenantOf(s->second), r.num_chunks); c.ok()) {
+      charge = std::move(c).value();
+    } else {
+      refused = c.status();
+      refusals_.Count(refused);
+    }
+  }
+  // The descriptors follow on the same link: take them (or close them as
+  // they come) to keep it in step.
   LinkReader link(*w.control, std::chrono::steady_clock::now() + kLinkFrameDeadline);
-  auto fds = ReceiveChunkFds(link, r.num_chunks);
+  Result<std::vector<UniqueFd>> fds = std::vector<UniqueFd>{};
+  if (ours && refused.ok()) {
+    fds = ReceiveChunkFds(link, r.num_chunks);
+  } else if (Status st = DiscardChunkFds(link, r.num_chunks); !st.ok()) {
+    fds = st;
+  }
   if (!fds.ok()) {
     Log("fork ahead of session %llu: %s", static_cast<unsigned long long>(r.session_id),
         fds.status().ToString().c_str());
     w.control.reset();
     return;
   }
-  auto s = sessions_.find(r.session_id);
-  if (s == sessions_.end() || s->second.worker_pid != w.pid) return;
+  if (!ours) return;
+  if (!refused.ok()) {
+    LogGuest("fork ahead refused", r.session_id, "fork ahead of session %llu: %zu chunk descriptors not kept: %s",
+             static_cast<unsigned long long>(r.session_id), static_cast<size_t>(r.num_chunks),
+             refused.message().c_str());
+    // Its worker exports at fork time instead (it holds no ahead now).
+    std::string out;
+    proto::AppendRequest(&out, proto::ForkAheadAskRequest{0}, 0);
+    (void)w.control->Write(out);
+    PrimeWorkers();  // pooled workers let the superseded export go
+    return;
+  }
   proto::ManifestChunkList chunks;
   proto::Decoder dec(r.chunks);
   if (!proto::DecodeFields(dec, &chunks) || !dec.done() || chunks.chunks.size() != fds->size()) {
@@ -49,6 +86,7 @@ void Daemon::OnForkAhead(WorkerProc& w, const proto::ForkAheadRequest& r) {
   Ahead a;
   a.generation = r.generation;
   a.fds = std::move(fds).value();
+  a.charge = std::move(charge);
   proto::ManifestChunkList preload;
   for (size_t i = 0; i < chunks.chunks.size(); ++i) {
     if (chunks.chunks[i].shared == 0) continue;
@@ -85,9 +123,7 @@ void Daemon::OnAdminForkpoint(uint64_t client, uint32_t seq, const proto::AdminF
   // A machine's golden reaches the daemon's forkpoint (its ForkpointWait)
   // only once a fork is asked for; its supervisor says earlier, so the work
   // ahead is done before the first fork (docs/fork.md).
-  Session* golden = nullptr;
-  for (auto& [id, s] : sessions_)
-    if (s.machine == r.golden_machine && s.host_pid == r.golden_pid && s.role != proto::SessionRole::kClone) golden = &s;
+  Session* golden = FindMachineGolden(r.golden_machine, r.golden_pid);
   if (!golden)
     return AdminReply(client, seq, op,
                       NotFound("no CUDA session of pid " + std::to_string(r.golden_pid) + " in machine '" +

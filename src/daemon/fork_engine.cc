@@ -82,21 +82,45 @@ void Daemon::FailForksOf(uint64_t client) {
 void Daemon::OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m) {
   auto it = forks_.begin();
   while (it != forks_.end() && !(it->second.golden == w.session_id && w.session_id != 0)) ++it;
+  const bool wanted = it != forks_.end() && it->second.phase == ForkJob::kPreparing && m.result == 0;
+  // The fork's set of descriptors is charged to the golden's tenant before
+  // the daemon takes it (descriptor_budget.h): the manifest's, or the
+  // export ahead's duplicated below.
+  DescriptorBudget::Charge charge;
+  Status charged = Status::Ok();
+  if (wanted) {
+    auto golden = sessions_.find(it->second.golden);
+    const size_t n = m.ahead_generation != 0 && aheads_.count(it->second.golden)
+                         ? aheads_.at(it->second.golden).fds.size()
+                         : m.num_chunks;
+    auto c = fd_budget_->Take(golden == sessions_.end() ? "?" : TenantOf(golden->second), n);
+    if (c.ok()) {
+      charge = std::move(c).value();
+    } else {
+      charged = c.status();
+    }
+  }
   // The descriptors follow the manifest on the same link; take them even if
-  // the job is gone, to keep the link in step.
+  // the job is gone (or refused), to keep the link in step.
   std::vector<UniqueFd> fds;
   if (m.result == 0) {
     LinkReader link(*w.control, std::chrono::steady_clock::now() + kLinkFrameDeadline);
-    auto got = ReceiveChunkFds(link, m.num_chunks);
-    if (!got.ok()) {
-      if (it != forks_.end()) FailFork(it->second, got.status());
+    if (wanted && charged.ok()) {
+      auto got = ReceiveChunkFds(link, m.num_chunks);
+      if (!got.ok()) return FailFork(it->second, got.status());
+      fds = std::move(got).value();
+    } else if (Status st = DiscardChunkFds(link, m.num_chunks); !st.ok()) {
+      if (it != forks_.end()) FailFork(it->second, st);
       return;
     }
-    fds = std::move(got).value();
   }
   if (it == forks_.end() || it->second.phase != ForkJob::kPreparing) return;
   ForkJob& job = it->second;
   if (m.result != 0) return FailFork(job, Status(m.result, m.message));
+  if (!charged.ok()) {
+    refusals_.Count(charged);
+    return FailFork(job, charged);
+  }
   // Admission: the clones' private copies and the contexts of any workers
   // not started yet must fit in what the device has free now, beside what
   // the forks in flight still take (fork_admission.h).
@@ -139,6 +163,7 @@ void Daemon::OnForkManifest(WorkerProc& w, const proto::ForkManifestRequest& m) 
   job.private_bytes = m.private_bytes;
   job.parallel = PickBuildParallelism(job);
   job.fds = std::move(fds);
+  job.fds_charge = std::move(charge);
   job.phase = ForkJob::kBuilding;
   job.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   AssignWorkers();
@@ -235,7 +260,10 @@ void Daemon::AdvanceFork(ForkJob& job, std::chrono::steady_clock::time_point now
     all_sent = all_sent && c.sent;
     all_attached = all_attached && c.attached;
   }
-  if (all_sent) job.fds.clear();
+  if (all_sent) {
+    job.fds.clear();
+    job.fds_charge.Return();
+  }
   if (all_attached) return FinishFork(job, golden->second, now);
   if (now >= job.deadline) {
     size_t made = 0;
@@ -316,8 +344,8 @@ void Daemon::SendCloneBuilds(ForkJob& job) {
     }
     // A clone runs as its golden's tenant (same uid: it reads that tenant's
     // modules). A worker preloaded in that tenant's jail holds the uid already.
+    auto golden_session = sessions_.find(job.golden);
     if (!free_worker->jailed) {
-      auto golden_session = sessions_.find(job.golden);
       auto uid = uids_.Acquire(golden_session == sessions_.end() ? c.machine : golden_session->second.machine);
       if (!uid.ok()) {
         if (job.machine_fork) DiscardWorker(*free_worker);  // placed in the clone machine above
@@ -332,6 +360,8 @@ void Daemon::SendCloneBuilds(ForkJob& job) {
     s.id = c.session;
     s.worker_pid = c.worker;
     s.machine = c.machine;
+    // Until its child attaches, the clone is its golden's tenant's.
+    s.host_uid = golden_session == sessions_.end() ? 0 : golden_session->second.host_uid;
     s.role = proto::SessionRole::kClone;
     s.state = "building";
     sessions_[c.session] = s;

@@ -90,8 +90,8 @@ Result<DeviceInfo> BudgetedBackend::GetDeviceInfo(int device) {
 Status BudgetedBackend::MemGetInfo(uint64_t* free_bytes, uint64_t* total_bytes) {
   RETURN_IF_ERROR(inner().MemGetInfo(free_bytes, total_bytes));
   if (budget_) {
-    *total_bytes = std::min(*total_bytes, budget_->limit());
-    *free_bytes = std::min(*free_bytes, budget_->left());
+    *total_bytes = budget_->limit();
+    *free_bytes = budget_->left();
   }
   return Status::Ok();
 }

@@ -139,8 +139,11 @@ class BudgetedBackend final : public ForwardingBackend {
   Status ChargeStackGrowth();
   // total_mem = min(device total, the limit).
   Result<DeviceInfo> GetDeviceInfo(int device) override;
-  // free = min(device free, budget left), total = the limit. DeviceMemGetInfo
-  // (the whole device, for fork admission) is forwarded unchanged.
+  // free = the budget left, total = the limit: the budget is a reservation
+  // (the daemon admits --gpu-mem only while their sum fits the device), and
+  // the session learns nothing of the device's other users from it (issue
+  // 29). DeviceMemGetInfo (the whole device, for fork admission) is
+  // forwarded unchanged.
   Status MemGetInfo(uint64_t* free_bytes, uint64_t* total_bytes) override;
   // Charges what the limit reserves over its value before (device_charges.h).
   Status CtxSetLimit(int limit, uint64_t value) override;

@@ -18,10 +18,12 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <map>
 
 #include "daemon/daemon.h"
 #include "proto/frame.h"
 #include "proto/proto_hash.h"
+#include "transport/control_message.h"
 
 namespace smolvm {
 namespace {
@@ -45,42 +47,42 @@ std::string Daemon::SocketName(uint64_t endpoint) const {
 }
 
 void Daemon::AcceptGuest(int listen_fd, uint64_t endpoint) {
-  int raw = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-  if (raw < 0) return;
+  auto accepted = AcceptOn(listen_fd, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (!accepted.ok()) return;
+  const int raw = accepted->get();
+  const uint64_t id = next_pending_++;
   Pending p;
-  p.fd.Reset(raw);
+  p.fd = std::move(accepted).value();
   p.endpoint = endpoint;
   struct ucred peer = {};
   socklen_t peer_len = sizeof peer;
-  if (::getsockopt(raw, SOL_SOCKET, SO_PEERCRED, &peer, &peer_len) == 0 && peer.pid > 0)
+  if (::getsockopt(raw, SOL_SOCKET, SO_PEERCRED, &peer, &peer_len) == 0 && peer.pid > 0) {
     p.host_pid = static_cast<uint32_t>(peer.pid);
-  size_t on_socket = 0, total = 0, refusing = 0;
-  for (const auto& [id, q] : pending_) {
+    p.host_uid = peer.uid;
+  }
+  // The caps (guest_admission.h): per machine, or on the daemon's own
+  // socket per peer uid and per host pid; then over every socket.
+  const bool shared = endpoint == 0;
+  GuestAdmission::Pending held;
+  size_t refusing = 0;
+  for (const auto& [other, q] : pending_) {
     if (!q.refusal.ok()) {
       ++refusing;
       continue;
     }
-    ++total;
-    on_socket += q.endpoint == endpoint;
+    ++held.total;
+    if (q.endpoint != endpoint) continue;
+    if (!shared || q.host_uid == p.host_uid) ++held.tenant;
+    if (shared && q.host_pid == p.host_pid) ++held.pid;
   }
   auto now = std::chrono::steady_clock::now();
-  if (on_socket >= static_cast<size_t>(options_.max_conns_per_machine)) {
-    p.refusal = Unavailable("too many connections on " + SocketName(endpoint) + " (cap " +
-                            std::to_string(options_.max_conns_per_machine) + ", --max-conns-per-machine)");
-  } else if (total >= static_cast<size_t>(options_.max_conns)) {
-    p.refusal = Unavailable("too many connections on the smolvm daemon (cap " + std::to_string(options_.max_conns) +
-                            ", --max-conns)");
-  }
+  p.refusal = admission_.AdmitConnection(SocketName(endpoint), shared ? TenantName("", p.host_uid) : SocketName(endpoint), shared,
+                                         p.host_pid, held);
   if (!p.refusal.ok()) {
-    // One line a second per socket at most: a guest that reconnects in a loop
-    // must not fill the log.
-    auto& seen = refusals_logged_[endpoint];
-    ++seen.count;
-    if (now - seen.last >= std::chrono::seconds(1)) {
-      Log("guest host pid %u on %s refused: %s (%llu refused since the last such line)", p.host_pid,
-          SocketName(endpoint).c_str(), p.refusal.message().c_str(), static_cast<unsigned long long>(seen.count));
-      seen = {now, 0};
-    }
+    refusals_.Count(p.refusal);
+    // Throttled per socket: a guest that reconnects in a loop must not fill the log.
+    LogGuest("connection refused", endpoint, "guest host pid %u on %s refused: %s", p.host_pid,
+             SocketName(endpoint).c_str(), p.refusal.message().c_str());
     // Answered once its Hello says which sequence to echo; the refusals
     // waiting for that are bounded too, past which the answer goes at once.
     if (refusing >= static_cast<size_t>(options_.max_conns)) {
@@ -91,7 +93,7 @@ void Daemon::AcceptGuest(int listen_fd, uint64_t endpoint) {
   } else {
     p.deadline = now + std::chrono::milliseconds(options_.hello_timeout_ms);
   }
-  pending_[next_pending_++] = std::move(p);
+  pending_[id] = std::move(p);
 }
 
 void Daemon::OnPendingReadable(uint64_t id) {
@@ -115,26 +117,19 @@ void Daemon::OnPendingReadable(uint64_t id) {
   msg.msg_controllen = sizeof control;
   ssize_t r = ::recvmsg(p.fd.get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
   int err = errno;
-  bool sent_fds = false;
-  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); r >= 0 && c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < n; ++i) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-      ::close(fd);
-      sent_fds = true;
-    }
-  }
+  // Descriptors sent with a Hello are closed (as `cm` goes) and the guest refused.
+  ControlMessage cm = TakeControlMessage(r, msg);
+  const bool sent_fds = !cm.fds.empty();
   if (r < 0 && (err == EAGAIN || err == EWOULDBLOCK || err == EINTR)) return;
   if (r <= 0) {
-    Log("guest host pid %u dropped before its Hello (%zu bytes of it arrived)", p.host_pid, p.buf.size());
+    LogGuest("dropped before its Hello", id, "guest host pid %u dropped before its Hello (%zu bytes of it arrived)",
+             p.host_pid, p.buf.size());
     pending_.erase(it);
     return;
   }
   p.buf.append(chunk, static_cast<size_t>(r));
-  if (sent_fds || (msg.msg_flags & MSG_CTRUNC)) {
-    Log("guest host pid %u refused: descriptors sent with its Hello", p.host_pid);
+  if (sent_fds || cm.truncated) {
+    LogGuest("descriptors with a Hello", id, "guest host pid %u refused: descriptors sent with its Hello", p.host_pid);
     ReplyHelloError(p.fd.get(), 0, Malformed("send no descriptors before the Hello reply"));
     pending_.erase(it);
     return;
@@ -147,7 +142,7 @@ void Daemon::OnPendingReadable(uint64_t id) {
                      : h.num_fds != 0 ? Malformed("send no descriptors before the Hello reply")
                                       : Malformed("a Hello of " + std::to_string(h.payload_bytes) +
                                                   " bytes exceeds the limit of " + std::to_string(kMaxHelloBytes));
-    Log("guest host pid %u refused: %s", p.host_pid, why.message().c_str());
+    LogGuest("bad first frame", id, "guest host pid %u refused: %s", p.host_pid, why.message().c_str());
     ReplyHelloError(p.fd.get(), h.seq, p.refusal.ok() ? why : p.refusal);
     pending_.erase(it);
     return;
@@ -172,8 +167,8 @@ void Daemon::ExpirePending() {
       continue;
     }
     if (p.refusal.ok()) {
-      Log("guest host pid %u on %s dropped: no whole Hello within %d ms (%zu bytes arrived)", p.host_pid,
-          SocketName(p.endpoint).c_str(), options_.hello_timeout_ms, p.buf.size());
+      LogGuest("hello timeout", it->first, "guest host pid %u on %s dropped: no whole Hello within %d ms (%zu bytes arrived)",
+               p.host_pid, SocketName(p.endpoint).c_str(), options_.hello_timeout_ms, p.buf.size());
       ReplyHelloError(p.fd.get(), 0, Timeout("no whole Hello within " + std::to_string(options_.hello_timeout_ms) + " ms"));
     } else {
       ReplyHelloError(p.fd.get(), 0, p.refusal);
@@ -182,27 +177,29 @@ void Daemon::ExpirePending() {
   }
 }
 
-Status Daemon::AdmitSession(uint64_t endpoint) const {
+Status Daemon::AdmitSession(uint64_t endpoint, uint32_t host_uid) const {
   std::string machine;
   if (endpoint) {
     auto e = endpoints_.find(endpoint);
     if (e == endpoints_.end()) return Unavailable("the machine's CUDA endpoint was removed");
     machine = e->second.machine;
   }
-  size_t on_socket = 0;
-  for (const auto& [id, s] : sessions_) on_socket += s.machine == machine;
-  for (const auto& g : waiting_) on_socket += g.endpoint == endpoint;
-  if (on_socket >= static_cast<size_t>(options_.max_sessions_per_machine))
-    return Unavailable("too many CUDA sessions on " + SocketName(endpoint) + " (cap " +
-                       std::to_string(options_.max_sessions_per_machine) + ", --max-sessions-per-machine)");
+  const std::string tenant = TenantName(machine, host_uid);
+  // What each tenant holds: its sessions and the guests waiting for a worker.
+  std::map<std::string, size_t> by_tenant;
+  for (const auto& [id, s] : sessions_) ++by_tenant[TenantOf(s)];
+  for (const auto& g : waiting_) {
+    auto e = endpoints_.find(g.endpoint);
+    ++by_tenant[TenantName(g.endpoint == 0 ? "" : e == endpoints_.end() ? "?" : e->second.machine, g.host_uid)];
+  }
+  GuestAdmission::Sessions held;
+  held.tenant = by_tenant.count(tenant) ? by_tenant[tenant] : 0;
+  held.other_tenants = by_tenant.size() - (by_tenant.count(tenant) ? 1 : 0);
   // Every session holds a worker of its own.
-  size_t committed = sessions_.size() + waiting_.size();
+  held.committed = sessions_.size() + waiting_.size();
   for (const auto& [id, job] : forks_)
-    for (const auto& c : job.clones) committed += c.worker < 0 ? 1 : 0;
-  if (committed >= static_cast<size_t>(options_.max_workers))
-    return Unavailable("too many CUDA workers on the smolvm daemon (cap " + std::to_string(options_.max_workers) +
-                       ", --max-workers)");
-  return Status::Ok();
+    for (const auto& c : job.clones) held.committed += c.worker < 0 ? 1 : 0;
+  return admission_.AdmitSession(tenant, held);
 }
 
 void Daemon::OnHello(Pending p, const proto::FrameHeader& h, std::string_view payload) {
@@ -215,7 +212,7 @@ void Daemon::OnHello(Pending p, const proto::FrameHeader& h, std::string_view pa
   if (hello.proto_hash != proto::kProtoHash) {
     std::string msg = "PROTOCOL MISMATCH: client wire hash " + proto::HashHex(hello.proto_hash) + " != server " +
                       proto::HashHex(proto::kProtoHash);
-    Log("guest pid %u refused: %s", hello.pid, msg.c_str());
+    LogGuest("protocol mismatch", p.endpoint, "guest pid %u refused: %s", hello.pid, msg.c_str());
     ReplyHelloError(p.fd.get(), h.seq, Status(Code::kProtocolMismatch, msg));
     return;
   }
@@ -226,8 +223,10 @@ void Daemon::OnHello(Pending p, const proto::FrameHeader& h, std::string_view pa
     return;
   }
   if (role == proto::SessionRole::kStandalone) {
-    if (Status admit = AdmitSession(p.endpoint); !admit.ok()) {
-      Log("guest pid %u (host pid %u) refused: %s", hello.pid, p.host_pid, admit.message().c_str());
+    if (Status admit = AdmitSession(p.endpoint, p.host_uid); !admit.ok()) {
+      refusals_.Count(admit);
+      LogGuest("session refused", p.endpoint, "guest pid %u (host pid %u) refused: %s", hello.pid, p.host_pid,
+               admit.message().c_str());
       ReplyHelloError(p.fd.get(), h.seq, admit);
       return;
     }
@@ -242,6 +241,7 @@ void Daemon::OnHello(Pending p, const proto::FrameHeader& h, std::string_view pa
   g.guest_pid = hello.pid;
   g.flags = hello.flags;
   g.host_pid = p.host_pid;
+  g.host_uid = p.host_uid;
   g.endpoint = p.endpoint;
   if (role == proto::SessionRole::kClone) return AttachClone(std::move(g), hello.token);
   waiting_.push_back(std::move(g));

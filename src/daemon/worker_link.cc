@@ -14,6 +14,7 @@ struct Daemon::WorkerLink {
   Status Handle(const proto::WorkerReadyRequest& r, Ctx*) {
     w.ready = true;
     w.context_bytes = r.context_bytes ? r.context_bytes : d.MeasuredContextBytes(w.pid);
+    if (r.device_bytes) d.device_bytes_ = r.device_bytes;
     d.start_failures_ = 0;
     d.AssignWorkers();
     d.PrimeWorkers();

@@ -157,6 +157,7 @@ void Daemon::AssignWorkers() {
     s.worker_pid = free_worker->pid;
     s.guest_pid = g.guest_pid;
     s.host_pid = g.host_pid;
+    s.host_uid = g.host_uid;
     s.machine = machine;
     s.role = g.role;
     sessions_[id] = s;

@@ -175,6 +175,9 @@ Status MachineCgroup::Create(const CgroupLimits& limits) {
       if (limits.mem_bytes > 0 && has_mem)
         RETURN_IF_ERROR(WriteFile(d + (layout_.v2 ? "/memory.max" : "/memory.limit_in_bytes"),
                                   std::to_string(limits.mem_bytes)));
+      bool has_pids = ("," + h.controllers + ",").find(",pids,") != std::string::npos ||
+                      (layout_.v2 && ::access((d + "/pids.max").c_str(), F_OK) == 0);
+      if (limits.pids > 0 && has_pids) RETURN_IF_ERROR(WriteFile(d + "/pids.max", std::to_string(limits.pids)));
     }
     return Status::Ok();
   }();

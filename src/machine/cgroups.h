@@ -2,9 +2,9 @@
 // hierarchies (this machine and CI), at <hierarchy>/<parent>/<machine> where
 // <parent> is $SMOLVM_CGROUP_PARENT or "smolvm".
 //
-//   v2: cpu.max = "K*100000 100000", cpuset.cpus, memory.max
+//   v2: cpu.max = "K*100000 100000", cpuset.cpus, memory.max, pids.max
 //   v1: cpu/cpu.cfs_quota_us = K*100000 (period 100000), cpuset/cpuset.cpus,
-//       memory/memory.limit_in_bytes; created in every hierarchy that holds
+//       memory/memory.limit_in_bytes, pids/pids.max; created in every hierarchy that holds
 //       cpu, cpuacct, cpuset, memory or pids.
 //
 // Host side only (root). Not thread-safe; each call works on the files.
@@ -37,6 +37,7 @@ struct CgroupLimits {
   double cpus = 0;       // 0 = no quota
   std::string cpuset;    // "" = inherit
   int64_t mem_bytes = 0; // 0 = no limit
+  int64_t pids = 0;      // tasks (processes and threads): 0 = no limit
 };
 
 class MachineCgroup {

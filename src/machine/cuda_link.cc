@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "machine/paths.h"
 #include "machine/process.h"
 #include "proto/enums.h"
 #include "proto/frame.h"
@@ -187,8 +188,7 @@ Result<CudaDaemon> FindCudaDaemon(const std::string& home) {
 
 Result<CudaDaemon> EnsureCudaDaemon(const std::string& home) {
   std::string dir = CudaDir(home);
-  std::error_code ec;
-  std::filesystem::create_directories(home, ec);  // as the machines' store does (a fresh $SMOLVM_HOME)
+  if (Status st = MakeHome(home); !st.ok()) return Status(st.code(), "$SMOLVM_HOME: " + st.message());
   if (::mkdir(dir.c_str(), 0700) < 0 && errno != EEXIST) return ErrnoStatus("mkdir " + dir, errno);
   UniqueFd lock(::open((dir + "/lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
   if (!lock.valid()) return ErrnoStatus("open " + dir + "/lock", errno);
@@ -252,14 +252,18 @@ Result<UniqueFd> HoldCudaDaemon(const CudaDaemon& d) {
 }
 
 Result<UniqueFd> AttachCudaMachine(const CudaDaemon& d, const std::string& machine, const std::string& sock_path,
-                                   const std::vector<std::string>& cgroup_dirs, int64_t gpu_mem_bytes) {
-  ASSIGN_OR_RETURN(UniqueFd listener, ListenUnix(sock_path, 0666));
+                                   const std::vector<std::string>& cgroup_dirs, int64_t gpu_mem_bytes, bool forkable,
+                                   uid_t guest_uid) {
+  // The guest's own uid only (issue 29: it was 0666 under a 0755 home).
+  ASSIGN_OR_RETURN(UniqueFd listener, ListenUnix(sock_path, 0600));
+  if (::chown(sock_path.c_str(), guest_uid, guest_uid) < 0) return ErrnoStatus("chown " + sock_path, errno);
   ASSIGN_OR_RETURN(UniqueFd conn, ConnectUnix(d.socket + ".admin"));
   UnixChannel ch(std::move(conn));
   proto::AdminMachineAttachRequest req;
   req.machine = machine;
   for (const auto& dir : cgroup_dirs) req.cgroups += dir + "\n";
   req.gpu_mem_bytes = static_cast<uint64_t>(gpu_mem_bytes);
+  req.forkable = forkable ? 1 : 0;
   std::string out;
   proto::AppendRequest(&out, req, 1, 1);
   int fd = listener.get();

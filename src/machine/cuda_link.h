@@ -66,10 +66,14 @@ Result<UniqueFd> HoldCudaDaemon(const CudaDaemon& d);
 // SIGTERM to the recorded daemon, SIGKILL after timeout_ms; OK when none runs.
 Status StopCudaDaemon(const std::string& home, int timeout_ms);
 
-// Listens at `sock_path` (0666: the guest's uid connects) and attaches it as
-// `machine`'s endpoint. Returns the admin connection that keeps it alive.
+// Listens at `sock_path` (0600, owned by `guest_uid`: the machine's guest
+// root as the host sees it, and nobody else, connects) and attaches it as
+// `machine`'s endpoint (forkable: started --forkable, so the daemon exports
+// its goldens' chunks ahead of forks). Returns the admin connection that
+// keeps it alive.
 Result<UniqueFd> AttachCudaMachine(const CudaDaemon& d, const std::string& machine, const std::string& sock_path,
-                                   const std::vector<std::string>& cgroup_dirs, int64_t gpu_mem_bytes);
+                                   const std::vector<std::string>& cgroup_dirs, int64_t gpu_mem_bytes, bool forkable,
+                                   uid_t guest_uid);
 
 // Tells the daemon that process `golden_pid` of machine `golden` waits at
 // its supervisor's forkpoint (at) or left it, so the daemon's work ahead of

@@ -1,5 +1,13 @@
 // Machines end to end (fixture: machine_test_fixture.h).
+#include <dirent.h>
+#include <grp.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <functional>
+
 #include "machine/machine_test_fixture.h"
+#include "transport/unix_channel.h"
 
 namespace smolvm::machine {
 namespace {
@@ -152,6 +160,39 @@ TEST_F(MachineTest, IsolationReadBackFromInside) {
   // Hostname is the machine's.
   EXPECT_EQ(Sh("iso", "hostname").out, "iso\n");
   ASSERT_EQ(Cli({"machine", "rm", "--force", "--name", "iso"}).rc, 0);
+}
+
+// Issue 29: a pids limit per machine (a fork bomb was stopped only by the
+// memory cgroup). The default (4096) holds a 300-thread program, as a torch
+// golden has hundreds; a machine made with a small --pids stops one past it.
+TEST_F(MachineTest, PidsLimitHoldsAThreeHundredThreadProgramAndStopsMore) {
+  ASSERT_EQ(Cli({"machine", "create", "--name", "pd", "-v", bin_dir_ + ":/opt/bin:ro", "--", "sleep", "1000"}).rc, 0);
+  ASSERT_EQ(Cli({"machine", "create", "--name", "ps", "--pids", "64", "-v", bin_dir_ + ":/opt/bin:ro", "--", "sleep",
+                 "1000"}).rc, 0);
+  ASSERT_EQ(Cli({"machine", "start", "--name", "pd"}).rc, 0);
+  ASSERT_EQ(Cli({"machine", "start", "--name", "ps"}).rc, 0);
+  CliRun r = Sh("pd", "/opt/bin/threads 300");
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_EQ(r.out, "made 300 threads\n");
+  r = Sh("ps", "/opt/bin/threads 300");
+  EXPECT_NE(r.rc, 0) << r.out;
+  int made = -1;
+  EXPECT_EQ(std::sscanf(r.out.c_str(), "made %d threads", &made), 1) << r.out << r.err;
+  EXPECT_LT(made, 64);
+  // The limit is the cgroup's, read on the host.
+  auto layout = DetectCgroups();
+  ASSERT_TRUE(layout.ok());
+  bool seen = false;
+  for (const auto& h : layout->hierarchies) {
+    std::string base = h.mount_point + "/" + cgroup_parent_;
+    if (access((base + "/pd/pids.max").c_str(), F_OK) != 0) continue;
+    seen = true;
+    EXPECT_EQ(Slurp(base + "/pd/pids.max"), "4096\n");
+    EXPECT_EQ(Slurp(base + "/ps/pids.max"), "64\n");
+  }
+  EXPECT_TRUE(seen) << "no pids controller: the limit is not set";
+  EXPECT_EQ(Cli({"machine", "rm", "--force", "--grace", "0", "--name", "pd"}).rc, 0);
+  EXPECT_EQ(Cli({"machine", "rm", "--force", "--grace", "0", "--name", "ps"}).rc, 0);
 }
 
 TEST_F(MachineTest, ForkFourClonesContinueFromGoldenState) {
@@ -340,6 +381,75 @@ TEST_F(CudaMachineTest, ShimProgramRunsEndToEndOnTheDaemonStartedOnDemand) {
   EXPECT_EQ(st["backend"], "fake");
   EXPECT_TRUE(fs::exists(home_ + "/cuda/daemon.json"));
   ASSERT_EQ(Cli({"machine", "rm", "--name", "cu"}).rc, 0);
+}
+
+// Issue 29, 5: $SMOLVM_HOME came out 0755, machines/N 0711, cuda.sock 0666,
+// and uid 65534 opened a session on a --cuda machine. Now the home is 0711
+// (others reach serve.sock in it by name, nothing else), machines/ and each
+// machine's directory 0700, state.db 0600 (a home made before is fixed on
+// first use), the endpoint the guest's uid's alone: the guest still
+// connects, uid 65534 is refused there and can neither list the home nor
+// read the store, yet reaches a socket that serve would bind in the home.
+TEST_F(CudaMachineTest, OnlyTheMachinesOwnGuestReachesItsEndpoint) {
+  chmod(home_.c_str(), 0755);  // as an earlier smolvm left it
+  ASSERT_EQ(Cli({"machine", "create", "--name", "pe", "--cuda", "-v", std::string(SMOLVM_SHIM_PROG_DIR) + ":/opt/bin:ro",
+                 "--", "sleep", "1000"})
+                .rc,
+            0);
+  auto mode = [](const std::string& p) {
+    struct stat st;
+    return ::stat(p.c_str(), &st) == 0 ? static_cast<int>(st.st_mode & 07777) : -1;
+  };
+  EXPECT_EQ(mode(home_), 0711);
+  EXPECT_EQ(mode(home_ + "/machines"), 0700);
+  EXPECT_EQ(mode(home_ + "/machines/pe"), 0700);
+  EXPECT_EQ(mode(home_ + "/state.db"), 0600);
+  CliRun r = Cli({"machine", "start", "--name", "pe"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::string sock = home_ + "/machines/pe/cuda.sock";
+  struct stat st;
+  ASSERT_EQ(::stat(sock.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  struct stat guest;  // machines/N/guest belongs to the guest's root (its uid_base)
+  ASSERT_EQ(::stat((home_ + "/machines/pe/guest").c_str(), &guest), 0);
+  EXPECT_EQ(st.st_uid, guest.st_uid);
+  EXPECT_NE(st.st_uid, 0u);
+  // The guest (root inside, its mapped uid outside) still runs CUDA.
+  r = Sh("pe", "/opt/bin/prog_kernels");
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("PASS"), std::string::npos) << r.out << r.err;
+  // Another host user: what it may do, as uid 65534 in a child (exit 0:
+  // allowed, 1: EACCES, 2: another error, 3: could not become it).
+  auto as_nobody = [](const std::function<int()>& what) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      if (setgroups(0, nullptr) < 0 || setgid(65534) < 0 || setuid(65534) < 0) _exit(3);
+      _exit(what() == 0 ? 0 : errno == EACCES ? 1 : 2);
+    }
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+    return WEXITSTATUS(status);
+  };
+  auto connect_to = [](const std::string& path) {
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un addr = {};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+    return connect(fd, reinterpret_cast<struct sockaddr*>(&addr), sizeof addr);
+  };
+  EXPECT_EQ(as_nobody([&] { return connect_to(sock); }), 1) << "uid 65534 connected to the machine's endpoint";
+  EXPECT_EQ(as_nobody([&] { return opendir(home_.c_str()) != nullptr ? 0 : -1; }), 1) << "uid 65534 listed the home";
+  EXPECT_EQ(as_nobody([&] { return open((home_ + "/state.db").c_str(), O_RDONLY) >= 0 ? 0 : -1; }), 1)
+      << "uid 65534 read the store";
+  {
+    // serve's API socket (0666, its peer uid decides) stays reachable.
+    const std::string api = home_ + "/serve.sock";
+    auto listener = ListenUnix(api, 0666);
+    ASSERT_TRUE(listener.ok()) << listener.status().ToString();
+    EXPECT_EQ(as_nobody([&] { return connect_to(api); }), 0) << "uid 65534 could not reach serve.sock";
+    unlink(api.c_str());
+  }
+  ASSERT_EQ(Cli({"machine", "rm", "--force", "--grace", "0", "--name", "pe"}).rc, 0);
 }
 
 TEST_F(CudaMachineTest, ForkableGoldenForksClonesWhoseCudaCallsWork) {

@@ -79,7 +79,8 @@ class MachineTest : public ::testing::Test {
     std::string src = std::string(SMOLVM_SOURCE_DIR) + "/src/machine/testdata/";
     std::string cc = "cc -O1 -o " + bin_dir_ + "/golden " + src + "golden.c -I" + SMOLVM_GUEST_INCLUDE +
                      " -L" + SMOLVM_GUEST_LIB_DIR + " -lsmolvm-guest && cc -O1 -o " + bin_dir_ + "/syscalls " + src +
-                     "syscalls.c && cc -O1 -o " + bin_dir_ + "/locks " + src + "locks.c";
+                     "syscalls.c && cc -O1 -o " + bin_dir_ + "/locks " + src + "locks.c && cc -O1 -pthread -o " + bin_dir_ +
+                     "/threads " + src + "threads.c";
     compiled_ = system(cc.c_str()) == 0;
   }
   static void TearDownTestSuite() {

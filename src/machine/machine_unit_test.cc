@@ -1,7 +1,10 @@
 // Unit tests of the machine library's pure parts: names, volumes, specs,
 // the state store under concurrency, cpuset spreading, exit codes.
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,8 +16,10 @@
 
 #include "machine/cgroups.h"
 #include "machine/errors.h"
+#include "machine/paths.h"
 #include "machine/spec.h"
 #include "machine/store.h"
+#include "machine/supervisor_conn.h"
 
 namespace smolvm::machine {
 namespace {
@@ -196,6 +201,60 @@ TEST(Cgroups, DestroyEmptiesAndRemovesWhateverErrnoWas) {
   unsetenv("SMOLVM_CGROUP_PARENT");
 }
 
+int ModeOf(const std::string& p) {
+  struct stat st;
+  return ::lstat(p.c_str(), &st) == 0 ? static_cast<int>(st.st_mode & 07777) : -1;
+}
+
+// Issue 29, 5: a home made before (0755, machines/ 0711, state.db 0644) let
+// other host users reach a machine's CUDA endpoint. On first use the home
+// becomes 0711 (serve.sock in it is for other users, by name) and what
+// smolvm keeps in it the operator's alone; a home open to others that holds
+// files smolvm does not make is refused, not changed.
+TEST(Home, AnOpenHomeOfSmolvmsIsFixedAndAForeignOneRefused) {
+  char tmpl[] = "/tmp/smolvm-home-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string base = tmpl;
+  const std::string home = base + "/home";
+  ASSERT_EQ(::mkdir(home.c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((home + "/machines").c_str(), 0711), 0);
+  ASSERT_EQ(::mkdir((home + "/packs").c_str(), 0755), 0);
+  { UniqueFd f(::open((home + "/state.db").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644)); }
+  ::chmod((home + "/state.db").c_str(), 0644);
+  ASSERT_TRUE(MakeHome(home).ok());
+  EXPECT_EQ(ModeOf(home), 0711);
+  EXPECT_EQ(ModeOf(home + "/machines"), 0700);
+  EXPECT_EQ(ModeOf(home + "/packs"), 0700);
+  EXPECT_EQ(ModeOf(home + "/state.db"), 0600);
+  // Fixed again if something opened it later.
+  ::chmod((home + "/machines").c_str(), 0755);
+  ASSERT_TRUE(MakeHome(home).ok());
+  EXPECT_EQ(ModeOf(home + "/machines"), 0700);
+  // A fresh one is made so.
+  ASSERT_TRUE(MakeHome(base + "/fresh/home").ok());
+  EXPECT_EQ(ModeOf(base + "/fresh/home"), 0711);
+  ASSERT_TRUE(MakePrivateDir(base + "/fresh/home/machines").ok());
+  ASSERT_TRUE(MakePrivateDir(base + "/fresh/home/machines/a").ok());
+  EXPECT_EQ(ModeOf(base + "/fresh/home/machines"), 0700);
+  EXPECT_EQ(ModeOf(base + "/fresh/home/machines/a"), 0700);
+  // Someone's directory open to all, with their files: refused, unchanged.
+  const std::string theirs = base + "/theirs";
+  ASSERT_EQ(::mkdir(theirs.c_str(), 0755), 0);
+  { UniqueFd f(::open((theirs + "/notes.txt").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644)); }
+  Status st = MakeHome(theirs);
+  EXPECT_EQ(st.code(), static_cast<int32_t>(Code::kPermissionDenied)) << st.ToString();
+  EXPECT_NE(st.message().find("notes.txt"), std::string::npos) << st.message();
+  EXPECT_EQ(ModeOf(theirs), 0755);
+  // Another user's: refused.
+  if (::geteuid() == 0) {
+    const std::string other = base + "/other";
+    ASSERT_EQ(::mkdir(other.c_str(), 0700), 0);
+    ASSERT_EQ(::chown(other.c_str(), 65534, 65534), 0);
+    EXPECT_EQ(MakeHome(other).code(), static_cast<int32_t>(Code::kPermissionDenied));
+  }
+  std::filesystem::remove_all(base);
+}
+
 TEST(Errors, ExitCodesAreStable) {
   EXPECT_EQ(ExitCodeFor(Status::Ok()), 0);
   EXPECT_EQ(ExitCodeFor(InvalidArgument("x")), 2);
@@ -205,6 +264,39 @@ TEST(Errors, ExitCodesAreStable) {
   EXPECT_EQ(ExitCodeFor(Timeout("x")), 6);
   EXPECT_EQ(ExitCodeFor(PermissionDenied("x")), 7);
   EXPECT_EQ(ExitCodeFor(Internal("x")), 1);
+}
+
+// Issue 29: the forkpoint socket's reader closed "received" descriptors and
+// took the sender's pid from a control buffer that a read finding nothing
+// (EAGAIN) left as it was: the previous read's message, whose descriptor
+// numbers by then belonged to the supervisor's own objects.
+TEST(SupervisorConn, AReadThatFindsNothingTakesNoDescriptorAndNoSender) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  UniqueFd guest(sv[0]);
+  Conn c{};
+  c.kind = Conn::kGuestNew;
+  c.fd.Reset(sv[1]);
+  int on = 1;
+  ASSERT_EQ(setsockopt(c.fd.get(), SOL_SOCKET, SO_PASSCRED, &on, sizeof on), 0);
+  int p[2];
+  ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
+  UniqueFd pr(p[0]), pw(p[1]);
+  for (int round = 0; round < 20; ++round) {
+    // The guest sends a line with a descriptor: closed unread.
+    ASSERT_TRUE(SendLine(guest.get(), "HELLO", p[0]).ok());
+    pid_t sender = 0;
+    ASSERT_TRUE(Fill(c, SupervisorClock::now() + std::chrono::seconds(5), &sender).ok());
+    EXPECT_EQ(PopLine(c), "HELLO");
+    EXPECT_EQ(sender, getpid());
+    // The number the guest's descriptor had is reused by one of ours.
+    UniqueFd ours(dup(p[1]));
+    // Nothing more to read: the stale buffer must name nothing.
+    pid_t again = 0;
+    ASSERT_TRUE(Fill(c, std::nullopt, &again).ok());
+    EXPECT_EQ(again, 0) << "a sender taken from stale bytes";
+    ASSERT_GE(fcntl(ours.get(), F_GETFD), 0) << "round " << round << ": the supervisor closed its own descriptor";
+  }
 }
 
 }  // namespace

@@ -257,9 +257,8 @@ Status CreateMachine(const std::string& home, const std::string& name, const Mac
     r.created_at = static_cast<int64_t>(::time(nullptr));
     return store->Insert(r);
   }));
-  std::error_code ec;
-  std::filesystem::create_directories(home + "/machines/" + name, ec);
-  return Status::Ok();
+  RETURN_IF_ERROR(MakePrivateDir(home + "/machines"));
+  return MakePrivateDir(home + "/machines/" + name);
 }
 
 Status StartMachine(const std::string& home, const std::string& name, bool forkable) {

@@ -17,6 +17,7 @@
 #include <filesystem>
 
 #include "base/unique_fd.h"
+#include "machine/paths.h"
 
 namespace smolvm::machine {
 namespace {
@@ -31,9 +32,8 @@ bool IsMounted(const std::string& mp) {
 class PackLock {
  public:
   static Result<PackLock> Take(const std::string& home) {
-    std::error_code ec;
-    std::filesystem::create_directories(home + "/packs", ec);
-    if (ec) return Status(Code::kIo, "mkdir " + home + "/packs: " + ec.message());
+    if (Status st = MakeHome(home); !st.ok()) return Status(st.code(), "$SMOLVM_HOME: " + st.message());
+    RETURN_IF_ERROR(MakePrivateDir(home + "/packs"));
     PackLock l;
     l.fd_.Reset(::open((home + "/packs/.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
     if (!l.fd_.valid()) return ErrnoStatus("open " + home + "/packs/.lock", errno);
@@ -128,7 +128,7 @@ std::string Slurp(const std::string& path) {
 void RecordVerified(const std::string& home, const struct stat& st, const std::string& digest) {
   std::string dir = home + "/packs/.verified";
   std::error_code ec;
-  std::filesystem::create_directories(home + "/packs", ec);
+  if (!MakeHome(home).ok() || !MakePrivateDir(home + "/packs").ok()) return;
   if (::mkdir(dir.c_str(), 0700) < 0 && errno != EEXIST) return;
   std::string entry = VerifiedEntry(home, st);
   std::string prefix = std::to_string(st.st_dev) + "-" + std::to_string(st.st_ino) + "-";

@@ -141,6 +141,9 @@ Status ValidateSpec(const MachineSpec& spec) {
     return InvalidArgument("--mem " + std::to_string(spec.mem_mib) + " is out of range: use 0 (no limit) or at least 8 MiB");
   if (spec.gpu_mem_mib < 0) return InvalidArgument("--gpu-mem must be positive");
   if (spec.gpu_mem_mib > 0 && !spec.cuda) return InvalidArgument("--gpu-mem needs --cuda");
+  if (spec.pids < -1 || (spec.pids > 0 && spec.pids < 8) || spec.pids > (int64_t{1} << 22))
+    return InvalidArgument("--pids " + std::to_string(spec.pids) +
+                           " is out of range: use 0 (no limit) or a number from 8 to 4194304");
   // The image before the command: a pack's command fills an empty one, so a
   // pack that cannot be found is the real problem.
   if (!spec.image.empty()) {
@@ -168,6 +171,7 @@ std::string SpecToJson(const MachineSpec& s) {
   j["mem_mib"] = s.mem_mib;
   j["cuda"] = s.cuda;
   j["gpu_mem_mib"] = s.gpu_mem_mib;
+  j["pids"] = s.pids;
   j["net"] = s.net;
   j["env"] = s.env;
   j["image"] = s.image;
@@ -190,6 +194,7 @@ Result<MachineSpec> SpecFromJson(const std::string& text) {
   s.mem_mib = j.value("mem_mib", int64_t{0});
   s.cuda = j.value("cuda", false);
   s.gpu_mem_mib = j.value("gpu_mem_mib", int64_t{0});
+  s.pids = j.value("pids", int64_t{0});  // machines made before --pids: the default
   s.net = j.value("net", false);
   s.env = j.value("env", std::vector<std::string>{});
   s.image = j.value("image", std::string());

@@ -32,6 +32,7 @@ struct MachineSpec {
   int64_t mem_mib = 0;     // 0: no memory limit
   bool cuda = false;
   int64_t gpu_mem_mib = 0;  // 0: no cap (only with cuda)
+  int64_t pids = 0;         // tasks in its cgroup: 0 = kDefaultPids, -1 = no limit
   bool net = false;         // share the host's network instead of loopback only
   std::vector<Volume> volumes;
   std::vector<std::string> env;  // KEY=VAL
@@ -48,6 +49,13 @@ struct MachineSpec {
 // only as it is written, charged to the machine's memory cgroup).
 inline constexpr int64_t kDefaultDiskMib = 4096;
 inline int64_t DiskMib(const MachineSpec& s) { return s.disk_mib > 0 ? s.disk_mib : kDefaultDiskMib; }
+// --pids when none is given (issue 29: a fork bomb was stopped only by the
+// memory cgroup): room for a torch golden's hundreds of threads, the CUDA
+// workers serving the machine (they join its cgroups) and the programs
+// beside them; a fork bomb stops at it.
+inline constexpr int64_t kDefaultPids = 4096;
+// The pids limit to set, or 0 for none.
+inline int64_t PidsLimit(const MachineSpec& s) { return s.pids == 0 ? kDefaultPids : s.pids < 0 ? 0 : s.pids; }
 inline std::string Workdir(const MachineSpec& s) { return s.workdir.empty() ? "/workspace" : s.workdir; }
 
 // Names: letters, digits, '-', '_', 1..40 characters.

@@ -1,5 +1,7 @@
 #include "machine/store.h"
 
+#include "machine/paths.h"
+
 #include <sys/stat.h>
 #include <time.h>
 
@@ -84,9 +86,8 @@ void BindRecord(Stmt& st, const MachineRecord& r) {
 }  // namespace
 
 Result<std::unique_ptr<Store>> Store::Open(const std::string& home) {
-  std::error_code ec;
-  std::filesystem::create_directories(home, ec);
-  if (ec) return Status(Code::kIo, "cannot create $SMOLVM_HOME " + home + ": " + ec.message());
+  // 0711, its contents private; a home made before is fixed here (issue 29).
+  if (Status st = MakeHome(home); !st.ok()) return Status(st.code(), "$SMOLVM_HOME: " + st.message());
   std::string path = home + "/state.db";
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &db,
@@ -97,6 +98,7 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& home) {
     return Status(Code::kIo, "cannot open the state store " + path + ": " + msg +
                                  " (check $SMOLVM_HOME)");
   }
+  ::chmod(path.c_str(), 0600);  // machines' specs (their env among them): the operator's only
   sqlite3_busy_timeout(db, kBusyTimeoutMs);
   std::unique_ptr<Store> store(new Store(db));
   // WAL is persistent in the file; setting it again is cheap.

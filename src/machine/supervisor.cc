@@ -91,9 +91,10 @@ Status Supervisor::Start() {
   limits.cpus = rec_.spec.cpus;
   limits.cpuset = rec_.cpuset;
   limits.mem_bytes = rec_.spec.mem_mib << 20;
+  limits.pids = PidsLimit(rec_.spec);
   RETURN_IF_ERROR(cgroup_->Create(limits));
 
-  RETURN_IF_ERROR(MkDirOwned(paths_.dir, 0711, -1));
+  RETURN_IF_ERROR(MkDirOwned(paths_.dir, 0700, -1));  // paths.h: no other host user reaches below
   RETURN_IF_ERROR(MkDirOwned(paths_.root, 0711, -1));
   RETURN_IF_ERROR(MkDirOwned(paths_.run, 0711, -1));
   RETURN_IF_ERROR(MkDirOwned(paths_.lib, 0755, -1));
@@ -115,13 +116,17 @@ Status Supervisor::Start() {
     cuda_ = d;
     UniqueFd placeholder(::open(paths_.cuda_mount.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
     if (!placeholder.valid()) return ErrnoStatus("create " + paths_.cuda_mount, errno);
-    auto endpoint = AttachCudaMachine(*cuda_, name_, paths_.cuda_sock, cgroup_->dirs(), rec_.spec.gpu_mem_mib << 20);
+    const auto attach = [&] {
+      return AttachCudaMachine(*cuda_, name_, paths_.cuda_sock, cgroup_->dirs(), rec_.spec.gpu_mem_mib << 20,
+                               rec_.forkable, static_cast<uid_t>(rec_.uid_base));
+    };
+    auto endpoint = attach();
     if (!endpoint.ok() && !FindCudaDaemon(home_).ok()) {
       // It stopped for idleness between the two calls (docs/daemon.md,
       // "Lifetime"): start the next one and attach there.
       ASSIGN_OR_RETURN(d, EnsureCudaDaemon(home_));
       cuda_ = d;
-      endpoint = AttachCudaMachine(*cuda_, name_, paths_.cuda_sock, cgroup_->dirs(), rec_.spec.gpu_mem_mib << 20);
+      endpoint = attach();
     }
     if (!endpoint.ok()) return endpoint.status();
     cuda_endpoint_ = std::move(*endpoint);

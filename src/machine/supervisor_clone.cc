@@ -44,7 +44,7 @@ std::optional<Conn> AcceptClone(int listen_fd, int index, pid_t golden_pid, Supe
 }  // namespace
 
 Status Supervisor::PrepareClone(CloneWork& w) {
-  RETURN_IF_ERROR(MkDirOwned(w.paths.dir, 0711, -1));
+  RETURN_IF_ERROR(MkDirOwned(w.paths.dir, 0700, -1));
   // No copy: the golden's writable layer (frozen before the request's first
   // clone when it changed) is the clone's read-only lower; the clone writes
   // into a fresh upper.
@@ -55,6 +55,7 @@ Status Supervisor::PrepareClone(CloneWork& w) {
   limits.cpus = w.rec.spec.cpus;
   limits.cpuset = w.rec.cpuset;
   limits.mem_bytes = w.rec.spec.mem_mib << 20;
+  limits.pids = PidsLimit(w.rec.spec);
   RETURN_IF_ERROR(w.cg.Create(limits));
   // Its lease link: the clone connects when its program first asks (0666:
   // the guest's uids; only the clone's own processes are accepted).
@@ -62,7 +63,9 @@ Status Supervisor::PrepareClone(CloneWork& w) {
   if (cuda_) {
     // The clone's own endpoint, before the daemon is asked for its session.
     ASSIGN_OR_RETURN(w.endpoint, AttachCudaMachine(*cuda_, w.name, w.paths.cuda_sock, w.cg.dirs(),
-                                                   w.rec.spec.gpu_mem_mib << 20));
+                                                   w.rec.spec.gpu_mem_mib << 20, w.rec.forkable,
+                                                   // a clone is its golden's user namespace: its uid
+                                                   static_cast<uid_t>(rec_.uid_base)));
   }
   return Status::Ok();
 }

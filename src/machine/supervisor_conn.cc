@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "guest/forkpoint_wire.h"
+#include "transport/control_message.h"
 
 namespace smolvm::machine {
 namespace {
@@ -38,24 +39,15 @@ Status Fill(Conn& c, std::optional<Clock::time_point> deadline, pid_t* sender) {
   do {
     r = ::recvmsg(c.fd.get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
   } while (r < 0 && errno == EINTR);
-  for (struct cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm)) {
-    if (cm->cmsg_level != SOL_SOCKET) continue;
-    if (cm->cmsg_type == SCM_CREDENTIALS && sender != nullptr) {
-      struct ucred uc;
-      std::memcpy(&uc, CMSG_DATA(cm), sizeof uc);
-      *sender = uc.pid;
-    } else if (cm->cmsg_type == SCM_RIGHTS) {  // guests send no descriptors
-      size_t n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t i = 0; i < n; ++i) {
-        int fd;
-        std::memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
-        ::close(fd);
-      }
-    }
-  }
+  int err = errno;
+  // Only a read that returned bytes carries a control message
+  // (control_message.h); descriptors a guest sends are closed unread here,
+  // as `cm` goes.
+  ControlMessage cm = TakeControlMessage(r, msg);
+  if (cm.creds && sender != nullptr) *sender = cm.creds->pid;
   if (r < 0) {
-    if (errno == EAGAIN) return Status::Ok();
-    return ErrnoStatus("recvmsg", errno);
+    if (err == EAGAIN || err == EWOULDBLOCK) return Status::Ok();
+    return ErrnoStatus("recvmsg", err);
   }
   if (r == 0) return Unavailable("connection closed");
   c.buf.append(data, static_cast<size_t>(r));

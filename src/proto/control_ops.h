@@ -38,10 +38,11 @@
   X(202, AdminRelease, SYNC, (F(u64, session) F(u32, pid)), ()) \
   /* a machine's guest endpoint: its listening socket rides along; sessions accepted there \
      belong to `machine`; workers join `cgroups` (newline-separated cgroup directories); \
-     gpu_mem_bytes caps the machine's device memory (0: none). Closing this admin \
-     connection removes the endpoint. */ \
+     gpu_mem_bytes caps the machine's device memory (0: none); forkable 1: the machine was \
+     started --forkable, so its goldens' chunks are exported ahead of forks (else never). \
+     Closing this admin connection removes the endpoint. */ \
   X(203, AdminMachineAttach, SYNC, \
-    (F(str, machine) F(str, cgroups) F(u64, gpu_mem_bytes)), ()) \
+    (F(str, machine) F(str, cgroups) F(u64, gpu_mem_bytes) F(u32, forkable)), ()) \
   /* fork the session of host pid golden_pid in golden_machine into one clone per machine \
      of clone_machines (newline-separated, each attached before); several clones are built, \
      then released to the golden together, in that order; reply: one JSON line per clone, \
@@ -55,8 +56,9 @@
      kNotFound when the process has no CUDA session */ \
   X(205, AdminForkpoint, SYNC, (F(str, golden_machine) F(u32, golden_pid) F(u32, at)), ()) \
   /* -- daemon <-> worker control link (same binary on both ends) ------- */ \
-  /* worker -> daemon once its context and arena are up */ \
-  X(300, WorkerReady, ASYNC, (F(u32, pid) F(u64, context_bytes)), ()) \
+  /* worker -> daemon once its context and arena are up; device_bytes: the device's memory \
+     (for --gpu-mem reservations) */ \
+  X(300, WorkerReady, ASYNC, (F(u32, pid) F(u64, context_bytes) F(u64, device_bytes)), ()) \
   /* daemon -> worker: serve this guest; the guest's socket rides along; role: SessionRole; \
      uid: the tenant's unprivileged uid the worker drops to first (0: it keeps the daemon's) */ \
   X(301, WorkerAdopt, ASYNC, \

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "machine/paths.h"
 #include "serve/fake_clone_driver.h"
 #include "serve/machine_clone_driver.h"
 #include "serve/service.h"
@@ -15,9 +16,9 @@
 namespace smolvm::serve {
 
 Status RunServe(const ServeOptions& o) {
-  std::error_code ec;
-  std::filesystem::create_directories(o.home, ec);
-  if (ec) return Status(Code::kIo, "creating " + o.home + ": " + ec.message());
+  // 0700 like every smolvm home (issue 29): serve.sock's mode is its only
+  // gate otherwise.
+  if (Status st = machine::MakeHome(o.home); !st.ok()) return Status(st.code(), "serve's home: " + st.message());
   std::unique_ptr<CloneDriver> driver;
   if (o.driver == "fake") {
     driver = std::make_unique<FakeCloneDriver>();

@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "transport/control_message.h"
+
 namespace smolvm {
 namespace {
 
@@ -92,24 +94,17 @@ Status UnixChannel::Fill(int flags) {
     received_ += static_cast<uint64_t>(r);
   }
   // Every descriptor that arrived is owned (and so closed) from here on,
-  // whatever happens next.
-  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    const unsigned char* data = CMSG_DATA(c);
-    for (size_t i = 0; i < n; ++i) {
-      int fd;
-      std::memcpy(&fd, data + i * sizeof(int), sizeof(int));
-      fds_.push_back({UniqueFd(fd), received_});
-    }
-  }
+  // whatever happens next; after a failed read there are none
+  // (control_message.h: the buffer then holds stale bytes).
+  ControlMessage cm = TakeControlMessage(r, msg);
+  for (UniqueFd& fd : cm.fds) fds_.push_back({std::move(fd), received_});
   if (r < 0) {
     if (err == ECONNRESET) return Unavailable("peer closed the connection");
     if (err == EAGAIN || err == EWOULDBLOCK) return Status(Code::kTimeout, "nothing to read yet");
     return ErrnoStatus("recvmsg", err);
   }
   if (r == 0) return Unavailable("peer closed the connection");
-  if (msg.msg_flags & MSG_CTRUNC) {
+  if (cm.truncated) {
     fds_.clear();
     return Malformed("descriptors truncated in transit");
   }

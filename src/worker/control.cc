@@ -16,21 +16,41 @@ Status SendChunkFds(Channel& ch, const std::vector<int>& fds) {
   return Status::Ok();
 }
 
-Result<std::vector<UniqueFd>> ReceiveChunkFds(Channel& ch, uint32_t count) {
-  std::vector<UniqueFd> all;
-  while (all.size() < count) {
+namespace {
+
+// Reads ForkFds frames until `count` descriptors have arrived, handing each
+// batch to `take`.
+template <typename Take>
+Status ReadChunkFds(Channel& ch, uint32_t count, Take take) {
+  size_t got = 0;
+  while (got < count) {
     proto::FrameHeader h;
     std::string payload;
     std::vector<UniqueFd> fds;
     RETURN_IF_ERROR(ch.ReadFrame(&h, &payload, &fds));
     proto::ForkFdsRequest r;
     proto::Decoder dec(payload);
-    if (h.op != proto::ForkFdsRequest::kNumber || !proto::Decode(dec, &r) ||
-        r.first != all.size() || r.count != fds.size() || all.size() + fds.size() > count)
+    if (h.op != proto::ForkFdsRequest::kNumber || !proto::Decode(dec, &r) || r.first != got ||
+        r.count != fds.size() || got + fds.size() > count)
       return Malformed("expected chunk descriptors on the control link");
-    for (auto& fd : fds) all.push_back(std::move(fd));
+    got += fds.size();
+    take(fds);
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::vector<UniqueFd>> ReceiveChunkFds(Channel& ch, uint32_t count) {
+  std::vector<UniqueFd> all;
+  RETURN_IF_ERROR(ReadChunkFds(ch, count, [&all](std::vector<UniqueFd>& fds) {
+    for (auto& fd : fds) all.push_back(std::move(fd));
+  }));
   return all;
+}
+
+Status DiscardChunkFds(Channel& ch, uint32_t count) {
+  return ReadChunkFds(ch, count, [](std::vector<UniqueFd>&) {});
 }
 
 }  // namespace smolvm

@@ -14,5 +14,8 @@ namespace smolvm {
 Status SendChunkFds(Channel& ch, const std::vector<int>& fds);
 // Reads ForkFds frames until `count` descriptors have arrived.
 Result<std::vector<UniqueFd>> ReceiveChunkFds(Channel& ch, uint32_t count);
+// Reads the same frames, closing each batch as it comes (a refused set is
+// never held whole: at most kMaxFdsPerFrame at a time).
+Status DiscardChunkFds(Channel& ch, uint32_t count);
 
 }  // namespace smolvm

@@ -128,8 +128,10 @@ Status ModuleCache::Put(std::string_view hash, std::string_view image) {
   return Status::Ok();
 }
 
-void ModuleCache::Evict() const {
-  if (max_bytes_ == 0) return;
+void ModuleCache::Evict() const { EvictLeastRecentlyUsed({dir_}, max_bytes_); }
+
+void EvictLeastRecentlyUsed(const std::vector<std::string>& dirs, uint64_t max_bytes) {
+  if (max_bytes == 0) return;
   struct Entry {
     std::string path;
     uint64_t bytes;
@@ -137,23 +139,25 @@ void ModuleCache::Evict() const {
   };
   std::vector<Entry> entries;
   uint64_t total = 0;
-  DIR* d = ::opendir(dir_.c_str());
-  if (!d) return;
-  while (struct dirent* e = ::readdir(d)) {
-    if (e->d_name[0] == '.' || std::string_view(e->d_name).find(".tmp.") != std::string_view::npos) continue;
-    std::string path = dir_ + "/" + e->d_name;
-    struct stat st;
-    if (::lstat(path.c_str(), &st) < 0 || !S_ISREG(st.st_mode)) continue;
-    entries.push_back({path, static_cast<uint64_t>(st.st_size), st.st_mtim});
-    total += static_cast<uint64_t>(st.st_size);
+  for (const std::string& dir : dirs) {
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) continue;
+    while (struct dirent* e = ::readdir(d)) {
+      if (e->d_name[0] == '.' || std::string_view(e->d_name).find(".tmp.") != std::string_view::npos) continue;
+      std::string path = dir + "/" + e->d_name;
+      struct stat st;
+      if (::lstat(path.c_str(), &st) < 0 || !S_ISREG(st.st_mode)) continue;
+      entries.push_back({path, static_cast<uint64_t>(st.st_size), st.st_mtim});
+      total += static_cast<uint64_t>(st.st_size);
+    }
+    ::closedir(d);
   }
-  ::closedir(d);
-  if (total <= max_bytes_) return;
+  if (total <= max_bytes) return;
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
     return a.used.tv_sec != b.used.tv_sec ? a.used.tv_sec < b.used.tv_sec : a.used.tv_nsec < b.used.tv_nsec;
   });
   for (const auto& e : entries) {
-    if (total <= max_bytes_) break;
+    if (total <= max_bytes) break;
     if (::unlink(e.path.c_str()) == 0) total -= e.bytes;
   }
 }

@@ -26,6 +26,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 
@@ -37,6 +38,12 @@ std::string ModuleHash(std::string_view image);
 // Makes a new private directory "<prefix>.XXXXXX" (0700, ours) and returns
 // its path. Never reuses an existing directory.
 Result<std::string> CreateModuleCacheDir(const std::string& prefix);
+
+// Removes the least recently stored (or used) images over all of `dirs`
+// until together they hold at most max_bytes. The daemon calls it over every
+// tenant's directory, so the bound is one for the daemon, not one per
+// tenant (issue 29); a ModuleCache calls it over its own.
+void EvictLeastRecentlyUsed(const std::vector<std::string>& dirs, uint64_t max_bytes);
 
 class ModuleCache {
  public:

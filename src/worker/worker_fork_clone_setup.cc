@@ -57,12 +57,14 @@ std::string Worker::AheadSetup() const {
 }
 
 void Worker::OnForkAheadAsk(bool at) {
-  // At the daemon's forkpoint the ahead export is made (or current) already.
-  if (forkpoint_waiting_ || !control_) return;
   if (!at) {
-    ahead_epoch_ = 0;  // the daemon let go of it: export again next time
+    // The daemon let go of it (or never kept it: issue 29's descriptor
+    // budget): a fork exports at fork time, and the next forkpoint again.
+    ahead_epoch_ = 0;
     return;
   }
+  // At the daemon's forkpoint the ahead export is made (or current) already.
+  if (forkpoint_waiting_ || !control_) return;
   if (ahead_epoch_ != epoch_) SendAhead();
 }
 

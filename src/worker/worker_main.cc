@@ -185,9 +185,9 @@ int WorkerMain(int control_fd, const WorkerOptions& options) {
     return st.code() == CUDA_ERROR_OUT_OF_MEMORY ? kWorkerExitNoMemory : kWorkerExitStartFailed;
   }
   uint64_t free0 = 0, total = 0;
-  (void)worker.backend().MemGetInfo(&free0, &total);
+  (void)worker.backend().DeviceMemGetInfo(&free0, &total);
   std::string out;
-  proto::AppendRequest(&out, proto::WorkerReadyRequest{static_cast<uint32_t>(::getpid()), 0}, 0);
+  proto::AppendRequest(&out, proto::WorkerReadyRequest{static_cast<uint32_t>(::getpid()), 0, total}, 0);
   if (!control.Write(out).ok()) return kWorkerExitControlLost;
   worker.PreloadLibraries(LibrariesToPreloadFromEnv());  // off a fork's path (library_preload.h)
 

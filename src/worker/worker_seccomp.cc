@@ -13,6 +13,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -81,6 +82,11 @@ constexpr int kPrctlAllowed[] = {PR_SET_NAME,     PR_GET_NAME,       PR_GET_DUMP
 // the names are resolved when the filter is loaded.
 constexpr int kMaxNr = 512;
 const char* g_names[kMaxNr];
+// Set when an enforcing filter is loaded (one per process: the daemon's,
+// inherited by a worker, is replaced there by the worker's reporter).
+const char* g_reporter = "smolvm worker";
+const char* g_flag = "--worker-seccomp";
+int g_exit_status = kWorkerExitSeccomp;
 
 void AppendText(char* buf, size_t* at, size_t cap, const char* s) {
   while (*s && *at + 1 < cap) buf[(*at)++] = *s++;
@@ -95,13 +101,16 @@ void OnSigsys(int, siginfo_t* info, void*) {
   do rev[k++] = static_cast<char>('0' + n % 10); while ((n /= 10) && k < 15);
   for (int i = 0; i < k; ++i) num[i] = rev[k - 1 - i];
   num[k] = 0;
-  AppendText(buf, &at, sizeof buf, "smolvm worker: seccomp: system call ");
+  AppendText(buf, &at, sizeof buf, g_reporter);
+  AppendText(buf, &at, sizeof buf, ": seccomp: system call ");
   AppendText(buf, &at, sizeof buf, nr >= 0 && nr < kMaxNr && g_names[nr] ? g_names[nr] : "?");
   AppendText(buf, &at, sizeof buf, " (");
   AppendText(buf, &at, sizeof buf, num);
-  AppendText(buf, &at, sizeof buf, ") is not allowed; the worker ends (--worker-seccomp)\n");
+  AppendText(buf, &at, sizeof buf, ") is not allowed; the process ends (");
+  AppendText(buf, &at, sizeof buf, g_flag);
+  AppendText(buf, &at, sizeof buf, ")\n");
   (void)!::write(2, buf, at);
-  ::_exit(kWorkerExitSeccomp);
+  ::_exit(g_exit_status);
 }
 
 // learn: the supervisor, a child forked before the filter (so unfiltered):
@@ -195,6 +204,12 @@ const char* SeccompModeName(SeccompMode mode) {
   return "?";
 }
 
+SeccompTable WorkerSeccompTable() {
+  SeccompTable t;
+  for (const Allowed& a : kAllowlist) t.allow.push_back(a.name);
+  return t;
+}
+
 std::vector<std::string> WorkerSeccompAllowlist() {
   std::vector<std::string> out;
   for (const Allowed& a : kAllowlist) out.push_back(a.name);
@@ -209,7 +224,7 @@ using FilterCtx = std::unique_ptr<void, CtxDeleter>;
 
 // The rule database for `mode` (kEnforce, kLog or kLearn), with the names
 // the SIGSYS reporter prints resolved.
-Result<FilterCtx> BuildFilter(SeccompMode mode) {
+Result<FilterCtx> BuildFilter(SeccompMode mode, const SeccompTable& table) {
   for (int nr = 0; nr < kMaxNr; ++nr)
     if (!g_names[nr]) g_names[nr] = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);  // kept for life
   uint32_t other = mode == SeccompMode::kEnforce ? SCMP_ACT_TRAP
@@ -226,22 +241,34 @@ Result<FilterCtx> BuildFilter(SeccompMode mode) {
   // no guest code on the CPU (it parses frames), so it is left off
   // (docs/threat-model.md). WorkerSeccompFilter::Load passes the same flag.
   (void)seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_SSB, 1);
-  for (const Allowed& a : kAllowlist) {
-    int nr = seccomp_syscall_resolve_name(a.name);
+  for (const std::string& name : table.allow) {
+    if (name == "clone" || name == "prctl" || name == "clone3") continue;  // their rules below
+    int nr = seccomp_syscall_resolve_name(name.c_str());
     if (nr == __NR_SCMP_ERROR) continue;  // not on this architecture
-    RETURN_IF_ERROR(Rc(seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, nr, 0), std::string("seccomp allow ") + a.name));
+    RETURN_IF_ERROR(Rc(seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, nr, 0), "seccomp allow " + name));
   }
   // The serve loop's calls first: they are what every remoted call costs.
   for (int nr : {SCMP_SYS(recvmsg), SCMP_SYS(sendmsg), SCMP_SYS(ppoll), SCMP_SYS(poll), SCMP_SYS(futex),
                  SCMP_SYS(ioctl), SCMP_SYS(read), SCMP_SYS(write)})
     (void)seccomp_syscall_priority(ctx.get(), nr, 255);
-  RETURN_IF_ERROR(Rc(seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
-                                      SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD)),
-                     "seccomp allow clone(CLONE_THREAD)"));
+  if (table.processes) {
+    for (int nr : {SCMP_SYS(clone), SCMP_SYS(fork), SCMP_SYS(vfork), SCMP_SYS(execve), SCMP_SYS(execveat)})
+      RETURN_IF_ERROR(Rc(seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, nr, 0), "seccomp allow processes"));
+  } else {
+    RETURN_IF_ERROR(Rc(seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
+                                        SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD)),
+                       "seccomp allow clone(CLONE_THREAD)"));
+  }
   RETURN_IF_ERROR(Rc(seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0), "seccomp clone3"));
-  for (int opt : kPrctlAllowed)
-    RETURN_IF_ERROR(Rc(seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1, scmp_arg_cmp{0, SCMP_CMP_EQ, static_cast<scmp_datum_t>(opt), 0}),
-                       "seccomp allow prctl"));
+  if (table.processes) {
+    // The daemon: its workers set no_new_privs, dumpable and their death
+    // signal, and drop capabilities, before their own filter.
+    RETURN_IF_ERROR(Rc(seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, SCMP_SYS(prctl), 0), "seccomp allow prctl"));
+  } else {
+    for (int opt : kPrctlAllowed)
+      RETURN_IF_ERROR(Rc(seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1, scmp_arg_cmp{0, SCMP_CMP_EQ, static_cast<scmp_datum_t>(opt), 0}),
+                         "seccomp allow prctl"));
+  }
   return ctx;
 }
 
@@ -271,8 +298,8 @@ Status InstallSigsysReporter() {
 
 // Learn: a supervisor process (forked before the filter, so unfiltered)
 // answers the filter's notifications.
-Status LoadLearning(int learn_fd) {
-  ASSIGN_OR_RETURN(FilterCtx ctx, BuildFilter(SeccompMode::kLearn));
+Status LoadLearning(int learn_fd, const SeccompTable& table) {
+  ASSIGN_OR_RETURN(FilterCtx ctx, BuildFilter(SeccompMode::kLearn, table));
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) return ErrnoStatus("socketpair", errno);
   pid_t child = ::fork();
@@ -282,8 +309,13 @@ Status LoadLearning(int learn_fd) {
     ::close(sv[0]);
     int fd = ReceiveFd(sv[1]);
     if (fd < 0) ::_exit(1);
-    for (int i = 3; i < 1024; ++i)
-      if (i != fd && i != learn_fd) ::close(i);
+    // Only its listener and the learn file (the daemon's RLIMIT_NOFILE may
+    // be far above 1024: close_range, not a loop).
+    int keep[2] = {std::min(fd, learn_fd), std::max(fd, learn_fd)};
+    ::syscall(SYS_close_range, 3u, static_cast<unsigned>(keep[0] - 1), 0u);
+    if (keep[1] > keep[0] + 1)
+      ::syscall(SYS_close_range, static_cast<unsigned>(keep[0] + 1), static_cast<unsigned>(keep[1] - 1), 0u);
+    ::syscall(SYS_close_range, static_cast<unsigned>(keep[1] + 1), ~0u, 0u);
     Supervise(fd, learn_fd);
   }
   ::close(sv[1]);
@@ -299,12 +331,17 @@ Status LoadLearning(int learn_fd) {
 }  // namespace
 
 Result<WorkerSeccompFilter> WorkerSeccompFilter::Compile(SeccompMode mode, int learn_fd) {
+  return Compile(mode, WorkerSeccompTable(), learn_fd);
+}
+
+Result<WorkerSeccompFilter> WorkerSeccompFilter::Compile(SeccompMode mode, const SeccompTable& table, int learn_fd) {
   if (mode == SeccompMode::kLearn && learn_fd < 0) return InvalidArgument("seccomp learn mode needs a learn file");
   WorkerSeccompFilter f;
   f.mode_ = mode;
   f.learn_fd_ = learn_fd;
+  f.table_ = table;
   if (mode == SeccompMode::kEnforce || mode == SeccompMode::kLog) {
-    ASSIGN_OR_RETURN(FilterCtx ctx, BuildFilter(mode));
+    ASSIGN_OR_RETURN(FilterCtx ctx, BuildFilter(mode, table));
     ASSIGN_OR_RETURN(f.program_, ExportProgram(ctx.get()));
   }
   return f;
@@ -313,9 +350,14 @@ Result<WorkerSeccompFilter> WorkerSeccompFilter::Compile(SeccompMode mode, int l
 Status WorkerSeccompFilter::Load() const {
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) return ErrnoStatus("prctl(PR_SET_NO_NEW_PRIVS)", errno);
   if (mode_ == SeccompMode::kOff) return Status::Ok();
-  if (mode_ == SeccompMode::kLearn) return LoadLearning(learn_fd_);
+  if (mode_ == SeccompMode::kLearn) return LoadLearning(learn_fd_, table_);
   if (program_.empty()) return Internal("the seccomp filter was not compiled");
-  if (mode_ == SeccompMode::kEnforce) RETURN_IF_ERROR(InstallSigsysReporter());
+  if (mode_ == SeccompMode::kEnforce) {
+    g_reporter = table_.reporter;
+    g_flag = table_.flag;
+    g_exit_status = table_.exit_status;
+    RETURN_IF_ERROR(InstallSigsysReporter());
+  }
   struct sock_fprog prog = {static_cast<unsigned short>(program_.size()),
                             const_cast<struct sock_filter*>(program_.data())};
   unsigned long flags = SECCOMP_FILTER_FLAG_TSYNC | SECCOMP_FILTER_FLAG_SPEC_ALLOW;
@@ -325,7 +367,7 @@ Status WorkerSeccompFilter::Load() const {
     flags &= ~SECCOMP_FILTER_FLAG_SPEC_ALLOW;
     rc = ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog);
   }
-  if (rc < 0) return ErrnoStatus("loading the worker's seccomp filter", errno);
+  if (rc < 0) return ErrnoStatus("loading the seccomp filter", errno);
   if (rc > 0) return Internal("thread " + std::to_string(rc) + " could not take the worker's seccomp filter (TSYNC)");
   return Status::Ok();
 }

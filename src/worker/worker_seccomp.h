@@ -43,6 +43,24 @@ Result<SeccompMode> ParseSeccompMode(std::string_view name);
 const char* DefaultSeccompMode(std::string_view backend);
 const char* SeccompModeName(SeccompMode mode);
 
+// What a filter allows beyond the fixed rules (prctl options, clone3 ->
+// ENOSYS): the worker's table, or the daemon's (daemon/daemon_jail.h: its
+// own calls and what its workers make before their jail, since a filter is
+// inherited across fork and exec and stacks under the worker's own).
+struct SeccompTable {
+  std::vector<std::string> allow;  // by name, any arguments
+  // false: clone only with CLONE_THREAD, no execve, prctl with a few
+  // options (a worker starts threads, never processes); true: fork, exec
+  // and any prctl too (the daemon, whose workers set no_new_privs,
+  // dumpable and capabilities before their own filter).
+  bool processes = false;
+  const char* reporter = "smolvm worker";  // enforce: the SIGSYS line's prefix
+  int exit_status = kWorkerExitSeccomp;    // enforce: the process's exit status
+  const char* flag = "--worker-seccomp";   // enforce: named in the SIGSYS line
+};
+// The worker's table (as WorkerSeccompAllowlist, with its rules).
+SeccompTable WorkerSeccompTable();
+
 // The filter compiled ahead of its use: building it (resolving names, the
 // rule database, generating BPF: ~0.5 ms) is done while the worker is
 // pooled, so loading it when the worker is drawn, on a clone's critical
@@ -52,6 +70,8 @@ class WorkerSeccompFilter {
  public:
   // learn_fd: an open, appendable file (kLearn only; the supervisor writes it).
   static Result<WorkerSeccompFilter> Compile(SeccompMode mode, int learn_fd = -1);
+  // The same over another table (the daemon's).
+  static Result<WorkerSeccompFilter> Compile(SeccompMode mode, const SeccompTable& table, int learn_fd = -1);
 
   // Sets no_new_privs and loads the filter on every thread of this process
   // (TSYNC; speculative-store-bypass mitigation left off, as explained in
@@ -64,6 +84,7 @@ class WorkerSeccompFilter {
  private:
   SeccompMode mode_ = SeccompMode::kEnforce;
   int learn_fd_ = -1;
+  SeccompTable table_;
   std::vector<struct sock_filter> program_;  // kEnforce, kLog
 };
 

@@ -144,14 +144,17 @@ TEST_F(VmmWireTest, ForkOfASessionHoldingMappingsIsRefused) {
   ASSERT_TRUE(golden.Call(proto::VmmMapRequest{res.addr, 0x300}, &mr).ok());
   proto::ForkpointWaitReply order{7, ""};
   std::thread wait([&] { (void)golden.Call(proto::ForkpointWaitRequest{}, &order); });
-  auto [rc, out] = RunCommand(std::string(SMOLVM_BINARY) + " cuda fork --pid " + std::to_string(pid) +
+  // By session: `--pid` names a host pid on the daemon's socket, not the
+  // pid a Hello claims (issue 29).
+  const std::string session = std::to_string(golden.hello().session_id);
+  auto [rc, out] = RunCommand(std::string(SMOLVM_BINARY) + " cuda fork --session " + session +
                               " --share off --wait 5 --socket " + daemon.socket());
   EXPECT_NE(rc, 0) << out;
   EXPECT_NE(out.find("cuMemMap mappings (expandable segments) is not supported yet"),
             std::string::npos)
       << out;
   // The golden stays at its forkpoint until released.
-  std::string release = std::string(SMOLVM_BINARY) + " cuda release --pid " + std::to_string(pid) +
+  std::string release = std::string(SMOLVM_BINARY) + " cuda release --session " + session +
                         " --socket " + daemon.socket();
   EXPECT_EQ(std::system(release.c_str()), 0);
   wait.join();
