@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cuda.h>
+#include <cudaProfiler.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -49,6 +50,8 @@
   X(cuCtxGetStreamPriorityRange, (int* least, int* greatest), (least, greatest)) \
   X(cuCtxGetLimit, (size_t* value, CUlimit limit), (value, limit)) \
   X(cuCtxSetLimit, (CUlimit limit, size_t value), (limit, value)) \
+  X(cuProfilerStart, (void), ()) \
+  X(cuProfilerStop, (void), ()) \
   /* -- modules, functions, launches ------------------------------------- */ \
   X(cuModuleLoad, (CUmodule* module, const char* path), (module, path)) \
   X(cuModuleLoadData, (CUmodule* module, const void* image), (module, image)) \

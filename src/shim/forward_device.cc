@@ -210,6 +210,12 @@ cudaError_t Runtime::DeviceGetStreamPriorityRange(int* least, int* greatest) {
   return Finish(cudaSuccess);
 }
 
+cudaError_t Runtime::ProfilerControl() {
+  std::lock_guard lock(session_.mu());
+  if (cudaError_t e = Begin(); e != cudaSuccess) return Record(e);
+  return Finish(cudaSuccess);
+}
+
 cudaError_t Runtime::DriverGetVersion(int* version) {
   if (version == nullptr) return Record(cudaErrorInvalidValue);
   std::lock_guard lock(session_.mu());

@@ -155,6 +155,10 @@ class Runtime {
   cudaError_t DeviceSetLimit(cudaLimit limit, size_t value);
   cudaError_t DeviceGetStreamPriorityRange(int* least, int* greatest);
   cudaError_t DriverGetVersion(int* version);
+  // cudaProfilerStart/Stop: with no profiler attached to the program they
+  // only start the session (natively: initialize the context) and return
+  // its state.
+  cudaError_t ProfilerControl();
   cudaError_t GetLastError();
   cudaError_t PeekAtLastError();
   // Records `err` as this thread's last error when it is not success

@@ -14,6 +14,7 @@
 // Through the shim only (SMOLVM_CUDA_SOCKET set): VMM addresses lie in the
 // arena, and unimplemented entry points return CUDA_ERROR_NOT_SUPPORTED.
 #include <cuda.h>
+#include <cudaProfiler.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -278,6 +279,9 @@ void DeviceAndContext() {
   CHECK_CU(cuCtxSetCurrent(ctx));
   CHECK_CU(cuCtxGetCurrent(&cur));
   CHECK(cur == ctx);
+  // No profiler attached: both succeed with a current context.
+  CHECK_CU(cuProfilerStart());
+  CHECK_CU(cuProfilerStop());
   unsigned flags = 0;
   int active = 0;
   CHECK_CU(cuDevicePrimaryCtxGetState(dev, &flags, &active));
