@@ -36,8 +36,10 @@
   X(3, Ping, SYNC, (), ()) \
   /* -- device --------------------------------------------------------- */ \
   X(10, DeviceGetCount, SYNC, (), (F(i32, count))) \
+  /* attrs indexed by CUdevice_attribute; unsupported: those the worker's driver refused */ \
   X(11, DeviceGetInfo, SYNC, (F(i32, device)), \
-    (F(str, name) F(bytes, uuid) F(u64, total_mem) F(i32, driver_version) F(i32s, attrs))) \
+    (F(str, name) F(bytes, uuid) F(u64, total_mem) F(i32, driver_version) F(i32s, attrs) \
+     F(u32s, unsupported))) \
   X(12, MemGetInfo, SYNC, (), (F(u64, free_bytes) F(u64, total_bytes))) \
   X(13, CtxSynchronize, SYNC, (), ()) \
   X(14, CtxGetLimit, SYNC, (F(i32, limit)), (F(u64, value))) \

@@ -1,6 +1,7 @@
 // Unmodified nvcc-built programs (-cudart shared) run through the shim
 // (LD_LIBRARY_PATH=build/shim) against `smolvm _cuda-daemon --backend fake`
 // on a temp socket: shim -> wire -> daemon -> worker -> FakeBackend.
+#include <cuda.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -131,6 +132,22 @@ TEST_F(ShimE2eTest, HostFunctionsRunInStreamOrderInTheGuest) { RunToPass("prog_h
 
 // Issue 33: stream capture, explicit graphs, instantiate, replay, update.
 TEST_F(ShimE2eTest, GraphsCaptureBuildReplayAndUpdate) { RunToPass("prog_graphs"); }
+
+// Issue 34: every cudaDeviceProp field is the device's attribute (the fake's
+// full table), refused attributes answer cudaErrorInvalidValue as the driver.
+TEST_F(ShimE2eTest, DevicePropertiesAnswerEveryField) {
+  Program p(daemon, "prog_devprops");
+  EXPECT_EQ(p.Wait(), 0) << p.Report() << "\ndaemon log:\n" << daemon.Log();
+  const std::string out = p.Out();
+  EXPECT_NE(out.find("PASS devprops"), std::string::npos) << p.Report();
+  EXPECT_NE(out.find("maxTexture2DLayered = 32768 32768 2048\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("maxSurfaceCubemapLayered = 32768 2046\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("gpuPciDeviceID = 590352606\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("attribute 0: cudaErrorInvalidValue\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("attribute " + std::to_string(CU_DEVICE_ATTRIBUTE_MAX) + ": cudaErrorInvalidValue\n"),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("attribute 16 = 4\n"), std::string::npos) << out;
+}
 
 TEST_F(ShimE2eTest, KernelFaultIsDeferredAndSticky) {
   Program p(daemon, "prog_fault");
