@@ -47,6 +47,7 @@ struct FakeBackend::Event {
 FakeBackend::FakeBackend(FakeBackendOptions options) : options_(options) {}
 
 FakeBackend::~FakeBackend() {
+  FlushDeviceOutput();  // the context's end
   for (auto& [addr, m] : mappings_) ::munmap(reinterpret_cast<void*>(addr), m.bytes);
   if (arena_bytes_) ::munmap(reinterpret_cast<void*>(arena_base_), arena_bytes_);
   if (global_) ::munmap(global_, 4096);
@@ -159,7 +160,10 @@ Status FakeBackend::MemGetInfo(uint64_t* free_bytes, uint64_t* total_bytes) {
   return Status::Ok();
 }
 
-Status FakeBackend::CtxSynchronize() { return Enter("CtxSynchronize"); }
+Status FakeBackend::CtxSynchronize() {
+  FlushDeviceOutput();
+  return Enter("CtxSynchronize");
+}
 
 namespace {
 // The fake context's limits before any CtxSetLimit (CUDA's defaults); what
@@ -369,6 +373,7 @@ Status FakeBackend::MemcpyHtoD(uint64_t dst, const void* src, uint64_t bytes, ui
 }
 
 Status FakeBackend::MemcpyDtoH(void* dst, uint64_t src, uint64_t bytes, uint64_t stream) {
+  FlushDeviceOutput();
   RETURN_IF_ERROR(Enter("MemcpyDtoH"));
   RETURN_IF_ERROR(CheckStream(stream));
   if (Capturing(stream)) {
@@ -442,6 +447,7 @@ Status FakeBackend::StreamDestroy(uint64_t stream) {
 }
 
 Status FakeBackend::StreamSynchronize(uint64_t stream) {
+  FlushDeviceOutput();
   RETURN_IF_ERROR(Enter("StreamSynchronize"));
   RETURN_IF_ERROR(CheckStream(stream));
   if (Capturing(stream)) return BreakCapture(stream, "a synchronization");
@@ -529,6 +535,7 @@ Status FakeBackend::RecordEvent(uint64_t event) {
 }
 
 Status FakeBackend::EventSynchronize(uint64_t event) {
+  FlushDeviceOutput();
   RETURN_IF_ERROR(Enter("EventSynchronize"));
   if (!events_.count(event)) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown event");
   if (auto ec = event_captures_.find(event); ec != event_captures_.end())

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <memory>
 
+#include "base/diagnostics.h"
 #include "base/unique_fd.h"
 
 namespace smolvm {
@@ -81,6 +82,9 @@ constexpr int kPrctlAllowed[] = {PR_SET_NAME,     PR_GET_NAME,       PR_GET_DUMP
 // the names are resolved when the filter is loaded.
 constexpr int kMaxNr = 512;
 const char* g_names[kMaxNr];
+// Where the report goes: the worker's diagnostics (its fd 2 carries its
+// guest's device output, base/diagnostics.h), fixed when the filter loads.
+int g_report_fd = 2;
 
 void AppendText(char* buf, size_t* at, size_t cap, const char* s) {
   while (*s && *at + 1 < cap) buf[(*at)++] = *s++;
@@ -100,7 +104,7 @@ void OnSigsys(int, siginfo_t* info, void*) {
   AppendText(buf, &at, sizeof buf, " (");
   AppendText(buf, &at, sizeof buf, num);
   AppendText(buf, &at, sizeof buf, ") is not allowed; the worker ends (--worker-seccomp)\n");
-  (void)!::write(2, buf, at);
+  (void)!::write(g_report_fd, buf, at);
   ::_exit(kWorkerExitSeccomp);
 }
 
@@ -261,6 +265,7 @@ Result<std::vector<struct sock_filter>> ExportProgram(void* ctx) {
 }
 
 Status InstallSigsysReporter() {
+  g_report_fd = ::fileno(Diagnostics());
   struct sigaction sa = {};
   sa.sa_sigaction = OnSigsys;
   sa.sa_flags = SA_SIGINFO;

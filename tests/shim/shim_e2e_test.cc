@@ -10,6 +10,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -147,6 +148,36 @@ TEST_F(ShimE2eTest, DevicePropertiesAnswerEveryField) {
   EXPECT_NE(out.find("attribute " + std::to_string(CU_DEVICE_ATTRIBUTE_MAX) + ": cudaErrorInvalidValue\n"),
             std::string::npos) << out;
   EXPECT_NE(out.find("attribute 16 = 4\n"), std::string::npos) << out;
+}
+
+// Issue 34: device printf and assert text reaches the program's own stdout
+// and stderr at the flush points, after the host lines printed before them;
+// a failed assert poisons the session as natively.
+TEST_F(ShimE2eTest, DevicePrintfAndAssertReachTheProgramsOwnOutput) {
+  Program p(daemon, "prog_printf");
+  EXPECT_EQ(p.Wait(), 0) << p.Report() << "\ndaemon log:\n" << daemon.Log();
+  auto lines = [](unsigned tag, unsigned n) {
+    std::string s;
+    for (unsigned i = 0; i < n; ++i)
+      s += "device " + std::to_string(tag) + ": line " + std::to_string(i) + " of " + std::to_string(n) + "\n";
+    return s;
+  };
+  std::string want = "host: start\n" + lines(1, 3) + "host: after a device synchronization\n" + lines(2, 2) +
+                     "host: after a blocking copy\n" + lines(3, 2) + "host: after a stream synchronization\n" +
+                     lines(4, 1) + "host: after an event synchronization\n" + lines(5, 3000) +
+                     "host: after a burst\nhost: between a launch and the synchronization\n" + lines(6, 1) +
+                     "host: the assert held\nassert: cudaErrorAssert\nafter the assert: cudaErrorAssert\n"
+                     "PASS printf\n";
+  const std::string out = p.Out();
+  size_t at = std::mismatch(out.begin(), out.end(), want.begin(), want.end()).first - out.begin();
+  EXPECT_EQ(out.size(), want.size());
+  EXPECT_EQ(at, want.size()) << "first difference at byte " << at << ": got '" << out.substr(at, 120)
+                             << "', want '" << want.substr(std::min(at, want.size()), 120) << "'";
+  EXPECT_EQ(Count(p.Err(), "Assertion `*p == want` failed."), 1u) << p.Report();
+  // The worker's own lines stay in the daemon's log, not in the program's output.
+  EXPECT_EQ(p.Err().find("smolvm worker"), std::string::npos) << p.Report();
+  EXPECT_NE(daemon.Log().find("a device-side assert failed"), std::string::npos) << daemon.Log();
+  EXPECT_EQ(daemon.Log().find("device 1: line 0"), std::string::npos) << daemon.Log();
 }
 
 TEST_F(ShimE2eTest, KernelFaultIsDeferredAndSticky) {
