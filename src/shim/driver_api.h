@@ -95,6 +95,8 @@
   X(cuMemAllocHost_v2, (void** p, size_t bytes), (p, bytes)) \
   X(cuMemHostAlloc, (void** p, size_t bytes, unsigned int flags), (p, bytes, flags)) \
   X(cuMemFreeHost, (void* p), (p)) \
+  X(cuMemHostRegister_v2, (void* p, size_t bytes, unsigned int flags), (p, bytes, flags)) \
+  X(cuMemHostUnregister, (void* p), (p)) \
   X(cuMemcpyHtoD_v2, (CUdeviceptr dst, const void* src, size_t bytes), (dst, src, bytes)) \
   X(cuMemcpyDtoH_v2, (void* dst, CUdeviceptr src, size_t bytes), (dst, src, bytes)) \
   X(cuMemcpyDtoD_v2, (CUdeviceptr dst, CUdeviceptr src, size_t bytes), (dst, src, bytes)) \

@@ -33,6 +33,7 @@
 #include "shim/capture_table.h"
 #include "shim/handles.h"
 #include "shim/host_memory.h"
+#include "shim/host_registrations.h"
 #include "shim/session.h"
 
 namespace smolvm::shim {
@@ -53,6 +54,9 @@ class Runtime {
   cudaError_t FreeHost(void* ptr);
   cudaError_t HostGetDevicePointer(void** dptr, void* hptr, unsigned flags);
   cudaError_t HostGetFlags(unsigned* flags, void* hptr);
+  // The program's own memory (forward_host_register.cc, host_registrations.h).
+  cudaError_t HostRegister(void* ptr, size_t bytes, unsigned flags);
+  cudaError_t HostUnregister(void* ptr);
   // stream_is_per_thread: the _ptds/_ptsz entry points, where stream 0 means
   // the per-thread default stream.
   cudaError_t Memcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream,
@@ -281,6 +285,7 @@ class Runtime {
   std::string machine_fork_token_;  // between PrepareMachineFork and fork(2)
   DeviceMemoryTable device_mem_;
   HostMemory host_mem_;
+  HostRegistrations registered_;
   std::map<uint64_t, StreamInfo> streams_;
   std::map<uint64_t, EventInfo> events_;
   std::vector<std::unique_ptr<ModuleRecord>> modules_;

@@ -180,6 +180,16 @@ TEST_F(ShimE2eTest, DevicePrintfAndAssertReachTheProgramsOwnOutput) {
   EXPECT_EQ(daemon.Log().find("device 1: line 0"), std::string::npos) << daemon.Log();
 }
 
+// Issue 34: the program's own memory registered (odd offset and length),
+// copied both ways around a kernel; device access to it refused by name.
+TEST_F(ShimE2eTest, RegisteredHostMemoryIsCopiedBothWays) {
+  Program p(daemon, "prog_hostreg");
+  EXPECT_EQ(p.Wait(), 0) << p.Report() << "\ndaemon log:\n" << daemon.Log();
+  EXPECT_NE(p.Out().find("PASS hostreg"), std::string::npos) << p.Report();
+  EXPECT_EQ(Count(p.Err(), "cudaHostRegister with cudaHostRegisterMapped (the device cannot reach"), 1u) << p.Report();
+  EXPECT_EQ(Count(p.Err(), "cudaHostGetDevicePointer of memory registered with cudaHostRegister"), 1u) << p.Report();
+}
+
 TEST_F(ShimE2eTest, KernelFaultIsDeferredAndSticky) {
   Program p(daemon, "prog_fault");
   EXPECT_EQ(p.Wait(), 0) << p.Report() << "\ndaemon log:\n" << daemon.Log();
