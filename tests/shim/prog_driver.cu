@@ -279,6 +279,12 @@ void DeviceAndContext() {
   CHECK_CU(cuCtxSetCurrent(ctx));
   CHECK_CU(cuCtxGetCurrent(&cur));
   CHECK(cur == ctx);
+  // The program's own memory, registered through the driver.
+  std::vector<char> own(10000);
+  CHECK_CU(cuMemHostRegister(own.data() + 3, 5000, CU_MEMHOSTREGISTER_PORTABLE));
+  EXPECT_CU(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, cuMemHostRegister(own.data() + 100, 8, 0));
+  CHECK_CU(cuMemHostUnregister(own.data() + 3));
+  EXPECT_CU(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, cuMemHostUnregister(own.data() + 3));
   // No profiler attached: both succeed with a current context.
   CHECK_CU(cuProfilerStart());
   CHECK_CU(cuProfilerStop());
