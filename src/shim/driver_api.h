@@ -118,6 +118,26 @@
   X(cuPointerGetAttribute, (void* data, CUpointer_attribute attr, CUdeviceptr ptr), (data, attr, ptr)) \
   X(cuPointerGetAttributes, (unsigned int n, CUpointer_attribute* attrs, void** data, CUdeviceptr ptr), \
     (n, attrs, data, ptr)) \
+  /* -- stream-ordered allocation and pools (forward_driver_pool.cc) ------- */ \
+  X(cuMemAllocAsync, (CUdeviceptr* dptr, size_t bytes, CUstream s), (dptr, bytes, s)) \
+  X(cuMemAllocAsync_ptsz, (CUdeviceptr* dptr, size_t bytes, CUstream s), (dptr, bytes, s)) \
+  X(cuMemAllocFromPoolAsync, (CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream s), \
+    (dptr, bytes, pool, s)) \
+  X(cuMemAllocFromPoolAsync_ptsz, (CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream s), \
+    (dptr, bytes, pool, s)) \
+  X(cuMemFreeAsync, (CUdeviceptr dptr, CUstream s), (dptr, s)) \
+  X(cuMemFreeAsync_ptsz, (CUdeviceptr dptr, CUstream s), (dptr, s)) \
+  X(cuMemPoolCreate, (CUmemoryPool* pool, const CUmemPoolProps* props), (pool, props)) \
+  X(cuMemPoolDestroy, (CUmemoryPool pool), (pool)) \
+  X(cuDeviceGetDefaultMemPool, (CUmemoryPool* pool, CUdevice dev), (pool, dev)) \
+  X(cuDeviceGetMemPool, (CUmemoryPool* pool, CUdevice dev), (pool, dev)) \
+  X(cuDeviceSetMemPool, (CUdevice dev, CUmemoryPool pool), (dev, pool)) \
+  X(cuMemPoolSetAttribute, (CUmemoryPool pool, CUmemPool_attribute attr, void* value), (pool, attr, value)) \
+  X(cuMemPoolGetAttribute, (CUmemoryPool pool, CUmemPool_attribute attr, void* value), (pool, attr, value)) \
+  X(cuMemPoolTrimTo, (CUmemoryPool pool, size_t keep), (pool, keep)) \
+  X(cuMemPoolSetAccess, (CUmemoryPool pool, const CUmemAccessDesc* descs, size_t count), (pool, descs, count)) \
+  X(cuMemPoolGetAccess, (CUmemAccess_flags* flags, CUmemoryPool pool, CUmemLocation* location), \
+    (flags, pool, location)) \
   /* -- virtual memory (expandable segments), onto the arena -------------- */ \
   X(cuMemAddressReserve, (CUdeviceptr* ptr, size_t bytes, size_t align, CUdeviceptr addr, \
                           unsigned long long flags), (ptr, bytes, align, addr, flags)) \

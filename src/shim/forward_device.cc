@@ -85,7 +85,9 @@ cudaError_t Runtime::DeviceSynchronize() {
   if (cudaError_t e = Begin(); e != cudaSuccess) return Record(e);
   proto::CtxSynchronizeRequest req;
   proto::CtxSynchronizeReply rep;
-  return FinishStatus(session_.Call(req, &rep));
+  Status st = session_.Call(req, &rep);
+  if (st.ok()) PoolsSynchronized([](uint64_t) { return true; });
+  return FinishStatus(st);
 }
 
 cudaError_t Runtime::DeviceReset() {

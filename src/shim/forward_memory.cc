@@ -54,6 +54,7 @@ cudaError_t Runtime::Free(void* ptr) {
   if (cudaError_t e = captures_.CheckUnsafeCall(); e != cudaSuccess) return Finish(e);
   if (ptr == nullptr) return Finish(cudaSuccess);  // cudaFree(0): the "initialize" idiom
   uint64_t p = reinterpret_cast<uint64_t>(ptr);
+  if (cudaError_t e; FreeFromPool(p, &e)) return Finish(e);
   if (!device_mem_.StartsAt(p)) return Finish(cudaErrorInvalidValue);
   proto::MemFreeRequest req;
   req.dptr = p;

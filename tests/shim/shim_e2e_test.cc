@@ -190,6 +190,18 @@ TEST_F(ShimE2eTest, RegisteredHostMemoryIsCopiedBothWays) {
   EXPECT_EQ(Count(p.Err(), "cudaHostGetDevicePointer of memory registered with cudaHostRegister"), 1u) << p.Report();
 }
 
+// Issue 34: cudaMallocAsync / cudaFreeAsync and pools, on the arena; the
+// pool's segments are the session's allocations (charged to --gpu-mem).
+TEST_F(ShimE2eTest, StreamOrderedAllocationAndPools) {
+  Program p(daemon, "prog_pools");
+  EXPECT_EQ(p.Wait(), 0) << p.Report() << "\ndaemon log:\n" << daemon.Log();
+  EXPECT_NE(p.Out().find("default release threshold: 0\nused after frees: 0\nused high after reset: 0\n"
+                         "reserved after trim: 0\ninternal dependencies: 1\nPASS pools\n"),
+            std::string::npos)
+      << p.Report();
+  EXPECT_EQ(Count(p.Err(), "cudaMallocAsync inside a stream capture"), 1u) << p.Report();
+}
+
 TEST_F(ShimE2eTest, KernelFaultIsDeferredAndSticky) {
   Program p(daemon, "prog_fault");
   EXPECT_EQ(p.Wait(), 0) << p.Report() << "\ndaemon log:\n" << daemon.Log();
@@ -418,6 +430,31 @@ TEST_F(ShimE2eTest, GraphCapturedInAGoldenReplaysInTwoClones) {
   EXPECT_EQ(rrc, 0) << rout;
   EXPECT_EQ(golden.Wait(), 0) << golden.Report();
   EXPECT_EQ(ReadFile(outdir + "/golden.txt"), "golden replay=1 launch=cudaSuccess sync=cudaSuccess\n");
+}
+
+// Issue 34 must-show: an async-allocated buffer survives a fork at its
+// address; each clone allocates from the pool it inherited.
+TEST_F(ShimE2eTest, AsyncAllocatedBufferSurvivesAForkAtItsAddress) {
+  std::string outdir = daemon.dir() + "/pool-fork-out";
+  ::mkdir(outdir.c_str(), 0755);
+  Program golden(daemon, "prog_pool_fork", {outdir});
+  std::string pid = std::to_string(golden.pid());
+  auto [rc, out] = Cuda(daemon, "fork --pid " + pid + " --count 2 --share off --wait 20");
+  ASSERT_EQ(rc, 0) << out << golden.Report() << daemon.Log();
+  std::string at;
+  for (int i = 0; i < 2; ++i) {
+    std::string path = outdir + "/clone" + std::to_string(i) + ".txt";
+    for (int t = 0; t < 1000 && ReadFile(path).find('\n') == std::string::npos; ++t)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::string got = ReadFile(path);
+    EXPECT_EQ(got.substr(0, got.find(" at=")), "clone" + std::to_string(i) + " kept=1 reuse=1 alloc=cudaSuccess")
+        << got << golden.Report() << daemon.Log();
+    at = got.substr(got.find(" at="));
+  }
+  auto [rrc, rout] = Cuda(daemon, "release --pid " + pid);
+  EXPECT_EQ(rrc, 0) << rout;
+  EXPECT_EQ(golden.Wait(), 0) << golden.Report();
+  EXPECT_EQ(ReadFile(outdir + "/golden.txt"), "golden kept=1 reuse=1 alloc=cudaSuccess" + at);
 }
 
 }  // namespace
