@@ -41,6 +41,10 @@
   X(cuDevicePrimaryCtxSetFlags_v2, (CUdevice dev, unsigned int flags), (dev, flags)) \
   X(cuDevicePrimaryCtxReset_v2, (CUdevice dev), (dev)) \
   X(cuCtxGetCurrent, (CUcontext* ctx), (ctx)) \
+  /* refused with the alternative named (forward_driver_refused.cc) */ \
+  X(cuCtxCreate_v4, (CUcontext* ctx, CUctxCreateParams* params, unsigned int flags, CUdevice dev), \
+    (ctx, params, flags, dev)) \
+  X(cuMemAllocManaged, (CUdeviceptr* dptr, size_t bytes, unsigned int flags), (dptr, bytes, flags)) \
   X(cuCtxSetCurrent, (CUcontext ctx), (ctx)) \
   X(cuCtxPushCurrent_v2, (CUcontext ctx), (ctx)) \
   X(cuCtxPopCurrent_v2, (CUcontext* ctx), (ctx)) \

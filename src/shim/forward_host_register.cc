@@ -44,11 +44,9 @@ cudaError_t Runtime::HostRegister(void* ptr, size_t bytes, unsigned flags) {
     return Finish(cudaErrorInvalidValue);
   if (flags & cudaHostRegisterMapped) {
     static std::atomic<bool> reported{false};
-    ReportNotSupportedOnce(&reported, "cudart",
-                           "cudaHostRegister with cudaHostRegisterMapped (the device cannot reach this "
-                           "process's own pages; copies to and from registered memory work, and "
-                           "cudaHostAlloc(cudaHostAllocMapped) gives memory a kernel can read)",
-                           "cudaErrorNotSupported");
+    ReportNotSupportedOnce(&reported, "cudart", "cudaHostRegister with cudaHostRegisterMapped", "cudaErrorNotSupported",
+                           "the device cannot reach this process's own pages; copies to and from registered "
+                           "memory work, and cudaHostAlloc(cudaHostAllocMapped) gives memory a kernel can read");
     return Finish(cudaErrorNotSupported);
   }
   if (flags & cudaHostRegisterIoMemory) {

@@ -101,11 +101,10 @@ cudaError_t Runtime::HostGetDevicePointer(void** dptr, void* hptr, unsigned flag
   if (host_mem_.Find(reinterpret_cast<uint64_t>(hptr), 0, &base) == nullptr) {
     if (registered_.Find(reinterpret_cast<uint64_t>(hptr), &base) != nullptr) {
       static std::atomic<bool> reported{false};
-      ReportNotSupportedOnce(&reported, "cudart",
-                             "cudaHostGetDevicePointer of memory registered with cudaHostRegister (the device "
-                             "cannot reach this process's own pages; cudaHostAlloc(cudaHostAllocMapped) gives "
-                             "memory a kernel can read)",
-                             "cudaErrorNotSupported");
+      ReportNotSupportedOnce(&reported, "cudart", "cudaHostGetDevicePointer of memory registered with cudaHostRegister",
+                             "cudaErrorNotSupported",
+                             "the device cannot reach this process's own pages; cudaHostAlloc(cudaHostAllocMapped) "
+                             "gives memory a kernel can read");
       return Record(cudaErrorNotSupported);
     }
     return Record(cudaErrorInvalidValue);

@@ -72,8 +72,8 @@ cudaError_t PoolError(const Status& st) {
   return cudaErrorMemoryAllocation;
 }
 
-void Refuse(std::atomic<bool>* reported, const char* what) {
-  ReportNotSupportedOnce(reported, "cudart", what, "cudaErrorNotSupported");
+void Refuse(std::atomic<bool>* reported, const char* what, const char* hint = nullptr) {
+  ReportNotSupportedOnce(reported, "cudart", what, "cudaErrorNotSupported", hint);
 }
 
 }  // namespace
@@ -96,7 +96,7 @@ cudaError_t Runtime::AllocFromPool(void** ptr, size_t bytes, MemPool* pool, cuda
   if (ptr == nullptr || bytes == 0) return Finish(cudaErrorInvalidValue);
   if (CaptureTable::Capture* c = captures_.Of(sid)) {
     static std::atomic<bool> reported{false};
-    Refuse(&reported, "cudaMallocAsync inside a stream capture (a graph's memory: cudaGraphAddMemAllocNode)");
+    Refuse(&reported, "cudaMallocAsync inside a stream capture", "a graph's memory comes from cudaGraphAddMemAllocNode");
     c->invalidated = true;
     return Finish(cudaErrorStreamCaptureUnsupported);
   }
@@ -131,7 +131,7 @@ cudaError_t Runtime::FreeAsync(void* ptr, cudaStream_t stream, bool per_thread) 
   if (ptr == nullptr) return Finish(cudaErrorInvalidValue);
   if (CaptureTable::Capture* c = captures_.Of(sid)) {
     static std::atomic<bool> reported{false};
-    Refuse(&reported, "cudaFreeAsync inside a stream capture (a graph's memory: cudaGraphAddMemFreeNode)");
+    Refuse(&reported, "cudaFreeAsync inside a stream capture", "a graph's memory goes with cudaGraphAddMemFreeNode");
     c->invalidated = true;
     return Finish(cudaErrorStreamCaptureUnsupported);
   }

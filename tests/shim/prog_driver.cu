@@ -317,6 +317,14 @@ int main() {
   ModulesAndLaunches(through_shim);
   VirtualMemory(through_shim);
   ProcAddresses(through_shim);
+  if (through_shim) {  // refused with the alternative named
+    CUcontext own = nullptr;
+    EXPECT_CU(CUDA_ERROR_NOT_SUPPORTED, cuCtxCreate(&own, nullptr, 0, 0));
+    CHECK(own == nullptr);
+    CUdeviceptr managed = 1;
+    EXPECT_CU(CUDA_ERROR_NOT_SUPPORTED, cuMemAllocManaged(&managed, 4096, CU_MEM_ATTACH_GLOBAL));
+    CHECK(managed == 0);
+  }
   CHECK_CU(cuCtxSynchronize());
   std::printf("PASS driver\n");
   return 0;
