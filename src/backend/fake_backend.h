@@ -39,6 +39,7 @@
 //   smolvm_test_write_u32(unsigned* p, unsigned value)  p[0] = value
 //   smolvm_test_printf(unsigned tag, unsigned lines)  prints "device <tag>: line <i> of <lines>" lines
 //   smolvm_test_assert(const unsigned* p, unsigned want)  assert(*p == want)
+//   smolvm_test_launch_fill(unsigned* p, unsigned value, unsigned long long n)  launches a fill from the device
 // and one module global, `smolvm_test_global` (4096 bytes), outside the arena.
 // SMOLVM_FAKE_LAUNCH_NS (default 0) makes every launch take that long on the
 // worker's CPU, as a GPU's launch does (~4,400 ns on the H200), so a

@@ -283,7 +283,19 @@ const std::vector<FakeBackend::Kernel*>& Kernels() {
                          "smolvm_test_assert: block: [0,0,0], thread: [0,0,0] Assertion `*p == want` failed.\n");
                    return Status::Ok();
                  }};
-  static const std::vector<K*> all = {&fill, &saxpy, &empty, &write, &local, &print, &check};
+  // Dynamic parallelism: thread 0 launches a fill of p[0, n) from the device
+  // (the child's work, done here as the GPU would do it before the parent
+  // completes).
+  static K launch{"smolvm_test_launch_fill", {{0, 8}, {8, 4}, {16, 8}},
+                  [](FakeBackend& b, const LaunchConfig& c, std::string_view prm) -> Status {
+                    auto* p = ParamAt<uint32_t*>(prm, 0);
+                    uint32_t value = ParamAt<uint32_t>(prm, 8);
+                    uint64_t n = ParamAt<uint64_t>(prm, 16);
+                    RETURN_IF_ERROR(b.KernelAccess(reinterpret_cast<uint64_t>(p), n, 4, true));
+                    for (uint64_t i = 0; i < n; ++i) p[i] = value + static_cast<uint32_t>(i);
+                    return Status::Ok();
+                  }};
+  static const std::vector<K*> all = {&fill, &saxpy, &empty, &write, &local, &print, &check, &launch};
   return all;
 }
 

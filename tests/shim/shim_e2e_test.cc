@@ -180,6 +180,11 @@ TEST_F(ShimE2eTest, DevicePrintfAndAssertReachTheProgramsOwnOutput) {
   EXPECT_EQ(daemon.Log().find("device 1: line 0"), std::string::npos) << daemon.Log();
 }
 
+// Issue 34: relocatable device code (-rdc, cudadevrt) registers through the
+// usual entry points; its device-side launch runs in the worker (emulated
+// by name on the fake).
+TEST_F(ShimE2eTest, RelocatableDeviceCodeWithDynamicParallelismRuns) { RunToPass("prog_dynpar"); }
+
 // Issue 34: the program's own memory registered (odd offset and length),
 // copied both ways around a kernel; device access to it refused by name.
 TEST_F(ShimE2eTest, RegisteredHostMemoryIsCopiedBothWays) {
