@@ -7,7 +7,8 @@
 #               and attribute; prog_printf: device printf and assert in order
 #               with host lines; prog_hostreg: registered memory; prog_pools:
 #               cudaMallocAsync and pools; prog_dynpar: -rdc and dynamic
-#               parallelism; prog_kernels: the profiler calls among launches)
+#               parallelism; prog_kernels: the profiler calls among launches;
+#               prog_channel: cudaCreateChannelDesc)
 #   2. fork     prog_pool_fork through the shims: an async-allocated buffer
 #               in two clones at the golden's address, the inherited pool
 #               allocating in each
@@ -49,7 +50,7 @@ native=true
 declare -A R
 failed=0
 fail() { failed=1; summary "FAIL: $*"; }
-PROGS="prog_devprops prog_printf prog_hostreg prog_pools prog_dynpar prog_kernels"
+PROGS="prog_devprops prog_printf prog_hostreg prog_pools prog_dynpar prog_kernels prog_channel"
 
 # 1. natively and through the shims on a bare host
 progs_ok=true

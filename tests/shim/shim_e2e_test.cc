@@ -185,6 +185,15 @@ TEST_F(ShimE2eTest, DevicePrintfAndAssertReachTheProgramsOwnOutput) {
 // by name on the fake).
 TEST_F(ShimE2eTest, RelocatableDeviceCodeWithDynamicParallelismRuns) { RunToPass("prog_dynpar"); }
 
+// Issue 34: cudaCreateChannelDesc answers (a plain function); arrays stay
+// stubs, named once.
+TEST_F(ShimE2eTest, ChannelDescriptorsAnswerAndArraysAreNamedStubs) {
+  Program p(daemon, "prog_channel");
+  EXPECT_EQ(p.Wait(), 0) << p.Report();
+  EXPECT_NE(p.Out().find("PASS channel"), std::string::npos) << p.Report();
+  EXPECT_EQ(Count(p.Err(), "smolvm cudart: cudaMallocArray is not supported by the remoting shim"), 1u) << p.Report();
+}
+
 // Issue 34: the program's own memory registered (odd offset and length),
 // copied both ways around a kernel; device access to it refused by name.
 TEST_F(ShimE2eTest, RegisteredHostMemoryIsCopiedBothWays) {
