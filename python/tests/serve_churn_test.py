@@ -94,6 +94,19 @@ class ServeChurnTest(unittest.TestCase):
         import json
         return [m["name"] for m in json.loads(out.stdout or "[]")]
 
+    def settle(self, pool):
+        """Waits until the reclaimer is idle and the pool holds exactly min_ready parked clones, nothing
+        forking or leased: the moments the descriptor counts compare (each parked clone's lease link is
+        a descriptor of serve's, so a count taken mid-refill differs by the clones in flight)."""
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            info = pool.refresh().info
+            if (not self.c.capacity()["reclaims_pending"] and info["forking"] == 0 and info["leased"] == 0
+                    and info["ready"] == info["min_ready"]):
+                return info
+            time.sleep(0.05)
+        self.fail("the pool did not settle: %r" % pool.refresh().info)
+
     def test_a_thousand_cycles_leave_nothing_behind(self):
         if DRIVER == "machine":
             golden = dict(cmd=["python3", "/opt/test/serve_golden.py"], volumes=[TESTS + ":/opt/test:ro"])
@@ -107,7 +120,9 @@ class ServeChurnTest(unittest.TestCase):
                 r = lease.results(timeout=120)
                 self.assertEqual(r[0]["echo"]["i"], i)
             if i == min(99, CYCLES // 10):
+                self.settle(pool)
                 base_rss, base_fds = rss_kib(self.proc.pid), fds(self.proc.pid)
+        self.settle(pool)
         end_rss, end_fds = rss_kib(self.proc.pid), fds(self.proc.pid)
         growth = end_rss - base_rss
         print("serve RSS at cycle 100: %d KiB, at cycle %d: %d KiB (growth %d KiB); fds %d -> %d"
