@@ -182,8 +182,19 @@ class RawClient {
     proto::FrameHeader h;
     std::string payload;
     std::vector<UniqueFd> in_fds;
-    r.transport = ch_->ReadFrame(&h, &payload, &in_fds);
-    if (!r.transport.ok()) return r;
+    for (;;) {
+      r.transport = ch_->ReadFrame(&h, &payload, &in_fds);
+      if (!r.transport.ok()) return r;
+      // What the worker's device printed rides ahead of a reply (op 133).
+      if ((h.flags & proto::kFlagReply) || h.op != proto::DeviceOutputRequest::kNumber) break;
+      proto::DeviceOutputRequest text;
+      proto::Decoder dec(payload);
+      if (!proto::Decode(dec, &text)) {
+        r.transport = Malformed("a DeviceOutput that does not decode");
+        return r;
+      }
+      device_output_[text.fd == 2 ? 1 : 0].append(text.text);
+    }
     reply_payload_ = std::move(payload);
     if (h.seq != seq_) r.transport = Internal("reply out of order");
     else r.transport = proto::DecodeReply(reply_payload_, &r.head, rep);
@@ -195,6 +206,9 @@ class RawClient {
     proto::AppendRequest(&queue_, req, ++seq_);
   }
   UnixChannel& channel() { return *ch_; }
+  // What DeviceOutput frames brought so far, for fd 1 and fd 2.
+  const std::string& device_stdout() const { return device_output_[0]; }
+  const std::string& device_stderr() const { return device_output_[1]; }
   const proto::HelloReply& hello() const { return hello_; }
   // Hangs up: the session ends.
   void Close() { ch_.reset(); }
@@ -204,6 +218,7 @@ class RawClient {
   proto::HelloReply hello_;
   std::string queue_;
   std::string reply_payload_;  // backs bytes fields of the last reply
+  std::string device_output_[2];
   uint32_t seq_ = 0;
 };
 

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/diagnostics.h"
 #include "backend/cuda_driver.h"
 #include "proto/lt_attrs.h"
 
@@ -154,7 +155,7 @@ Result<std::unique_ptr<CudaBlasBackend>> CudaBlasBackend::Load() {
   b->lib_ = std::move(lib);
   int32_t v = 0, lt = 0;
   if (b->GetVersion(&v, &lt).ok())  // the daemon log records what the workers run
-    std::fprintf(stderr, "smolvm worker %d: cuBLAS %d from %s, cuBLASLt %d from %s\n", ::getpid(), v,
+    std::fprintf(Diagnostics(), "smolvm worker %d: cuBLAS %d from %s, cuBLASLt %d from %s\n", ::getpid(), v,
                  b->lib_->blas_path.c_str(), lt, b->lib_->lt_path.c_str());
   return b;
 }

@@ -141,10 +141,13 @@ Result<DeviceInfo> CudaBackend::GetDeviceInfo(int device) {
   info.attrs.assign(CU_DEVICE_ATTRIBUTE_MAX, 0);
   for (int a = 1; a < CU_DEVICE_ATTRIBUTE_MAX; ++a) {
     int v = 0;
-    // Attributes this driver does not know (or that are not valid) read as 0.
+    // Attributes this driver does not know (or that are not valid) read as
+    // 0 and are listed, so the guest refuses them as the driver does.
     if (driver_->cuDeviceGetAttribute(&v, static_cast<CUdevice_attribute>(a), dev) ==
         CUDA_SUCCESS) {
       info.attrs[a] = v;
+    } else {
+      info.unsupported.push_back(static_cast<uint32_t>(a));
     }
   }
   return info;

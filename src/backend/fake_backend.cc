@@ -47,6 +47,7 @@ struct FakeBackend::Event {
 FakeBackend::FakeBackend(FakeBackendOptions options) : options_(options) {}
 
 FakeBackend::~FakeBackend() {
+  FlushDeviceOutput();  // the context's end
   for (auto& [addr, m] : mappings_) ::munmap(reinterpret_cast<void*>(addr), m.bytes);
   if (arena_bytes_) ::munmap(reinterpret_cast<void*>(arena_base_), arena_bytes_);
   if (global_) ::munmap(global_, 4096);
@@ -152,49 +153,6 @@ Result<DeviceInfo> FakeBackend::GetDeviceInfo(int device) {
   return Info();
 }
 
-DeviceInfo FakeBackend::Info() const {
-  DeviceInfo info;
-  info.name = "smolvm fake GPU";
-  info.uuid = std::string("smolvm-fake-gpu0", 16);
-  info.total_mem = options_.total_mem;
-  info.driver_version = 13000;
-  info.attrs.assign(CU_DEVICE_ATTRIBUTE_MAX, 0);
-  auto set = [&info](CUdevice_attribute a, int v) { info.attrs[a] = v; };
-  set(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 1024);
-  set(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, 1024);
-  set(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, 1024);
-  set(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, 64);
-  set(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, 2147483647);
-  set(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, 65535);
-  set(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, 65535);
-  set(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, 49152);
-  set(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, 232448);
-  set(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, 233472);
-  set(CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY, 65536);
-  set(CU_DEVICE_ATTRIBUTE_WARP_SIZE, 32);
-  set(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, 65536);
-  set(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, 65536);
-  set(CU_DEVICE_ATTRIBUTE_CLOCK_RATE, 1980000);
-  set(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, 3201000);
-  set(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, 6144);
-  set(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, 50331648);
-  set(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 4);
-  set(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, 2048);
-  set(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR, 32);
-  set(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 9);
-  set(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0);
-  set(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 1);
-  set(CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS, 1);
-  set(CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT, 2);
-  set(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 1);
-  set(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1);
-  set(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, 1);
-  set(CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED, 1);
-  set(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, 0x19);
-  set(CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT, 512);
-  return info;
-}
-
 Status FakeBackend::MemGetInfo(uint64_t* free_bytes, uint64_t* total_bytes) {
   RETURN_IF_ERROR(Enter("MemGetInfo"));
   *total_bytes = options_.total_mem;
@@ -202,7 +160,10 @@ Status FakeBackend::MemGetInfo(uint64_t* free_bytes, uint64_t* total_bytes) {
   return Status::Ok();
 }
 
-Status FakeBackend::CtxSynchronize() { return Enter("CtxSynchronize"); }
+Status FakeBackend::CtxSynchronize() {
+  FlushDeviceOutput();
+  return Enter("CtxSynchronize");
+}
 
 namespace {
 // The fake context's limits before any CtxSetLimit (CUDA's defaults); what
@@ -412,6 +373,7 @@ Status FakeBackend::MemcpyHtoD(uint64_t dst, const void* src, uint64_t bytes, ui
 }
 
 Status FakeBackend::MemcpyDtoH(void* dst, uint64_t src, uint64_t bytes, uint64_t stream) {
+  FlushDeviceOutput();
   RETURN_IF_ERROR(Enter("MemcpyDtoH"));
   RETURN_IF_ERROR(CheckStream(stream));
   if (Capturing(stream)) {
@@ -485,6 +447,7 @@ Status FakeBackend::StreamDestroy(uint64_t stream) {
 }
 
 Status FakeBackend::StreamSynchronize(uint64_t stream) {
+  FlushDeviceOutput();
   RETURN_IF_ERROR(Enter("StreamSynchronize"));
   RETURN_IF_ERROR(CheckStream(stream));
   if (Capturing(stream)) return BreakCapture(stream, "a synchronization");
@@ -572,6 +535,7 @@ Status FakeBackend::RecordEvent(uint64_t event) {
 }
 
 Status FakeBackend::EventSynchronize(uint64_t event) {
+  FlushDeviceOutput();
   RETURN_IF_ERROR(Enter("EventSynchronize"));
   if (!events_.count(event)) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown event");
   if (auto ec = event_captures_.find(event); ec != event_captures_.end())

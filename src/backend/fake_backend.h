@@ -26,6 +26,9 @@
 //    executables as every node (children flattened) in a dependency order,
 //    launched by running each node as the call it stands for, updates of
 //    node parameters when the topology matches;
+//  - device printf and assert (fake_device_output.cc): text is written to
+//    stdout / stderr at the driver's flush points, an assert poisons the
+//    context there;
 //  - modules: any image loads; functions resolve by name to built-in test
 //    kernels (below), with their real parameter layouts; a kernel that writes
 //    outside writable device memory faults.
@@ -34,6 +37,9 @@
 //   smolvm_test_saxpy(float a, const float* x, float* y, unsigned long long n)  y[i] = a*x[i] + y[i]
 //   smolvm_test_empty()
 //   smolvm_test_write_u32(unsigned* p, unsigned value)  p[0] = value
+//   smolvm_test_printf(unsigned tag, unsigned lines)  prints "device <tag>: line <i> of <lines>" lines
+//   smolvm_test_assert(const unsigned* p, unsigned want)  assert(*p == want)
+//   smolvm_test_launch_fill(unsigned* p, unsigned value, unsigned long long n)  launches a fill from the device
 // and one module global, `smolvm_test_global` (4096 bytes), outside the arena.
 // SMOLVM_FAKE_LAUNCH_NS (default 0) makes every launch take that long on the
 // worker's CPU, as a GPU's launch does (~4,400 ns on the H200), so a
@@ -58,6 +64,7 @@
 #include <vector>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "backend/gpu_backend.h"
@@ -94,6 +101,11 @@ class FakeBackend final : public GpuBackend {
   int CallCount(const std::string& method) const;
   // The next call of `method` after `skip` more calls fails with `cuda_result`.
   void FailNext(const std::string& method, int32_t cuda_result, int skip = 0);
+  // Device output of the built-in kernels (fake_device_output.cc): printf
+  // text into the context's FIFO; an assert's message, which poisons the
+  // context (CUDA_ERROR_ASSERT) at the next flush point.
+  void DevicePrintf(std::string_view text);
+  void DeviceAssert(std::string_view message);
   // The configuration of the last launch that ran, attributes included.
   const LaunchConfig& LastLaunch() const { return last_launch_; }
   // Whether work issued on `stream` now becomes a node of a capture (the
@@ -189,6 +201,11 @@ class FakeBackend final : public GpuBackend {
   // otherwise INVALID_VALUE (unmapped) or a sticky ILLEGAL_ADDRESS (read-only).
   Status CheckDevice(uint64_t addr, uint64_t bytes, bool write);
   Status Fault(const std::string& what);
+  // A flush point of the device's printf FIFO (fake_device_output.cc).
+  void FlushDeviceOutput();
+  std::string printf_fifo_;
+  std::string assert_text_;
+  int32_t pending_fault_ = 0;  // raised at the next flush point
   Status CheckStream(uint64_t stream) const;
   // Maps one chunk with no access (as cuMemMap leaves it).
   Status MapNoAccess(uint64_t addr, uint64_t chunk, uint64_t bytes);

@@ -39,6 +39,7 @@ const std::vector<FakeBackend::Kernel*>& Kernels();
 }  // namespace
 
 Result<uint64_t> FakeBackend::ModuleLoad(std::string_view image) {
+  FlushDeviceOutput();
   RETURN_IF_ERROR(Enter("ModuleLoad"));
   if (image.empty()) return Cu(CUDA_ERROR_INVALID_IMAGE, "empty module image");
   uint64_t bytes = ModuleImageDeviceBytes(image);
@@ -59,6 +60,7 @@ bool FakeBackend::LibraryReserve(uint64_t bytes) {
 void FakeBackend::LibraryRelease(uint64_t bytes) { used_bytes_ -= std::min(bytes, used_bytes_); }
 
 Status FakeBackend::ModuleUnload(uint64_t module) {
+  FlushDeviceOutput();
   RETURN_IF_ERROR(Enter("ModuleUnload"));
   auto mod = modules_.find(module);
   if (mod == modules_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown module");
@@ -131,6 +133,7 @@ Status FakeBackend::FuncSetAttribute(uint64_t function, int32_t attr, int32_t va
 
 Status FakeBackend::LaunchKernel(uint64_t function, const LaunchConfig& config, uint64_t stream,
                                  std::string_view params) {
+  FlushDeviceOutput();  // the driver flushes at the start of a launch
   RETURN_IF_ERROR(Enter("LaunchKernel"));
   RETURN_IF_ERROR(CheckStream(stream));
   if (Capturing(stream)) {
@@ -257,7 +260,42 @@ const std::vector<FakeBackend::Kernel*>& Kernels() {
   // No work; needs 2 KiB of local memory per thread (a stack-hungry kernel).
   static K local{"smolvm_test_local_2k", {},
                  [](FakeBackend&, const LaunchConfig&, std::string_view) { return Status::Ok(); }, 2048};
-  static const std::vector<K*> all = {&fill, &saxpy, &empty, &write, &local};
+  // Thread 0 of block 0 prints `lines` lines (one thread, so their order is
+  // the same on every GPU).
+  static K print{"smolvm_test_printf", {{0, 4}, {4, 4}},
+                 [](FakeBackend& b, const LaunchConfig&, std::string_view prm) -> Status {
+                   uint32_t tag = ParamAt<uint32_t>(prm, 0);
+                   uint32_t lines = ParamAt<uint32_t>(prm, 4);
+                   for (uint32_t i = 0; i < lines; ++i)
+                     b.DevicePrintf("device " + std::to_string(tag) + ": line " + std::to_string(i) + " of " +
+                                    std::to_string(lines) + "\n");
+                   return Status::Ok();
+                 }};
+  // Every thread asserts *p == want; the driver prints one message per
+  // failing thread (here block and thread 0's, the first of them).
+  static K check{"smolvm_test_assert", {{0, 8}, {8, 4}},
+                 [](FakeBackend& b, const LaunchConfig&, std::string_view prm) -> Status {
+                   auto* p = ParamAt<const uint32_t*>(prm, 0);
+                   uint32_t want = ParamAt<uint32_t>(prm, 8);
+                   RETURN_IF_ERROR(b.KernelAccess(reinterpret_cast<uint64_t>(p), 4, false));
+                   if (*p != want)
+                     b.DeviceAssert(
+                         "smolvm_test_assert: block: [0,0,0], thread: [0,0,0] Assertion `*p == want` failed.\n");
+                   return Status::Ok();
+                 }};
+  // Dynamic parallelism: thread 0 launches a fill of p[0, n) from the device
+  // (the child's work, done here as the GPU would do it before the parent
+  // completes).
+  static K launch{"smolvm_test_launch_fill", {{0, 8}, {8, 4}, {16, 8}},
+                  [](FakeBackend& b, const LaunchConfig& c, std::string_view prm) -> Status {
+                    auto* p = ParamAt<uint32_t*>(prm, 0);
+                    uint32_t value = ParamAt<uint32_t>(prm, 8);
+                    uint64_t n = ParamAt<uint64_t>(prm, 16);
+                    RETURN_IF_ERROR(b.KernelAccess(reinterpret_cast<uint64_t>(p), n, 4, true));
+                    for (uint64_t i = 0; i < n; ++i) p[i] = value + static_cast<uint32_t>(i);
+                    return Status::Ok();
+                  }};
+  static const std::vector<K*> all = {&fill, &saxpy, &empty, &write, &local, &print, &check, &launch};
   return all;
 }
 

@@ -28,6 +28,9 @@ struct DeviceInfo {
   uint64_t total_mem = 0;
   int32_t driver_version = 0;  // as cuDriverGetVersion
   std::vector<int32_t> attrs;  // attrs[a] = cuDeviceGetAttribute(a), a < CU_DEVICE_ATTRIBUTE_MAX
+  // The attributes below CU_DEVICE_ATTRIBUTE_MAX this driver refuses (their
+  // attrs[a] is 0): cudaDeviceGetAttribute answers them cudaErrorInvalidValue.
+  std::vector<uint32_t> unsupported;
 };
 
 struct ParamInfo {

@@ -36,8 +36,10 @@
   X(3, Ping, SYNC, (), ()) \
   /* -- device --------------------------------------------------------- */ \
   X(10, DeviceGetCount, SYNC, (), (F(i32, count))) \
+  /* attrs indexed by CUdevice_attribute; unsupported: those the worker's driver refused */ \
   X(11, DeviceGetInfo, SYNC, (F(i32, device)), \
-    (F(str, name) F(bytes, uuid) F(u64, total_mem) F(i32, driver_version) F(i32s, attrs))) \
+    (F(str, name) F(bytes, uuid) F(u64, total_mem) F(i32, driver_version) F(i32s, attrs) \
+     F(u32s, unsupported))) \
   X(12, MemGetInfo, SYNC, (), (F(u64, free_bytes) F(u64, total_bytes))) \
   X(13, CtxSynchronize, SYNC, (), ()) \
   X(14, CtxGetLimit, SYNC, (F(i32, limit)), (F(u64, value))) \
@@ -184,6 +186,10 @@
   X(131, HostFuncCall, ASYNC, \
     (F(u64, call) F(u64, fn) F(u64, user) F(u32, kind) F(u64, stream) F(i32, status)), ()) \
   X(132, HostFuncDone, ASYNC, (F(u64, call)), ()) \
+  /* worker -> guest, unsolicited (ASYNC flag, seq 0), before a SYNC reply: text */ \
+  /* the worker's process printed since the last one (device printf on fd 1, device */ \
+  /* assert on fd 2), for the guest to write to its own fd 1 or 2 */ \
+  X(133, DeviceOutput, ASYNC, (F(u32, fd) F(bytes, text)), ()) \
   /* -- graphs (docs/shim.md, Graphs): graph, node, exec are guest-chosen ids; */ \
   /* deps: nodes of the same graph that the new node runs after ----------- */ \
   X(140, GraphCreate, ASYNC, (F(u64, graph)), ()) \

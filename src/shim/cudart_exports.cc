@@ -232,6 +232,12 @@ SMOLVM_EXPORT cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr
 }
 SMOLVM_EXPORT cudaError_t cudaDeviceSynchronize() { return rt().DeviceSynchronize(); }
 SMOLVM_EXPORT cudaError_t cudaDeviceReset() { return rt().DeviceReset(); }
+SMOLVM_EXPORT cudaError_t cudaHostRegister(void* ptr, size_t bytes, unsigned flags) {
+  return rt().HostRegister(ptr, bytes, flags);
+}
+SMOLVM_EXPORT cudaError_t cudaHostUnregister(void* ptr) { return rt().HostUnregister(ptr); }
+SMOLVM_EXPORT cudaError_t cudaProfilerStart() { return rt().ProfilerControl(); }
+SMOLVM_EXPORT cudaError_t cudaProfilerStop() { return rt().ProfilerControl(); }
 SMOLVM_EXPORT cudaError_t cudaDeviceGetLimit(size_t* value, cudaLimit limit) {
   return rt().DeviceGetLimit(value, limit);
 }

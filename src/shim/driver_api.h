@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cuda.h>
+#include <cudaProfiler.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,6 +41,10 @@
   X(cuDevicePrimaryCtxSetFlags_v2, (CUdevice dev, unsigned int flags), (dev, flags)) \
   X(cuDevicePrimaryCtxReset_v2, (CUdevice dev), (dev)) \
   X(cuCtxGetCurrent, (CUcontext* ctx), (ctx)) \
+  /* refused with the alternative named (forward_driver_refused.cc) */ \
+  X(cuCtxCreate_v4, (CUcontext* ctx, CUctxCreateParams* params, unsigned int flags, CUdevice dev), \
+    (ctx, params, flags, dev)) \
+  X(cuMemAllocManaged, (CUdeviceptr* dptr, size_t bytes, unsigned int flags), (dptr, bytes, flags)) \
   X(cuCtxSetCurrent, (CUcontext ctx), (ctx)) \
   X(cuCtxPushCurrent_v2, (CUcontext ctx), (ctx)) \
   X(cuCtxPopCurrent_v2, (CUcontext* ctx), (ctx)) \
@@ -49,6 +54,8 @@
   X(cuCtxGetStreamPriorityRange, (int* least, int* greatest), (least, greatest)) \
   X(cuCtxGetLimit, (size_t* value, CUlimit limit), (value, limit)) \
   X(cuCtxSetLimit, (CUlimit limit, size_t value), (limit, value)) \
+  X(cuProfilerStart, (void), ()) \
+  X(cuProfilerStop, (void), ()) \
   /* -- modules, functions, launches ------------------------------------- */ \
   X(cuModuleLoad, (CUmodule* module, const char* path), (module, path)) \
   X(cuModuleLoadData, (CUmodule* module, const void* image), (module, image)) \
@@ -92,6 +99,8 @@
   X(cuMemAllocHost_v2, (void** p, size_t bytes), (p, bytes)) \
   X(cuMemHostAlloc, (void** p, size_t bytes, unsigned int flags), (p, bytes, flags)) \
   X(cuMemFreeHost, (void* p), (p)) \
+  X(cuMemHostRegister_v2, (void* p, size_t bytes, unsigned int flags), (p, bytes, flags)) \
+  X(cuMemHostUnregister, (void* p), (p)) \
   X(cuMemcpyHtoD_v2, (CUdeviceptr dst, const void* src, size_t bytes), (dst, src, bytes)) \
   X(cuMemcpyDtoH_v2, (void* dst, CUdeviceptr src, size_t bytes), (dst, src, bytes)) \
   X(cuMemcpyDtoD_v2, (CUdeviceptr dst, CUdeviceptr src, size_t bytes), (dst, src, bytes)) \
@@ -113,6 +122,26 @@
   X(cuPointerGetAttribute, (void* data, CUpointer_attribute attr, CUdeviceptr ptr), (data, attr, ptr)) \
   X(cuPointerGetAttributes, (unsigned int n, CUpointer_attribute* attrs, void** data, CUdeviceptr ptr), \
     (n, attrs, data, ptr)) \
+  /* -- stream-ordered allocation and pools (forward_driver_pool.cc) ------- */ \
+  X(cuMemAllocAsync, (CUdeviceptr* dptr, size_t bytes, CUstream s), (dptr, bytes, s)) \
+  X(cuMemAllocAsync_ptsz, (CUdeviceptr* dptr, size_t bytes, CUstream s), (dptr, bytes, s)) \
+  X(cuMemAllocFromPoolAsync, (CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream s), \
+    (dptr, bytes, pool, s)) \
+  X(cuMemAllocFromPoolAsync_ptsz, (CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream s), \
+    (dptr, bytes, pool, s)) \
+  X(cuMemFreeAsync, (CUdeviceptr dptr, CUstream s), (dptr, s)) \
+  X(cuMemFreeAsync_ptsz, (CUdeviceptr dptr, CUstream s), (dptr, s)) \
+  X(cuMemPoolCreate, (CUmemoryPool* pool, const CUmemPoolProps* props), (pool, props)) \
+  X(cuMemPoolDestroy, (CUmemoryPool pool), (pool)) \
+  X(cuDeviceGetDefaultMemPool, (CUmemoryPool* pool, CUdevice dev), (pool, dev)) \
+  X(cuDeviceGetMemPool, (CUmemoryPool* pool, CUdevice dev), (pool, dev)) \
+  X(cuDeviceSetMemPool, (CUdevice dev, CUmemoryPool pool), (dev, pool)) \
+  X(cuMemPoolSetAttribute, (CUmemoryPool pool, CUmemPool_attribute attr, void* value), (pool, attr, value)) \
+  X(cuMemPoolGetAttribute, (CUmemoryPool pool, CUmemPool_attribute attr, void* value), (pool, attr, value)) \
+  X(cuMemPoolTrimTo, (CUmemoryPool pool, size_t keep), (pool, keep)) \
+  X(cuMemPoolSetAccess, (CUmemoryPool pool, const CUmemAccessDesc* descs, size_t count), (pool, descs, count)) \
+  X(cuMemPoolGetAccess, (CUmemAccess_flags* flags, CUmemoryPool pool, CUmemLocation* location), \
+    (flags, pool, location)) \
   /* -- virtual memory (expandable segments), onto the arena -------------- */ \
   X(cuMemAddressReserve, (CUdeviceptr* ptr, size_t bytes, size_t align, CUdeviceptr addr, \
                           unsigned long long flags), (ptr, bytes, align, addr, flags)) \

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "shim/device_props.h"
 #include "shim/runtime.h"
 
 namespace smolvm::shim {
@@ -59,8 +60,12 @@ cudaError_t Runtime::DeviceGetAttribute(int* value, cudaDeviceAttr attr, int dev
   if (cudaError_t e = Begin(); e != cudaSuccess) return Record(e);
   if (device != 0) return Finish(cudaErrorInvalidDevice);
   if (cudaError_t e = EnsureDeviceInfo(); e != cudaSuccess) return Finish(e);
+  // As the driver: attributes past its enum, 0, and those it refuses are invalid.
   size_t i = static_cast<size_t>(attr);
-  if (i >= device_info_.attrs.size()) return Finish(cudaErrorInvalidValue);
+  const std::vector<uint32_t>& refused = device_info_.unsupported;
+  if (i == 0 || i >= device_info_.attrs.size() ||
+      std::find(refused.begin(), refused.end(), static_cast<uint32_t>(i)) != refused.end())
+    return Finish(cudaErrorInvalidValue);
   *value = device_info_.attrs[i];
   return Finish(cudaSuccess);
 }
@@ -71,86 +76,7 @@ cudaError_t Runtime::GetDeviceProperties(cudaDeviceProp* prop, int device) {
   if (cudaError_t e = Begin(); e != cudaSuccess) return Record(e);
   if (device != 0) return Finish(cudaErrorInvalidDevice);
   if (cudaError_t e = EnsureDeviceInfo(); e != cudaSuccess) return Finish(e);
-  const std::vector<int32_t>& v = device_info_.attrs;
-  auto a = [&v](cudaDeviceAttr attr) -> int {
-    size_t i = static_cast<size_t>(attr);
-    return i < v.size() ? v[i] : 0;
-  };
-  std::memset(prop, 0, sizeof *prop);
-  std::snprintf(prop->name, sizeof prop->name, "%s", device_info_.name.c_str());
-  std::memcpy(prop->uuid.bytes, device_uuid_.data(), std::min(device_uuid_.size(), sizeof prop->uuid.bytes));
-  prop->totalGlobalMem = device_info_.total_mem;
-  prop->sharedMemPerBlock = static_cast<size_t>(a(cudaDevAttrMaxSharedMemoryPerBlock));
-  prop->regsPerBlock = a(cudaDevAttrMaxRegistersPerBlock);
-  prop->warpSize = a(cudaDevAttrWarpSize);
-  prop->memPitch = static_cast<size_t>(a(cudaDevAttrMaxPitch));
-  prop->maxThreadsPerBlock = a(cudaDevAttrMaxThreadsPerBlock);
-  prop->maxThreadsDim[0] = a(cudaDevAttrMaxBlockDimX);
-  prop->maxThreadsDim[1] = a(cudaDevAttrMaxBlockDimY);
-  prop->maxThreadsDim[2] = a(cudaDevAttrMaxBlockDimZ);
-  prop->maxGridSize[0] = a(cudaDevAttrMaxGridDimX);
-  prop->maxGridSize[1] = a(cudaDevAttrMaxGridDimY);
-  prop->maxGridSize[2] = a(cudaDevAttrMaxGridDimZ);
-  prop->totalConstMem = static_cast<size_t>(a(cudaDevAttrTotalConstantMemory));
-  prop->major = a(cudaDevAttrComputeCapabilityMajor);
-  prop->minor = a(cudaDevAttrComputeCapabilityMinor);
-  prop->textureAlignment = static_cast<size_t>(a(cudaDevAttrTextureAlignment));
-  prop->texturePitchAlignment = static_cast<size_t>(a(cudaDevAttrTexturePitchAlignment));
-  prop->multiProcessorCount = a(cudaDevAttrMultiProcessorCount);
-  prop->integrated = a(cudaDevAttrIntegrated);
-  prop->canMapHostMemory = a(cudaDevAttrCanMapHostMemory);
-  prop->maxTexture1D = a(cudaDevAttrMaxTexture1DWidth);
-  prop->maxTexture2D[0] = a(cudaDevAttrMaxTexture2DWidth);
-  prop->maxTexture2D[1] = a(cudaDevAttrMaxTexture2DHeight);
-  prop->maxTexture3D[0] = a(cudaDevAttrMaxTexture3DWidth);
-  prop->maxTexture3D[1] = a(cudaDevAttrMaxTexture3DHeight);
-  prop->maxTexture3D[2] = a(cudaDevAttrMaxTexture3DDepth);
-  prop->surfaceAlignment = static_cast<size_t>(a(cudaDevAttrSurfaceAlignment));
-  prop->concurrentKernels = a(cudaDevAttrConcurrentKernels);
-  prop->ECCEnabled = a(cudaDevAttrEccEnabled);
-  prop->pciBusID = a(cudaDevAttrPciBusId);
-  prop->pciDeviceID = a(cudaDevAttrPciDeviceId);
-  prop->pciDomainID = a(cudaDevAttrPciDomainId);
-  prop->tccDriver = a(cudaDevAttrTccDriver);
-  prop->asyncEngineCount = a(cudaDevAttrAsyncEngineCount);
-  prop->unifiedAddressing = a(cudaDevAttrUnifiedAddressing);
-  prop->memoryBusWidth = a(cudaDevAttrGlobalMemoryBusWidth);
-  prop->l2CacheSize = a(cudaDevAttrL2CacheSize);
-  prop->persistingL2CacheMaxSize = a(cudaDevAttrMaxPersistingL2CacheSize);
-  prop->maxThreadsPerMultiProcessor = a(cudaDevAttrMaxThreadsPerMultiProcessor);
-  prop->streamPrioritiesSupported = a(cudaDevAttrStreamPrioritiesSupported);
-  prop->globalL1CacheSupported = a(cudaDevAttrGlobalL1CacheSupported);
-  prop->localL1CacheSupported = a(cudaDevAttrLocalL1CacheSupported);
-  prop->sharedMemPerMultiprocessor = static_cast<size_t>(a(cudaDevAttrMaxSharedMemoryPerMultiprocessor));
-  prop->regsPerMultiprocessor = a(cudaDevAttrMaxRegistersPerMultiprocessor);
-  prop->managedMemory = a(cudaDevAttrManagedMemory);
-  prop->isMultiGpuBoard = a(cudaDevAttrIsMultiGpuBoard);
-  prop->multiGpuBoardGroupID = a(cudaDevAttrMultiGpuBoardGroupID);
-  prop->hostNativeAtomicSupported = a(cudaDevAttrHostNativeAtomicSupported);
-  prop->pageableMemoryAccess = a(cudaDevAttrPageableMemoryAccess);
-  prop->concurrentManagedAccess = a(cudaDevAttrConcurrentManagedAccess);
-  prop->computePreemptionSupported = a(cudaDevAttrComputePreemptionSupported);
-  prop->canUseHostPointerForRegisteredMem = a(cudaDevAttrCanUseHostPointerForRegisteredMem);
-  prop->cooperativeLaunch = a(cudaDevAttrCooperativeLaunch);
-  prop->sharedMemPerBlockOptin = static_cast<size_t>(a(cudaDevAttrMaxSharedMemoryPerBlockOptin));
-  prop->pageableMemoryAccessUsesHostPageTables = a(cudaDevAttrPageableMemoryAccessUsesHostPageTables);
-  prop->directManagedMemAccessFromHost = a(cudaDevAttrDirectManagedMemAccessFromHost);
-  prop->maxBlocksPerMultiProcessor = a(cudaDevAttrMaxBlocksPerMultiprocessor);
-  prop->accessPolicyMaxWindowSize = a(cudaDevAttrMaxAccessPolicyWindowSize);
-  prop->reservedSharedMemPerBlock = static_cast<size_t>(a(cudaDevAttrReservedSharedMemoryPerBlock));
-  prop->hostRegisterSupported = a(cudaDevAttrHostRegisterSupported);
-  prop->sparseCudaArraySupported = a(cudaDevAttrSparseCudaArraySupported);
-  prop->hostRegisterReadOnlySupported = a(cudaDevAttrHostRegisterReadOnlySupported);
-  prop->timelineSemaphoreInteropSupported = a(cudaDevAttrTimelineSemaphoreInteropSupported);
-  prop->memoryPoolsSupported = a(cudaDevAttrMemoryPoolsSupported);
-  prop->gpuDirectRDMASupported = a(cudaDevAttrGPUDirectRDMASupported);
-  prop->gpuDirectRDMAFlushWritesOptions = static_cast<unsigned>(a(cudaDevAttrGPUDirectRDMAFlushWritesOptions));
-  prop->gpuDirectRDMAWritesOrdering = a(cudaDevAttrGPUDirectRDMAWritesOrdering);
-  prop->memoryPoolSupportedHandleTypes = static_cast<unsigned>(a(cudaDevAttrMemoryPoolSupportedHandleTypes));
-  prop->deferredMappingCudaArraySupported = a(cudaDevAttrDeferredMappingCudaArraySupported);
-  prop->ipcEventSupported = a(cudaDevAttrIpcEventSupport);
-  prop->clusterLaunch = a(cudaDevAttrClusterLaunch);
-  prop->hostNumaId = a(cudaDevAttrHostNumaId);
+  FillDeviceProp(device_info_.attrs, device_info_.name, device_uuid_, device_info_.total_mem, prop);
   return Finish(cudaSuccess);
 }
 
@@ -159,7 +85,9 @@ cudaError_t Runtime::DeviceSynchronize() {
   if (cudaError_t e = Begin(); e != cudaSuccess) return Record(e);
   proto::CtxSynchronizeRequest req;
   proto::CtxSynchronizeReply rep;
-  return FinishStatus(session_.Call(req, &rep));
+  Status st = session_.Call(req, &rep);
+  if (st.ok()) PoolsSynchronized([](uint64_t) { return true; });
+  return FinishStatus(st);
 }
 
 cudaError_t Runtime::DeviceReset() {
@@ -207,6 +135,12 @@ cudaError_t Runtime::DeviceGetStreamPriorityRange(int* least, int* greatest) {
   }
   if (least != nullptr) *least = priority_least_;
   if (greatest != nullptr) *greatest = priority_greatest_;
+  return Finish(cudaSuccess);
+}
+
+cudaError_t Runtime::ProfilerControl() {
+  std::lock_guard lock(session_.mu());
+  if (cudaError_t e = Begin(); e != cudaSuccess) return Record(e);
   return Finish(cudaSuccess);
 }
 

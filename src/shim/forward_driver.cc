@@ -268,6 +268,18 @@ CUresult Driver::cuCtxSetLimit(CUlimit limit, size_t value) {
   return ToCuResult(rt().DeviceSetLimit(static_cast<cudaLimit>(limit), value));
 }
 
+// No profiler is attached to the guest: they check the calling thread's
+// context and the session, as the driver does.
+CUresult Driver::cuProfilerStart() {
+  CUcontext current = nullptr;
+  (void)cuCtxGetCurrent(&current);
+  if (current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  SMOLVM_DRIVER_BEGIN(r);
+  return SMOLVM_DRIVER_END(r, cudaSuccess);
+}
+
+CUresult Driver::cuProfilerStop() { return cuProfilerStart(); }
+
 // --- modules and functions --------------------------------------------------
 
 CUresult Driver::LoadOwnedImage(Runtime& r, CUmodule* module, std::string image) {

@@ -60,6 +60,21 @@ CUresult Driver::cuMemFreeHost(void* p) {
   return ToCuResult(rt().FreeHost(p));
 }
 
+// CU_MEMHOSTREGISTER_* equal the runtime's cudaHostRegister* flags.
+static_assert(CU_MEMHOSTREGISTER_DEVICEMAP == cudaHostRegisterMapped &&
+              CU_MEMHOSTREGISTER_IOMEMORY == cudaHostRegisterIoMemory &&
+              CU_MEMHOSTREGISTER_READ_ONLY == cudaHostRegisterReadOnly);
+
+CUresult Driver::cuMemHostRegister_v2(void* p, size_t bytes, unsigned int flags) {
+  Runtime::DriverCallScope scope;
+  return ToCuResult(rt().HostRegister(p, bytes, flags));
+}
+
+CUresult Driver::cuMemHostUnregister(void* p) {
+  Runtime::DriverCallScope scope;
+  return ToCuResult(rt().HostUnregister(p));
+}
+
 // --- copies ---------------------------------------------------------------------
 
 CUresult Driver::cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes) {

@@ -12,10 +12,12 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "shim/parallel_copy.h"
 #include "shim/runtime.h"
+#include "shim/stub_report.h"
 
 namespace smolvm::shim {
 namespace {
@@ -52,6 +54,7 @@ cudaError_t Runtime::Free(void* ptr) {
   if (cudaError_t e = captures_.CheckUnsafeCall(); e != cudaSuccess) return Finish(e);
   if (ptr == nullptr) return Finish(cudaSuccess);  // cudaFree(0): the "initialize" idiom
   uint64_t p = reinterpret_cast<uint64_t>(ptr);
+  if (cudaError_t e; FreeFromPool(p, &e)) return Finish(e);
   if (!device_mem_.StartsAt(p)) return Finish(cudaErrorInvalidValue);
   proto::MemFreeRequest req;
   req.dptr = p;
@@ -95,7 +98,17 @@ cudaError_t Runtime::HostGetDevicePointer(void** dptr, void* hptr, unsigned flag
   if (dptr == nullptr || flags != 0) return Record(cudaErrorInvalidValue);
   std::lock_guard lock(session_.mu());
   uint64_t base;
-  if (host_mem_.Find(reinterpret_cast<uint64_t>(hptr), 0, &base) == nullptr) return Record(cudaErrorInvalidValue);
+  if (host_mem_.Find(reinterpret_cast<uint64_t>(hptr), 0, &base) == nullptr) {
+    if (registered_.Find(reinterpret_cast<uint64_t>(hptr), &base) != nullptr) {
+      static std::atomic<bool> reported{false};
+      ReportNotSupportedOnce(&reported, "cudart", "cudaHostGetDevicePointer of memory registered with cudaHostRegister",
+                             "cudaErrorNotSupported",
+                             "the device cannot reach this process's own pages; cudaHostAlloc(cudaHostAllocMapped) "
+                             "gives memory a kernel can read");
+      return Record(cudaErrorNotSupported);
+    }
+    return Record(cudaErrorInvalidValue);
+  }
   *dptr = hptr;  // unified addressing: the worker maps the segment at the same address
   return cudaSuccess;
 }
@@ -105,7 +118,12 @@ cudaError_t Runtime::HostGetFlags(unsigned* flags, void* hptr) {
   std::lock_guard lock(session_.mu());
   uint64_t base;
   const HostSegment* seg = host_mem_.Find(reinterpret_cast<uint64_t>(hptr), 0, &base);
-  if (seg == nullptr) return Record(cudaErrorInvalidValue);
+  if (seg == nullptr) {
+    const HostRegistration* r = registered_.Find(reinterpret_cast<uint64_t>(hptr), &base);
+    if (r == nullptr) return Record(cudaErrorInvalidValue);
+    *flags = r->flags;
+    return cudaSuccess;
+  }
   *flags = seg->flags;
   return cudaSuccess;
 }
@@ -360,6 +378,9 @@ cudaError_t Runtime::PointerGetAttributes(cudaPointerAttributes* attrs, const vo
   } else if (host_mem_.Find(a, 0, &base) != nullptr) {
     attrs->type = cudaMemoryTypeHost;
     attrs->devicePointer = const_cast<void*>(ptr);
+    attrs->hostPointer = const_cast<void*>(ptr);
+  } else if (registered_.Find(a, &base) != nullptr) {
+    attrs->type = cudaMemoryTypeHost;  // registered; no device pointer: the device cannot reach it
     attrs->hostPointer = const_cast<void*>(ptr);
   } else {
     attrs->type = cudaMemoryTypeUnregistered;

@@ -45,7 +45,9 @@ cudaError_t Runtime::StreamSynchronize(cudaStream_t stream, bool per_thread) {
   proto::StreamSynchronizeRequest req;
   req.stream = sid;
   proto::StreamSynchronizeReply rep;
-  return FinishStatus(session_.Call(req, &rep));
+  Status st = session_.Call(req, &rep);
+  if (st.ok()) PoolsSynchronized([sid](uint64_t s) { return s == sid; });
+  return FinishStatus(st);
 }
 
 cudaError_t Runtime::StreamQuery(cudaStream_t stream, bool per_thread) {

@@ -23,6 +23,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -33,6 +34,8 @@
 #include "shim/capture_table.h"
 #include "shim/handles.h"
 #include "shim/host_memory.h"
+#include "shim/host_registrations.h"
+#include "shim/mem_pool.h"
 #include "shim/session.h"
 
 namespace smolvm::shim {
@@ -53,6 +56,9 @@ class Runtime {
   cudaError_t FreeHost(void* ptr);
   cudaError_t HostGetDevicePointer(void** dptr, void* hptr, unsigned flags);
   cudaError_t HostGetFlags(unsigned* flags, void* hptr);
+  // The program's own memory (forward_host_register.cc, host_registrations.h).
+  cudaError_t HostRegister(void* ptr, size_t bytes, unsigned flags);
+  cudaError_t HostUnregister(void* ptr);
   // stream_is_per_thread: the _ptds/_ptsz entry points, where stream 0 means
   // the per-thread default stream.
   cudaError_t Memcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream,
@@ -60,6 +66,25 @@ class Runtime {
   cudaError_t Memset(void* dst, int value, size_t bytes, cudaStream_t stream, bool per_thread);
   cudaError_t MemGetInfo(size_t* free_bytes, size_t* total_bytes);
   cudaError_t PointerGetAttributes(cudaPointerAttributes* attrs, const void* ptr);
+
+  // --- stream-ordered allocation and pools (forward_pool.cc, mem_pool.h) ----
+  cudaError_t MallocAsync(void** ptr, size_t bytes, cudaStream_t stream, bool per_thread);
+  cudaError_t MallocFromPoolAsync(void** ptr, size_t bytes, cudaMemPool_t pool, cudaStream_t stream, bool per_thread);
+  cudaError_t FreeAsync(void* ptr, cudaStream_t stream, bool per_thread);
+  cudaError_t MemPoolCreate(cudaMemPool_t* pool, const cudaMemPoolProps* props);
+  cudaError_t MemPoolDestroy(cudaMemPool_t pool);
+  // The device's default (current false) or current pool.
+  cudaError_t DeviceMemPool(cudaMemPool_t* pool, int device, bool current);
+  cudaError_t DeviceSetMemPool(int device, cudaMemPool_t pool);
+  // cudaMemPoolAttr values; `value` an int (1-3) or a uint64_t (4-8).
+  cudaError_t MemPoolAttribute(cudaMemPool_t pool, int attr, void* value, bool set);
+  cudaError_t MemPoolTrimTo(cudaMemPool_t pool, size_t keep);
+  // Set (`descs`, `count`) or get (`flags` for `location`) the access.
+  cudaError_t MemPoolAccess(cudaMemPool_t pool, const cudaMemAccessDesc* descs, size_t count,
+                            cudaMemAccessFlags* flags, const cudaMemLocation* location);
+  // cudaMem{Get,Set}[Default]MemPool: by location, device 0 only.
+  cudaError_t LocationMemPool(cudaMemPool_t* pool, const cudaMemLocation* location, cudaMemAllocationType type,
+                              cudaMemPool_t set_to, bool current, bool set);
 
   // --- streams and events (forward_stream.cc) ----------------------------
   cudaError_t StreamCreate(cudaStream_t* stream, unsigned flags, int priority);
@@ -155,6 +180,10 @@ class Runtime {
   cudaError_t DeviceSetLimit(cudaLimit limit, size_t value);
   cudaError_t DeviceGetStreamPriorityRange(int* least, int* greatest);
   cudaError_t DriverGetVersion(int* version);
+  // cudaProfilerStart/Stop: with no profiler attached to the program they
+  // only start the session (natively: initialize the context) and return
+  // its state.
+  cudaError_t ProfilerControl();
   cudaError_t GetLastError();
   cudaError_t PeekAtLastError();
   // Records `err` as this thread's last error when it is not success
@@ -269,6 +298,26 @@ class Runtime {
                         uint64_t* node_id);
   cudaError_t PackKernel(const cudaKernelNodeParams* p, uint64_t* function, std::string* packed);
 
+  // Pools (forward_pool.cc). REQUIRE the session lock.
+  class PoolSession;
+  struct PoolRecord {
+    std::unique_ptr<MemPool> pool;
+    bool dying = false;  // destroyed with allocations outstanding: goes with the last
+  };
+  MemPool* DefaultPool();
+  MemPool* PoolOf(cudaMemPool_t pool);
+  std::vector<MemPool*> AllPools();
+  cudaError_t AllocFromPool(void** ptr, size_t bytes, MemPool* pool, cudaStream_t stream, bool per_thread);
+  cudaError_t ReleaseIfDying(MemPool* pool);
+  // cudaFree of memory a pool holds: true with the result when it is one.
+  bool FreeFromPool(uint64_t p, cudaError_t* result);
+  // After a synchronization that completed the work of the streams `done`
+  // accepts: frees settle, segments past the release threshold go back.
+  void PoolsSynchronized(const std::function<bool(uint64_t stream)>& done);
+  std::unique_ptr<MemPool> default_pool_;
+  MemPool* current_pool_ = nullptr;
+  std::map<MemPool*, PoolRecord> pools_;
+
   Session session_;
   CaptureTable captures_;
   std::map<uint64_t, GraphRecord> graphs_;
@@ -277,6 +326,7 @@ class Runtime {
   std::string machine_fork_token_;  // between PrepareMachineFork and fork(2)
   DeviceMemoryTable device_mem_;
   HostMemory host_mem_;
+  HostRegistrations registered_;
   std::map<uint64_t, StreamInfo> streams_;
   std::map<uint64_t, EventInfo> events_;
   std::vector<std::unique_ptr<ModuleRecord>> modules_;

@@ -237,6 +237,23 @@ void Session::MarkWritten(size_t bytes) {
   }
 }
 
+Status Session::WriteDeviceOutput(std::string_view payload) {
+  proto::DeviceOutputRequest m;
+  proto::Decoder dec(payload);
+  if (!proto::Decode(dec, &m) || (m.fd != 1 && m.fd != 2))
+    return Malformed("a DeviceOutput from the worker does not decode");
+  // Straight to the descriptor, as the driver writes device printf natively:
+  // the program's own stdio buffer is not flushed ahead of it.
+  std::string_view text = m.text;
+  while (!text.empty()) {
+    ssize_t n = ::write(static_cast<int>(m.fd), text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // the program closed it: the text is lost, as natively
+    text.remove_prefix(static_cast<size_t>(n));
+  }
+  return Status::Ok();
+}
+
 Status Session::ReadFrameRouted(proto::FrameHeader* h, std::string* payload) {
   for (;;) {
     std::vector<UniqueFd> fds;
@@ -252,7 +269,12 @@ Status Session::ReadFrameRouted(proto::FrameHeader* h, std::string* payload) {
       if (st.ok()) st = channel_->ReadFrame(h, payload, &fds);
     }
     if (!st.ok()) return st;
-    if (h->op != proto::HostFuncCallRequest::kNumber || (h->flags & proto::kFlagReply)) return Status::Ok();
+    if (h->flags & proto::kFlagReply) return Status::Ok();
+    if (h->op == proto::DeviceOutputRequest::kNumber) {
+      RETURN_IF_ERROR(WriteDeviceOutput(*payload));
+      continue;
+    }
+    if (h->op != proto::HostFuncCallRequest::kNumber) return Status::Ok();
     proto::HostFuncCallRequest call;
     proto::Decoder dec(*payload);
     if (!proto::Decode(dec, &call)) return Malformed("a HostFuncCall from the worker does not decode");
@@ -314,6 +336,10 @@ Session::RunnerRead Session::ReadForRunner(int wake_fd, HostFuncRunner* runner) 
   if (!st.ok()) {
     stash_error_ = st;
     return RunnerRead::kFailed;
+  }
+  if (h.op == proto::DeviceOutputRequest::kNumber && !(h.flags & proto::kFlagReply)) {
+    stash_error_ = WriteDeviceOutput(stash_payload_);
+    return stash_error_.ok() ? RunnerRead::kRouted : RunnerRead::kFailed;
   }
   if (h.op == proto::HostFuncCallRequest::kNumber && !(h.flags & proto::kFlagReply)) {
     proto::HostFuncCallRequest call;

@@ -241,6 +241,9 @@ class Session {
   // Reads the next frame that is not a HostFuncCall (those go to the
   // runner); REQUIRES read_mu_.
   Status ReadFrameRouted(proto::FrameHeader* h, std::string* payload);
+  // A DeviceOutput frame's text to this process's fd 1 or 2 (what its
+  // kernels printed, at the sync point whose reply follows).
+  Status WriteDeviceOutput(std::string_view payload);
   std::unique_ptr<UnixChannel> channel_;
   SessionFailure failure_ = SessionFailure::kNone;
   Status failure_status_;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "base/diagnostics.h"
 #include "worker/worker.h"
 
 namespace smolvm {
@@ -35,7 +36,7 @@ Result<uint32_t> LibrariesToPreload(const char* preload, const char* cuda_libs) 
 uint32_t LibrariesToPreloadFromEnv() {
   auto r = LibrariesToPreload(std::getenv("SMOLVM_WORKER_PRELOAD"), std::getenv("SMOLVM_CUDA_LIBS"));
   if (r.ok()) return *r;
-  std::fprintf(stderr, "smolvm worker %d: %s; preloading nothing\n", ::getpid(), r.status().ToString().c_str());
+  std::fprintf(Diagnostics(), "smolvm worker %d: %s; preloading nothing\n", ::getpid(), r.status().ToString().c_str());
   return 0;
 }
 
@@ -54,7 +55,7 @@ void Worker::PreloadLibraries(uint32_t libraries) {
   // A failure here is the session's later answer too (Blas()/Dnn() keep it);
   // the pool goes on either way.
   auto warn = [](const char* what, const Status& st) {
-    std::fprintf(stderr, "smolvm worker %d: preload of %s failed: %s\n", ::getpid(), what, st.ToString().c_str());
+    std::fprintf(Diagnostics(), "smolvm worker %d: preload of %s failed: %s\n", ::getpid(), what, st.ToString().c_str());
   };
   double blas_ms = 0, dnn_ms = 0;
   if (libraries & kPreloadCublas) {
@@ -84,7 +85,7 @@ void Worker::PreloadLibraries(uint32_t libraries) {
     dnn_ms = ms(t);
   }
   if (libraries)
-    std::fprintf(stderr, "smolvm worker %d: libraries preloaded (%s): cuBLAS %.1f ms, cuDNN %.1f ms, total %.1f ms\n",
+    std::fprintf(Diagnostics(), "smolvm worker %d: libraries preloaded (%s): cuBLAS %.1f ms, cuDNN %.1f ms, total %.1f ms\n",
                  ::getpid(), LibraryNames(libraries).c_str(), blas_ms, dnn_ms, ms(t0));
 }
 

@@ -1,5 +1,6 @@
 #include "worker/worker.h"
 
+#include "base/diagnostics.h"
 #include "daemon/machine_budget.h"
 
 #include <cuda.h>
@@ -42,6 +43,7 @@ bool IsStickyCudaError(int32_t code) {
     case CUDA_ERROR_INVALID_ADDRESS_SPACE:
     case CUDA_ERROR_INVALID_PC:
     case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_ASSERT:
       return true;
     default:
       return false;
@@ -245,10 +247,28 @@ Status Worker::ServeFrame(Channel& guest, const proto::FrameHeader& h, std::stri
   LogForGraphs(h, payload, o.status);
   if (o.replied) {
     deferred_ = 0;
+    if (device_output_ != nullptr) {
+      std::string text;
+      AppendDeviceOutput(&text);
+      if (!text.empty()) out.insert(0, text);
+    }
     return guest.Write(out, ctx.fds_out);
   }
   if (!o.status.ok() && deferred_ == 0) deferred_ = o.status.code();
   return Status::Ok();
+}
+
+void Worker::AppendDeviceOutput(std::string* out) {
+  if (device_output_ == nullptr) return;
+  constexpr size_t kFrameText = 1u << 20;
+  for (DeviceOutput::Piece& p : device_output_->Take()) {
+    for (size_t off = 0; off < p.text.size(); off += kFrameText) {
+      proto::DeviceOutputRequest m;
+      m.fd = static_cast<uint32_t>(p.fd);
+      m.text = std::string_view(p.text).substr(off, kFrameText);
+      proto::AppendRequest(out, m, 0);
+    }
+  }
 }
 
 void Worker::ReportFault() {
@@ -268,8 +288,11 @@ void Worker::ReportFault() {
       }
     }
   }
-  std::fprintf(stderr, "smolvm worker %d: session %llu: an illegal memory access was encountered%s%s\n",
-               ::getpid(), static_cast<unsigned long long>(session_id_),
+  const char* what = sticky_ == CUDA_ERROR_ASSERT ? "a device-side assert failed"
+                     : sticky_ == CUDA_ERROR_ILLEGAL_ADDRESS ? "an illegal memory access was encountered"
+                                                             : "a kernel fault poisoned the context";
+  std::fprintf(Diagnostics(), "smolvm worker %d: session %llu: %s (CUresult %d)%s%s\n", ::getpid(),
+               static_cast<unsigned long long>(session_id_), what, sticky_,
                where.empty() ? "" : "; recent launches pointed into shared (read-only) chunks:",
                where.c_str());
 }

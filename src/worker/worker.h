@@ -27,6 +27,7 @@
 #include "backend/gpu_backend.h"
 #include "worker/chunk_preload.h"
 #include "worker/device_memory.h"
+#include "worker/device_output.h"
 #include "worker/graph_log.h"
 #include "worker/graph_registry.h"
 #include "worker/guest_link.h"
@@ -93,6 +94,9 @@ class Worker {
   void PreloadLibraries(uint32_t libraries);
 
   GpuBackend& backend() { return *backend_; }
+  // The process's captured stdout and stderr (device_output.h): what it
+  // holds goes to the guest ahead of each reply. Null: left where it is.
+  void set_device_output(DeviceOutput* output) { device_output_ = output; }
   // After the drop to a tenant's uid: that tenant's module cache.
   void set_module_cache_dir(std::string dir) {
     options_.module_cache_dir = std::move(dir);
@@ -268,6 +272,10 @@ class Worker {
   // Answers the guest's pending ForkpointWait with the oldest queued order.
   Status AnswerForkpoint(Channel& guest);
   void ReportFault();
+  // Appends what the device printed since the last reply as DeviceOutput
+  // frames, to go ahead of the reply in `out` (one write: nothing between).
+  void AppendDeviceOutput(std::string* out);
+  DeviceOutput* device_output_ = nullptr;
   Result<uint64_t> Stream(uint64_t guest_id) const;
   Result<uint64_t> Event(uint64_t guest_id) const;
   // OK when [addr, addr+bytes) lies inside one registered host segment.

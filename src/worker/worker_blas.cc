@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "base/diagnostics.h"
 #include "worker/context_size.h"
 #include "worker/library_charges.h"
 #include "worker/nvml_text.h"
@@ -40,7 +41,7 @@ Result<BlasBackend*> Worker::Blas() {
   auto made = MakeBlasBackend(backend_.get());
   if (!made.ok()) {
     // The guest sees CUBLAS_STATUS_NOT_INITIALIZED; the daemon log says why.
-    std::fprintf(stderr, "smolvm worker %d: cuBLAS unavailable: %s\n", ::getpid(), made.status().ToString().c_str());
+    std::fprintf(Diagnostics(), "smolvm worker %d: cuBLAS unavailable: %s\n", ::getpid(), made.status().ToString().c_str());
     blas_status_ = NotInitialized(made.status().message());
     return blas_status_;
   }

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "base/diagnostics.h"
 #include "base/hex.h"
 #include "worker/library_charges.h"
 #include "worker/worker.h"
@@ -33,7 +34,7 @@ Result<DnnBackend*> Worker::Dnn() {
   auto made = MakeDnnBackend(backend_.get());
   if (!made.ok()) {
     // The guest sees CUDNN_STATUS_NOT_INITIALIZED; the daemon log says why.
-    std::fprintf(stderr, "smolvm worker %d: cuDNN unavailable: %s\n", ::getpid(),
+    std::fprintf(Diagnostics(), "smolvm worker %d: cuDNN unavailable: %s\n", ::getpid(),
                  made.status().ToString().c_str());
     dnn_.status = NotInitialized(made.status().message());
     return dnn_.status;
@@ -47,7 +48,7 @@ Result<DnnBackend*> Worker::Dnn() {
                                                        LibraryDeviceFootprint(backend_->Name(), *info),
                                                        [this] { SendChargedStats(); });
   DnnVersion v = dnn_.backend->Version();
-  std::fprintf(stderr, "smolvm worker %d: cuDNN %llu (cudart %llu) loaded from %s\n", ::getpid(),
+  std::fprintf(Diagnostics(), "smolvm worker %d: cuDNN %llu (cudart %llu) loaded from %s\n", ::getpid(),
                static_cast<unsigned long long>(v.version),
                static_cast<unsigned long long>(v.cudart_version), v.library.c_str());
   return dnn_.backend.get();

@@ -26,6 +26,7 @@ Status Worker::Handle(const proto::DeviceGetInfoRequest& q, proto::DeviceGetInfo
   r->total_mem = info.total_mem;
   r->driver_version = info.driver_version;
   r->attrs = std::move(info.attrs);
+  r->unsupported = std::move(info.unsupported);
   return Status::Ok();
 }
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include "base/diagnostics.h"
 #include "daemon/machine_budget.h"
 #include "proto/dispatch.h"
 #include "worker/worker.h"
@@ -98,7 +99,7 @@ Result<proto::CloneBuiltRequest> Worker::BuildClone(const proto::CloneBuildReque
   built.ms = std::chrono::duration<float, std::milli>(std::chrono::steady_clock::now() - t0).count();
   built.preloaded = preloaded;
   // scripts/fork_timeline.py parses this line: keep "<part> <x> ms (...)".
-  std::fprintf(stderr,
+  std::fprintf(Diagnostics(),
                "smolvm worker %d: clone build: memory %.1f ms (%u shared chunks preloaded), modules %.1f ms (%zu: %u "
                "loaded, %u preloaded), blas %.1f ms, dnn %.1f ms (%zu calls: %u replayed, %u preloaded), total %.1f ms "
                "(%zu graph calls to replay)\n",
@@ -146,7 +147,7 @@ proto::PreloadDoneRequest Worker::Preload(const proto::ForkPreloadRequest& req, 
       DropSetup();  // a clone build makes all of it then, and says why if it cannot
       done.setup_message = made.ToString();
     }
-    std::fprintf(stderr,
+    std::fprintf(Diagnostics(),
                  "smolvm worker %d: fork preload of session %llu: %u chunks %.1f ms, modules %.1f ms (%u loaded, %u "
                  "kept), dnn %.1f ms (%u calls replayed, %u kept)%s%s\n",
                  ::getpid(), static_cast<unsigned long long>(req.golden), done.chunks, chunks_ms, counts.modules_ms,

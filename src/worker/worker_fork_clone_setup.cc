@@ -26,6 +26,7 @@
 #include <iterator>
 #include <set>
 
+#include "base/diagnostics.h"
 #include "proto/dispatch.h"
 #include "worker/worker.h"
 
@@ -213,7 +214,7 @@ Status Worker::ApplyDnnSetup(const proto::ForkManifestBody& want, SetupCounts* c
 
 void Worker::DropSetup() {
   if (setup_golden_ != 0)
-    std::fprintf(stderr, "smolvm worker %d: preload of session %llu dropped: %zu modules, %zu cuDNN calls\n",
+    std::fprintf(Diagnostics(), "smolvm worker %d: preload of session %llu dropped: %zu modules, %zu cuDNN calls\n",
                  ::getpid(), static_cast<unsigned long long>(setup_golden_), modules_.size(), dnn_.log.size());
   setup_golden_ = 0;
   if (dnn_.backend) {

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <string>
 
+#include "base/diagnostics.h"
 #include "base/hex.h"
 #include "worker/worker.h"
 
@@ -61,7 +62,7 @@ Status Worker::ApplyGlobals(const proto::ForkManifestBody& want) {
     if (dptr != g.dptr) {
       // Two globals never overlap in one context, so neither do their moves.
       global_moves_[g.dptr] = GlobalMove{bytes, dptr};
-      std::fprintf(stderr, "smolvm worker %d: fork: module global '%s' (%llu bytes) is at %s here, %s in the golden: moved\n",
+      std::fprintf(Diagnostics(), "smolvm worker %d: fork: module global '%s' (%llu bytes) is at %s here, %s in the golden: moved\n",
                    ::getpid(), g.name.c_str(), static_cast<unsigned long long>(bytes), HexOfAddress(dptr).c_str(),
                    HexOfAddress(g.dptr).c_str());
     }

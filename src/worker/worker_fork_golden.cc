@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <set>
 
+#include "base/diagnostics.h"
 #include "proto/control_dispatch.h"
 #include "worker/control.h"
 #include "worker/worker.h"
@@ -24,6 +25,7 @@ Status Worker::AnswerForkpoint(Channel& guest) {
   fork_orders_.pop_front();
   forkpoint_waiting_ = false;
   std::string reply;
+  AppendDeviceOutput(&reply);
   proto::AppendReply(&reply, proto::ForkpointWaitRequest::kNumber, forkpoint_seq_, deferred_,
                      proto::ForkpointWaitReply{go.clone_index, go.token});
   deferred_ = 0;
@@ -96,7 +98,7 @@ void Worker::SendAhead() {
     if (guessed.ok()) {
       candidates = *guessed;
     } else {
-      std::fprintf(stderr, "smolvm worker %d: --share auto check failed: %s\n", ::getpid(),
+      std::fprintf(Diagnostics(), "smolvm worker %d: --share auto check failed: %s\n", ::getpid(),
                    guessed.status().ToString().c_str());
     }
   }
@@ -107,7 +109,7 @@ void Worker::SendAhead() {
   for (const auto& [addr, c] : memory_->chunks()) {
     auto fd = backend_->ChunkExport(c.handle);
     if (!fd.ok()) {
-      std::fprintf(stderr, "smolvm worker %d: ahead export failed: %s\n", ::getpid(), fd.status().ToString().c_str());
+      std::fprintf(Diagnostics(), "smolvm worker %d: ahead export failed: %s\n", ::getpid(), fd.status().ToString().c_str());
       return;  // forks export at fork time instead
     }
     fds.push_back(fd->get());
@@ -122,7 +124,7 @@ void Worker::SendAhead() {
       &out, proto::ForkAheadRequest{session_id_, epoch_, list, static_cast<uint32_t>(fds.size()), AheadSetup()}, 0);
   if (!control_->Write(out).ok() || !SendChunkFds(*control_, fds).ok()) return;
   ahead_epoch_ = epoch_;
-  std::fprintf(stderr, "smolvm worker %d: fork ahead: %zu chunks exported, %zu to preload, %.1f ms\n", ::getpid(),
+  std::fprintf(Diagnostics(), "smolvm worker %d: fork ahead: %zu chunks exported, %zu to preload, %.1f ms\n", ::getpid(),
                fds.size(), pick.size(),
                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
 }
@@ -196,7 +198,7 @@ Status Worker::PrepareFork(const proto::ForkPrepareRequest& req) {
   DescribeSetup(&body);
   if (Status g = DescribeGlobals(&body); !g.ok()) return fail(g);
   if (Status st = DescribeLimits(&body); !st.ok())
-    std::fprintf(stderr, "smolvm worker %d: fork prepare: context limits not read (%s); clones keep a fresh worker's\n",
+    std::fprintf(Diagnostics(), "smolvm worker %d: fork prepare: context limits not read (%s); clones keep a fresh worker's\n",
                  ::getpid(), st.ToString().c_str());
   for (const auto& [id, b] : blas_handles_) {
     proto::ManifestBlas rec{id, b.stream, {}, b.workspace, b.workspace_bytes};
@@ -209,13 +211,13 @@ Status Worker::PrepareFork(const proto::ForkPrepareRequest& req) {
   (void)backend_->DeviceMemGetInfo(&m.free_bytes, &total);
   m.manifest = proto::EncodeManifest(body);
   m.num_chunks = static_cast<uint32_t>(fds.size());
-  std::fprintf(stderr, "smolvm worker %d: fork prepare: sync+share %.1f ms, %s %.1f ms\n", ::getpid(), share_ms,
+  std::fprintf(Diagnostics(), "smolvm worker %d: fork prepare: sync+share %.1f ms, %s %.1f ms\n", ::getpid(), share_ms,
                reuse_ahead ? "descriptors exported ahead" : ("export " + std::to_string(fds.size()) + " chunks").c_str(),
                ms_since(t1));
   // What each clone copies, beside what lives in it (`smolvm cuda status`
   // shows the chunk totals; this line says which allocations they hold).
   if (share)
-    std::fprintf(stderr, "smolvm worker %d: fork prepare: %s\n", ::getpid(),
+    std::fprintf(Diagnostics(), "smolvm worker %d: fork prepare: %s\n", ::getpid(),
                  FormatPrivateSummary(memory_->PrivateSummary()).c_str());
   std::string out;
   proto::AppendRequest(&out, m, 0);

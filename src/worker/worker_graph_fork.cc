@@ -8,6 +8,7 @@
 
 #include <cstdio>
 
+#include "base/diagnostics.h"
 #include "proto/frame.h"
 #include "worker/worker.h"
 
@@ -140,7 +141,7 @@ void Worker::ReplayGraphsIfDue(uint16_t op) {
   std::unique_ptr<proto::ForkManifestBody> want = std::move(graph_replay_);
   Status st = ReplayGraphs(*want);
   if (!st.ok())
-    std::fprintf(stderr, "smolvm worker %d: session %llu: the golden's graphs could not be rebuilt: %s\n", ::getpid(),
+    std::fprintf(Diagnostics(), "smolvm worker %d: session %llu: the golden's graphs could not be rebuilt: %s\n", ::getpid(),
                  static_cast<unsigned long long>(session_id_), st.ToString().c_str());
 }
 

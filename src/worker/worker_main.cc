@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/diagnostics.h"
 #include "backend/backend_factory.h"
 #include "worker/control.h"
 #include "daemon/machine_budget.h"
@@ -35,11 +36,11 @@ bool EnterJail(Worker& worker, WorkerJail& jail, uint32_t uid) {
   auto t0 = std::chrono::steady_clock::now();
   auto modules = jail.Enter(uid);
   if (std::getenv("SMOLVM_WORKER_TRACE") != nullptr)
-    std::fprintf(stderr, "smolvm worker %d: jail entered as uid %u in %.3f ms\n", ::getpid(), uid,
+    std::fprintf(Diagnostics(), "smolvm worker %d: jail entered as uid %u in %.3f ms\n", ::getpid(), uid,
                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   if (modules.ok() && !modules->empty()) worker.set_module_cache_dir(*modules);
   if (!modules.ok()) {
-    std::fprintf(stderr, "smolvm worker %d: cannot enter its jail (uid %u): %s\n", ::getpid(), uid,
+    std::fprintf(Diagnostics(), "smolvm worker %d: cannot enter its jail (uid %u): %s\n", ::getpid(), uid,
                  modules.status().ToString().c_str());
     return false;
   }
@@ -76,7 +77,7 @@ struct PooledLink {
   Status Jail(uint32_t uid) {
     if (jailed) {
       if (uid == jail_uid) return Status::Ok();
-      std::fprintf(stderr, "smolvm worker %d: an order for uid %u while in the jail of uid %u\n", ::getpid(), uid,
+      std::fprintf(Diagnostics(), "smolvm worker %d: an order for uid %u while in the jail of uid %u\n", ::getpid(), uid,
                    jail_uid);
       return Fail(kWorkerExitJailFailed, PermissionDenied("an order for another tenant's uid"));
     }
@@ -96,7 +97,7 @@ struct PooledLink {
     if (!chunk_fds.ok()) return Fail(kWorkerExitBadControl, chunk_fds.status());
     proto::PreloadDoneRequest done = worker.Preload(pre, *chunk_fds);
     if (done.result != 0)
-      std::fprintf(stderr, "smolvm worker %d: preload for session %llu failed: %s\n", ::getpid(),
+      std::fprintf(Diagnostics(), "smolvm worker %d: preload for session %llu failed: %s\n", ::getpid(),
                    static_cast<unsigned long long>(pre.golden), done.message.c_str());
     std::string out;
     proto::AppendRequest(&out, done, 0);
@@ -148,7 +149,7 @@ int WorkerMain(int control_fd, const WorkerOptions& options) {
   if (::getppid() == 1) return kWorkerExitBadOptions;
   auto mode = ParseSeccompMode(options.seccomp);
   if (!mode.ok()) {
-    std::fprintf(stderr, "smolvm worker: %s\n", mode.status().ToString().c_str());
+    std::fprintf(Diagnostics(), "smolvm worker: %s\n", mode.status().ToString().c_str());
     return kWorkerExitBadOptions;
   }
   // Opened while the worker may still open anything; the supervisor writes it.
@@ -156,31 +157,38 @@ int WorkerMain(int control_fd, const WorkerOptions& options) {
   if (*mode == SeccompMode::kLearn) {
     learn_fd = ::open(options.seccomp_learn.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (learn_fd < 0) {
-      std::fprintf(stderr, "smolvm worker: seccomp learn file %s: %s\n", options.seccomp_learn.c_str(), strerror(errno));
+      std::fprintf(Diagnostics(), "smolvm worker: seccomp learn file %s: %s\n", options.seccomp_learn.c_str(), strerror(errno));
       return kWorkerExitBadOptions;
     }
   }
   // Before the driver starts: it reads CUDA_CACHE_PATH once.
   auto jail = WorkerJail::Prepare(options.jail_dir, *mode, learn_fd, options.host_bytes + (64ull << 20));
   if (!jail.ok()) {
-    std::fprintf(stderr, "smolvm worker: %s\n", jail.status().ToString().c_str());
+    std::fprintf(Diagnostics(), "smolvm worker: %s\n", jail.status().ToString().c_str());
     return kWorkerExitBadOptions;
   }
   WorkerOptions opts = options;
   if (const char* nr = std::getenv("SMOLVM_WORKER_TEST_SYSCALL")) opts.test_syscall = std::atol(nr);
   UnixChannel control{UniqueFd(control_fd)};
+  // Before the driver starts: what it prints for the guest's kernels (device
+  // printf and assert) is the guest's output (device_output.h).
+  auto output = DeviceOutput::Capture();
+  if (!output.ok())
+    std::fprintf(Diagnostics(), "smolvm worker %d: device output stays in this log: %s\n", ::getpid(),
+                 output.status().ToString().c_str());
   auto backend = MakeBackend(options.backend);
   if (!backend.ok()) {
-    std::fprintf(stderr, "smolvm worker: %s\n", backend.status().ToString().c_str());
+    std::fprintf(Diagnostics(), "smolvm worker: %s\n", backend.status().ToString().c_str());
     return kWorkerExitBadOptions;
   }
   // Pass-through until the daemon hands over a machine's budget.
   auto budgeted = std::make_unique<BudgetedBackend>(std::move(backend).value());
   BudgetedBackend* budget_slot = budgeted.get();
   Worker worker(std::move(budgeted), opts);
+  if (output.ok()) worker.set_device_output(output->get());
   Status st = worker.Start();
   if (!st.ok()) {
-    std::fprintf(stderr, "smolvm worker %d: start failed: %s\n", ::getpid(), st.ToString().c_str());
+    std::fprintf(Diagnostics(), "smolvm worker %d: start failed: %s\n", ::getpid(), st.ToString().c_str());
     // The daemon tells a full device from a broken one (worker_pool.cc).
     return st.code() == CUDA_ERROR_OUT_OF_MEMORY ? kWorkerExitNoMemory : kWorkerExitStartFailed;
   }
@@ -203,17 +211,21 @@ int WorkerMain(int control_fd, const WorkerOptions& options) {
     st = proto::DispatchControl(link, h, payload, &ctx);
     if (link.exit != kWorkerExitServed) return link.exit;
     if (!st.ok()) {
-      std::fprintf(stderr, "smolvm worker %d: bad control message from the daemon: %s\n", ::getpid(),
+      std::fprintf(Diagnostics(), "smolvm worker %d: bad control message from the daemon: %s\n", ::getpid(),
                    st.ToString().c_str());
       return kWorkerExitBadControl;
     }
   }
   // Serving an unrelated session: hold no other session's chunks.
   if (!link.built_clone) worker.DropPreload();
+  // What the process printed before its session is no guest's: to the log.
+  if (output.ok()) {
+    for (const DeviceOutput::Piece& p : (*output)->Take()) std::fputs(p.text.c_str(), Diagnostics());
+  }
   auto guest = std::make_unique<UnixChannel>(std::move(link.guest));
   st = worker.Serve(std::move(guest), link.adopt, &control);
   if (!st.ok())
-    std::fprintf(stderr, "smolvm worker %d: session %llu ended: %s\n", ::getpid(),
+    std::fprintf(Diagnostics(), "smolvm worker %d: session %llu ended: %s\n", ::getpid(),
                  static_cast<unsigned long long>(link.adopt.session_id), st.ToString().c_str());
   return kWorkerExitServed;
 }

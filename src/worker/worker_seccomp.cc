@@ -17,6 +17,7 @@
 #include <cstring>
 #include <memory>
 
+#include "base/diagnostics.h"
 #include "base/unique_fd.h"
 
 namespace smolvm {
@@ -87,6 +88,9 @@ const char* g_names[kMaxNr];
 const char* g_reporter = "smolvm worker";
 const char* g_flag = "--worker-seccomp";
 int g_exit_status = kWorkerExitSeccomp;
+// Where the report goes: the worker's diagnostics (its fd 2 carries its
+// guest's device output, base/diagnostics.h), fixed when the filter loads.
+int g_report_fd = 2;
 
 void AppendText(char* buf, size_t* at, size_t cap, const char* s) {
   while (*s && *at + 1 < cap) buf[(*at)++] = *s++;
@@ -109,7 +113,7 @@ void OnSigsys(int, siginfo_t* info, void*) {
   AppendText(buf, &at, sizeof buf, ") is not allowed; the process ends (");
   AppendText(buf, &at, sizeof buf, g_flag);
   AppendText(buf, &at, sizeof buf, ")\n");
-  (void)!::write(2, buf, at);
+  (void)!::write(g_report_fd, buf, at);
   ::_exit(g_exit_status);
 }
 
@@ -288,6 +292,7 @@ Result<std::vector<struct sock_filter>> ExportProgram(void* ctx) {
 }
 
 Status InstallSigsysReporter() {
+  g_report_fd = ::fileno(Diagnostics());
   struct sigaction sa = {};
   sa.sa_sigaction = OnSigsys;
   sa.sa_flags = SA_SIGINFO;

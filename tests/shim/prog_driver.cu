@@ -14,6 +14,7 @@
 // Through the shim only (SMOLVM_CUDA_SOCKET set): VMM addresses lie in the
 // arena, and unimplemented entry points return CUDA_ERROR_NOT_SUPPORTED.
 #include <cuda.h>
+#include <cudaProfiler.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -278,6 +279,15 @@ void DeviceAndContext() {
   CHECK_CU(cuCtxSetCurrent(ctx));
   CHECK_CU(cuCtxGetCurrent(&cur));
   CHECK(cur == ctx);
+  // The program's own memory, registered through the driver.
+  std::vector<char> own(10000);
+  CHECK_CU(cuMemHostRegister(own.data() + 3, 5000, CU_MEMHOSTREGISTER_PORTABLE));
+  EXPECT_CU(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, cuMemHostRegister(own.data() + 100, 8, 0));
+  CHECK_CU(cuMemHostUnregister(own.data() + 3));
+  EXPECT_CU(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, cuMemHostUnregister(own.data() + 3));
+  // No profiler attached: both succeed with a current context.
+  CHECK_CU(cuProfilerStart());
+  CHECK_CU(cuProfilerStop());
   unsigned flags = 0;
   int active = 0;
   CHECK_CU(cuDevicePrimaryCtxGetState(dev, &flags, &active));
@@ -307,6 +317,14 @@ int main() {
   ModulesAndLaunches(through_shim);
   VirtualMemory(through_shim);
   ProcAddresses(through_shim);
+  if (through_shim) {  // refused with the alternative named
+    CUcontext own = nullptr;
+    EXPECT_CU(CUDA_ERROR_NOT_SUPPORTED, cuCtxCreate(&own, nullptr, 0, 0));
+    CHECK(own == nullptr);
+    CUdeviceptr managed = 1;
+    EXPECT_CU(CUDA_ERROR_NOT_SUPPORTED, cuMemAllocManaged(&managed, 4096, CU_MEM_ATTACH_GLOBAL));
+    CHECK(managed == 0);
+  }
   CHECK_CU(cuCtxSynchronize());
   std::printf("PASS driver\n");
   return 0;

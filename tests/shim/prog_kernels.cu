@@ -4,12 +4,16 @@
 #include <cmath>
 #include <vector>
 
+#include <cuda_profiler_api.h>
+
 #include "check.h"
 
 __device__ unsigned smolvm_test_global[1024];
 
 int main() {
   Rng rng(SeedFromEnv());
+  // matrixMul and asyncAPI's first calls: no profiler attached, both succeed.
+  CHECK_CUDA(cudaProfilerStart());
   const unsigned long long n = 100000;
   unsigned* d = nullptr;
   CHECK_CUDA(cudaMalloc(&d, n * sizeof(unsigned)));
@@ -94,6 +98,7 @@ int main() {
   CHECK_CUDA(cudaFree(d));
   CHECK_CUDA(cudaFree(dx));
   CHECK_CUDA(cudaFree(dy));
+  CHECK_CUDA(cudaProfilerStop());
   std::printf("PASS kernels\n");
   return 0;
 }

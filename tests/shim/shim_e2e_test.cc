@@ -1,6 +1,7 @@
 // Unmodified nvcc-built programs (-cudart shared) run through the shim
 // (LD_LIBRARY_PATH=build/shim) against `smolvm _cuda-daemon --backend fake`
 // on a temp socket: shim -> wire -> daemon -> worker -> FakeBackend.
+#include <cuda.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -9,6 +10,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -132,6 +134,89 @@ TEST_F(ShimE2eTest, HostFunctionsRunInStreamOrderInTheGuest) { RunToPass("prog_h
 // Issue 33: stream capture, explicit graphs, instantiate, replay, update.
 TEST_F(ShimE2eTest, GraphsCaptureBuildReplayAndUpdate) { RunToPass("prog_graphs"); }
 
+// Issue 34: every cudaDeviceProp field is the device's attribute (the fake's
+// full table), refused attributes answer cudaErrorInvalidValue as the driver.
+TEST_F(ShimE2eTest, DevicePropertiesAnswerEveryField) {
+  Program p(daemon, "prog_devprops");
+  EXPECT_EQ(p.Wait(), 0) << p.Report() << "\ndaemon log:\n" << daemon.Log();
+  const std::string out = p.Out();
+  EXPECT_NE(out.find("PASS devprops"), std::string::npos) << p.Report();
+  EXPECT_NE(out.find("maxTexture2DLayered = 32768 32768 2048\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("maxSurfaceCubemapLayered = 32768 2046\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("gpuPciDeviceID = 590352606\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("attribute 0: cudaErrorInvalidValue\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("attribute " + std::to_string(CU_DEVICE_ATTRIBUTE_MAX) + ": cudaErrorInvalidValue\n"),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("attribute 16 = 4\n"), std::string::npos) << out;
+}
+
+// Issue 34: device printf and assert text reaches the program's own stdout
+// and stderr at the flush points, after the host lines printed before them;
+// a failed assert poisons the session as natively.
+TEST_F(ShimE2eTest, DevicePrintfAndAssertReachTheProgramsOwnOutput) {
+  Program p(daemon, "prog_printf");
+  EXPECT_EQ(p.Wait(), 0) << p.Report() << "\ndaemon log:\n" << daemon.Log();
+  auto lines = [](unsigned tag, unsigned n) {
+    std::string s;
+    for (unsigned i = 0; i < n; ++i)
+      s += "device " + std::to_string(tag) + ": line " + std::to_string(i) + " of " + std::to_string(n) + "\n";
+    return s;
+  };
+  std::string want = "host: start\n" + lines(1, 3) + "host: after a device synchronization\n" + lines(2, 2) +
+                     "host: after a blocking copy\n" + lines(3, 2) + "host: after a stream synchronization\n" +
+                     lines(4, 1) + "host: after an event synchronization\n" + lines(5, 3000) +
+                     "host: after a burst\nhost: between a launch and the synchronization\n" + lines(6, 1) +
+                     "host: the assert held\nassert: cudaErrorAssert\nafter the assert: cudaErrorAssert\n"
+                     "PASS printf\n";
+  const std::string out = p.Out();
+  size_t at = std::mismatch(out.begin(), out.end(), want.begin(), want.end()).first - out.begin();
+  EXPECT_EQ(out.size(), want.size());
+  EXPECT_EQ(at, want.size()) << "first difference at byte " << at << ": got '" << out.substr(at, 120)
+                             << "', want '" << want.substr(std::min(at, want.size()), 120) << "'";
+  EXPECT_EQ(Count(p.Err(), "Assertion `*p == want` failed."), 1u) << p.Report();
+  // The worker's own lines stay in the daemon's log, not in the program's output.
+  EXPECT_EQ(p.Err().find("smolvm worker"), std::string::npos) << p.Report();
+  EXPECT_NE(daemon.Log().find("a device-side assert failed"), std::string::npos) << daemon.Log();
+  EXPECT_EQ(daemon.Log().find("device 1: line 0"), std::string::npos) << daemon.Log();
+}
+
+// Issue 34: relocatable device code (-rdc, cudadevrt) registers through the
+// usual entry points; its device-side launch runs in the worker (emulated
+// by name on the fake).
+TEST_F(ShimE2eTest, RelocatableDeviceCodeWithDynamicParallelismRuns) { RunToPass("prog_dynpar"); }
+
+// Issue 34: cudaCreateChannelDesc answers (a plain function); arrays stay
+// stubs, named once.
+TEST_F(ShimE2eTest, ChannelDescriptorsAnswerAndArraysAreNamedStubs) {
+  Program p(daemon, "prog_channel");
+  EXPECT_EQ(p.Wait(), 0) << p.Report();
+  EXPECT_NE(p.Out().find("PASS channel"), std::string::npos) << p.Report();
+  EXPECT_EQ(Count(p.Err(), "smolvm cudart: cudaMallocArray is not supported by the remoting shim"), 1u) << p.Report();
+}
+
+// Issue 34: the program's own memory registered (odd offset and length),
+// copied both ways around a kernel; device access to it refused by name.
+TEST_F(ShimE2eTest, RegisteredHostMemoryIsCopiedBothWays) {
+  Program p(daemon, "prog_hostreg");
+  EXPECT_EQ(p.Wait(), 0) << p.Report() << "\ndaemon log:\n" << daemon.Log();
+  EXPECT_NE(p.Out().find("PASS hostreg"), std::string::npos) << p.Report();
+  EXPECT_EQ(Count(p.Err(), "cudaHostRegister with cudaHostRegisterMapped is not supported by the remoting shim (returns "
+                         "cudaErrorNotSupported): the device cannot reach"), 1u) << p.Report();
+  EXPECT_EQ(Count(p.Err(), "cudaHostGetDevicePointer of memory registered with cudaHostRegister is not supported"), 1u) << p.Report();
+}
+
+// Issue 34: cudaMallocAsync / cudaFreeAsync and pools, on the arena; the
+// pool's segments are the session's allocations (charged to --gpu-mem).
+TEST_F(ShimE2eTest, StreamOrderedAllocationAndPools) {
+  Program p(daemon, "prog_pools");
+  EXPECT_EQ(p.Wait(), 0) << p.Report() << "\ndaemon log:\n" << daemon.Log();
+  EXPECT_NE(p.Out().find("default release threshold: 0\nused after frees: 0\nused high after reset: 0\n"
+                         "reserved after trim: 0\ninternal dependencies: 1\nPASS pools\n"),
+            std::string::npos)
+      << p.Report();
+  EXPECT_EQ(Count(p.Err(), "cudaMallocAsync inside a stream capture"), 1u) << p.Report();
+}
+
 TEST_F(ShimE2eTest, KernelFaultIsDeferredAndSticky) {
   Program p(daemon, "prog_fault");
   EXPECT_EQ(p.Wait(), 0) << p.Report() << "\ndaemon log:\n" << daemon.Log();
@@ -143,6 +228,7 @@ TEST_F(ShimE2eTest, KernelFaultIsDeferredAndSticky) {
   // Unimplemented exports say so once and return cudaErrorNotSupported.
   EXPECT_EQ(Count(q.Out(), "stub: cudaErrorNotSupported"), 2u) << q.Report();
   EXPECT_EQ(Count(q.Err(), "cudaMallocManaged is not supported"), 1u) << q.Report();
+  EXPECT_NE(q.Err().find("use cudaMalloc with cudaMemcpy"), std::string::npos) << q.Report();
   // CUDA graphs (torch.cuda.graph): an empty capture ends, the stream still works.
   EXPECT_NE(q.Out().find("capture: cudaSuccess\ncapturing: 0\nafter capture: cudaSuccess\n"), std::string::npos)
       << q.Report();
@@ -158,6 +244,14 @@ TEST_F(ShimE2eTest, DriverApiSharesTheRuntimesSessionAndOrder) {
   EXPECT_NE(p.Out().find("PASS driver"), std::string::npos) << p.Report();
   EXPECT_EQ(Count(p.Err(), "smolvm cuda: cuGraphCreate is not supported"), 1u) << p.Report();
   EXPECT_EQ(Count(p.Err(), "smolvm cuda: cuGetExportTable is not supported"), 1u) << p.Report();
+  EXPECT_EQ(Count(p.Err(), "smolvm cuda: cuCtxCreate (a context of the program's own) is not supported by the "
+                           "remoting shim (returns CUDA_ERROR_NOT_SUPPORTED): a session is one context"),
+            1u)
+      << p.Report();
+  EXPECT_EQ(Count(p.Err(), "smolvm cuda: cuMemAllocManaged is not supported by the remoting shim (returns "
+                           "CUDA_ERROR_NOT_SUPPORTED): managed memory would"),
+            1u)
+      << p.Report();
   // One session for both libraries: the daemon saw exactly one guest.
   EXPECT_EQ(Count(daemon.Log(), "guest pid " + std::to_string(pid) + " served by"), 1u) << daemon.Log();
   // The driver calls went through the wire: the daemon's op counters (the
@@ -360,6 +454,31 @@ TEST_F(ShimE2eTest, GraphCapturedInAGoldenReplaysInTwoClones) {
   EXPECT_EQ(rrc, 0) << rout;
   EXPECT_EQ(golden.Wait(), 0) << golden.Report();
   EXPECT_EQ(ReadFile(outdir + "/golden.txt"), "golden replay=1 launch=cudaSuccess sync=cudaSuccess\n");
+}
+
+// Issue 34 must-show: an async-allocated buffer survives a fork at its
+// address; each clone allocates from the pool it inherited.
+TEST_F(ShimE2eTest, AsyncAllocatedBufferSurvivesAForkAtItsAddress) {
+  std::string outdir = daemon.dir() + "/pool-fork-out";
+  ::mkdir(outdir.c_str(), 0755);
+  Program golden(daemon, "prog_pool_fork", {outdir});
+  std::string pid = std::to_string(golden.pid());
+  auto [rc, out] = Cuda(daemon, "fork --pid " + pid + " --count 2 --share off --wait 20");
+  ASSERT_EQ(rc, 0) << out << golden.Report() << daemon.Log();
+  std::string at;
+  for (int i = 0; i < 2; ++i) {
+    std::string path = outdir + "/clone" + std::to_string(i) + ".txt";
+    for (int t = 0; t < 1000 && ReadFile(path).find('\n') == std::string::npos; ++t)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::string got = ReadFile(path);
+    EXPECT_EQ(got.substr(0, got.find(" at=")), "clone" + std::to_string(i) + " kept=1 reuse=1 alloc=cudaSuccess")
+        << got << golden.Report() << daemon.Log();
+    at = got.substr(got.find(" at="));
+  }
+  auto [rrc, rout] = Cuda(daemon, "release --pid " + pid);
+  EXPECT_EQ(rrc, 0) << rout;
+  EXPECT_EQ(golden.Wait(), 0) << golden.Report();
+  EXPECT_EQ(ReadFile(outdir + "/golden.txt"), "golden kept=1 reuse=1 alloc=cudaSuccess" + at);
 }
 
 }  // namespace
