@@ -191,6 +191,9 @@ class Daemon {
     std::shared_ptr<MachineBudget> budget;  // null: no --gpu-mem
     UniqueFd listen;
     uint64_t admin_client = 0;  // closing this connection removes the endpoint
+    // Its guests pass no descriptors (a gVisor machine): every session gets
+    // kHelloNoDescriptors, and SO_PEERCRED names the sandbox, not the guest.
+    bool no_descriptors = false;
   };
   // One fork request in flight (at most one per golden session).
   struct ForkJob {

@@ -88,12 +88,14 @@ void Daemon::AttachMachine(uint64_t client, uint32_t seq, const proto::AdminMach
   ::fcntl((*fds)[0].get(), F_SETFL, fl | O_NONBLOCK);
   e.listen = std::move((*fds)[0]);
   e.admin_client = client;
+  e.no_descriptors = req.no_descriptors != 0;
   // The newest attach of a name wins: a restarted machine's supervisor may
   // attach before the daemon has seen its predecessor's connection close.
   for (auto it = endpoints_.begin(); it != endpoints_.end();)
     it = it->second.machine == e.machine ? endpoints_.erase(it) : std::next(it);
-  Log("machine '%s': guest endpoint attached (gpu-mem %llu MiB, %zu cgroup dir(s))", e.machine.c_str(),
-      static_cast<unsigned long long>(req.gpu_mem_bytes >> 20), e.cgroups.size());
+  Log("machine '%s': guest endpoint attached (gpu-mem %llu MiB, %zu cgroup dir(s)%s)", e.machine.c_str(),
+      static_cast<unsigned long long>(req.gpu_mem_bytes >> 20), e.cgroups.size(),
+      e.no_descriptors ? ", no descriptors" : "");
   endpoints_[e.id] = std::move(e);
   reply(Status::Ok());
 }

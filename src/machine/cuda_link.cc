@@ -252,7 +252,8 @@ Result<UniqueFd> HoldCudaDaemon(const CudaDaemon& d) {
 }
 
 Result<UniqueFd> AttachCudaMachine(const CudaDaemon& d, const std::string& machine, const std::string& sock_path,
-                                   const std::vector<std::string>& cgroup_dirs, int64_t gpu_mem_bytes) {
+                                   const std::vector<std::string>& cgroup_dirs, int64_t gpu_mem_bytes,
+                                   bool no_descriptors) {
   ASSIGN_OR_RETURN(UniqueFd listener, ListenUnix(sock_path, 0666));
   ASSIGN_OR_RETURN(UniqueFd conn, ConnectUnix(d.socket + ".admin"));
   UnixChannel ch(std::move(conn));
@@ -260,6 +261,7 @@ Result<UniqueFd> AttachCudaMachine(const CudaDaemon& d, const std::string& machi
   req.machine = machine;
   for (const auto& dir : cgroup_dirs) req.cgroups += dir + "\n";
   req.gpu_mem_bytes = static_cast<uint64_t>(gpu_mem_bytes);
+  req.no_descriptors = no_descriptors ? 1 : 0;
   std::string out;
   proto::AppendRequest(&out, req, 1, 1);
   int fd = listener.get();

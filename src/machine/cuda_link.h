@@ -68,8 +68,11 @@ Status StopCudaDaemon(const std::string& home, int timeout_ms);
 
 // Listens at `sock_path` (0666: the guest's uid connects) and attaches it as
 // `machine`'s endpoint. Returns the admin connection that keeps it alive.
+// no_descriptors: the machine's guests cannot pass descriptors (gVisor), so
+// the daemon tells each session so in its Hello reply.
 Result<UniqueFd> AttachCudaMachine(const CudaDaemon& d, const std::string& machine, const std::string& sock_path,
-                                   const std::vector<std::string>& cgroup_dirs, int64_t gpu_mem_bytes);
+                                   const std::vector<std::string>& cgroup_dirs, int64_t gpu_mem_bytes,
+                                   bool no_descriptors = false);
 
 // Tells the daemon that process `golden_pid` of machine `golden` waits at
 // its supervisor's forkpoint (at) or left it, so the daemon's work ahead of

@@ -115,13 +115,15 @@ Status Supervisor::Start() {
     cuda_ = d;
     UniqueFd placeholder(::open(paths_.cuda_mount.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
     if (!placeholder.valid()) return ErrnoStatus("create " + paths_.cuda_mount, errno);
-    auto endpoint = AttachCudaMachine(*cuda_, name_, paths_.cuda_sock, cgroup_->dirs(), rec_.spec.gpu_mem_mib << 20);
+    auto endpoint = AttachCudaMachine(*cuda_, name_, paths_.cuda_sock, cgroup_->dirs(), rec_.spec.gpu_mem_mib << 20,
+                                      rec_.spec.isolation == Isolation::kGvisor);
     if (!endpoint.ok() && !FindCudaDaemon(home_).ok()) {
       // It stopped for idleness between the two calls (docs/daemon.md,
       // "Lifetime"): start the next one and attach there.
       ASSIGN_OR_RETURN(d, EnsureCudaDaemon(home_));
       cuda_ = d;
-      endpoint = AttachCudaMachine(*cuda_, name_, paths_.cuda_sock, cgroup_->dirs(), rec_.spec.gpu_mem_mib << 20);
+      endpoint = AttachCudaMachine(*cuda_, name_, paths_.cuda_sock, cgroup_->dirs(), rec_.spec.gpu_mem_mib << 20,
+                                      rec_.spec.isolation == Isolation::kGvisor);
     }
     if (!endpoint.ok()) return endpoint.status();
     cuda_endpoint_ = std::move(*endpoint);
