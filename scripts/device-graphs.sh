@@ -66,7 +66,8 @@ R[progs_identical]=$progs_ok
 
 # 2. a graph captured in a golden, replayed in two clones
 FORK=$W/fork && mkdir -p "$FORK"
-shim "$BIN/prog_graph_fork" "$FORK" >>"$RUNS" 2>&1 &
+# exec: $! must be the program's own pid (cuda fork --pid finds its session by it), not a subshell's
+(SMOLVM_CUDA_SOCKET=$SOCK LD_LIBRARY_PATH=$B/shim:${LD_LIBRARY_PATH:-} exec "$BIN/prog_graph_fork" "$FORK") >>"$RUNS" 2>&1 &
 gpid=$!
 fork_ok=false
 if "$B/smolvm" cuda fork --pid "$gpid" --count 2 --share on --wait 30 --socket "$SOCK" >>"$RUNS" 2>&1; then
@@ -84,12 +85,14 @@ $fork_ok && summary "fork: the golden's graph replayed in 2 clones and the golde
 
 # 3. in a --cuda machine (the machine's own daemon, started on demand)
 export SMOLVM_HOME=$W/home
+[[ ${BACKEND:-cuda} == fake ]] && export SMOLVM_CUDA_BACKEND=fake  # a rehearsal's machines use the fake too
 machine_ok=true
 for p in prog_hostfn prog_graphs; do
   name=g-${p#prog_}
   if "$B/smolvm" machine create --name "$name" --cuda -v "$B:/opt/smolvm:ro" -- "/opt/smolvm/tests/shim/bin/$p" \
-      >>"$RUNS" 2>&1 && timeout 90 "$B/smolvm" machine start --name "$name" --wait >>"$RUNS" 2>&1; then
-    "$B/smolvm" machine logs --name "$name" 2>/dev/null | grep -v '^smolvm ' >"$W/$p.machine"
+      >>"$RUNS" 2>&1 && "$B/smolvm" machine start --name "$name" >>"$RUNS" 2>&1; then
+    # machine start has no --wait: follow the log until the machine ends
+    timeout 90 "$B/smolvm" machine logs --name "$name" --follow 2>/dev/null | grep -v '^smolvm ' >"$W/$p.machine"
   fi
   "$B/smolvm" machine rm --force --name "$name" >>"$RUNS" 2>&1
   if cmp -s "$W/$p.native" "$W/$p.machine"; then
@@ -134,7 +137,7 @@ if [[ -x $PY ]] && (( SECONDS - T0 < BUDGET_S - 120 )); then
   done
   # The golden (forward graphs) and its clones (their own training graphs).
   TF=$W/torch-fork && mkdir -p "$TF"
-  (eval "$ENVLINES"; env TORCHINDUCTOR_CACHE_DIR="$W/inductor-fork" PYTHONPATH=$PWD/python \
+  (eval "$ENVLINES"; exec env TORCHINDUCTOR_CACHE_DIR="$W/inductor-fork" PYTHONPATH=$PWD/python \
     "$PY" scripts/torch-suite/graphs.py --fork --out "$TF") >>"$RUNS" 2>&1 &
   tpid=$!
   for _ in $(seq 900); do [[ -s $TF/golden.txt ]] && break; sleep 0.1; done

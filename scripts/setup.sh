@@ -21,6 +21,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libzstd-dev libxxhash-dev libseccomp-dev libsqlite3-dev
   libssl-dev                          # libcrypto: SHA-256 (module cache, bench manifest)
   libboost-dev                        # serve: Boost.Beast (header-only HTTP)
+  openssl                             # serve's TLS test makes its certificate (python/tests/serve_client_test.py)
   clang libclang-rt-14-dev            # libFuzzer's runtime is only a recommendation of clang
   gnuplot-nox python3-matplotlib     # bench plot
   python3-venv python3-pip python3-setuptools python3-wheel  # the smolvm Python package's install test

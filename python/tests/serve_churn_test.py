@@ -6,8 +6,10 @@ with Python clone bodies, as root, once the lease link is in the build).
 Checked after the cycles: serve's RSS grew less than 2 MiB between cycle 100
 and cycle 1,000; its open descriptors are as many as at cycle 100; no lease
 or leased clone row is left in serve.db; the machines that exist are the
-pool's golden and its parked clones only; for the machine driver also no
-cgroup, mount or CUDA worker of a removed clone."""
+pool's golden and its parked clones only. Once the pool is deleted: no
+machine, no pool, clone or lease row, no process of this $SMOLVM_HOME but
+serve (supervisors, exec relays; a CPU pool has no CUDA workers), and for
+the machine driver no cgroup or mount left either."""
 
 import os
 import shutil
@@ -43,6 +45,26 @@ def fds(pid):
         seen.append(len(os.listdir("/proc/%d/fd" % pid)))
         time.sleep(0.05)
     return min(seen)
+
+
+def processes_of(home):
+    """Host processes that belong to this $SMOLVM_HOME: its environment names it (serve, the
+    machines' supervisors, relays of exec) or its command line does. Nothing else remains once
+    serve's machines are gone."""
+    found = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/environ" % d, "rb") as f:
+                env = f.read().split(b"\0")
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if ("SMOLVM_HOME=" + home).encode() in env or home in cmd:
+            found[int(d)] = cmd.strip()
+    return found
 
 
 class ServeChurnTest(unittest.TestCase):
@@ -160,11 +182,26 @@ class ServeChurnTest(unittest.TestCase):
             names = self.machines()
             self.assertLessEqual(len(names), 1 + 2 + info["forking"], names)
         pool.delete()
+        deadline = time.monotonic() + 60
+        while (self.c.capacity()["reclaims_pending"] or self.c.capacity()["machines"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(self.c.capacity()["machines"], 0)
+        self.assertEqual(self.c.pools(), [])
+        db = sqlite3.connect(os.path.join(self.home, "serve.db"))
+        for table in ("pools", "clones", "leases"):
+            self.assertEqual(db.execute("SELECT COUNT(*) FROM %s" % table).fetchone()[0], 0, table)
+        db.close()
         if DRIVER == "machine":
             deadline = time.monotonic() + 60
             while self.machines() and time.monotonic() < deadline:
                 time.sleep(0.2)
             self.assertEqual(self.machines(), [])
+        # No supervisor, relay or worker of this home left: serve alone (one exiting gets a moment).
+        deadline = time.monotonic() + 30
+        while set(processes_of(self.home)) != {self.proc.pid} and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertEqual(set(processes_of(self.home)), {self.proc.pid}, processes_of(self.home))
+        if DRIVER == "machine":
             with open("/proc/self/mountinfo") as f:
                 mounts = [line for line in f if self.home in line]
             self.assertEqual(mounts, [], "mounts left behind")

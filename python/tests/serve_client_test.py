@@ -4,10 +4,12 @@ Run by CTest as serve_python_client (src/serve/CMakeLists.txt) with
 $SMOLVM_BINARY set; the machine-backed twin is serve_machine_test."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -158,11 +160,130 @@ class ServeClientTest(unittest.TestCase):
         self.assertEqual(e.exception.status, 503)
         self.assertIn("0 ready clone(s) of the 2 asked for", e.exception.message)
 
+    def test_a_waiting_acquire_is_served_when_a_clone_parks(self):
+        pool = self.pool("wait", behaviour="fake:hang", min_ready=1, max=1)  # max 1: the next clone waits for room
+        first = pool.lease(1, wait=30)
+        got = {}
+        t = threading.Thread(target=lambda: got.update(lease=pool.lease(1, wait=60)))
+        t.start()
+        time.sleep(0.2)  # the second acquire is waiting (a release before it arrives would serve it all the same)
+        self.assertTrue(t.is_alive())
+        first.release()  # room again: the pool refills, the waiter takes the clone
+        t.join(timeout=60)
+        self.assertFalse(t.is_alive())
+        self.assertEqual(got["lease"].state, "active")
+        got["lease"].release()
+
+    def test_a_waiting_acquire_is_cancelled_by_its_key(self):
+        pool = self.pool("cancel", min_ready=0)
+        err = {}
+
+        def wait():
+            try:
+                pool.lease(1, wait=60, idempotency_key="w1")
+            except smolvm.ServeError as e:
+                err["e"] = e
+        t = threading.Thread(target=wait)
+        t.start()
+        deadline = time.monotonic() + 30
+        while True:  # until serve knows the acquire waits
+            try:
+                pool.cancel_acquire("w1")
+                break
+            except smolvm.ServeError as e:
+                self.assertEqual(e.status, 404)
+                self.assertLess(time.monotonic(), deadline)
+                time.sleep(0.01)
+        t.join(timeout=30)
+        self.assertEqual((err["e"].status, err["e"].code), (409, "cancelled"))
+        with self.assertRaises(smolvm.ServeError) as e:
+            pool.cancel_acquire("w1")  # nothing waits now
+        self.assertEqual(e.exception.status, 404)
+
+    def test_logs_and_exec(self):
+        pool = self.pool("shell", behaviour="fake:hang", min_ready=1)
+        with pool.lease(1, wait=30) as lease:
+            name = lease.members[0]["machine"]
+            self.assertEqual(lease.logs(), ("fake log of %s\n" % name, len(name) + 13, True))
+            self.assertEqual(lease.exec(["echo", "hi"])["stdout"], "%s: echo hi\n" % name)
+            with self.assertRaises(smolvm.ServeError) as e:
+                lease.exec(["echo"], member=3)
+            self.assertEqual(e.exception.status, 400)
+
     def test_openapi_and_metrics(self):
         doc = self.c.request("GET", "/v1/openapi.json")
         self.assertIn("/v1/pools/{pool}/leases", doc["paths"])
         if os.geteuid() == 0:
             self.assertIn("smolvm_serve_http_requests_total", self.c.metrics())
+
+
+class ServeTlsTest(unittest.TestCase):
+    """serve on TCP with TLS (--listen, --tls-cert, --tls-key) and bearer tokens: the whole loop over
+    https with the tenant's token; no token or a wrong one 401; an unverified certificate or clear
+    text gets nothing."""
+
+    @classmethod
+    def setUpClass(cls):
+        binary = os.environ.get("SMOLVM_BINARY")
+        if not binary:
+            raise unittest.SkipTest("SMOLVM_BINARY is not set (CTest sets it)")
+        if os.geteuid() != 0:
+            raise unittest.SkipTest("tokens are minted by the operator (root on the socket)")
+        if not shutil.which("openssl"):
+            raise unittest.SkipTest("no openssl command to make a certificate (scripts/setup.sh installs it)")
+        cls.home = tempfile.mkdtemp(prefix="serve-tls-")
+        cls.cert, cls.key = os.path.join(cls.home, "c.pem"), os.path.join(cls.home, "k.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", cls.key, "-out", cls.cert,
+                        "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1"],
+                       check=True, capture_output=True)
+        env = dict(os.environ, SMOLVM_HOME=cls.home)
+        cls.logpath = os.path.join(cls.home, "serve.log")
+        cls.log = open(cls.logpath, "w")
+        cls.proc = subprocess.Popen([binary, "serve", "--driver", "fake", "--listen", "127.0.0.1:0", "--tls-cert",
+                                     cls.cert, "--tls-key", cls.key], env=env, stdout=cls.log, stderr=cls.log)
+        deadline = time.monotonic() + 30
+        while True:
+            with open(cls.logpath) as f:
+                m = re.search(r"and 127\.0\.0\.1:(\d+) \(TLS\)", f.read())
+            if m:
+                break
+            if cls.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("serve did not start: " + open(cls.logpath).read())
+            time.sleep(0.02)
+        cls.url = "https://127.0.0.1:" + m.group(1)
+        root = smolvm.Client(os.path.join(cls.home, "serve.sock"))
+        cls.token = root.request("POST", "/v1/tenants", {"name": "remote", "token": True})["token"]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.proc.terminate()
+        cls.proc.wait(timeout=30)
+        cls.log.close()
+        shutil.rmtree(cls.home, ignore_errors=True)
+
+    def test_the_loop_over_https_with_a_token(self):
+        c = smolvm.Client(url=self.url, token=self.token, cafile=self.cert)
+        self.assertEqual(c.health()["tenant"], "remote")
+        pool = c.create_pool("tls", golden=dict(cmd=["fake:echo"]), min_ready=2)
+        try:
+            with pool.lease(2, payload={"over": "tls"}, wait=30) as lease:
+                self.assertEqual([r["echo"] for r in lease.results(timeout=30)], [{"over": "tls"}] * 2)
+        finally:
+            c.pool("tls").delete()
+
+    def test_no_token_or_a_wrong_one_is_401(self):
+        for token in (None, "smolvm_" + "0" * 64):
+            with self.assertRaises(smolvm.ServeError) as e:
+                smolvm.Client(url=self.url, token=token, cafile=self.cert).pools()
+            self.assertEqual((e.exception.status, e.exception.code), (401, "unauthenticated"))
+
+    def test_an_unverified_certificate_or_clear_text_gets_nothing(self):
+        with self.assertRaises(smolvm.ServeError) as e:
+            smolvm.Client(url=self.url, token=self.token).health()  # the system's CAs do not know it
+        self.assertIn("CERTIFICATE_VERIFY_FAILED", e.exception.message)
+        with self.assertRaises(smolvm.ServeError) as e:
+            smolvm.Client(url=self.url.replace("https", "http"), token=self.token, timeout=10).health()
+        self.assertNotEqual(e.exception.status, 200)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ template <typename... A>
 std::string Call(std::string_view name, const A&... args) {
   std::ostringstream os;
   os << name << "(";
-  const char* sep = "";
+  [[maybe_unused]] const char* sep = "";  // unused when Call has no argument
   ((os << sep << args, sep = ","), ...);
   os << ")";
   return os.str();

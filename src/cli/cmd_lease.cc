@@ -38,7 +38,7 @@ void RegisterLeaseCommands(CLI::App& app, int* exit_code) {
     if (a->ttl > 0) body["ttl_s"] = a->ttl;
     if (!a->key.empty()) body["idempotency_key"] = a->key;
     nlohmann::json out;
-    *exit_code = ServeRequest("POST", "/v1/pools/" + a->pool + "/leases", body, &out, static_cast<int>(a->wait) + 60);
+    *exit_code = ServeRequest("POST", "/v1/pools/" + UrlComponent(a->pool) + "/leases", body, &out, static_cast<int>(a->wait) + 60);
     if (*exit_code == 0) std::printf("%s\n", out.dump(2).c_str());
   });
 
@@ -54,7 +54,7 @@ void RegisterLeaseCommands(CLI::App& app, int* exit_code) {
     nlohmann::json items = nlohmann::json::array();
     std::string after;
     for (;;) {
-      std::string q = "/v1/leases?limit=1000" + (l->pool.empty() ? "" : "&pool=" + l->pool) + (after.empty() ? "" : "&after=" + after);
+      std::string q = "/v1/leases?limit=1000" + (l->pool.empty() ? "" : "&pool=" + UrlComponent(l->pool)) + (after.empty() ? "" : "&after=" + UrlComponent(after));
       nlohmann::json out;
       *exit_code = ServeRequest("GET", q, nullptr, &out);
       if (*exit_code != 0) return;
@@ -93,7 +93,7 @@ void RegisterLeaseCommands(CLI::App& app, int* exit_code) {
       return;
     }
     nlohmann::json out;
-    *exit_code = ServeRequest("POST", "/v1/leases/" + c->id + "/complete", {{"result", result}, {"exit_code", c->exit}}, &out);
+    *exit_code = ServeRequest("POST", "/v1/leases/" + UrlComponent(c->id) + "/complete", {{"result", result}, {"exit_code", c->exit}}, &out);
     if (*exit_code == 0) std::printf("lease %s completed\n", c->id.c_str());
   });
 
@@ -101,7 +101,7 @@ void RegisterLeaseCommands(CLI::App& app, int* exit_code) {
   CLI::App* r = lease->add_subcommand("release", "release a lease: its clones are removed");
   r->add_option("id", *rel)->required();
   r->callback([rel, exit_code] {
-    *exit_code = ServeRequest("DELETE", "/v1/leases/" + *rel, nullptr, nullptr);
+    *exit_code = ServeRequest("DELETE", "/v1/leases/" + UrlComponent(*rel), nullptr, nullptr);
     if (*exit_code == 0) std::printf("lease %s released\n", rel->c_str());
   });
 }

@@ -68,7 +68,7 @@ void RegisterPoolCommands(CLI::App& app, int* exit_code) {
     std::string after;
     for (;;) {
       nlohmann::json out;
-      *exit_code = ServeRequest("GET", "/v1/pools?limit=1000" + (after.empty() ? "" : "&after=" + after), nullptr, &out);
+      *exit_code = ServeRequest("GET", "/v1/pools?limit=1000" + (after.empty() ? "" : "&after=" + UrlComponent(after)), nullptr, &out);
       if (*exit_code != 0) return;
       for (const auto& x : out["items"]) items.push_back(x);
       if (out["next"].is_null()) break;
@@ -90,7 +90,7 @@ void RegisterPoolCommands(CLI::App& app, int* exit_code) {
   CLI::App* rm = pool->add_subcommand("rm", "delete a pool: its leases end, its machines are removed");
   rm->add_option("name", *rm_name)->required();
   rm->callback([rm_name, exit_code] {
-    *exit_code = ServeRequest("DELETE", "/v1/pools/" + *rm_name, nullptr, nullptr);
+    *exit_code = ServeRequest("DELETE", "/v1/pools/" + UrlComponent(*rm_name), nullptr, nullptr);
     if (*exit_code == 0) std::printf("pool %s deleted\n", rm_name->c_str());
   });
 }

@@ -1,5 +1,6 @@
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -26,6 +27,21 @@ int ServeExitCode(int s) {
     case 429: return 7;
     default: return 1;
   }
+}
+
+std::string UrlComponent(const std::string& s) {
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
 }
 
 int ServeRequest(const std::string& method, const std::string& target, const nlohmann::json& body, nlohmann::json* out,

@@ -57,7 +57,7 @@ void AddServeTenantCommands(CLI::App& serve, int* exit_code) {
   CLI::App* rm = t->add_subcommand("rm", "remove a tenant that owns no pool");
   rm->add_option("name", *rm_name)->required();
   rm->callback([rm_name, exit_code] {
-    *exit_code = ServeRequest("DELETE", "/v1/tenants/" + *rm_name, nullptr, nullptr);
+    *exit_code = ServeRequest("DELETE", "/v1/tenants/" + UrlComponent(*rm_name), nullptr, nullptr);
     if (*exit_code == 0) std::printf("tenant %s removed\n", rm_name->c_str());
   });
 
@@ -66,7 +66,7 @@ void AddServeTenantCommands(CLI::App& serve, int* exit_code) {
   tok->add_option("name", *tok_name)->required();
   tok->callback([tok_name, exit_code] {
     nlohmann::json out;
-    *exit_code = ServeRequest("POST", "/v1/tenants/" + *tok_name + "/tokens", nullptr, &out);
+    *exit_code = ServeRequest("POST", "/v1/tenants/" + UrlComponent(*tok_name) + "/tokens", nullptr, &out);
     if (*exit_code == 0) std::printf("%s\n", out["token"].get<std::string>().c_str());
   });
 }

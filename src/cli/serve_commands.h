@@ -16,6 +16,10 @@
 namespace smolvm::cli {
 
 int ServeExitCode(int http_status);
+// s percent-encoded as one path segment or query value (all but A-Z a-z
+// 0-9 - . _ ~): a name with '?', '/' or '#' names itself, never another
+// resource.
+std::string UrlComponent(const std::string& s);
 // Calls serve; on success fills *out and returns 0; else prints
 // "smolvm: <message>" and returns the exit code.
 int ServeRequest(const std::string& method, const std::string& target, const nlohmann::json& body, nlohmann::json* out,

@@ -116,13 +116,17 @@ TEST_P(IsolationTest, ReadOnlyMountsCannotBeMadeWritable) {
   // A mount over them is the machine's own business (the sandbox's root may;
   // gVisor's lacks CAP_SYS_ADMIN): the host sees nothing.
   r = Cli({"machine", "exec", "--name", "lk", "--", "/opt/bin/locks", "--over", "/ro", "--over", "/run/smolvm"});
-  if (!Gvisor()) EXPECT_EQ(r.out, "/ro over=OK write=OK\n/run/smolvm over=OK write=OK\n");
+  if (!Gvisor()) {
+    EXPECT_EQ(r.out, "/ro over=OK write=OK\n/run/smolvm over=OK write=OK\n");
+  }
   EXPECT_FALSE(fs::exists(ro + "/over-probe"));
   EXPECT_FALSE(fs::exists(home_ + "/machines/lk/run/over-probe"));
   EXPECT_EQ(Slurp(ro + "/file"), "host");
   // What must change still does: /workspace is writable.
   EXPECT_EQ(Sh("lk", "echo w > /workspace/x && cat /workspace/x").out, "w\n");
-  if (!Gvisor()) EXPECT_EQ(Sh("lk", "cat /proc/1/comm").out, "smolvm-init\n");
+  if (!Gvisor()) {
+    EXPECT_EQ(Sh("lk", "cat /proc/1/comm").out, "smolvm-init\n");
+  }
 }
 
 // Row "host root": uid 0 inside is an unprivileged host uid of the machine's
@@ -199,7 +203,9 @@ TEST_P(IsolationTest, DiskAndMemoryAreBoundedAndTheLimitsStay) {
   EXPECT_NE(r.rc, 0);
   EXPECT_EQ(r.out.find("allocated"), std::string::npos);
   std::string peak = MemoryFile("res", "memory.max_usage_in_bytes", "memory.peak");
-  if (!peak.empty()) EXPECT_LE(std::stoll(peak), 96ll << 20);
+  if (!peak.empty()) {
+    EXPECT_LE(std::stoll(peak), 96ll << 20);
+  }
 }
 
 // Row "kernel attack surface": sandbox: seccomp refuses the calls;

@@ -104,17 +104,35 @@ FakeCloneDriver::FakeCloneDriver() = default;
 FakeCloneDriver::~FakeCloneDriver() = default;
 
 Status FakeCloneDriver::StartGolden(const std::string& name, const GoldenRequest& request) {
-  std::lock_guard<std::mutex> l(mu_);
-  auto it = machines_.find(name);
-  if (it != machines_.end() && it->second.live) return Status(Code::kAlreadyExists, "machine '" + name + "' already exists");
-  Machine m;
-  m.name = name;
-  m.is_golden = true;
-  m.behaviour = request.spec.cmd.empty() ? "fake:echo" : request.spec.cmd[0];
-  m.uid_base = next_uid_base_;
-  next_uid_base_ += 65536;
-  machines_[name] = std::move(m);
+  std::function<void()> hook;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = machines_.find(name);
+    if (it != machines_.end() && it->second.live) return Status(Code::kAlreadyExists, "machine '" + name + "' already exists");
+    Machine m;
+    m.name = name;
+    m.is_golden = true;
+    m.behaviour = request.spec.cmd.empty() ? "fake:echo" : request.spec.cmd[0];
+    m.uid_base = next_uid_base_;
+    next_uid_base_ += 65536;
+    hook.swap(during_start_);
+    // As the machine layer: created first (listed, not live), then started.
+    m.live = !hook;
+    machines_[name] = std::move(m);
+  }
+  if (hook) {
+    hook();
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = machines_.find(name);
+    if (it == machines_.end()) return NotFound("machine '" + name + "' was removed while it started");
+    it->second.live = true;
+  }
   return Status::Ok();
+}
+
+void FakeCloneDriver::DuringNextStart(std::function<void()> hook) {
+  std::lock_guard<std::mutex> l(mu_);
+  during_start_ = std::move(hook);
 }
 
 Status FakeCloneDriver::ForkParked(const std::string& golden, const std::vector<std::string>& clones,
@@ -197,10 +215,20 @@ Status FakeCloneDriver::Remove(const std::string& machine) {
 }
 
 Result<std::vector<MachineState>> FakeCloneDriver::List() {
-  std::lock_guard<std::mutex> l(mu_);
   std::vector<MachineState> out;
-  for (const auto& [n, m] : machines_) out.push_back({n, m.live, m.exit_code, "", m.uid_base});
+  std::function<void()> hook;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (const auto& [n, m] : machines_) out.push_back({n, m.live, m.exit_code, "", m.uid_base});
+    hook.swap(after_list_);
+  }
+  if (hook) hook();
   return out;
+}
+
+void FakeCloneDriver::AfterNextList(std::function<void()> hook) {
+  std::lock_guard<std::mutex> l(mu_);
+  after_list_ = std::move(hook);
 }
 
 int64_t FakeCloneDriver::FreeGpuMib() {

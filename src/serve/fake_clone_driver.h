@@ -17,6 +17,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -48,6 +49,13 @@ class FakeCloneDriver final : public CloneDriver {
   // Ends a machine as if its program died (wait status `wait_status`).
   void Kill(const std::string& machine, int wait_status);
   void SetFreeGpuMib(int64_t mib);
+  // The next List() runs `hook` once after it took its snapshot, before it
+  // returns (outside the driver's lock): what happens there is what a real
+  // List misses while it reads (a refill finishing, say).
+  void AfterNextList(std::function<void()> hook);
+  // The next StartGolden runs `hook` between making the machine (listed, not
+  // live yet) and starting it, as the machine layer's create-then-start does.
+  void DuringNextStart(std::function<void()> hook);
   int forks() const { return forks_.load(); }          // ForkParked calls that made clones
   int forked_clones() const { return forked_clones_.load(); }
   int removes() const { return removes_.load(); }
@@ -77,6 +85,7 @@ class FakeCloneDriver final : public CloneDriver {
   std::string fail_message_;
   int64_t free_gpu_mib_ = -1;
   int64_t next_uid_base_ = 1000000;
+  std::function<void()> after_list_, during_start_;
   std::atomic<int> forks_{0}, forked_clones_{0}, removes_{0};
 };
 

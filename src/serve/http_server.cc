@@ -169,13 +169,16 @@ int HexValue(char c) {
   return -1;
 }
 
-std::string PercentDecode(std::string_view s, bool plus_is_space) {
+// A path keeps "%2F" as it is: an encoded '/' is part of its segment (a
+// name, which then matches nothing), never a separator that would reach
+// another route ("p%2Fdrain" is no pool "p"'s drain).
+std::string PercentDecode(std::string_view s, bool plus_is_space, bool keep_slash = false) {
   std::string out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] == '%' && i + 2 < s.size()) {
       int h = HexValue(s[i + 1]), l = HexValue(s[i + 2]);
-      if (h >= 0 && l >= 0) {
+      if (h >= 0 && l >= 0 && !(keep_slash && h * 16 + l == '/')) {
         out += static_cast<char>(h * 16 + l);
         i += 2;
         continue;
@@ -188,7 +191,7 @@ std::string PercentDecode(std::string_view s, bool plus_is_space) {
 
 void ParseTarget(std::string_view target, HttpRequest& req) {
   size_t q = target.find('?');
-  req.path = PercentDecode(target.substr(0, q), false);
+  req.path = PercentDecode(target.substr(0, q), false, /*keep_slash=*/true);
   if (q == std::string_view::npos) return;
   std::string_view rest = target.substr(q + 1);
   while (!rest.empty()) {

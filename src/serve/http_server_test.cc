@@ -55,6 +55,11 @@ TEST_F(HttpServerTest, UnixSocketPassesPeerUidPathQueryAndBody) {
   EXPECT_EQ(j["body"], "{\"x\":1}");
   EXPECT_EQ(j["uid"], static_cast<int64_t>(::getuid()));
   EXPECT_EQ(j["key"], "k1");
+  // An encoded '/' stays inside its segment: a name, never another route.
+  r = Exchange(ConnectUnix(sock_), "DELETE", "/v1/pools/p%2Facquires%2fk?x=a%2Fb", "");
+  j = nlohmann::json::parse(r.body);
+  EXPECT_EQ(j["path"], "/v1/pools/p%2Facquires%2fk");
+  EXPECT_EQ(j["query"]["x"], "a/b");
 }
 
 TEST_F(HttpServerTest, TcpOnLoopbackCarriesTheBearerTokenAndNoUid) {

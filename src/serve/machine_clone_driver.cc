@@ -7,10 +7,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "base/unique_fd.h"
+#include "machine/cuda_link.h"
 #include "machine/errors.h"
 #include "machine/machines.h"
 #include "machine/paths.h"
@@ -81,6 +83,27 @@ bool MachineCloneDriver::HasLeaseLink() {
 #endif
 }
 
+void MachineCloneDriver::HoldCudaDaemon() {
+  std::lock_guard<std::mutex> l(hold_mu_);
+  if (hold_.valid()) {
+    struct pollfd p = {hold_.get(), POLLIN | POLLHUP, 0};
+    if (::poll(&p, 1, 0) == 0) return;  // held, and the daemon lives
+    hold_.Reset();                      // it stopped: hold the next one
+  }
+  auto d = machine::FindCudaDaemon(options_.home);
+  if (!d.ok()) return;  // none runs: the next --cuda golden starts one
+  auto fd = machine::HoldCudaDaemon(*d);
+  if (fd.ok()) hold_ = std::move(*fd);
+  else std::fprintf(stderr, "serve: %s\n", fd.status().message().c_str());
+}
+
+bool MachineCloneDriver::HoldsCudaDaemon() {
+  std::lock_guard<std::mutex> l(hold_mu_);
+  if (!hold_.valid()) return false;
+  struct pollfd p = {hold_.get(), POLLIN | POLLHUP, 0};
+  return ::poll(&p, 1, 0) == 0;
+}
+
 Status MachineCloneDriver::StartGolden(const std::string& name, const GoldenRequest& r) {
   machine::MachineSpec spec;
   spec.cmd = r.spec.cmd;
@@ -111,6 +134,7 @@ Status MachineCloneDriver::StartGolden(const std::string& name, const GoldenRequ
     (void)machine::RemoveMachine(options_.home, name, true, true, options_.remove_grace_ms);
     return Translate(s);
   }
+  if (r.spec.cuda) HoldCudaDaemon();  // the machine started the daemon if none ran
   return Status::Ok();
 }
 
@@ -143,6 +167,13 @@ Status MachineCloneDriver::Remove(const std::string& name) {
 }
 
 Result<std::vector<MachineState>> MachineCloneDriver::List() {
+  bool adopt = false;
+  {
+    std::lock_guard<std::mutex> l(hold_mu_);
+    adopt = !adopted_;
+    adopted_ = true;
+  }
+  if (adopt) HoldCudaDaemon();  // a restarted serve adopts the daemon its goldens use
   ASSIGN_OR_RETURN(auto all, machine::ListMachines(options_.home));
   std::vector<MachineState> out;
   for (const auto& r : all) {
@@ -190,9 +221,18 @@ Result<ExecResult> MachineCloneDriver::Exec(const std::string& name, const std::
     if (std::strncmp(*e, "SMOLVM_HOME=", 12) != 0) env.push_back(*e);
   env.push_back(home.data());
   env.push_back(nullptr);
+  // Its own process group: `machine exec` forks a helper that enters the
+  // machine and forks the command there; all three (and what the command
+  // starts, unless it leaves the group) stay in it, so a timeout ends them
+  // all, inside the machine too, not the relay alone.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
   pid_t pid;
-  int rc = ::posix_spawn(&pid, a[0], &fa, nullptr, a.data(), env.data());
+  int rc = ::posix_spawn(&pid, a[0], &fa, &attr, a.data(), env.data());
   posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
   if (rc != 0) return ErrnoStatus("spawning " + options_.smolvm_exe, rc);
   out_w.Reset();
   err_w.Reset();
@@ -203,7 +243,7 @@ Result<ExecResult> MachineCloneDriver::Exec(const std::string& name, const std::
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
     if (left <= 0) {
       r.timed_out = true;
-      ::kill(pid, SIGKILL);
+      ::kill(-pid, SIGKILL);
       break;
     }
     struct pollfd p[2] = {{out_open ? out_r.get() : -1, POLLIN, 0}, {err_open ? err_r.get() : -1, POLLIN, 0}};

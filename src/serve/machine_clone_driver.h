@@ -9,14 +9,18 @@
 //
 // The CUDA daemon is the machine layer's (started on demand by the first
 // --cuda golden, never a child of serve): killing serve ends no CUDA
-// session. TODO(serve): hold it with cuda_link.h's HoldCudaDaemon once that
-// is in this tree, so the daemon's idle exit does not end it between pools.
+// session. serve adopts it and holds it (cuda_link.h's HoldCudaDaemon: an
+// idle admin connection) from its first List or --cuda golden on, so the
+// daemon's idle exit does not end it between pools; a daemon that stops
+// anyway (`cuda shutdown`) is let go and the next one held.
 //
 // Thread safety: every method from any thread (each call opens its own store).
 #pragma once
 
+#include <mutex>
 #include <string>
 
+#include "base/unique_fd.h"
 #include "serve/clone_driver.h"
 
 namespace smolvm::serve {
@@ -43,9 +47,16 @@ class MachineCloneDriver final : public CloneDriver {
 
   // Whether this build has the lease link (parked forks).
   static bool HasLeaseLink();
+  // Whether serve holds a live CUDA daemon now.
+  bool HoldsCudaDaemon();
 
  private:
+  // Holds this home's live CUDA daemon if it is not held already.
+  void HoldCudaDaemon();
   Options options_;
+  std::mutex hold_mu_;
+  UniqueFd hold_;  // an idle admin connection to the daemon; reads EOF once it stopped
+  bool adopted_ = false;  // the first List looked for a daemon to hold
 };
 
 }  // namespace smolvm::serve

@@ -1,6 +1,6 @@
 #include "serve/metrics.h"
 
-#include <sstream>
+#include <charconv>
 
 namespace smolvm::serve {
 
@@ -27,10 +27,12 @@ std::string Labels(const std::vector<std::pair<std::string, std::string>>& label
   return s + "}";
 }
 
+// The shortest text that reads back as v: every digit of a count (the
+// stream's default 6 significant digits wrote 3703702 as 3.7037e+06).
 std::string Num(double v) {
-  std::ostringstream o;
-  o << v;
-  return o.str();
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
 }
 
 }  // namespace

@@ -276,8 +276,13 @@ Result<json> PoolManager::Create(const Caller& caller, const PoolRequest& r) {
     p.golden = GoldenName(p);
     RETURN_IF_ERROR(Persist(p));
     pools_[p.id] = p;
+    starting_.insert(p.golden);
   }
   Status s = StartGolden(p, p.golden);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    starting_.erase(p.golden);
+  }
   if (!s.ok()) {
     std::lock_guard<std::mutex> l(mu_);
     pools_.erase(p.id);
@@ -554,6 +559,19 @@ void PoolManager::RefillOnce() {
 }
 
 void PoolManager::CheckMachines() {
+  // The list is read without mu_, while refills park clones and goldens
+  // start: only what was parked (or started) before it was read is judged
+  // by it. A clone parked meanwhile is missing from it, a golden being
+  // started is listed but not live yet; neither is dead.
+  std::set<std::string> parked;
+  std::map<int64_t, std::string> goldens;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (const auto& [m, c] : clones_)
+      if (c.state == CloneState::kParked) parked.insert(m);
+    for (const auto& [id, p] : pools_)
+      if (!starting_.count(p.golden)) goldens[id] = p.golden;
+  }
   auto live = driver_->List();
   if (!live.ok()) return;
   std::map<std::string, MachineState> machines;
@@ -564,7 +582,7 @@ void PoolManager::CheckMachines() {
     for (auto it = clones_.begin(); it != clones_.end();) {
       auto m = machines.find(it->first);
       bool alive = m != machines.end() && m->second.live;
-      if (it->second.state == CloneState::kParked && !alive) {
+      if (it->second.state == CloneState::kParked && parked.count(it->first) && !alive) {
         metrics_->Add("smolvm_serve_parked_clone_deaths_total");
         remove.push_back(it->first);
         (void)store_->Delete(Table::kClones, it->first);
@@ -574,6 +592,8 @@ void PoolManager::CheckMachines() {
       }
     }
     for (auto& [id, p] : pools_) {
+      auto g = goldens.find(id);
+      if (g == goldens.end() || g->second != p.golden) continue;  // started (or replaced) while listed
       auto m = machines.find(p.golden);
       if (m == machines.end() || m->second.live) continue;
       std::string detail = "golden '" + p.golden + "' ended (exit code " + std::to_string(m->second.exit_code) +

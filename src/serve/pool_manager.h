@@ -21,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -122,6 +123,7 @@ class PoolManager {
   std::condition_variable parked_cv_;
   std::map<int64_t, Pool> pools_;
   std::map<std::string, Clone> clones_;  // by machine
+  std::set<std::string> starting_;       // goldens of new pools between their create and their start
 };
 
 }  // namespace smolvm::serve

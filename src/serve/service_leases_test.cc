@@ -24,7 +24,9 @@ TEST_F(ServiceTest, AcquireOneDeliversThePayloadAndTheResultComesBack) {
   EXPECT_EQ(r.body["state"], "ended");
   EXPECT_EQ(r.body["members"][0]["state"], "completed");
   EXPECT_EQ(r.body["members"][0]["result"]["echo"]["prompt"], "hi");
-  EXPECT_EQ(r.body["members"][0]["exit_code"], 0);
+  // smolvm.complete() ends the member; its program's exit may come a moment later (-1 until then).
+  int exit_code = r.body["members"][0]["exit_code"];
+  EXPECT_TRUE(exit_code == 0 || exit_code == -1) << exit_code;
   // The pool refills behind the lease.
   svc_->RefillNow();
   EXPECT_EQ(Call(kAlice, "GET", "/v1/pools/p").body["ready"], 2);

@@ -207,7 +207,11 @@ TEST_F(ServiceTest, DeletePoolRemovesItsMachinesAndEndsItsLeases) {
 }
 
 TEST_F(ServiceTest, DrainStopsLeasesAndRefillAndUndrainRestoresThem) {
-  ASSERT_EQ(MakePool("p", 2).status, 201);
+  ASSERT_EQ(MakePool("p", 3, "fake:reply").status, 201);
+  Reply held = Call(kAlice, "POST", "/v1/pools/p/leases", {{"payload", {{"n", 1}}}});
+  ASSERT_EQ(held.status, 201);
+  std::string id = held.body["id"];
+  svc_->RefillNow();
   Reply d = Call(kAlice, "POST", "/v1/pools/p/drain", json::object());
   ASSERT_EQ(d.status, 200);
   EXPECT_EQ(d.body["draining"], true);
@@ -217,17 +221,25 @@ TEST_F(ServiceTest, DrainStopsLeasesAndRefillAndUndrainRestoresThem) {
   Reply a = Call(kAlice, "POST", "/v1/pools/p/leases", json::object());
   EXPECT_EQ(a.status, 409);
   EXPECT_NE(a.message().find("draining"), std::string::npos);
+  // The lease held runs on: its clone takes payloads, answers, completes.
+  EXPECT_EQ(Call(kAlice, "GET", "/v1/pools/p").body["leased"], 1);
+  ASSERT_EQ(Call(kAlice, "POST", "/v1/leases/" + id + "/payloads", {{"payload", {{"n", 2}}}}).body["sent"][0]["ok"], true);
+  ASSERT_TRUE(Eventually([&] { return Call(kAlice, "GET", "/v1/leases/" + id).body["members"][0]["replies"].size() == 2; }));
+  Reply c = Call(kAlice, "POST", "/v1/leases/" + id + "/complete", {{"result", {{"ok", true}}}});
+  ASSERT_EQ(c.status, 200);
+  EXPECT_EQ(c.body["state"], "ended");
   ASSERT_EQ(Call(kAlice, "POST", "/v1/pools/p/drain", {{"draining", false}}).status, 200);
   svc_->RefillNow();
-  EXPECT_EQ(Call(kAlice, "GET", "/v1/pools/p").body["ready"], 2);
+  EXPECT_EQ(Call(kAlice, "GET", "/v1/pools/p").body["ready"], 3);
   EXPECT_EQ(Call(kAlice, "POST", "/v1/pools/p/leases", json::object()).status, 201);
 }
 
 TEST_F(ServiceTest, ReplacedGoldenServesNewLeasesAndLeasesRunningFinishOnTheOld) {
-  ASSERT_EQ(MakePool("p", 1, "fake:hang").status, 201);
+  ASSERT_EQ(MakePool("p", 1, "fake:reply").status, 201);
   std::string old_golden = Call(kAlice, "GET", "/v1/pools/p").body["golden_machine"];
-  Reply held = Call(kAlice, "POST", "/v1/pools/p/leases", json::object());
+  Reply held = Call(kAlice, "POST", "/v1/pools/p/leases", {{"payload", {{"n", 1}}}});
   ASSERT_EQ(held.status, 201);
+  std::string id = held.body["id"], old_clone = held.body["members"][0]["machine"];
   EXPECT_EQ(Call(kAlice, "PUT", "/v1/pools/p/golden", {{"cmd", 5}}).status, 400);
   Reply r = Call(kAlice, "PUT", "/v1/pools/p/golden", {{"cmd", {"fake:echo"}}});
   ASSERT_EQ(r.status, 200) << r.text;
@@ -239,9 +251,20 @@ TEST_F(ServiceTest, ReplacedGoldenServesNewLeasesAndLeasesRunningFinishOnTheOld)
   ASSERT_EQ(fresh.status, 201);
   Reply done = Call(kAlice, "GET", "/v1/leases/" + fresh.body["id"].get<std::string>() + "/results?wait_s=5");
   EXPECT_EQ(done.body["members"][0]["result"]["echo"]["x"], 1);  // the new golden's behaviour
-  ASSERT_EQ(Call(kAlice, "DELETE", "/v1/leases/" + held.body["id"].get<std::string>()).status, 200);
+  EXPECT_NE(fresh.body["members"][0]["machine"], old_clone);
+  // The lease held finishes on the old golden's clone: it takes payloads,
+  // answers them, and completes.
+  ASSERT_EQ(Call(kAlice, "POST", "/v1/leases/" + id + "/payloads", {{"payload", {{"n", 2}}}}).body["sent"][0]["ok"], true);
+  ASSERT_TRUE(Eventually([&] { return Call(kAlice, "GET", "/v1/leases/" + id).body["members"][0]["replies"].size() == 2; }));
+  Reply l = Call(kAlice, "GET", "/v1/leases/" + id);
+  EXPECT_EQ(l.body["members"][0]["machine"], old_clone);
+  EXPECT_EQ(l.body["members"][0]["replies"][1]["echo"]["n"], 2);
+  ASSERT_EQ(Call(kAlice, "POST", "/v1/leases/" + id + "/complete", {{"result", {{"ok", true}}}}).body["state"], "ended");
+  ASSERT_EQ(Call(kAlice, "DELETE", "/v1/leases/" + id).status, 200);
   svc_->reclaimer().WaitIdle();
   EXPECT_EQ(Call(kAlice, "GET", "/v1/goldens").body["items"].size(), 1u);  // the old one went with its last clone
+  auto live = driver_->List();
+  for (const auto& m : *live) EXPECT_NE(m.name, old_golden);
 }
 
 TEST_F(ServiceTest, CapacityAndMetrics) {

@@ -138,7 +138,9 @@ TEST_F(GraphWireTest, NodesPerGraphAreCappedAndTheSessionGoesOn) {
   c.Queue(proto::GraphCreateRequest{g});
   for (uint64_t i = 0; i < GraphRegistry::kMaxNodesPerGraph; ++i) {
     c.Queue(proto::GraphAddEmptyNodeRequest{g, 0x100000 + i, {}});
-    if (i % 8192 == 8191) EXPECT_EQ(Deferred(), 0);
+    if (i % 8192 == 8191) {
+      EXPECT_EQ(Deferred(), 0);
+    }
   }
   EXPECT_EQ(Deferred(), 0);
   c.Queue(proto::GraphAddEmptyNodeRequest{g, 0x90000000, {}});
