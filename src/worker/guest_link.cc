@@ -151,7 +151,10 @@ void GuestLink::Call(const HostCall& call) {
   req.stream = call.stream;
   req.status = call.status != nullptr ? call.status->load(std::memory_order_relaxed) : 0;
   std::string frame;
-  if (call.mirrors != nullptr) call.mirrors->TakeStream(call.stream, call.landings_before, &frame);
+  if (call.mirrors != nullptr &&
+      !call.mirrors->TakeStream(call.stream, call.landings_before, [this](const std::string& f) { return Write(f); })
+           .ok())
+    Close();
   proto::AppendRequest(&frame, req, 0);
   if (!Write(frame).ok()) Close();
   for (;;) {

@@ -99,42 +99,58 @@ Status HostMirrors::AddLanding(uint64_t addr, uint64_t bytes, uint64_t stream, u
   return Status::Ok();
 }
 
-void HostMirrors::Append(const Landing& l, std::string* frames) {
-  for (uint64_t off = 0; off < l.bytes; off += kMaxFrameBytes) {
-    proto::HostLandRequest m;
-    m.addr = l.addr + off;
-    m.data = std::string_view(reinterpret_cast<const char*>(l.addr + off), std::min(kMaxFrameBytes, l.bytes - off));
-    proto::AppendRequest(frames, m, 0);
+Status HostMirrors::Send(const std::vector<Landing>& taken, const FrameSink& write) {
+  // A mirror is unmapped only by the serve loop (RemoveSegment, after the
+  // device and its callbacks are idle): the bytes stay readable here.
+  std::string frame;
+  for (const Landing& l : taken) {
+    for (uint64_t off = 0; off < l.bytes; off += kMaxFrameBytes) {
+      proto::HostLandRequest m;
+      m.addr = l.addr + off;
+      m.data = std::string_view(reinterpret_cast<const char*>(l.addr + off), std::min(kMaxFrameBytes, l.bytes - off));
+      frame.clear();
+      proto::AppendRequest(&frame, m, 0);
+      RETURN_IF_ERROR(write(frame));
+    }
   }
+  return Status::Ok();
 }
 
-void HostMirrors::TakeFinished(std::string* frames) {
-  std::lock_guard l(mu_);
-  std::set<uint64_t> held;  // streams whose earlier landing has not finished
-  for (auto it = pending_.begin(); it != pending_.end();) {
-    const Landing& x = it->second;
-    if (held.count(x.stream) != 0 || !backend_->EventQuery(x.event).ok()) {
-      held.insert(x.stream);
-      ++it;
-      continue;
+Status HostMirrors::TakeFinished(const FrameSink& write) {
+  std::vector<Landing> taken;
+  {
+    std::lock_guard l(mu_);
+    std::set<uint64_t> held;  // streams whose earlier landing has not finished
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      const Landing& x = it->second;
+      if (held.count(x.stream) != 0 || !backend_->EventQuery(x.event).ok()) {
+        held.insert(x.stream);
+        ++it;
+        continue;
+      }
+      taken.push_back(x);
+      free_events_.push_back(x.event);
+      it = pending_.erase(it);
     }
-    Append(x, frames);
-    free_events_.push_back(x.event);
-    it = pending_.erase(it);
   }
+  return Send(taken, write);
 }
 
-void HostMirrors::TakeStream(uint64_t wire_stream, uint64_t before, std::string* frames) {
-  std::lock_guard l(mu_);
-  for (auto it = pending_.begin(); it != pending_.end() && it->first < before;) {
-    if (it->second.wire_stream != wire_stream) {
-      ++it;
-      continue;
+Status HostMirrors::TakeStream(uint64_t wire_stream, uint64_t before, const FrameSink& write) {
+  std::vector<Landing> taken;
+  {
+    std::lock_guard l(mu_);
+    for (auto it = pending_.begin(); it != pending_.end() && it->first < before;) {
+      if (it->second.wire_stream != wire_stream) {
+        ++it;
+        continue;
+      }
+      taken.push_back(it->second);
+      free_events_.push_back(it->second.event);
+      it = pending_.erase(it);
     }
-    Append(it->second, frames);
-    free_events_.push_back(it->second.event);
-    it = pending_.erase(it);
   }
+  return Send(taken, write);
 }
 
 uint64_t HostMirrors::next() const {

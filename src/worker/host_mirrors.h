@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -70,14 +71,17 @@ class HostMirrors {
   // queued on backend stream `stream` (the guest's stream `wire_stream`):
   // records an event behind it. CUDA_ERROR_OUT_OF_MEMORY past kMaxPending.
   Status AddLanding(uint64_t addr, uint64_t bytes, uint64_t stream, uint64_t wire_stream);
+  // Writes one HostLand frame (the channel's Write); called with no lock of
+  // this class held, once per frame, in order.
+  using FrameSink = std::function<Status(const std::string& frame)>;
   // Serve loop, before a reply: HostLand frames for every landing whose
   // event has completed (per stream in order: the first one unfinished
-  // holds back the ones after it).
-  void TakeFinished(std::string* frames);
+  // holds back the ones after it). The first failed write ends it.
+  Status TakeFinished(const FrameSink& write);
   // A host function callback on guest stream `wire_stream`, before its
   // HostFuncCall: frames for the landings on that stream numbered below
   // `before` (finished: the device reached the function behind them).
-  void TakeStream(uint64_t wire_stream, uint64_t before, std::string* frames);
+  Status TakeStream(uint64_t wire_stream, uint64_t before, const FrameSink& write);
   // The number the next landing gets (a host function queued now runs
   // after every landing numbered below it on its stream).
   uint64_t next() const;
@@ -89,8 +93,9 @@ class HostMirrors {
     uint64_t stream = 0, wire_stream = 0;
     uint64_t event = 0;
   };
-  // REQUIRES mu_: the frames of `l` (its mirror bytes as they are now).
-  static void Append(const Landing& l, std::string* frames);
+  // The frames of `taken` (their mirror bytes as they are now), one at a
+  // time (at most kMaxFrameBytes of data each) into `write`.
+  static Status Send(const std::vector<Landing>& taken, const FrameSink& write);
   bool ContainsLocked(uint64_t addr, uint64_t bytes) const;
 
   GpuBackend* backend_;

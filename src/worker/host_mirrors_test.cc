@@ -37,6 +37,19 @@ struct Landed {
   std::string data;
 };
 
+// Collects what a Take* writes, frame by frame.
+struct Frames {
+  std::string all;
+  size_t writes = 0;
+  HostMirrors::FrameSink Sink() {
+    return [this](const std::string& f) {
+      all += f;
+      ++writes;
+      return Status::Ok();
+    };
+  }
+};
+
 // The HostLand frames in `frames`, in order.
 std::vector<Landed> Decode(const std::string& frames) {
   std::vector<Landed> out;
@@ -100,9 +113,9 @@ TEST_F(HostMirrorsTest, GuestBytesSkipWhatALandingStillFills) {
   EXPECT_EQ(std::string(At(0), 100), std::string(100, 'g'));
   EXPECT_EQ(std::string(At(100), 100), std::string(100, 'd'));
   EXPECT_EQ(std::string(At(200), 100), std::string(100, 'g'));
-  std::string frames;
-  mirrors.TakeFinished(&frames);
-  auto landed = Decode(frames);
+  Frames frames;
+  ASSERT_TRUE(mirrors.TakeFinished(frames.Sink()).ok());
+  auto landed = Decode(frames.all);
   ASSERT_EQ(landed.size(), 1u);
   EXPECT_EQ(landed[0].addr, base + 100);
   EXPECT_EQ(landed[0].data, std::string(100, 'd'));
@@ -119,16 +132,16 @@ TEST_F(HostMirrorsTest, FinishedLandingsGoInStreamOrderInFrameSizedPieces) {
   backend.held.insert(backend.last_event);
   ASSERT_TRUE(mirrors.AddLanding(base + 10, 10, stream, 1).ok());
   ASSERT_TRUE(mirrors.AddLanding(base + 20, 10, *other, 2).ok());
-  std::string frames;
-  mirrors.TakeFinished(&frames);
-  auto landed = Decode(frames);
+  Frames frames;
+  ASSERT_TRUE(mirrors.TakeFinished(frames.Sink()).ok());
+  auto landed = Decode(frames.all);
   ASSERT_EQ(landed.size(), 1u);
   EXPECT_EQ(landed[0].addr, base + 20);
   EXPECT_EQ(mirrors.pending(), 2u);
   backend.held.clear();
-  frames.clear();
-  mirrors.TakeFinished(&frames);
-  landed = Decode(frames);
+  frames = Frames();
+  ASSERT_TRUE(mirrors.TakeFinished(frames.Sink()).ok());
+  landed = Decode(frames.all);
   ASSERT_EQ(landed.size(), 2u);
   EXPECT_EQ(landed[0].addr, base);
   EXPECT_EQ(landed[1].addr, base + 10);
@@ -141,14 +154,15 @@ TEST_F(HostMirrorsTest, FinishedLandingsGoInStreamOrderInFrameSizedPieces) {
   mirrors.AddSegment(b, big);
   std::memset(p, 'z', big);
   ASSERT_TRUE(mirrors.AddLanding(b, big, stream, 1).ok());
-  frames.clear();
-  mirrors.TakeFinished(&frames);
-  landed = Decode(frames);
+  frames = Frames();
+  ASSERT_TRUE(mirrors.TakeFinished(frames.Sink()).ok());
+  landed = Decode(frames.all);
   ASSERT_EQ(landed.size(), 2u);
   EXPECT_EQ(landed[0].addr, b);
   EXPECT_EQ(landed[0].data.size(), HostMirrors::kMaxFrameBytes);
   EXPECT_EQ(landed[1].addr, b + HostMirrors::kMaxFrameBytes);
   EXPECT_EQ(landed[1].data.size(), big - HostMirrors::kMaxFrameBytes);
+  EXPECT_EQ(frames.writes, 2u) << "a frame a write";
   mirrors.RemoveSegment(b);
   ::munmap(p, big);
 }
@@ -161,9 +175,9 @@ TEST_F(HostMirrorsTest, AHostFunctionTakesItsStreamsEarlierLandingsOnly) {
   const uint64_t before = mirrors.next();
   ASSERT_TRUE(mirrors.AddLanding(base + 20, 10, stream, 1).ok());
   backend.held.insert(backend.last_event);
-  std::string frames;
-  mirrors.TakeStream(1, before, &frames);
-  auto landed = Decode(frames);
+  Frames frames;
+  ASSERT_TRUE(mirrors.TakeStream(1, before, frames.Sink()).ok());
+  auto landed = Decode(frames.all);
   ASSERT_EQ(landed.size(), 1u);
   EXPECT_EQ(landed[0].addr, base);
   EXPECT_EQ(mirrors.pending(), 2u);
@@ -174,9 +188,9 @@ TEST_F(HostMirrorsTest, RemovingASegmentDropsItsLandings) {
   ASSERT_TRUE(mirrors.AddLanding(base, 10, stream, 1).ok());
   ASSERT_TRUE(mirrors.AddLanding(base + 2 * kSeg, 10, stream, 1).ok());
   mirrors.RemoveSegment(base);
-  std::string frames;
-  mirrors.TakeFinished(&frames);
-  auto landed = Decode(frames);
+  Frames frames;
+  ASSERT_TRUE(mirrors.TakeFinished(frames.Sink()).ok());
+  auto landed = Decode(frames.all);
   ASSERT_EQ(landed.size(), 1u);
   EXPECT_EQ(landed[0].addr, base + 2 * kSeg);
 }
@@ -188,8 +202,8 @@ TEST_F(HostMirrorsTest, LandingsNeverSentAreCapped) {
   Status st = mirrors.AddLanding(base, 8, stream, 1);
   EXPECT_EQ(st.code(), CUDA_ERROR_OUT_OF_MEMORY);
   EXPECT_NE(st.message().find("with no synchronization"), std::string::npos) << st.message();
-  std::string frames;
-  mirrors.TakeFinished(&frames);
+  Frames frames;
+  ASSERT_TRUE(mirrors.TakeFinished(frames.Sink()).ok());
   EXPECT_EQ(mirrors.pending(), 0u);
   EXPECT_TRUE(mirrors.AddLanding(base, 8, stream, 1).ok());
 }

@@ -259,11 +259,9 @@ Status Worker::ServeFrame(Channel& guest, const proto::FrameHeader& h, std::stri
 
 Status Worker::WriteReply(Channel& guest, const std::string& reply, std::span<const int> fds) {
   if (mirrors_ == nullptr || mirrors_->pending() == 0) return guest.Write(reply, fds);
-  // The landings first, in their own write: a descriptor rides with the
-  // first byte written, which must be the reply's.
-  std::string frames;
-  mirrors_->TakeFinished(&frames);
-  if (!frames.empty()) RETURN_IF_ERROR(guest.Write(frames));
+  // The landings first, each frame its own write: a descriptor rides with
+  // the first byte written, which must be the reply's.
+  RETURN_IF_ERROR(mirrors_->TakeFinished([&](const std::string& frame) { return guest.Write(frame); }));
   return guest.Write(reply, fds);
 }
 
