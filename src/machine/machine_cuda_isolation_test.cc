@@ -36,7 +36,7 @@ class CudaIsolationTest : public MachineTest {
     r = Cli({"machine", "start", "--name", name});
     EXPECT_EQ(r.rc, 0) << r.err << Logs(name);
     for (int i = 0; i < 6000 && Find(name)["state"] == "running"; ++i) usleep(20000);
-    EXPECT_EQ(Find(name)["state"], "stopped") << Logs(name);
+    EXPECT_EQ(Find(name)["state"], "stopped") << Find(name).dump() << "\n" << Logs(name) << Slurp(home_ + "/cuda/daemon.log");
     std::string log = Logs(name);
     EXPECT_EQ(Cli({"machine", "rm", "--name", name}).rc, 0);
     return log;

@@ -548,6 +548,14 @@ void Supervisor::Loop() {
 
 void Supervisor::Finish(int status) {
   int code = SmolvmInitExitCode(status);
+  // The program's exit code at once: a gVisor machine's program reports none
+  // before it ends (its init is runsc), and what follows (runsc delete, the
+  // cgroup) takes a while, during which `machine list` would find the init
+  // gone and no code, and call the machine failed.
+  (void)Update(name_, [&](MachineRecord& r) {
+    if (r.run_id == run_id_ && r.exit_code < 0) r.exit_code = code;
+    return Status::Ok();
+  });
   for (auto& p : pending_) DropPending(p, WrongState("golden '" + name_ + "' stopped"));
   pending_.clear();
   FailParking(WrongState("golden '" + name_ + "' stopped while its parked clones warmed up"));
