@@ -7,6 +7,8 @@
 // The machine-level check (a --cuda gVisor machine against a sandbox one) is
 // src/machine/machine_cuda_isolation_test.cc.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <string>
@@ -70,6 +72,39 @@ TEST_F(NoDescriptorsE2eTest, MappedMemoryAndPinnedGraphCopiesAreRefusedByName) {
                            "a copy with pinned memory on a capturing stream in a session without descriptors",
                            "a graph memcpy node with pinned memory in a session without descriptors"})
     EXPECT_EQ(Count(r.err, what), 1u) << what << "\n" << r.err;
+}
+
+// A golden without descriptors forks: each clone's pinned memory is a private
+// copy already (anonymous pages, no memfd), registered again without a
+// descriptor (nothing re-registers a memfd), and holds the golden's bytes.
+TEST_F(NoDescriptorsE2eTest, AGoldenWithoutDescriptorsForksClonesThatKeepTheirPinnedMemory) {
+  std::string outdir = daemon.dir() + "/fork-out", pidfile = daemon.dir() + "/golden.pid";
+  ::mkdir(outdir.c_str(), 0755);
+  // The golden in the background; its pid (sh execs env, which execs it) for `cuda fork --pid`.
+  std::string cmd = "sh -c 'echo $$ > " + pidfile + "; exec env SMOLVM_CUDA_NO_FDS=1 LD_LIBRARY_PATH=" + SHIM_DIR +
+                    " SMOLVM_CUDA_SOCKET=" + daemon.socket() + " " + PROG_DIR + "/prog_fork " + outdir + " 64 4' >" +
+                    daemon.dir() + "/golden.out 2>&1 &";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  for (int t = 0; t < 500 && ReadFile(pidfile).empty(); ++t) ::usleep(10000);
+  std::string pid = ReadFile(pidfile);
+  while (!pid.empty() && pid.back() == '\n') pid.pop_back();
+  ASSERT_FALSE(pid.empty());
+  auto [rc, out] = RunCommand(std::string(SMOLVM_BINARY) + " cuda fork --pid " + pid +
+                              " --count 2 --share on --wait 20 --socket " + daemon.socket());
+  ASSERT_EQ(rc, 0) << out << ReadFile(daemon.dir() + "/golden.out") << daemon.Log();
+  for (int i = 0; i < 2; ++i) {
+    std::string path = outdir + "/clone" + std::to_string(i) + ".txt";
+    for (int t = 0; t < 1000 && ReadFile(path).find('\n') == std::string::npos; ++t) ::usleep(10000);
+    EXPECT_NE(ReadFile(path).find("table=1 frozen=1 private=1 pinned=1 own_private=1 cow=1 global=1"),
+              std::string::npos)
+        << path << ": " << ReadFile(path) << ReadFile(daemon.dir() + "/golden.out") << daemon.Log();
+  }
+  auto [rrc, rout] = RunCommand(std::string(SMOLVM_BINARY) + " cuda release --pid " + pid + " --socket " +
+                                daemon.socket());
+  EXPECT_EQ(rrc, 0) << rout;
+  for (int t = 0; t < 1000 && ReadFile(outdir + "/golden.txt").empty(); ++t) ::usleep(10000);
+  EXPECT_EQ(ReadFile(outdir + "/golden.txt"), "golden released=-125 ok=1\n");
+  for (int t = 0; t < 500 && ::kill(std::stoi(pid), 0) == 0; ++t) ::usleep(10000);
 }
 
 // gVisor cannot hand its descriptors to a host process: with descriptors the
