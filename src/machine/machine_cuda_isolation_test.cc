@@ -67,5 +67,33 @@ TEST_F(CudaIsolationTest, MappedPinnedMemoryIsRefusedByNameInAGvisorMachine) {
   EXPECT_NE(log.find("cudaHostGetDevicePointer in a session without descriptors"), std::string::npos) << log;
 }
 
+// Every guest copy of a library the shims replace is covered by the shim, as
+// the sandbox covers them (cuda_libs.h): here by the bundle's binds, since
+// runsc makes the mounts. A dlopen by absolute path (torch's) opens ours.
+TEST_F(CudaIsolationTest, GuestCopiesOfCudaLibrariesAreCoveredInAGvisorMachine) {
+  std::string lib = scratch_ + "/venv/nvidia/cu13/lib";
+  fs::create_directories(lib);
+  std::ofstream(lib + "/libcudart.so.13.0.96") << "nvidia's";
+  fs::create_symlink("libcudart.so.13.0.96", lib + "/libcudart.so.13");
+  std::ofstream(lib + "/libcublasLt.so.13") << "nvidia's";
+  std::ofstream(lib + "/libcudnn_graph.so.9") << "not ours to cover";
+  ASSERT_EQ(Cli({"machine", "create", "--name", "cov", "--isolation", "gvisor", "--cuda", "-v",
+                 scratch_ + "/venv:/opt/venv:ro", "--", "sleep", "1000"})
+                .rc,
+            0);
+  CliRun r = Cli({"machine", "start", "--name", "cov"});
+  ASSERT_EQ(r.rc, 0) << r.err << Logs("cov");
+  const std::string dir = "/opt/venv/nvidia/cu13/lib/";
+  for (const char* f : {"libcudart.so.13", "libcudart.so.13.0.96", "libcublasLt.so.13"}) {
+    std::string shim = std::string(f).rfind("libcudart", 0) == 0 ? "libcudart.so.13" : "libcublasLt.so.13";
+    r = Cli({"machine", "exec", "--name", "cov", "--", "cmp", dir + f, "/run/smolvm/lib/" + shim});
+    EXPECT_EQ(r.rc, 0) << f << ": " << r.out << r.err;
+  }
+  r = Cli({"machine", "exec", "--name", "cov", "--", "cat", dir + "libcudnn_graph.so.9"});
+  EXPECT_EQ(r.out, "not ours to cover");
+  EXPECT_EQ(Slurp(lib + "/libcudart.so.13.0.96"), "nvidia's") << "the host's file is untouched";
+  ASSERT_EQ(Cli({"machine", "rm", "--name", "cov", "--force"}).rc, 0);
+}
+
 }  // namespace
 }  // namespace smolvm::machine
