@@ -110,6 +110,7 @@ void Worker::ReleaseAll() {
   DnnRelease();
   preload_.reset();
   memory_.reset();
+  link_->set_mirrors(nullptr);
   mirrors_.reset();  // its events, while the context lives
   for (auto& [addr, seg] : host_) {
     (void)backend_->HostUnregister(reinterpret_cast<void*>(addr));

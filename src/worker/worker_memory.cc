@@ -39,7 +39,7 @@ Status Worker::Handle(const proto::MemFreeRequest& q, proto::MemFreeReply*, Ctx*
 
 Status Worker::Handle(const proto::HostRegisterRequest& q, proto::HostRegisterReply*, Ctx* ctx) {
   // No memfd: the guest passes no descriptors (kHelloNoDescriptors), and the
-  // segment is a mirror of its memory, private to the worker (host_landings.h).
+  // segment is a mirror of its memory, private to the worker (host_mirrors.h).
   const bool mirror = ctx->fds_in->empty();
   if (ctx->fds_in->size() > 1) return Cu(CUDA_ERROR_INVALID_VALUE, "HostRegister takes one memfd or none");
   uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));

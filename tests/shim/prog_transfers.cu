@@ -10,6 +10,8 @@
 // sandbox machine) and without (a gVisor machine, SMOLVM_CUDA_NO_FDS=1). It
 // prints one line per check with a checksum of what arrived, so two runs'
 // outputs compare whole (machine_cuda_isolation_test), then "PASS transfers".
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -177,6 +179,28 @@ int main(int argc, char** argv) {
     CHECK(std::memcmp(back.data(), want.data(), n) == 0);
     std::printf("a copy from pinned memory behind a host function writing it: %016llx\n",
                 (unsigned long long)Fnv(back.data(), n));
+  }
+
+  {
+    // A large pageable copy behind a host function that takes a while: 96 MiB
+    // the worker must not hold while the function runs.
+    const size_t big = 96u << 20;
+    std::vector<unsigned char> src(big);
+    Fill(rng, src.data(), big);
+    unsigned char* d3;
+    CHECK_CUDA(cudaMalloc(&d3, big));
+    Writer w{pinned, 16, 0x33};
+    CHECK_CUDA(cudaLaunchHostFunc(s, [](void* p) {
+      usleep(50000);
+      WriteInCallback(p);
+    }, &w));
+    CHECK_CUDA(cudaMemcpyAsync(d3, src.data(), big, cudaMemcpyHostToDevice, s));
+    std::vector<unsigned char> got(big);
+    CHECK_CUDA(cudaMemcpyAsync(got.data(), d3, big, cudaMemcpyDeviceToHost, s));
+    CHECK_CUDA(cudaStreamSynchronize(s));
+    CHECK(std::memcmp(got.data(), src.data(), big) == 0 && pinned[15] == 0x33);
+    CHECK_CUDA(cudaFree(d3));
+    std::printf("a large pageable copy behind a host function: %016llx\n", (unsigned long long)Fnv(got.data(), big));
   }
 
   CHECK_CUDA(cudaFreeHost(pinned));
