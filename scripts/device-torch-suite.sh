@@ -35,7 +35,10 @@
 #      default 150), DEADLINE (s for the whole script, default 420), MODES
 #      (default "off on": expandable segments), BACKEND (cuda; fake: no torch
 #      needed, rehearses the machine, op-counter and record plumbing with
-#      tests/shim's prog_driver in a --cuda machine on the fake backend).
+#      tests/shim's prog_driver in a --cuda machine on the fake backend),
+#      ISOLATION (the machines' --isolation: sandbox, the default, or gvisor:
+#      issue 35's must-show 2, with SMOLVM_RUNSC naming a carried runsc),
+#      RECORD_KIND (the record's kind, default torch-suite).
 # Writes to $OUT (5 files): suite.txt (summary), suite-runs.log (every run's
 # output), suite-daemon.log, suite-imports.txt, records/torch-suite_<UTC>.json.
 # Exit: 0 every check passed; 1 a check failed; 2 cannot run here (no root,
@@ -50,6 +53,8 @@ BACKEND=${BACKEND:-cuda}
 RUN_TIMEOUT=${RUN_TIMEOUT:-150}
 DEADLINE=${DEADLINE:-420}
 MODES=${MODES:-off on}
+ISOLATION=${ISOLATION:-sandbox}
+RECORD_KIND=${RECORD_KIND:-torch-suite}
 CPUS=${CPUS:-$(( $(nproc) > 1 ? $(nproc) / 2 : 1 ))}
 BUILD=$ROOT/build
 [[ -x $BUILD/smolvm ]] || BUILD=$ROOT/.carry/build
@@ -68,7 +73,7 @@ smi_used() {
 }
 pyj() { python3 -c "import json,sys; $1" "${@:2}"; }
 
-log "build=$BUILD backend=$BACKEND py=$PY modes=$MODES out=$OUT"
+log "build=$BUILD backend=$BACKEND py=$PY modes=$MODES isolation=$ISOLATION out=$OUT"
 [[ $(id -u) == 0 ]] || { log "cannot run: --cuda machines need root"; exit 2; }
 [[ -x $SMOLVM && -f $BUILD/shim/libcudart.so.13 && -f $BUILD/shim/libcudnn.so.9 ]] ||
   { log "cannot run: no built tree with smolvm and shim/ at $BUILD (carry build/ or .carry/build)"; exit 2; }
@@ -146,7 +151,7 @@ run_machine() {
   mkdir -p "$W/runs/$name" && chmod 0777 "$W/runs/$name"
   before=$(ops_total)
   MACHINES+=("$name")
-  "$SMOLVM" machine create --name "$name" --cuda --cpus "$CPUS" "${VOLS[@]}" -v "$W/prog:/suite-py:ro" \
+  "$SMOLVM" machine create --name "$name" --isolation "$ISOLATION" --cuda --cpus "$CPUS" "${VOLS[@]}" -v "$W/prog:/suite-py:ro" \
     -v "$W/runs/$name:/out" -e PYTHONUNBUFFERED=1 -e PYTORCH_CUDA_ALLOC_CONF=expandable_segments:$alloc \
     -e SUITE_PROBES="$(probes "$name")" \
     -- "${CMD[@]}" >"$W/$name.cli.log" 2>&1 &&
@@ -291,8 +296,9 @@ else fail "GPU memory ${mem1:-?} MiB after the daemon stopped (start ${mem0:-?} 
 # --- the record -------------------------------------------------------------------
 summary=$(pyj 'f = lambda v: float(v) if v not in ("", "?") else None
 print(json.dumps({"checks_failed": int(sys.argv[1]), "runs": sys.argv[2].split(), "backend": sys.argv[3],
-                  "import_torch_native_s": f(sys.argv[4]), "import_torch_machine_s": f(sys.argv[5])}))' \
-  "$FAILS" "${RAN[*]}" "$BACKEND" "${tn:-}" "${tm:-}")
+                  "import_torch_native_s": f(sys.argv[4]), "import_torch_machine_s": f(sys.argv[5]),
+                  "isolation": sys.argv[6], "workload": "torch-suite"}))' \
+  "$FAILS" "${RAN[*]}" "$BACKEND" "${tn:-}" "${tm:-}" "$ISOLATION")
 samples=()
 for name in "${RAN[@]}"; do
   pyj 'ops = json.load(open(sys.argv[3])) if sys.argv[3] else None
@@ -302,7 +308,8 @@ print(json.dumps({"run": sys.argv[1], "ops": ops, "lines": [l for l in open(sys.
   samples+=("$W/$name.json")
 done
 [[ -f ${COMPARE:-} ]] && samples+=("$COMPARE")
-python3 scripts/device-record.py torch-suite --out "$OUT" --command "OUT=$OUT BACKEND=$BACKEND scripts/device-torch-suite.sh" \
+python3 scripts/device-record.py "$RECORD_KIND" --out "$OUT" \
+  --command "OUT=$OUT BACKEND=$BACKEND ISOLATION=$ISOLATION MODES='$MODES' scripts/device-torch-suite.sh" \
   --summary "$summary" "${samples[@]}" >>"$SUM" 2>&1 || log "device-record.py failed"
 log "$FAILS check(s) failed; total $(($(date +%s) - T_START))s"
 ((FAILS == 0))

@@ -216,6 +216,9 @@ class Daemon {
     // Started --forkable: its goldens' chunks are exported ahead of forks
     // (a machine that cannot be forked holds no descriptors for it).
     bool forkable = false;
+    // Its guests pass no descriptors (a gVisor machine): every session gets
+    // kHelloNoDescriptors, and SO_PEERCRED names the sandbox, not the guest.
+    bool no_descriptors = false;
   };
   // One fork request in flight (at most one per golden session).
   struct ForkJob {

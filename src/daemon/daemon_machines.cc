@@ -105,13 +105,14 @@ void Daemon::AttachMachine(uint64_t client, uint32_t seq, const proto::AdminMach
   e.listen = std::move((*fds)[0]);
   e.admin_client = client;
   e.forkable = req.forkable != 0;
+  e.no_descriptors = req.no_descriptors != 0;
   // The newest attach of a name wins: a restarted machine's supervisor may
   // attach before the daemon has seen its predecessor's connection close.
   for (auto it = endpoints_.begin(); it != endpoints_.end();)
     it = it->second.machine == e.machine ? endpoints_.erase(it) : std::next(it);
-  Log("machine '%s': guest endpoint attached (gpu-mem %llu MiB, %zu cgroup dir(s), %s)", e.machine.c_str(),
+  Log("machine '%s': guest endpoint attached (gpu-mem %llu MiB, %zu cgroup dir(s), %s%s)", e.machine.c_str(),
       static_cast<unsigned long long>(req.gpu_mem_bytes >> 20), e.cgroups.size(),
-      e.forkable ? "forkable" : "not forkable: no exports ahead of forks");
+      e.forkable ? "forkable" : "not forkable: no exports ahead of forks", e.no_descriptors ? ", no descriptors" : "");
   endpoints_[e.id] = std::move(e);
   reply(Status::Ok());
 }

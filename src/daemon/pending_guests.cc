@@ -243,6 +243,13 @@ void Daemon::OnHello(Pending p, const proto::FrameHeader& h, std::string_view pa
   g.host_pid = p.host_pid;
   g.host_uid = p.host_uid;
   g.endpoint = p.endpoint;
+  if (auto e = endpoints_.find(p.endpoint); e != endpoints_.end() && e->second.no_descriptors) {
+    // A gVisor machine: every guest's peer is its sandbox, and host sockets
+    // pass no credentials. The machine is the endpoint's; the pid is the
+    // one its Hello gives, inside the machine (no host pid).
+    g.flags |= proto::kHelloNoDescriptors;
+    g.host_pid = 0;
+  }
   if (role == proto::SessionRole::kClone) return AttachClone(std::move(g), hello.token);
   waiting_.push_back(std::move(g));
   AssignWorkers();

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/openat2.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -29,8 +30,9 @@ int OpenInRoot(int root, const std::string& rel, uint64_t flags) {
 
 class Coverer {
  public:
-  Coverer(int root, std::string shim_dir, std::set<std::string> skip)
-      : root_(root), shim_dir_(std::move(shim_dir)), skip_(std::move(skip)) {}
+  // found: list the copies there instead of binding over them.
+  Coverer(int root, std::string shim_dir, std::set<std::string> skip, std::vector<CudaLibraryCopy>* found = nullptr)
+      : root_(root), shim_dir_(std::move(shim_dir)), skip_(std::move(skip)), found_(found) {}
 
   // `rel` itself, and below it `depth` levels (a file is looked at itself).
   Status Tree(const std::string& rel, int depth) {
@@ -85,6 +87,15 @@ class Coverer {
     struct stat sb;
     if (::fstat(target.get(), &sb) < 0 || !S_ISREG(sb.st_mode)) return Status::Ok();
     if (!seen_.insert({sb.st_dev, sb.st_ino}).second) return Status::Ok();
+    if (found_ != nullptr) {
+      char real[PATH_MAX];
+      std::string at = "/proc/self/fd/" + std::to_string(target.get());
+      ssize_t n = ::readlink(at.c_str(), real, sizeof real - 1);
+      if (n <= 0) return ErrnoStatus("readlink " + path, errno);
+      found_->push_back({std::string(real, static_cast<size_t>(n)), soname});
+      out_.covered.push_back(path);
+      return Status::Ok();
+    }
     std::string src = shim_dir_ + "/" + soname;
     UniqueFd shim(OpenInRoot(root_, src, O_PATH));
     if (!shim.valid()) return ErrnoStatus("open the shim " + src, errno);
@@ -107,6 +118,7 @@ class Coverer {
   std::set<std::string> skip_;  // paths not entered
   CudaCoverage out_;
   std::set<std::pair<dev_t, ino_t>> seen_;
+  std::vector<CudaLibraryCopy>* found_;
 };
 
 }  // namespace
@@ -128,6 +140,17 @@ Result<CudaCoverage> CoverGuestCudaLibraries(const std::string& root, const std:
   for (const auto& t : trees) RETURN_IF_ERROR(c.Tree(t, 64));
   for (const auto& d : dirs) RETURN_IF_ERROR(c.Tree(d, 0));
   return c.Take();
+}
+
+Result<std::vector<CudaLibraryCopy>> FindCudaLibraryCopies(const std::string& root, const std::vector<std::string>& trees,
+                                                          const std::vector<std::string>& dirs) {
+  UniqueFd root_fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root_fd.valid()) return ErrnoStatus("open " + root, errno);
+  std::vector<CudaLibraryCopy> found;
+  Coverer c(root_fd.get(), "", {"proc", "sys", "dev", "run", "tmp"}, &found);
+  for (const auto& t : trees) RETURN_IF_ERROR(c.Tree(t, 64));
+  for (const auto& d : dirs) RETURN_IF_ERROR(c.Tree(d, 0));
+  return found;
 }
 
 Status CoverMachineCudaLibraries(const SandboxConfig& cfg, bool image_root) {

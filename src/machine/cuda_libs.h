@@ -43,6 +43,18 @@ Result<CudaCoverage> CoverGuestCudaLibraries(const std::string& root, const std:
                                              const std::vector<std::string>& trees,
                                              const std::vector<std::string>& dirs);
 
+// The copies CoverGuestCudaLibraries would bind over below `root` (a host
+// directory, as the guest sees it at some mount point), without binding: the
+// host path of each file (links followed inside `root`), and the soname of
+// the shim that replaces it. A gVisor machine's bundle binds them
+// (gvisor_cuda.cc), since runsc, not our pid 1, makes its mounts.
+struct CudaLibraryCopy {
+  std::string host_path;
+  std::string soname;
+};
+Result<std::vector<CudaLibraryCopy>> FindCudaLibraryCopies(const std::string& root, const std::vector<std::string>& trees,
+                                                          const std::vector<std::string>& dirs);
+
 // The system directories a host's or an image's CUDA libraries live in.
 std::vector<std::string> CudaSystemLibraryDirs();
 

@@ -253,7 +253,7 @@ Result<UniqueFd> HoldCudaDaemon(const CudaDaemon& d) {
 
 Result<UniqueFd> AttachCudaMachine(const CudaDaemon& d, const std::string& machine, const std::string& sock_path,
                                    const std::vector<std::string>& cgroup_dirs, int64_t gpu_mem_bytes, bool forkable,
-                                   uid_t guest_uid) {
+                                   uid_t guest_uid, bool no_descriptors) {
   // The guest's own uid only (issue 29: it was 0666 under a 0755 home).
   ASSIGN_OR_RETURN(UniqueFd listener, ListenUnix(sock_path, 0600));
   if (::chown(sock_path.c_str(), guest_uid, guest_uid) < 0) return ErrnoStatus("chown " + sock_path, errno);
@@ -264,6 +264,7 @@ Result<UniqueFd> AttachCudaMachine(const CudaDaemon& d, const std::string& machi
   for (const auto& dir : cgroup_dirs) req.cgroups += dir + "\n";
   req.gpu_mem_bytes = static_cast<uint64_t>(gpu_mem_bytes);
   req.forkable = forkable ? 1 : 0;
+  req.no_descriptors = no_descriptors ? 1 : 0;
   std::string out;
   proto::AppendRequest(&out, req, 1, 1);
   int fd = listener.get();

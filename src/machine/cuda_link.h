@@ -70,10 +70,11 @@ Status StopCudaDaemon(const std::string& home, int timeout_ms);
 // root as the host sees it, and nobody else, connects) and attaches it as
 // `machine`'s endpoint (forkable: started --forkable, so the daemon exports
 // its goldens' chunks ahead of forks). Returns the admin connection that
-// keeps it alive.
+// keeps it alive. no_descriptors: the machine's guests cannot pass
+// descriptors (gVisor), so the daemon tells each session so in its Hello reply.
 Result<UniqueFd> AttachCudaMachine(const CudaDaemon& d, const std::string& machine, const std::string& sock_path,
                                    const std::vector<std::string>& cgroup_dirs, int64_t gpu_mem_bytes, bool forkable,
-                                   uid_t guest_uid);
+                                   uid_t guest_uid, bool no_descriptors = false);
 
 // Tells the daemon that process `golden_pid` of machine `golden` waits at
 // its supervisor's forkpoint (at) or left it, so the daemon's work ahead of

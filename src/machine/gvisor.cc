@@ -64,10 +64,6 @@ Status AwaitRunning(pid_t pid, int pidfd, const std::vector<std::string>& state_
 }  // namespace
 
 Status GvisorBackend::CheckSpec(const MachineSpec& spec) const {
-  if (spec.cuda)
-    return InvalidArgument(
-        "--cuda is not supported with --isolation gvisor yet: the CUDA shims pass descriptors to the daemon, which "
-        "gVisor cannot hand to a host process (docs/machines.md, Isolation modes)");
   if (!spec.image.empty())
     return InvalidArgument("--image is not supported with --isolation gvisor yet: the root is the host's system "
                            "directories (docs/machines.md, Isolation modes)");
@@ -104,7 +100,10 @@ Result<pid_t> GvisorBackend::Launch(const SandboxConfig& cfg, UniqueFd* report) 
   in.root = staging.dir() + "/root";
   ASSIGN_OR_RETURN(in.system_dirs, MakeRoot(in.root, cfg.spec, cfg.workdir));
   ASSIGN_OR_RETURN(in.run_dir, staging.Bind(cfg.paths.run, "run", true));
-  if (::access((cfg.shim_dir + "/libsmolvm-guest.so").c_str(), R_OK) == 0) {
+  if (cfg.spec.cuda) {
+    // The shims (libsmolvm-guest.so among them) at /run/smolvm/lib.
+    ASSIGN_OR_RETURN(in.cuda, CudaBinds(cfg, staging, in.system_dirs));
+  } else if (::access((cfg.shim_dir + "/libsmolvm-guest.so").c_str(), R_OK) == 0) {
     ASSIGN_OR_RETURN(in.guest_lib, staging.Bind(cfg.shim_dir + "/libsmolvm-guest.so", "libsmolvm-guest.so", true));
   }
   struct stat st;
@@ -123,6 +122,9 @@ Result<pid_t> GvisorBackend::Launch(const SandboxConfig& cfg, UniqueFd* report) 
   // to itself it would make cgroups of its own in every v1 hierarchy.
   argv.push_back("--ignore-cgroups");
   argv.push_back(cfg.spec.net ? "--network=host" : "--network=none");
+  // --cuda: the guest may connect to a host Unix socket bound into its
+  // bundle (its endpoint; the gofer opens it); none is created.
+  if (cfg.spec.cuda) argv.push_back("--host-uds=open");
   for (const std::string& a : {std::string("run"), std::string("--bundle"), g.bundle, cfg.name}) argv.push_back(a);
   // O_APPEND: gVisor writes a regular file at its own offset, and the
   // program's stdout and stderr would overwrite each other without it.

@@ -62,6 +62,13 @@ Result<std::string> ChoosePlatform(const std::string& requested, const KvmFacts&
 // NotFound with the fix when none is executable.
 Result<std::string> FindRunsc();
 
+// A bind mount of the bundle, after the volumes (a file inside one may be
+// covered).
+struct BundleBind {
+  std::string src, dst;
+  bool read_only = true;
+};
+
 // What the bundle is made of (all host paths absolute).
 struct BundleInput {
   std::string name;  // container id and hostname
@@ -74,6 +81,7 @@ struct BundleInput {
   std::string run_dir;       // bound read-only at /run/smolvm
   std::string guest_lib;     // "" or libsmolvm-guest.so, bound at /run/smolvm/lib/libsmolvm-guest.so
   std::string python_dir;    // "" or the smolvm Python package, bound at /run/smolvm/python
+  std::vector<BundleBind> cuda;  // --cuda: the endpoint, the shims and the covered libraries (gvisor_cuda.cc)
 };
 // The bundle's config.json (OCI runtime spec 1.0).
 std::string BundleConfig(const BundleInput& in);

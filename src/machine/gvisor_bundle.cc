@@ -63,6 +63,7 @@ std::string BundleConfig(const BundleInput& in) {
   if (!in.guest_lib.empty()) mounts.push_back(Bind(in.guest_lib, "/run/smolvm/lib/libsmolvm-guest.so", true));
   if (!in.python_dir.empty()) mounts.push_back(Bind(in.python_dir, "/run/smolvm/python", true));
   for (const auto& v : in.spec.volumes) mounts.push_back(Bind(v.host, v.guest, v.read_only));
+  for (const auto& b : in.cuda) mounts.push_back(Bind(b.src, b.dst, b.read_only));
 
   json ns = json::array({{{"type", "pid"}}, {{"type", "ipc"}}, {{"type", "uts"}}, {{"type", "mount"}}, {{"type", "user"}}});
   if (!in.spec.net) ns.push_back({{"type", "network"}});

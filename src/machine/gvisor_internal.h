@@ -64,6 +64,12 @@ class Staging {
   std::string dir_;
 };
 
+// --cuda (gvisor_cuda.cc): the binds of the machine's endpoint (staged),
+// its shims at /run/smolvm/lib and a shim over every guest copy of a library
+// they replace, in the volumes and in `system_dirs` (bound at their paths).
+Result<std::vector<BundleBind>> CudaBinds(const SandboxConfig& cfg, const Staging& staging,
+                                          const std::vector<std::string>& system_dirs);
+
 // Makes the bundle's root at `root` (see gvisor_staging.cc) and returns the
 // host system directories to bind read-only at the same paths.
 Result<std::vector<std::string>> MakeRoot(const std::string& root, const MachineSpec& spec, const std::string& workdir);

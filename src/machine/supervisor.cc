@@ -118,7 +118,8 @@ Status Supervisor::Start() {
     if (!placeholder.valid()) return ErrnoStatus("create " + paths_.cuda_mount, errno);
     const auto attach = [&] {
       return AttachCudaMachine(*cuda_, name_, paths_.cuda_sock, cgroup_->dirs(), rec_.spec.gpu_mem_mib << 20,
-                               rec_.forkable, static_cast<uid_t>(rec_.uid_base));
+                               rec_.forkable, static_cast<uid_t>(rec_.uid_base),
+                               rec_.spec.isolation == Isolation::kGvisor);
     };
     auto endpoint = attach();
     if (!endpoint.ok() && !FindCudaDaemon(home_).ok()) {
@@ -551,6 +552,14 @@ void Supervisor::Loop() {
 
 void Supervisor::Finish(int status) {
   int code = SmolvmInitExitCode(status);
+  // The program's exit code at once: a gVisor machine's program reports none
+  // before it ends (its init is runsc), and what follows (runsc delete, the
+  // cgroup) takes a while, during which `machine list` would find the init
+  // gone and no code, and call the machine failed.
+  (void)Update(name_, [&](MachineRecord& r) {
+    if (r.run_id == run_id_ && r.exit_code < 0) r.exit_code = code;
+    return Status::Ok();
+  });
   for (auto& p : pending_) DropPending(p, WrongState("golden '" + name_ + "' stopped"));
   pending_.clear();
   FailParking(WrongState("golden '" + name_ + "' stopped while its parked clones warmed up"));

@@ -65,7 +65,8 @@ Status Supervisor::PrepareClone(CloneWork& w) {
     ASSIGN_OR_RETURN(w.endpoint, AttachCudaMachine(*cuda_, w.name, w.paths.cuda_sock, w.cg.dirs(),
                                                    w.rec.spec.gpu_mem_mib << 20, w.rec.forkable,
                                                    // a clone is its golden's user namespace: its uid
-                                                   static_cast<uid_t>(rec_.uid_base)));
+                                                   static_cast<uid_t>(rec_.uid_base),
+                                                   w.rec.spec.isolation == Isolation::kGvisor));
   }
   return Status::Ok();
 }

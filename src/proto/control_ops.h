@@ -39,10 +39,12 @@
   /* a machine's guest endpoint: its listening socket rides along; sessions accepted there \
      belong to `machine`; workers join `cgroups` (newline-separated cgroup directories); \
      gpu_mem_bytes caps the machine's device memory (0: none); forkable 1: the machine was \
-     started --forkable, so its goldens' chunks are exported ahead of forks (else never). \
-     Closing this admin connection removes the endpoint. */ \
+     started --forkable, so its goldens' chunks are exported ahead of forks (else never); \
+     no_descriptors 1: its guests pass no descriptors (a gVisor machine: its sessions get \
+     kHelloNoDescriptors, and their peer is the sandbox, so no host pid). Closing this admin \
+     connection removes the endpoint. */ \
   X(203, AdminMachineAttach, SYNC, \
-    (F(str, machine) F(str, cgroups) F(u64, gpu_mem_bytes) F(u32, forkable)), ()) \
+    (F(str, machine) F(str, cgroups) F(u64, gpu_mem_bytes) F(u32, forkable) F(u32, no_descriptors)), ()) \
   /* fork the session of host pid golden_pid in golden_machine into one clone per machine \
      of clone_machines (newline-separated, each attached before); several clones are built, \
      then released to the golden together, in that order; reply: one JSON line per clone, \

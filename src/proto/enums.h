@@ -16,6 +16,14 @@ enum class ShareMode : uint32_t { kOff = 0, kOn = 1, kAuto = 2 };
 // standalone session becomes kGolden when it first reaches its forkpoint.
 enum class SessionRole : uint32_t { kStandalone = 0, kGolden = 1, kClone = 2 };
 
+// Hello's flags (u64). In the request, what the guest asks for; in the
+// reply, what the session is.
+// kHelloNoDescriptors: no descriptor crosses the connection (a gVisor
+// machine's endpoint: gVisor cannot hand its descriptors to a host process).
+// Pinned memory is then the guest's own, mirrored in the worker (HostWrite,
+// HostLand), and pageable copies travel inline (docs/shim.md).
+inline constexpr uint64_t kHelloNoDescriptors = 1;
+
 // "off" | "on" | "auto"; "unknown" for a number off the list.
 constexpr std::string_view ShareModeName(ShareMode m) {
   switch (m) {

@@ -28,10 +28,11 @@
 // clang-format off
 #define SMOLVM_OPS(X) \
   /* -- session ------------------------------------------------------- */ \
+  /* flags (kHello*, enums.h): asked by the guest; the reply's are what the session is */ \
   X(1, Hello, SYNC, \
     (F(u64, proto_hash) F(u32, role) F(u32, pid) F(str, token) F(u64, flags)), \
     (F(u64, session_id) F(u64, arena_base) F(u64, arena_bytes) F(u64, host_base) \
-     F(u64, host_bytes) F(str, backend))) \
+     F(u64, host_bytes) F(str, backend) F(u64, flags))) \
   X(2, Goodbye, SYNC, (), ()) \
   X(3, Ping, SYNC, (), ()) \
   /* -- device --------------------------------------------------------- */ \
@@ -182,7 +183,7 @@
   /* kind: 0 cudaLaunchHostFunc (fn(user)), 1 cudaStreamAddCallback (fn(stream, status, user)) */ \
   X(130, LaunchHostFunc, ASYNC, (F(u64, stream) F(u64, fn) F(u64, user) F(u32, kind)), ()) \
   /* worker -> guest, unsolicited (ASYNC flag, seq 0): run fn now, then say HostFuncDone; */ \
-  /* status: the stream's error so far (a cudaStreamCallback_t's status) */ \
+  /* status: the stream's error so far (a cudaStreamCallback_t's status); kind 2: HostFetch */ \
   X(131, HostFuncCall, ASYNC, \
     (F(u64, call) F(u64, fn) F(u64, user) F(u32, kind) F(u64, stream) F(i32, status)), ()) \
   X(132, HostFuncDone, ASYNC, (F(u64, call)), ()) \
@@ -244,7 +245,18 @@
   /* used: the session's chunks plus its context; free as the session may allocate */ \
   X(101, NvmlMemory, SYNC, (), \
     (F(u64, total) F(u64, free_bytes) F(u64, used) F(u64, reserved) F(u32, worker_pid))) \
-  X(102, NvmlUtilization, SYNC, (), (F(u32, gpu) F(u32, memory)))
+  X(102, NvmlUtilization, SYNC, (), (F(u32, gpu) F(u32, memory))) \
+  /* -- pinned memory without descriptors (kHelloNoDescriptors; worker/host_mirrors.h) -- */ \
+  /* the guest's bytes into the worker's mirror of a pinned segment, at dispatch (bytes a */ \
+  /* device-to-host copy still lands in are the worker's and kept) */ \
+  X(170, HostWrite, ASYNC, (F(u64, addr) F(bytes, data)), ()) \
+  /* worker -> guest, unsolicited (ASYNC flag, seq 0), before a reply or a HostFuncCall: */ \
+  /* what a finished device-to-host copy wrote into the worker's mirror of a pinned segment */ \
+  X(171, HostLand, ASYNC, (F(u64, addr) F(bytes, data)), ()) \
+  /* when `stream` reaches it: a HostFuncCall of kind 2 (fn: addr, user: bytes) asks the */ \
+  /* guest for those bytes, which it answers with HostFetchData, then HostFuncDone */ \
+  X(172, HostFetch, ASYNC, (F(u64, stream) F(u64, addr) F(u64, bytes)), ()) \
+  X(173, HostFetchData, ASYNC, (F(u64, addr) F(bytes, data)), ())
 // clang-format on
 
 namespace smolvm::proto {

@@ -183,6 +183,10 @@ cudaError_t Runtime::GraphAddMemcpyNode1D(cudaGraphNode_t* node, cudaGraph_t gra
     return Finish(Refused(&reported, "a memcpy node with pageable host memory (use cudaMallocHost)"));
   }
   if (kind == cudaMemcpyHostToHost || (d_pinned && s_pinned)) return Finish(cudaErrorInvalidValue);
+  if (session_.no_descriptors()) {
+    static std::atomic<bool> reported{false};
+    return Finish(RefuseWithoutDescriptors(&reported, "a graph memcpy node with pinned memory"));
+  }
   if ((kind == cudaMemcpyHostToDevice && (!d_dev || s_dev)) || (kind == cudaMemcpyDeviceToHost && (d_dev || !s_dev)) ||
       (kind == cudaMemcpyDeviceToDevice && (!d_dev || !s_dev)) || kind > cudaMemcpyDefault)
     return Finish(cudaErrorInvalidValue);

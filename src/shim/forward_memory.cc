@@ -9,6 +9,9 @@
 //   device   -> pageable, larger:         MemcpyDtoHHost into staging, drained chunk by chunk
 //   device   -> pinned:                   MemcpyDtoHHost straight into the segment
 //   device   -> device:                   MemcpyDtoD (ASYNC)
+// Without descriptors (host_mirror.h) large pageable copies go inline in
+// chunks, and a copy from pinned memory sends its bytes to the worker's
+// mirror first (HostWrite).
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -74,6 +77,10 @@ cudaError_t Runtime::MallocHost(void** ptr, size_t bytes, unsigned flags) {
     *ptr = nullptr;
     return Finish(cudaSuccess);
   }
+  if ((flags & cudaHostAllocMapped) && session_.no_descriptors()) {
+    static std::atomic<bool> reported{false};
+    return Finish(RefuseWithoutDescriptors(&reported, "cudaHostAlloc with cudaHostAllocMapped"));
+  }
   Result<uint64_t> addr = host_mem_.Alloc(session_, bytes, flags);
   if (!addr.ok()) {
     cudaError_t e = ToCuda(addr.status());
@@ -109,6 +116,10 @@ cudaError_t Runtime::HostGetDevicePointer(void** dptr, void* hptr, unsigned flag
     }
     return Record(cudaErrorInvalidValue);
   }
+  if (session_.no_descriptors()) {
+    static std::atomic<bool> reported{false};
+    return Record(RefuseWithoutDescriptors(&reported, "cudaHostGetDevicePointer"));
+  }
   *dptr = hptr;  // unified addressing: the worker maps the segment at the same address
   return cudaSuccess;
 }
@@ -126,6 +137,14 @@ cudaError_t Runtime::HostGetFlags(unsigned* flags, void* hptr) {
   }
   *flags = seg->flags;
   return cudaSuccess;
+}
+
+cudaError_t Runtime::RefuseWithoutDescriptors(std::atomic<bool>* reported, const char* what) {
+  std::string text = std::string(what) +
+                     " in a session without descriptors (a gVisor machine: the device would reach the worker's copy "
+                     "of this pinned memory, never the program's; copies to and from it work)";
+  ReportNotSupportedOnce(reported, "cudart", text.c_str(), "cudaErrorNotSupported");
+  return cudaErrorNotSupported;
 }
 
 cudaError_t Runtime::WaitStaging(Staging& s) {
@@ -156,6 +175,9 @@ cudaError_t Runtime::EnsureStaging() {
 cudaError_t Runtime::CopyToDevice(uint64_t dst, const void* src, size_t bytes, uint64_t stream) {
   uint64_t seg_base;
   if (host_mem_.Find(reinterpret_cast<uint64_t>(src), bytes, &seg_base) != nullptr) {
+    if (host_mem_.mirror() != nullptr)
+      if (Status st = HostMirror::Push(session_, reinterpret_cast<uint64_t>(src), bytes, stream); !st.ok())
+        return ToCuda(st);
     proto::MemcpyHtoDHostRequest req;
     req.dst = dst;
     req.src = reinterpret_cast<uint64_t>(src);
@@ -172,6 +194,7 @@ cudaError_t Runtime::CopyToDevice(uint64_t dst, const void* src, size_t bytes, u
     session_.Enqueue(req);
     return cudaSuccess;
   }
+  if (host_mem_.mirror() != nullptr) return ToCuda(HostMirror::CopyToDevice(session_, dst, src, bytes, stream));
   if (cudaError_t e = EnsureStaging(); e != cudaSuccess) return e;
   const char* from = static_cast<const char*>(src);
   for (size_t off = 0, i = 0; off < bytes; off += kStagingBytes, ++i) {
@@ -219,6 +242,7 @@ cudaError_t Runtime::CopyFromDevice(void* dst, uint64_t src, size_t bytes, uint6
     std::memcpy(dst, rep.data.data(), bytes);
     return cudaSuccess;
   }
+  if (host_mem_.mirror() != nullptr) return ToCuda(HostMirror::CopyFromDevice(session_, dst, src, bytes, stream));
   if (cudaError_t e = EnsureStaging(); e != cudaSuccess) return e;
   char* to = static_cast<char*>(dst);
   auto drain = [&](Staging& s, size_t off, size_t n) -> cudaError_t {
@@ -282,6 +306,13 @@ cudaError_t Runtime::Memcpy(void* dst, const void* src, size_t bytes, cudaMemcpy
     // synchronous copy would wait for work that does not run.
     if (!async || dc == MemClass::kPageable || sc == MemClass::kPageable) {
       c->invalidated = true;
+      return Finish(cudaErrorStreamCaptureUnsupported);
+    }
+    // Without descriptors a graph would copy the worker's mirror.
+    if (session_.no_descriptors() && (dc == MemClass::kPinned || sc == MemClass::kPinned)) {
+      c->invalidated = true;
+      static std::atomic<bool> reported{false};
+      (void)RefuseWithoutDescriptors(&reported, "a copy with pinned memory on a capturing stream");
       return Finish(cudaErrorStreamCaptureUnsupported);
     }
   }

@@ -60,6 +60,11 @@ uint64_t HostFuncRunner::pending() const {
   return expected_ + calls_.size();
 }
 
+uint64_t HostFuncRunner::unfinished() const {
+  std::lock_guard l(mu_);
+  return expected_ + calls_.size() + running_;
+}
+
 void HostFuncRunner::ReaderWants() {
   {
     std::lock_guard l(mu_);
@@ -76,6 +81,11 @@ void HostFuncRunner::ReaderDone() {
 }
 
 void HostFuncRunner::Run(const proto::HostFuncCallRequest& call) {
+  if (call.kind == 2) {
+    // A HostFetch: the worker wants this process's pinned bytes now.
+    session_->SendHostFetchData(call.fn, call.user);
+    return;
+  }
   if (call.kind == 1) {
     auto fn = reinterpret_cast<cudaStreamCallback_t>(call.fn);
     fn(reinterpret_cast<cudaStream_t>(call.stream), static_cast<cudaError_t>(call.status),
@@ -100,12 +110,15 @@ void HostFuncRunner::Loop() {
         call = calls_.front();
         calls_.pop_front();
         if (expected_ > 0) --expected_;
+        ++running_;
         have = true;
       }
     }
     if (have) {
       Run(call);
       session_->SendHostFuncDone(call.call);
+      std::lock_guard l(mu_);
+      --running_;
       continue;
     }
     // Callbacks are due and no CUDA call is reading: read for them.

@@ -54,6 +54,9 @@ class HostFuncRunner {
   void Expect(uint64_t n);
   // Calls expected and not done yet.
   uint64_t pending() const;
+  // The same, and the one running now: while any is, a host function may
+  // still write pinned memory before work queued behind it (host_mirror.h).
+  uint64_t unfinished() const;
 
   // A CUDA call wants to read its reply: this thread lets go of the
   // connection (it may be asleep in poll on it). Paired with ReaderDone.
@@ -70,6 +73,7 @@ class HostFuncRunner {
   std::condition_variable cv_;
   std::deque<proto::HostFuncCallRequest> calls_;
   uint64_t expected_ = 0;  // calls announced by Expect and not run yet
+  uint64_t running_ = 0;   // taken from calls_, HostFuncDone not sent yet
   int readers_ = 0;        // CUDA calls waiting to read
   bool stop_ = false;
   std::thread thread_;

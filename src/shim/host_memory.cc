@@ -46,6 +46,21 @@ Result<uint64_t> HostMemory::Alloc(Session& session, uint64_t bytes, unsigned fl
     Rereserve(addr, len);
     free_[addr] = len;  // coalescing is left to Free; a failed Alloc is rare
   };
+  if (mirror_ != nullptr) {
+    Status st = HostMirror::MapAndRegister(session, addr, len);
+    if (!st.ok()) {
+      give_back();
+      return st;
+    }
+    mirror_->AddSegment(addr, len);
+    HostSegment seg;
+    seg.bytes = len;
+    seg.requested = bytes;
+    seg.flags = flags;
+    seg.scratch = scratch;
+    segments_[addr] = std::move(seg);
+    return addr;
+  }
 
   UniqueFd fd(::memfd_create("smolvm-pinned", MFD_CLOEXEC));
   if (!fd.valid()) {
@@ -91,6 +106,7 @@ Status HostMemory::Free(Session& session, uint64_t addr) {
   proto::HostUnregisterReply rep;
   Status st = session.Call(req, &rep);
   // Unmap even if the worker is gone: the segment is unusable either way.
+  if (mirror_ != nullptr) mirror_->RemoveSegment(addr);
   segments_.erase(it);
   Rereserve(addr, len);
   auto next = free_.lower_bound(addr);
@@ -122,6 +138,8 @@ const HostSegment* HostMemory::Find(uint64_t p, uint64_t bytes, uint64_t* base) 
 
 Status HostMemory::PrivatizeForClone() {
   for (auto& [addr, seg] : segments_) {
+    // Mirrored: private anonymous pages, the child's own since fork(2).
+    if (!seg.memfd.valid()) continue;
     UniqueFd fd(::memfd_create("smolvm-pinned", MFD_CLOEXEC));
     if (!fd.valid()) return ErrnoStatus("memfd_create", errno);
     if (::ftruncate(fd.get(), static_cast<off_t>(seg.bytes)) < 0) return ErrnoStatus("ftruncate", errno);
@@ -172,7 +190,9 @@ Status HostMemory::RegisterAll(Session& session) {
     req.addr = addr;
     req.bytes = seg.bytes;
     proto::HostRegisterReply rep;
-    RETURN_IF_ERROR(session.Call(req, &rep, seg.memfd.get()));
+    // Mirrored: no memfd; the clone's worker starts an empty mirror, which
+    // every copy from the segment fills first (HostWrite).
+    RETURN_IF_ERROR(session.Call(req, &rep, seg.memfd.valid() ? seg.memfd.get() : -1));
   }
   return Status::Ok();
 }

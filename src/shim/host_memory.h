@@ -19,6 +19,7 @@
 
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "shim/host_mirror.h"
 
 namespace smolvm::shim {
 
@@ -31,7 +32,7 @@ struct HostSegment {
   // Contents that mean nothing between uses (the shim's own staging): a
   // clone gets the segment zeroed, not copied.
   bool scratch = false;
-  UniqueFd memfd;
+  UniqueFd memfd;  // none in a session without descriptors (host_mirror.h)
 };
 
 class HostMemory {
@@ -40,6 +41,10 @@ class HostMemory {
   void Init(uint64_t base, uint64_t bytes);
   bool initialized() const { return range_bytes_ != 0; }
   bool InRange(uint64_t p) const { return p >= range_base_ && p - range_base_ < range_bytes_; }
+  // A session without descriptors: segments are this process's own pages,
+  // mirrored by the worker (host_mirror.h). Set before the first Alloc.
+  void set_mirror(HostMirror* mirror) { mirror_ = mirror; }
+  HostMirror* mirror() const { return mirror_; }
 
   // Maps a new segment and registers it with the worker through `session`
   // (REQUIRES its lock). Returns the address.
@@ -71,6 +76,7 @@ class HostMemory {
   uint64_t range_bytes_ = 0;
   std::map<uint64_t, uint64_t> free_;  // base -> bytes, coalesced
   std::map<uint64_t, HostSegment> segments_;
+  HostMirror* mirror_ = nullptr;
 };
 
 }  // namespace smolvm::shim

@@ -46,6 +46,10 @@ cudaError_t Runtime::Begin() {
   if (!st.ok()) return ToCuda(st);
   if (!host_mem_.initialized()) {
     host_mem_.Init(session_.hello().host_base, session_.hello().host_bytes);
+    if (session_.no_descriptors()) {
+      host_mem_.set_mirror(&mirror_);
+      session_.set_mirror(&mirror_);
+    }
     WarnForeignCudaLibraries();  // once: the session's start
   }
   return cudaSuccess;

@@ -327,6 +327,11 @@ class Runtime {
   DeviceMemoryTable device_mem_;
   HostMemory host_mem_;
   HostRegistrations registered_;
+  // A session without descriptors (host_mirror.h): where HostLand frames go.
+  HostMirror mirror_;
+  // In such a session: what the device would reach in the worker's mirror
+  // rather than this process's memory, refused by name (forward_memory.cc).
+  cudaError_t RefuseWithoutDescriptors(std::atomic<bool>* reported, const char* what);
   std::map<uint64_t, StreamInfo> streams_;
   std::map<uint64_t, EventInfo> events_;
   std::vector<std::unique_ptr<ModuleRecord>> modules_;

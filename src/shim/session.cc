@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +26,7 @@ SessionOptions SessionOptions::FromEnv() {
     unsigned long v = std::strtoul(f, &end, 10);
     if (end != f && *end == '\0' && v <= 1000000) o.flush_ops = v;  // else the default stays
   }
+  if (const char* n = std::getenv("SMOLVM_CUDA_NO_FDS")) o.no_descriptors = std::strcmp(n, "1") == 0;
   return o;
 }
 
@@ -105,7 +107,7 @@ Status Session::Handshake() {
   req.role = options_.role;
   req.pid = static_cast<uint32_t>(::getpid());
   req.token = options_.token;
-  req.flags = 0;
+  req.flags = options_.no_descriptors ? proto::kHelloNoDescriptors : 0;
   uint32_t seq = next_seq_++;
   proto::AppendRequest(&queue_, req, seq);
   RETURN_IF_ERROR(WriteQueue({}));
@@ -274,6 +276,10 @@ Status Session::ReadFrameRouted(proto::FrameHeader* h, std::string* payload) {
       RETURN_IF_ERROR(WriteDeviceOutput(*payload));
       continue;
     }
+    if (h->op == proto::HostLandRequest::kNumber) {
+      RETURN_IF_ERROR(RouteLanding(*payload));
+      continue;
+    }
     if (h->op != proto::HostFuncCallRequest::kNumber) return Status::Ok();
     proto::HostFuncCallRequest call;
     proto::Decoder dec(*payload);
@@ -341,6 +347,10 @@ Session::RunnerRead Session::ReadForRunner(int wake_fd, HostFuncRunner* runner) 
     stash_error_ = WriteDeviceOutput(stash_payload_);
     return stash_error_.ok() ? RunnerRead::kRouted : RunnerRead::kFailed;
   }
+  if (h.op == proto::HostLandRequest::kNumber && !(h.flags & proto::kFlagReply)) {
+    stash_error_ = RouteLanding(stash_payload_);
+    return stash_error_.ok() ? RunnerRead::kRouted : RunnerRead::kFailed;
+  }
   if (h.op == proto::HostFuncCallRequest::kNumber && !(h.flags & proto::kFlagReply)) {
     proto::HostFuncCallRequest call;
     proto::Decoder dec(stash_payload_);
@@ -363,6 +373,20 @@ void Session::SendHostFuncDone(uint64_t call) {
   // A failed session leaves the channel shut down; the write then fails and
   // the next CUDA call reports the failure.
   if (channel_ != nullptr) (void)channel_->Write(frame);
+}
+
+void Session::SendHostFetchData(uint64_t addr, uint64_t bytes) {
+  if (mirror_ == nullptr || !mirror_->Contains(addr, bytes)) return;  // the worker keeps its mirror's bytes
+  std::lock_guard w(write_mu_);
+  for (uint64_t off = 0; off < bytes && channel_ != nullptr; off += HostMirror::kChunkBytes) {
+    std::string frame;
+    proto::HostFetchDataRequest m;
+    m.addr = addr + off;
+    m.data = std::string_view(reinterpret_cast<const char*>(addr + off),
+                              std::min<uint64_t>(HostMirror::kChunkBytes, bytes - off));
+    proto::AppendRequest(&frame, m, 0);
+    if (!channel_->Write(frame).ok()) return;  // the next CUDA call reports the failure
+  }
 }
 
 void Session::NoteDeferred(int32_t deferred) {

@@ -27,9 +27,11 @@
 
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "proto/enums.h"
 #include "proto/frame.h"
 #include "proto/messages.h"
 #include "shim/host_funcs.h"
+#include "shim/host_mirror.h"
 #include "transport/unix_channel.h"
 
 namespace smolvm::shim {
@@ -73,6 +75,9 @@ struct SessionOptions {
   // The session of a host-function thread (host_funcs.h): never connects,
   // every call fails with cudaErrorNotPermitted.
   bool host_function_thread = false;
+  // Ask for a session without descriptors (SMOLVM_CUDA_NO_FDS=1; a gVisor
+  // machine's endpoint makes every session so by itself): host_mirror.h.
+  bool no_descriptors = false;
 
   static SessionOptions FromEnv();
 };
@@ -93,6 +98,12 @@ class Session {
   SessionFailure failure() const { return failure_; }
   const Status& failure_status() const { return failure_status_; }
   const proto::HelloReply& hello() const { return hello_; }
+  // No descriptor may cross the connection (the Hello reply said so):
+  // pinned memory is mirrored and large copies go inline (host_mirror.h).
+  bool no_descriptors() const { return (hello_.flags & proto::kHelloNoDescriptors) != 0; }
+  // Where HostLand frames go (REQUIRES mu() held when set; before the first
+  // copy into pinned memory).
+  void set_mirror(HostMirror* mirror) { mirror_ = mirror; }
 
   // Queues an ASYNC op. Never fails by itself: a transport error surfaces
   // from the Flush or Call that writes it.
@@ -119,6 +130,8 @@ class Session {
     Count(&round_trips_by_op_, static_cast<uint16_t>(Req::kOp));
     uint32_t seq = next_seq_++;
     if (fd >= 0) {
+      // It would fail in sendmsg and end the session for good.
+      if (no_descriptors()) return NotSupported(std::string(Req::kName) + " with a descriptor, in a session without");
       RETURN_IF_ERROR(Flush());
       proto::AppendRequest(&queue_, m, seq, 1);
       int fds[1] = {fd};
@@ -189,6 +202,13 @@ class Session {
   // The runner's answer, written between whole frames (no lock but the
   // writer's: the session lock may be held by a call waiting for it).
   void SendHostFuncDone(uint64_t call);
+  // The runner's answer to a HostFetch (host_mirror.h): this process's bytes
+  // [addr, +bytes) in HostFetchData frames, when they lie in a mirrored
+  // segment; written like SendHostFuncDone, which follows.
+  void SendHostFetchData(uint64_t addr, uint64_t bytes);
+  // Host functions queued and not finished (one may be running): a copy
+  // from pinned memory queued now must read it when its stream reaches it.
+  bool callbacks_unfinished() const { return runner_ != nullptr && runner_->unfinished() != 0; }
 
   // The first unreported failure of an earlier ASYNC op (0 when none);
   // cleared by the call.
@@ -244,6 +264,11 @@ class Session {
   // A DeviceOutput frame's text to this process's fd 1 or 2 (what its
   // kernels printed, at the sync point whose reply follows).
   Status WriteDeviceOutput(std::string_view payload);
+  // A HostLand frame (an unsolicited one from the worker) into mirror_.
+  Status RouteLanding(std::string_view payload) {
+    return mirror_ != nullptr ? mirror_->Land(payload) : Malformed("a HostLand in a session with descriptors");
+  }
+  HostMirror* mirror_ = nullptr;
   std::unique_ptr<UnixChannel> channel_;
   SessionFailure failure_ = SessionFailure::kNone;
   Status failure_status_;

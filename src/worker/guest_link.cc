@@ -1,5 +1,7 @@
 #include "worker/guest_link.h"
 
+#include "worker/host_mirrors.h"
+
 #include <poll.h>
 
 #include <chrono>
@@ -111,6 +113,16 @@ bool GuestLink::ReadAndRoute(int timeout_ms) {
       return true;
     }
   }
+  if (f.header.op == proto::HostFetchDataRequest::kNumber && (f.header.flags & proto::kFlagAsync) &&
+      mirrors_ != nullptr) {
+    // The answer to the HostFetch a callback waits in: into the mirror now,
+    // before the copy behind it runs (bytes outside the guest's mirrors are
+    // dropped: the guest wrote only its own memory's worth).
+    proto::HostFetchDataRequest data;
+    proto::Decoder dec(f.payload);
+    if (proto::Decode(dec, &data)) (void)mirrors_->WriteGuestBytes(data.addr, data.data);
+    return true;
+  }
   set_aside_bytes_ += f.payload.size();
   set_aside_.push_back(std::move(f));
   if (set_aside_bytes_ > kMaxSetAsideBytes) {
@@ -139,6 +151,10 @@ void GuestLink::Call(const HostCall& call) {
   req.stream = call.stream;
   req.status = call.status != nullptr ? call.status->load(std::memory_order_relaxed) : 0;
   std::string frame;
+  if (call.mirrors != nullptr &&
+      !call.mirrors->TakeStream(call.stream, call.landings_before, [this](const std::string& f) { return Write(f); })
+           .ok())
+    Close();
   proto::AppendRequest(&frame, req, 0);
   if (!Write(frame).ok()) Close();
   for (;;) {

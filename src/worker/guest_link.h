@@ -47,6 +47,11 @@ struct HostCall {
   bool once = true;
   // The stream's error so far, passed to a cudaStreamCallback_t.
   std::atomic<int32_t>* status = nullptr;
+  // A stream launch in a session without descriptors: the landings queued
+  // on its stream before it (numbered below landings_before) reach the
+  // guest ahead of its HostFuncCall (host_mirrors.h).
+  class HostMirrors* mirrors = nullptr;
+  uint64_t landings_before = 0;
 };
 
 // The backend's HostFn for every HostCall (the argument is a HostCall*).
@@ -65,6 +70,9 @@ class GuestLink final : public Channel {
   GuestLink() = default;
   ~GuestLink() override { Close(); }
   void Attach(std::unique_ptr<Channel> inner) { inner_ = std::move(inner); }
+  // HostFetchData frames a waiting call reads go into these mirrors at once
+  // (the copy behind the fetch reads them when the call returns).
+  void set_mirrors(class HostMirrors* mirrors) { mirrors_ = mirrors; }
 
   // Channel, for the serve loop. ReadFrame returns a set-aside frame first.
   Status Write(std::string_view bytes, std::span<const int> fds = {}) override;
@@ -99,6 +107,7 @@ class GuestLink final : public Channel {
   bool ReadAndRoute(int timeout_ms);
 
   std::unique_ptr<Channel> inner_;
+  class HostMirrors* mirrors_ = nullptr;
   std::mutex write_mu_;
   std::mutex read_mu_;
   mutable std::mutex mu_;  // guards what follows

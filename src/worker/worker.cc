@@ -112,6 +112,8 @@ void Worker::ReleaseAll() {
   DnnRelease();
   preload_.reset();
   memory_.reset();
+  link_->set_mirrors(nullptr);
+  mirrors_.reset();  // its events, while the context lives
   for (auto& [addr, seg] : host_) {
     (void)backend_->HostUnregister(reinterpret_cast<void*>(addr));
     ::mmap(reinterpret_cast<void*>(addr), seg.bytes, PROT_NONE,
@@ -139,6 +141,8 @@ Status Worker::Start() {
   memory_ = std::make_unique<DeviceMemory>(backend_.get(), options_.arena_base, options_.arena_bytes,
                                            options_.memory_limit_bytes);
   preload_ = std::make_unique<ChunkPreload>(backend_.get());
+  mirrors_ = std::make_unique<HostMirrors>(backend_.get());
+  link_->set_mirrors(mirrors_.get());
   return Status::Ok();
 }
 
@@ -164,6 +168,9 @@ Status Worker::Serve(std::unique_ptr<Channel> guest, const proto::WorkerAdoptReq
   hello.host_base = options_.host_base;
   hello.host_bytes = options_.host_bytes;
   hello.backend = std::string(backend_->Name());
+  // The daemon set it for an endpoint that cannot pass descriptors (a gVisor
+  // machine's), or the guest asked for it.
+  hello.flags = adopt.flags & proto::kHelloNoDescriptors;
   proto::AppendReply(&out, proto::HelloRequest::kNumber, adopt.hello_seq, 0, hello);
   RETURN_IF_ERROR(link.Write(out));
   SendStats();  // a clone starts with the golden's chunks
@@ -252,7 +259,7 @@ Status Worker::ServeFrame(Channel& guest, const proto::FrameHeader& h, std::stri
       AppendDeviceOutput(&text);
       if (!text.empty()) out.insert(0, text);
     }
-    return guest.Write(out, ctx.fds_out);
+    return WriteReply(guest, out, ctx.fds_out);
   }
   if (!o.status.ok() && deferred_ == 0) deferred_ = o.status.code();
   return Status::Ok();
@@ -269,6 +276,14 @@ void Worker::AppendDeviceOutput(std::string* out) {
       proto::AppendRequest(out, m, 0);
     }
   }
+}
+
+Status Worker::WriteReply(Channel& guest, const std::string& reply, std::span<const int> fds) {
+  if (mirrors_ == nullptr || mirrors_->pending() == 0) return guest.Write(reply, fds);
+  // The landings first, each frame its own write: a descriptor rides with
+  // the first byte written, which must be the reply's.
+  RETURN_IF_ERROR(mirrors_->TakeFinished([&](const std::string& frame) { return guest.Write(frame); }));
+  return guest.Write(reply, fds);
 }
 
 void Worker::ReportFault() {

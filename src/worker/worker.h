@@ -31,6 +31,7 @@
 #include "worker/graph_log.h"
 #include "worker/graph_registry.h"
 #include "worker/guest_link.h"
+#include "worker/host_mirrors.h"
 #include "worker/module_cache.h"
 #include "worker/op_counts.h"
 #include "worker/worker_cudnn.h"
@@ -205,6 +206,10 @@ class Worker {
   // Host functions (worker_host_func.cc).
   Status Handle(const proto::LaunchHostFuncRequest&, proto::LaunchHostFuncReply*, Ctx*);
   Status Handle(const proto::HostFuncDoneRequest&, proto::HostFuncDoneReply*, Ctx*);
+  // Pinned memory without descriptors (worker_memory.cc, host_mirrors.h).
+  Status Handle(const proto::HostWriteRequest&, proto::HostWriteReply*, Ctx*);
+  Status Handle(const proto::HostFetchRequest&, proto::HostFetchReply*, Ctx*);
+  Status Handle(const proto::HostFetchDataRequest&, proto::HostFetchDataReply*, Ctx*);
 
  private:
   struct HostSegment {
@@ -370,6 +375,15 @@ class Worker {
   OpCounter ops_;
   bool goodbye_ = false;
   std::map<uint64_t, HostSegment> host_;
+  // The segments registered without a memfd and their landings; made with
+  // the backend (Start), destroyed before it.
+  std::unique_ptr<HostMirrors> mirrors_;
+  // A copy with a mirror segment on a capturing stream is refused: the
+  // graph would replay it on the mirror, never the guest's memory.
+  Status RefuseMirrorInCapture(uint64_t stream);
+  // A reply to the guest, after the HostLand frames of every landing
+  // finished by now.
+  Status WriteReply(Channel& guest, const std::string& reply, std::span<const int> fds = {});
   std::map<uint64_t, StreamInfo> streams_;  // by guest id
   std::map<uint64_t, EventInfo> events_;
   std::map<uint64_t, ModuleInfo> modules_;

@@ -29,7 +29,7 @@ Status Worker::AnswerForkpoint(Channel& guest) {
   proto::AppendReply(&reply, proto::ForkpointWaitRequest::kNumber, forkpoint_seq_, deferred_,
                      proto::ForkpointWaitReply{go.clone_index, go.token});
   deferred_ = 0;
-  RETURN_IF_ERROR(guest.Write(reply));
+  RETURN_IF_ERROR(WriteReply(guest, reply));
   if (go.clone_index < 0) ahead_epoch_ = 0;  // the daemon lets go of the ahead export on release
   if (go.clone_index < 0 && control_) {
     std::string note;

@@ -21,6 +21,12 @@ LaunchConfig ConfigOf(const Req& q) {
   return c;
 }
 
+Status MirrorNodeRefused() {
+  return Cu(CUDA_ERROR_NOT_SUPPORTED,
+            "a graph memcpy node with pinned memory, in a session without descriptors (the graph would copy the "
+            "worker's mirror of that memory, not the program's)");
+}
+
 }  // namespace
 
 GraphRegistry& Worker::Graphs() {
@@ -61,12 +67,14 @@ Status Worker::Handle(const proto::GraphAddMemcpyNodeRequest& q, proto::GraphAdd
   switch (q.kind) {
     case 1:
       RETURN_IF_ERROR(CheckHost(q.src, q.bytes));
+      if (mirrors_->Contains(q.src, q.bytes)) return MirrorNodeRefused();
       RETURN_IF_ERROR(CheckRange(q.dst, q.bytes, "memcpy node destination"));
       p.copy = GraphCopyKind::kHostToDevice;
       p.dst = Moved(q.dst, q.bytes), p.src = q.src;
       break;
     case 2:
       RETURN_IF_ERROR(CheckHost(q.dst, q.bytes));
+      if (mirrors_->Contains(q.dst, q.bytes)) return MirrorNodeRefused();
       RETURN_IF_ERROR(CheckRange(q.src, q.bytes, "memcpy node source"));
       p.copy = GraphCopyKind::kDeviceToHost;
       p.dst = q.dst, p.src = Moved(q.src, q.bytes);

@@ -31,6 +31,10 @@ Status Worker::Handle(const proto::LaunchHostFuncRequest& q, proto::LaunchHostFu
       return Status::Ok();
     }
   }
+  if (mirrors_ != nullptr && mirrors_->pending() != 0) {
+    call->mirrors = mirrors_.get();
+    call->landings_before = mirrors_->next();
+  }
   HostCall* kept = link_->Keep(std::move(call));
   Status st = backend_->LaunchHostFunc(s, HostCallTrampoline, kept);
   if (!st.ok()) link_->Forget(kept);

@@ -38,7 +38,10 @@ Status Worker::Handle(const proto::MemFreeRequest& q, proto::MemFreeReply*, Ctx*
 }
 
 Status Worker::Handle(const proto::HostRegisterRequest& q, proto::HostRegisterReply*, Ctx* ctx) {
-  if (ctx->fds_in->size() != 1) return Cu(CUDA_ERROR_INVALID_VALUE, "HostRegister needs one memfd");
+  // No memfd: the guest passes no descriptors (kHelloNoDescriptors), and the
+  // segment is a mirror of its memory, private to the worker (host_mirrors.h).
+  const bool mirror = ctx->fds_in->empty();
+  if (ctx->fds_in->size() > 1) return Cu(CUDA_ERROR_INVALID_VALUE, "HostRegister takes one memfd or none");
   uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   if (q.bytes == 0 || q.addr % page || q.bytes % page || q.addr < options_.host_base ||
       q.addr + q.bytes > options_.host_base + options_.host_bytes || q.addr + q.bytes < q.addr)
@@ -46,15 +49,17 @@ Status Worker::Handle(const proto::HostRegisterRequest& q, proto::HostRegisterRe
   // The whole segment must be backed when it is registered (a file shrunk
   // later is the host guard's business).
   struct stat file;
-  if (::fstat((*ctx->fds_in)[0].get(), &file) < 0 || !S_ISREG(file.st_mode) ||
-      static_cast<uint64_t>(file.st_size) < q.bytes)
+  if (!mirror && (::fstat((*ctx->fds_in)[0].get(), &file) < 0 || !S_ISREG(file.st_mode) ||
+                  static_cast<uint64_t>(file.st_size) < q.bytes))
     return Cu(CUDA_ERROR_INVALID_VALUE, "HostRegister: the memfd is not a file of at least the segment's size");
   auto next = host_.lower_bound(q.addr);
   if ((next != host_.end() && next->first < q.addr + q.bytes) ||
       (next != host_.begin() && std::prev(next)->first + std::prev(next)->second.bytes > q.addr))
     return Cu(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "host segment overlaps another");
-  void* p = ::mmap(reinterpret_cast<void*>(q.addr), q.bytes, PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_FIXED, (*ctx->fds_in)[0].get(), 0);
+  void* p = mirror ? ::mmap(reinterpret_cast<void*>(q.addr), q.bytes, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)
+                   : ::mmap(reinterpret_cast<void*>(q.addr), q.bytes, PROT_READ | PROT_WRITE,
+                            MAP_SHARED | MAP_FIXED, (*ctx->fds_in)[0].get(), 0);
   if (p == MAP_FAILED) return Cu(CUDA_ERROR_INVALID_VALUE, std::string("mmap host segment: ") + strerror(errno));
   Status st = backend_->HostRegister(p, q.bytes);
   if (!st.ok()) {
@@ -62,6 +67,7 @@ Status Worker::Handle(const proto::HostRegisterRequest& q, proto::HostRegisterRe
     return st;
   }
   host_[q.addr] = HostSegment{q.bytes};
+  if (mirror) mirrors_->AddSegment(q.addr, q.bytes);
   return Status::Ok();
 }
 
@@ -70,6 +76,7 @@ Status Worker::Handle(const proto::HostUnregisterRequest& q, proto::HostUnregist
   if (it == host_.end()) return Cu(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "not a registered host segment");
   // DMA from or to the segment may still be in flight.
   RETURN_IF_ERROR(backend_->CtxSynchronize());
+  mirrors_->RemoveSegment(q.addr);  // with its landings: the guest frees what they would land in
   Status st = backend_->HostUnregister(reinterpret_cast<void*>(q.addr));
   ::mmap(reinterpret_cast<void*>(q.addr), it->second.bytes, PROT_NONE,
          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
@@ -94,6 +101,7 @@ Status Worker::Handle(const proto::MemcpyHtoDHostRequest& q, proto::MemcpyHtoDHo
   RETURN_IF_ERROR(CheckHost(q.src, q.bytes));
   RETURN_IF_ERROR(CheckRange(q.dst, q.bytes, "MemcpyHtoDHost destination"));
   ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
+  if (mirrors_->Contains(q.src, q.bytes)) RETURN_IF_ERROR(RefuseMirrorInCapture(s));
   RETURN_IF_ERROR(memory_->PrepareWrite(q.dst, q.bytes).status());
   RETURN_IF_ERROR(backend_->MemcpyHtoD(Moved(q.dst, q.bytes), reinterpret_cast<const void*>(q.src), q.bytes, s));
   // The segment is mapped here at the guest's address; the guest may not
@@ -118,7 +126,57 @@ Status Worker::Handle(const proto::MemcpyDtoHHostRequest& q, proto::MemcpyDtoHHo
   RETURN_IF_ERROR(CheckHost(q.dst, q.bytes));
   RETURN_IF_ERROR(CheckRange(q.src, q.bytes, "MemcpyDtoHHost source"));
   ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
-  return backend_->MemcpyDtoH(reinterpret_cast<void*>(q.dst), Moved(q.src, q.bytes), q.bytes, s);
+  const bool mirror = mirrors_->Contains(q.dst, q.bytes);
+  if (mirror) RETURN_IF_ERROR(RefuseMirrorInCapture(s));
+  RETURN_IF_ERROR(backend_->MemcpyDtoH(reinterpret_cast<void*>(q.dst), Moved(q.src, q.bytes), q.bytes, s));
+  // Into a mirror: the guest's memory gets the bytes once the copy is done.
+  if (mirror && q.bytes != 0) return mirrors_->AddLanding(q.dst, q.bytes, s, q.stream);
+  return Status::Ok();
+}
+
+// --- pinned memory without descriptors (host_mirrors.h) ----------------------
+
+Status Worker::RefuseMirrorInCapture(uint64_t stream) {
+  if (captures_.empty()) return Status::Ok();
+  Result<bool> capturing = backend_->StreamIsCapturing(stream);
+  if (capturing.ok() && *capturing)
+    return Cu(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+              "a copy with pinned memory on a capturing stream, in a session without descriptors (a graph would "
+              "copy the worker's mirror of that memory, not the program's)");
+  return Status::Ok();
+}
+
+Status Worker::Handle(const proto::HostWriteRequest& q, proto::HostWriteReply*, Ctx*) {
+  return mirrors_->WriteGuestBytes(q.addr, q.data);
+}
+
+Status Worker::Handle(const proto::HostFetchDataRequest& q, proto::HostFetchDataReply*, Ctx*) {
+  // Read by the serve loop rather than by the callback waiting for it: the
+  // same, before its HostFuncDone (host_mirrors.h).
+  return mirrors_->WriteGuestBytes(q.addr, q.data);
+}
+
+Status Worker::Handle(const proto::HostFetchRequest& q, proto::HostFetchReply*, Ctx*) {
+  if (!mirrors_->Contains(q.addr, q.bytes))
+    return Cu(CUDA_ERROR_INVALID_VALUE, "HostFetch: not inside a pinned segment registered without a memfd");
+  ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
+  RETURN_IF_ERROR(RefuseMirrorInCapture(s));
+  // A host function of kind 2: the guest answers with the bytes.
+  auto call = std::make_unique<HostCall>();
+  call->link = link_.get();
+  call->fn = q.addr;
+  call->user = q.bytes;
+  call->stream = q.stream;
+  call->kind = 2;
+  call->status = &callback_status_;
+  if (mirrors_->pending() != 0) {
+    call->mirrors = mirrors_.get();
+    call->landings_before = mirrors_->next();
+  }
+  HostCall* kept = link_->Keep(std::move(call));
+  Status st = backend_->LaunchHostFunc(s, HostCallTrampoline, kept);
+  if (!st.ok()) link_->Forget(kept);
+  return st;
 }
 
 Status Worker::Handle(const proto::MemcpyDtoDRequest& q, proto::MemcpyDtoDReply*, Ctx*) {
