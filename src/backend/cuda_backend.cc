@@ -15,6 +15,7 @@ namespace {
 // mistaken for a live one that happens to reuse its handle value.
 std::atomic<uint64_t> g_next_backend_id{1};
 thread_local uint64_t t_current_backend = 0;
+thread_local CUcontext t_current_context = nullptr;  // which of its contexts
 
 CUstream ToStream(uint64_t s) { return reinterpret_cast<CUstream>(static_cast<uintptr_t>(s)); }
 CUevent ToEvent(uint64_t e) { return reinterpret_cast<CUevent>(static_cast<uintptr_t>(e)); }
@@ -51,6 +52,10 @@ CudaBackend::~CudaBackend() {
   // Best effort: after a fault every call fails; the process exit frees the
   // rest, so failures here are ignored.
   if (!Enter().ok()) return;
+  for (uint64_t c : created_) (void)driver_->cuCtxDestroy(reinterpret_cast<CUcontext>(static_cast<uintptr_t>(c)));
+  created_.clear();
+  current_ = ctx_;
+  if (!Check(driver_->cuCtxSetCurrent(ctx_), "cuCtxSetCurrent").ok()) return;
   (void)driver_->cuCtxSynchronize();
   for (const auto& [addr, bytes] : mappings_) (void)driver_->cuMemUnmap(addr, bytes);
   for (uint64_t chunk : chunks_) (void)driver_->cuMemRelease(chunk);
@@ -78,9 +83,10 @@ Status CudaBackend::Enter() {
   if (ctx_ == nullptr) {
     return Status(CUDA_ERROR_NOT_INITIALIZED, "CudaBackend: no context (Init has not succeeded)");
   }
-  if (t_current_backend != id_) {
-    RETURN_IF_ERROR(Check(driver_->cuCtxSetCurrent(ctx_), "cuCtxSetCurrent"));
+  if (t_current_backend != id_ || t_current_context != current_) {
+    RETURN_IF_ERROR(Check(driver_->cuCtxSetCurrent(current_), "cuCtxSetCurrent"));
     t_current_backend = id_;
+    t_current_context = current_;
   }
   return Status::Ok();
 }
@@ -111,8 +117,10 @@ Status CudaBackend::Init(int device) {
   device_ = device;
   cu_device_ = dev;
   ctx_ = ctx;
+  current_ = ctx;
   granularity_ = granularity;
   t_current_backend = id_;
+  t_current_context = ctx;
   return Status::Ok();
 }
 

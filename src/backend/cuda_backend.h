@@ -73,6 +73,11 @@ class CudaBackend final : public GpuBackend {
   Result<uint64_t> CtxGetLimit(int limit) override;
   Status CtxSetLimit(int limit, uint64_t value) override;
   Status StreamPriorityRange(int* least, int* greatest) override;
+  // cuCtxCreate with the worker's limits (context_limits.h); the handle is
+  // the CUcontext (cuda_backend_contexts.cc).
+  Result<uint64_t> CtxCreate(uint32_t flags) override;
+  Status CtxDestroy(uint64_t ctx) override;
+  Status CtxSelect(uint64_t ctx) override;
 
   Status ReserveArena(uint64_t base, uint64_t bytes) override;
   // 0 before Init.
@@ -153,7 +158,9 @@ class CudaBackend final : public GpuBackend {
   bool driver_tried_ = false;
   int device_ = -1;
   CUdevice cu_device_ = 0;
-  CUcontext ctx_ = nullptr;
+  CUcontext ctx_ = nullptr;      // the primary context (Init)
+  CUcontext current_ = nullptr;  // what calls run in: ctx_ or one of created_ (CtxSelect)
+  std::set<uint64_t> created_;   // CtxCreate's contexts, live (cuda_backend_contexts.cc)
   uint64_t granularity_ = 0;
   uint64_t arena_base_ = 0, arena_bytes_ = 0;
   std::map<uint64_t, uint64_t> mappings_;  // address -> bytes, for teardown

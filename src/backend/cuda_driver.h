@@ -50,6 +50,9 @@ namespace smolvm {
   X(cuDevicePrimaryCtxRetain)       \
   X(cuDevicePrimaryCtxRelease)      \
   X(cuCtxSetCurrent)                \
+  X(cuCtxCreate)                    \
+  X(cuCtxDestroy)                   \
+  X(cuCtxPopCurrent)                \
   X(cuCtxSynchronize)               \
   X(cuCtxGetLimit)                  \
   X(cuCtxSetLimit)                  \

@@ -437,6 +437,7 @@ Result<uint64_t> FakeBackend::StreamCreate(uint32_t flags, int32_t priority) {
   RETURN_IF_ERROR(Enter("StreamCreate"));
   uint64_t h = (next_handle_++) << 4;
   streams_[h] = flags;
+  Own(h);
   return h;
 }
 
@@ -497,10 +498,24 @@ Status FakeBackend::LaunchHostFunc(uint64_t stream, HostFn fn, void* user) {
   return Status::Ok();
 }
 
+void FakeBackend::ForgetOwned(uint64_t h) {
+  streams_.erase(h);
+  events_.erase(h);
+  captures_.erase(h);
+  event_captures_.erase(h);
+  if (auto m = modules_.find(h); m != modules_.end()) {
+    used_bytes_ -= m->second;
+    modules_.erase(m);
+  }
+  functions_.erase(h);
+  function_attrs_.erase(h);
+}
+
 Result<uint64_t> FakeBackend::EventCreate(uint32_t flags) {
   RETURN_IF_ERROR(Enter("EventCreate"));
   uint64_t h = (next_handle_++) << 4;
   events_[h] = Event{flags, false, {}};
+  Own(h);
   return h;
 }
 

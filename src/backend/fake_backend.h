@@ -72,6 +72,10 @@
 
 namespace smolvm {
 
+// What a context the guest created holds of the fake device (a GPU's is
+// hundreds of MiB; the fake's primary context counts its limits instead).
+inline constexpr uint64_t kFakeCreatedContextBytes = 32ull << 20;
+
 struct FakeBackendOptions {
   uint64_t total_mem = 16ull << 30;
   uint64_t granularity = 2ull << 20;
@@ -125,6 +129,13 @@ class FakeBackend final : public GpuBackend {
   Result<uint64_t> CtxGetLimit(int limit) override;
   Status CtxSetLimit(int limit, uint64_t value) override;
   Status StreamPriorityRange(int* least, int* greatest) override;
+  // Contexts (fake_backend_contexts.cc): each takes kFakeCreatedContextBytes
+  // of the device (CUDA_ERROR_OUT_OF_MEMORY when it is full) and owns the
+  // streams, events, modules and functions made while it was current.
+  Result<uint64_t> CtxCreate(uint32_t flags) override;
+  Status CtxDestroy(uint64_t ctx) override;
+  Status CtxSelect(uint64_t ctx) override;
+  uint64_t CurrentContext() const { return current_ctx_; }
 
   Status ReserveArena(uint64_t base, uint64_t bytes) override;
   uint64_t Granularity() const override { return options_.granularity; }
@@ -259,7 +270,18 @@ class FakeBackend final : public GpuBackend {
   // Launch attributes as the H200 judges them (fake_backend_modules.cc).
   Status CheckLaunchAttrs(uint64_t function, const LaunchConfig& c);
   void* global_ = nullptr;
-  UniqueFd context_slot_;  // SMOLVM_FAKE_CONTEXTS: held while this context lives
+  UniqueFd context_slot_;
+  // Created contexts (fake_backend_contexts.cc): the current one (0: the
+  // primary), the live ones, and which made each stream, event, module and
+  // function (handles of the primary are not listed).
+  uint64_t current_ctx_ = 0;
+  std::set<uint64_t> contexts_;
+  std::unordered_map<uint64_t, uint64_t> owner_;
+  void Own(uint64_t handle) {
+    if (current_ctx_ != 0) owner_[handle] = current_ctx_;
+  }
+  // The stream, event, module or function `handle` is gone with its context.
+  void ForgetOwned(uint64_t handle);  // SMOLVM_FAKE_CONTEXTS: held while this context lives
   std::map<std::string, int> calls_;
   std::map<std::string, std::pair<int32_t, int>> fail_next_;  // method -> (code, calls to skip)
 };

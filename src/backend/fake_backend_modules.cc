@@ -48,6 +48,7 @@ Result<uint64_t> FakeBackend::ModuleLoad(std::string_view image) {
   used_bytes_ += bytes;
   uint64_t h = next_handle_++;
   modules_[h] = bytes;
+  Own(h);
   return h;
 }
 
@@ -76,6 +77,7 @@ Result<uint64_t> FakeBackend::ModuleGetFunction(uint64_t module, const std::stri
     if (name == k->name) {
       uint64_t h = next_handle_++;
       functions_[h] = k;
+      if (auto o = owner_.find(module); o != owner_.end()) owner_[h] = o->second;  // its module's context
       std::vector<int32_t> attrs(CU_FUNC_ATTRIBUTE_MAX, 0);
       attrs[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] = 1024;
       attrs[CU_FUNC_ATTRIBUTE_NUM_REGS] = 16;

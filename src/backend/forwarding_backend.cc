@@ -21,6 +21,10 @@ Status ForwardingBackend::StreamPriorityRange(int* least, int* greatest) {
   return inner_->StreamPriorityRange(least, greatest);
 }
 
+Result<uint64_t> ForwardingBackend::CtxCreate(uint32_t flags) { return inner_->CtxCreate(flags); }
+Status ForwardingBackend::CtxDestroy(uint64_t ctx) { return inner_->CtxDestroy(ctx); }
+Status ForwardingBackend::CtxSelect(uint64_t ctx) { return inner_->CtxSelect(ctx); }
+
 Status ForwardingBackend::ReserveArena(uint64_t base, uint64_t bytes) { return inner_->ReserveArena(base, bytes); }
 uint64_t ForwardingBackend::Granularity() const { return inner_->Granularity(); }
 Result<uint64_t> ForwardingBackend::ChunkCreate(uint64_t bytes) { return inner_->ChunkCreate(bytes); }

@@ -31,6 +31,9 @@ class ForwardingBackend : public GpuBackend {
   Result<uint64_t> CtxGetLimit(int limit) override;
   Status CtxSetLimit(int limit, uint64_t value) override;
   Status StreamPriorityRange(int* least, int* greatest) override;
+  Result<uint64_t> CtxCreate(uint32_t flags) override;
+  Status CtxDestroy(uint64_t ctx) override;
+  Status CtxSelect(uint64_t ctx) override;
 
   Status ReserveArena(uint64_t base, uint64_t bytes) override;
   uint64_t Granularity() const override;

@@ -64,6 +64,9 @@ class RecordingBackend final : public GpuBackend {
     *greatest = -9;
     return Fail("StreamPriorityRange");
   }
+  Result<uint64_t> CtxCreate(uint32_t flags) override { return Log(Call("CtxCreate", flags)), 903u; }
+  Status CtxDestroy(uint64_t ctx) override { return Fail(Call("CtxDestroy", ctx)); }
+  Status CtxSelect(uint64_t ctx) override { return Fail(Call("CtxSelect", ctx)); }
   Status ReserveArena(uint64_t base, uint64_t bytes) override { return Fail(Call("ReserveArena", base, bytes)); }
   uint64_t Granularity() const override { return Log("Granularity"), 4242; }
   Result<uint64_t> ChunkCreate(uint64_t bytes) override { return Log(Call("ChunkCreate", bytes)), bytes + 1; }
@@ -236,6 +239,9 @@ std::vector<Case> Cases() {
          Status st = b.StreamPriorityRange(&least, &greatest);
          return pair(st, least, greatest);
        }},
+      {"CtxCreate", [](GpuBackend& b, RecordingBackend&) { return Show(b.CtxCreate(4)); }},
+      {"CtxDestroy", [](GpuBackend& b, RecordingBackend&) { return Show(b.CtxDestroy(904)); }},
+      {"CtxSelect", [](GpuBackend& b, RecordingBackend&) { return Show(b.CtxSelect(905)); }},
       {"ReserveArena", [](GpuBackend& b, RecordingBackend&) { return Show(b.ReserveArena(1ull << 44, 1ull << 36)); }},
       {"Granularity", [](GpuBackend& b, RecordingBackend&) { return std::to_string(b.Granularity()); }},
       {"ChunkCreate", [](GpuBackend& b, RecordingBackend&) { return Show(b.ChunkCreate(2u << 20)); }},

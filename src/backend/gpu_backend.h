@@ -134,6 +134,19 @@ class GpuBackend {
   virtual Status CtxSetLimit(int limit, uint64_t value) = 0;
   virtual Status StreamPriorityRange(int* least, int* greatest) = 0;
 
+  // --- Contexts the guest created (cuCtxCreate) ------------------------------
+  // Context 0 is the one Init made (the primary context). CtxCreate makes
+  // another on the same device, with the worker's limits, and leaves the
+  // current context as it was; CtxSelect makes `ctx` (0: the primary) the one
+  // later calls run in; CtxDestroy destroys it (synchronizing it first) with
+  // every stream, event and module made while it was current, and makes the
+  // primary current if it was. Chunks, mappings and the arena belong to the
+  // device, not to a context: memory mapped in the arena is reachable from
+  // every context of the process (unified addressing).
+  virtual Result<uint64_t> CtxCreate(uint32_t flags) = 0;
+  virtual Status CtxDestroy(uint64_t ctx) = 0;
+  virtual Status CtxSelect(uint64_t ctx) = 0;
+
   // --- Virtual memory: chunks mapped into the fixed arena -------------------
   // Reserves [base, base+bytes); fails unless the range is granted exactly.
   virtual Status ReserveArena(uint64_t base, uint64_t bytes) = 0;

@@ -10,6 +10,7 @@
 #include "backend/context_limits.h"
 #include "backend/device_footprint.h"
 #include "daemon/machine_budget.h"
+#include "worker/context_size.h"
 
 namespace smolvm {
 namespace {
@@ -67,6 +68,30 @@ Status BudgetedBackend::ModuleUnload(uint64_t module) {
   if (st.ok() && it != charges_.modules.end()) {
     Give(it->second);
     charges_.modules.erase(it);
+  }
+  // Its functions' handles may come back for other kernels.
+  if (st.ok()) charges_.local_bytes.clear();
+  return st;
+}
+
+Result<uint64_t> BudgetedBackend::CtxCreate(uint32_t flags) {
+  const uint64_t bytes = EstimatedContextBytes(inner().Name());
+  if (!Take(bytes)) return OverBudget(*budget_, bytes, "a context (cuCtxCreate)");
+  auto ctx = inner().CtxCreate(flags);
+  if (!ctx.ok()) {
+    Give(bytes);
+    return ctx;
+  }
+  context_charges_[*ctx] = bytes;
+  return ctx;
+}
+
+Status BudgetedBackend::CtxDestroy(uint64_t ctx) {
+  Status st = inner().CtxDestroy(ctx);
+  auto it = context_charges_.find(ctx);
+  if (st.ok() && it != context_charges_.end()) {
+    Give(it->second);
+    context_charges_.erase(it);
   }
   // Its functions' handles may come back for other kernels.
   if (st.ok()) charges_.local_bytes.clear();

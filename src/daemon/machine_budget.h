@@ -154,6 +154,16 @@ class BudgetedBackend final : public ForwardingBackend {
   // Charge the module's device bytes and refund them (device_charges.h).
   Result<uint64_t> ModuleLoad(std::string_view image) override;
   Status ModuleUnload(uint64_t module) override;
+  // A context the guest created is charged what a worker's context is taken
+  // to cost (EstimatedContextBytes, worker/context_size.h) before the inner
+  // create, refunded when it is destroyed (device_charges.cc).
+  Result<uint64_t> CtxCreate(uint32_t flags) override;
+  Status CtxDestroy(uint64_t ctx) override;
+  uint64_t context_bytes() const {
+    uint64_t n = 0;
+    for (const auto& [ctx, bytes] : context_charges_) n += bytes;
+    return n;
+  }
 
  private:
   // Charge / refund the budget when there is one (true without).
@@ -165,6 +175,7 @@ class BudgetedBackend final : public ForwardingBackend {
   uint64_t unpaid_ = 0;
   std::map<uint64_t, uint64_t> charged_;  // chunk handle -> bytes charged
   DeviceCharges charges_;                 // modules and context limits
+  std::map<uint64_t, uint64_t> context_charges_;  // created context -> bytes charged
 };
 
 // Worker side, before it serves anyone: reads control frames, installs a

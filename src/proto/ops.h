@@ -256,7 +256,15 @@
   /* when `stream` reaches it: a HostFuncCall of kind 2 (fn: addr, user: bytes) asks the */ \
   /* guest for those bytes, which it answers with HostFetchData, then HostFuncDone */ \
   X(172, HostFetch, ASYNC, (F(u64, stream) F(u64, addr) F(u64, bytes)), ()) \
-  X(173, HostFetchData, ASYNC, (F(u64, addr) F(bytes, data)), ())
+  X(173, HostFetchData, ASYNC, (F(u64, addr) F(bytes, data)), ()) \
+  /* -- contexts the program created (cuCtxCreate; docs/shim.md, Contexts) -- */ \
+  /* ctx: guest-chosen id (0 is the primary context); charged like an allocation */ \
+  X(190, CtxCreate, SYNC, (F(u64, ctx) F(u32, flags)), ()) \
+  /* freed: the allocations that went with it; streams, events, modules: its ids */ \
+  X(191, CtxDestroy, SYNC, (F(u64, ctx)), \
+    (F(u64s, freed) F(u64s, streams) F(u64s, events) F(u64s, modules))) \
+  /* the ops after it run in `ctx` (0: the primary context), until the next one */ \
+  X(192, CtxSetCurrent, ASYNC, (F(u64, ctx)), ())
 // clang-format on
 
 namespace smolvm::proto {

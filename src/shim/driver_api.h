@@ -34,16 +34,23 @@
   X(cuDeviceGetAttribute, (int* value, CUdevice_attribute attrib, CUdevice dev), (value, attrib, dev)) \
   X(cuDeviceGetPCIBusId, (char* bus_id, int len, CUdevice dev), (bus_id, len, dev)) \
   X(cuDeviceCanAccessPeer, (int* can, CUdevice dev, CUdevice peer), (can, dev, peer)) \
-  /* -- contexts: one primary context, device 0 -------------------------- */ \
+  /* -- contexts: the primary, and the program's own (forward_driver_context.cc) */ \
   X(cuDevicePrimaryCtxRetain, (CUcontext* ctx, CUdevice dev), (ctx, dev)) \
   X(cuDevicePrimaryCtxRelease_v2, (CUdevice dev), (dev)) \
   X(cuDevicePrimaryCtxGetState, (CUdevice dev, unsigned int* flags, int* active), (dev, flags, active)) \
   X(cuDevicePrimaryCtxSetFlags_v2, (CUdevice dev, unsigned int flags), (dev, flags)) \
   X(cuDevicePrimaryCtxReset_v2, (CUdevice dev), (dev)) \
   X(cuCtxGetCurrent, (CUcontext* ctx), (ctx)) \
-  /* refused with the alternative named (forward_driver_refused.cc) */ \
   X(cuCtxCreate_v4, (CUcontext* ctx, CUctxCreateParams* params, unsigned int flags, CUdevice dev), \
     (ctx, params, flags, dev)) \
+  X(cuCtxCreate_v2, (CUcontext* ctx, unsigned int flags, CUdevice dev), (ctx, flags, dev)) \
+  X(cuCtxCreate_v3, (CUcontext* ctx, CUexecAffinityParam* params, int n, unsigned int flags, CUdevice dev), \
+    (ctx, params, n, flags, dev)) \
+  X(cuCtxDestroy_v2, (CUcontext ctx), (ctx)) \
+  X(cuCtxSetFlags, (unsigned int flags), (flags)) \
+  X(cuCtxGetApiVersion, (CUcontext ctx, unsigned int* version), (ctx, version)) \
+  X(cuCtxGetId, (CUcontext ctx, unsigned long long* id), (ctx, id)) \
+  /* refused with the alternative named (forward_driver_refused.cc) */ \
   X(cuMemAllocManaged, (CUdeviceptr* dptr, size_t bytes, unsigned int flags), (dptr, bytes, flags)) \
   X(cuCtxSetCurrent, (CUcontext ctx), (ctx)) \
   X(cuCtxPushCurrent_v2, (CUcontext ctx), (ctx)) \

@@ -28,15 +28,6 @@ namespace {
 
 Runtime& rt() { return Runtime::Get(); }
 
-// The one context: CUcontext values point here.
-struct PrimaryContext {
-  unsigned flags = 0;
-};
-PrimaryContext primary;
-CUcontext PrimaryHandle() { return reinterpret_cast<CUcontext>(&primary); }
-thread_local std::vector<CUcontext> tl_ctx_stack;  // cuCtxPushCurrent/PopCurrent, cuCtxSetCurrent
-thread_local bool tl_ctx_set = false;              // cuCtxSetCurrent was called on this thread
-
 // Images of cuModuleLoadData, owned (the caller may free its copy) so a
 // clone can reload them. Guarded by the session lock.
 std::deque<std::string> loaded_images;
@@ -44,8 +35,6 @@ std::deque<std::string> loaded_images;
 std::map<std::pair<const void*, std::string>, const void*> functions_by_name;
 
 }  // namespace
-
-CUcontext Driver::Primary() { return PrimaryHandle(); }
 
 CUresult ToCuResult(int e) {
   switch (e) {
@@ -157,117 +146,6 @@ CUresult Driver::cuDeviceCanAccessPeer(int* can, CUdevice dev, CUdevice peer) {
   return CUDA_SUCCESS;
 }
 
-// --- the primary context ---------------------------------------------------
-
-CUresult Driver::cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
-  if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  SMOLVM_DRIVER_BEGIN(r);
-  if (dev != 0) return ToCuResult(r.Finish(cudaErrorInvalidDevice));
-  *ctx = PrimaryHandle();
-  return ToCuResult(r.Finish(cudaSuccess));
-}
-
-CUresult Driver::cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
-  // The worker's context lives as long as the session.
-  return dev == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
-}
-
-CUresult Driver::cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active) {
-  if (flags == nullptr || active == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
-  Runtime& r = rt();
-  std::lock_guard lock(r.session_.mu());
-  *flags = primary.flags;
-  *active = r.session_.connected() ? 1 : 0;
-  return CUDA_SUCCESS;
-}
-
-CUresult Driver::cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags) {
-  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
-  primary.flags = flags;  // scheduling hints; the worker's context keeps its own
-  return CUDA_SUCCESS;
-}
-
-CUresult Driver::cuDevicePrimaryCtxReset_v2(CUdevice dev) {
-  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
-  Runtime::DriverCallScope scope;
-  return ToCuResult(rt().DeviceReset());
-}
-
-CUresult Driver::cuCtxGetCurrent(CUcontext* ctx) {
-  if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (!tl_ctx_stack.empty()) {
-    *ctx = tl_ctx_stack.back();
-    return CUDA_SUCCESS;
-  }
-  // Without an explicit choice on this thread, the primary context is
-  // current once the session is up (the runtime made it so natively).
-  Runtime& r = rt();
-  std::lock_guard lock(r.session_.mu());
-  *ctx = !tl_ctx_set && r.session_.connected() ? PrimaryHandle() : nullptr;
-  return CUDA_SUCCESS;
-}
-
-CUresult Driver::cuCtxSetCurrent(CUcontext ctx) {
-  if (ctx != nullptr && ctx != PrimaryHandle()) return CUDA_ERROR_INVALID_CONTEXT;
-  if (tl_ctx_stack.empty()) {
-    if (ctx != nullptr) tl_ctx_stack.push_back(ctx);
-  } else if (ctx == nullptr) {
-    tl_ctx_stack.pop_back();
-  } else {
-    tl_ctx_stack.back() = ctx;
-  }
-  tl_ctx_set = ctx == nullptr;
-  return CUDA_SUCCESS;
-}
-
-CUresult Driver::cuCtxPushCurrent_v2(CUcontext ctx) {
-  if (ctx != PrimaryHandle()) return CUDA_ERROR_INVALID_CONTEXT;
-  tl_ctx_stack.push_back(ctx);
-  return CUDA_SUCCESS;
-}
-
-CUresult Driver::cuCtxPopCurrent_v2(CUcontext* ctx) {
-  if (tl_ctx_stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
-  if (ctx != nullptr) *ctx = tl_ctx_stack.back();
-  tl_ctx_stack.pop_back();
-  return CUDA_SUCCESS;
-}
-
-CUresult Driver::cuCtxGetDevice(CUdevice* dev) {
-  if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  SMOLVM_DRIVER_BEGIN(r);
-  *dev = 0;
-  return ToCuResult(r.Finish(cudaSuccess));
-}
-
-CUresult Driver::cuCtxGetFlags(unsigned int* flags) {
-  if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *flags = primary.flags;
-  return CUDA_SUCCESS;
-}
-
-CUresult Driver::cuCtxSynchronize() {
-  Runtime::DriverCallScope scope;
-  return ToCuResult(rt().DeviceSynchronize());
-}
-
-CUresult Driver::cuCtxGetStreamPriorityRange(int* least, int* greatest) {
-  Runtime::DriverCallScope scope;
-  return ToCuResult(rt().DeviceGetStreamPriorityRange(least, greatest));
-}
-
-// CUlimit values equal the cudaLimit ones.
-CUresult Driver::cuCtxGetLimit(size_t* value, CUlimit limit) {
-  Runtime::DriverCallScope scope;
-  return ToCuResult(rt().DeviceGetLimit(value, static_cast<cudaLimit>(limit)));
-}
-
-CUresult Driver::cuCtxSetLimit(CUlimit limit, size_t value) {
-  Runtime::DriverCallScope scope;
-  return ToCuResult(rt().DeviceSetLimit(static_cast<cudaLimit>(limit), value));
-}
-
 // No profiler is attached to the guest: they check the calling thread's
 // context and the session, as the driver does.
 CUresult Driver::cuProfilerStart() {
@@ -286,6 +164,7 @@ CUresult Driver::LoadOwnedImage(Runtime& r, CUmodule* module, std::string image)
   loaded_images.push_back(std::move(image));
   auto m = std::make_unique<Runtime::ModuleRecord>();
   m->image = loaded_images.back();
+  m->driver = true;
   if (cudaError_t e = r.EnsureModule(m.get()); e != cudaSuccess) {
     loaded_images.pop_back();
     return ToCuResult(r.Finish(e));

@@ -1,6 +1,6 @@
 // Driver entries refused with what to use instead (the runtime's twins are
-// in refused_exports.cc): a session has one context in one worker, and
-// managed memory cannot be coherent across the guest and the worker.
+// in refused_exports.cc): managed memory cannot be coherent across the guest
+// and the worker.
 #include <atomic>
 
 #include "shim/driver.h"
@@ -8,15 +8,6 @@
 #include "shim/stub_report.h"
 
 namespace smolvm::shim {
-
-CUresult Driver::cuCtxCreate_v4(CUcontext* ctx, CUctxCreateParams* params, unsigned int flags, CUdevice dev) {
-  static std::atomic<bool> reported{false};
-  ReportNotSupportedOnce(&reported, "cuda", "cuCtxCreate (a context of the program's own)", "CUDA_ERROR_NOT_SUPPORTED",
-                         "a session is one context in its worker; use the primary context: cuDevicePrimaryCtxRetain "
-                         "then cuCtxSetCurrent (what the runtime uses)");
-  if (ctx != nullptr) *ctx = nullptr;
-  return CUDA_ERROR_NOT_SUPPORTED;
-}
 
 CUresult Driver::cuMemAllocManaged(CUdeviceptr* dptr, size_t bytes, unsigned int flags) {
   static std::atomic<bool> reported{false};

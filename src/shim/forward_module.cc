@@ -1,6 +1,7 @@
 // Modules and launches: what nvcc's host stubs register at start-up, loaded
 // lazily into the worker on first use, and kernel launches packed from the
 // parameter layout the worker reports once per function.
+#include <optional>
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -152,6 +153,8 @@ cudaError_t Runtime::EnsureDeviceInfo() {
 cudaError_t Runtime::EnsureModule(ModuleRecord* m) {
   if (m->id != 0) return cudaSuccess;
   if (m->load_error != cudaSuccess) return m->load_error;
+  std::optional<PrimaryContextScope> primary;
+  if (!m->driver) primary.emplace();
   if (m->image.size() > proto::kMaxPayloadBytes - 4096) return cudaErrorInvalidKernelImage;
   XXH128_canonical_t hash;
   XXH128_canonicalFromHash(&hash, XXH3_128bits(m->image.data(), m->image.size()));
@@ -174,6 +177,8 @@ cudaError_t Runtime::EnsureModule(ModuleRecord* m) {
 cudaError_t Runtime::EnsureKernel(KernelRecord* k) {
   if (k->id != 0) return cudaSuccess;
   if (cudaError_t e = EnsureModule(k->module); e != cudaSuccess) return e;
+  std::optional<PrimaryContextScope> primary;
+  if (!k->module->driver) primary.emplace();
   uint64_t id = NewHandle();
   proto::ModuleGetFunctionRequest req;
   req.module = k->module->id;
@@ -198,6 +203,8 @@ cudaError_t Runtime::EnsureKernel(KernelRecord* k) {
 cudaError_t Runtime::EnsureVar(VarRecord* v) {
   if (v->dptr != 0) return cudaSuccess;
   if (cudaError_t e = EnsureModule(v->module); e != cudaSuccess) return e;
+  std::optional<PrimaryContextScope> primary;
+  if (!v->module->driver) primary.emplace();
   proto::ModuleGetGlobalRequest req;
   req.module = v->module->id;
   req.name = v->name;

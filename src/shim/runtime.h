@@ -235,6 +235,9 @@ class Runtime {
     std::string_view image;  // fatbin header + payload, owned by the program
     uint64_t id = 0;         // 0 until loaded
     cudaError_t load_error = cudaSuccess;
+    // Loaded by cuModuleLoad*, in the context current then (and gone with
+    // it); else the runtime's, loaded in the primary context (session.h).
+    bool driver = false;
   };
   struct KernelRecord {
     ModuleRecord* module = nullptr;

@@ -77,6 +77,7 @@ Status Session::Connect() {
                                                sock.status().message() +
                                                " (CUDA calls return cudaErrorNoDevice)");
   channel_ = std::make_unique<UnixChannel>(std::move(sock).value());
+  wire_ctx_ = 0;  // a new worker runs ops in its primary context
   RETURN_IF_ERROR(Handshake());
   if (options_.reserve_ranges && arena_reservation_ == nullptr) RETURN_IF_ERROR(ReserveRanges());
   return Status::Ok();
@@ -429,6 +430,7 @@ static void ReportWorkerNotSupported(uint16_t op, const std::string& message) {
 }
 
 void Session::EnqueueRaw(uint16_t op, std::string_view payload) {
+  NoteContext();
   AppendRawFrame(&queue_, op, true, next_seq_++, payload);
   ++queued_ops_;
   ++ops_since_offer_;
@@ -438,6 +440,7 @@ void Session::EnqueueRaw(uint16_t op, std::string_view payload) {
 
 Status Session::CallRaw(uint16_t op, std::string_view payload, std::string_view* fields) {
   RETURN_IF_ERROR(Connect());
+  NoteContext();
   Count(&round_trips_by_op_, op);
   uint32_t seq = next_seq_++;
   AppendRawFrame(&queue_, op, false, seq, payload);

@@ -82,6 +82,20 @@ struct SessionOptions {
   static SessionOptions FromEnv();
 };
 
+// The guest context (a CtxCreate id; 0: the primary context) the calling
+// thread's CUDA calls run in, as the driver's context calls leave it
+// (forward_driver_context.cc), and a scope that sends a call's ops in the
+// primary context whatever the thread has current (the runtime's own
+// modules load there: worker/context_table.h).
+inline thread_local uint64_t t_guest_context = 0;
+inline thread_local int t_primary_scope = 0;
+struct PrimaryContextScope {
+  PrimaryContextScope() { ++t_primary_scope; }
+  ~PrimaryContextScope() { --t_primary_scope; }
+  PrimaryContextScope(const PrimaryContextScope&) = delete;
+  PrimaryContextScope& operator=(const PrimaryContextScope&) = delete;
+};
+
 class Session {
  public:
   explicit Session(SessionOptions options);
@@ -110,6 +124,7 @@ class Session {
   template <typename Req>
   void Enqueue(const Req& m) {
     static_assert(Req::kKind == proto::OpKind::ASYNC);
+    NoteContext();
     proto::AppendRequest(&queue_, m, next_seq_++);
     ++queued_ops_;
     ++ops_since_offer_;
@@ -127,6 +142,7 @@ class Session {
   Status Call(const Req& m, Rep* rep, int fd = -1) {
     static_assert(Req::kKind == proto::OpKind::SYNC);
     RETURN_IF_ERROR(Connect());
+    NoteContext();
     Count(&round_trips_by_op_, static_cast<uint16_t>(Req::kOp));
     uint32_t seq = next_seq_++;
     if (fd >= 0) {
@@ -159,6 +175,10 @@ class Session {
   // process's copy of the socket, never writing to it) so the next Connect()
   // says Hello as a clone with `token`. The reserved ranges stay.
   void DetachForClone(const std::string& token);
+
+  // The context the worker runs ops in is not known (a CtxDestroy may have
+  // changed it): the next op says it again.
+  void ForgetWireContext() { wire_ctx_ = ~uint64_t{0}; }
 
   // Writes the queued ASYNC ops now (no reply is awaited); waits while the
   // socket is full.
@@ -218,6 +238,19 @@ class Session {
   int32_t TakeDeferredIn(int32_t lo, int32_t hi);
 
  private:
+  // Queues a CtxSetCurrent ahead of the next op when the calling thread's
+  // context is not the one the worker runs ops in.
+  void NoteContext() {
+    const uint64_t want = t_primary_scope > 0 ? 0 : t_guest_context;
+    if (want == wire_ctx_) return;
+    proto::CtxSetCurrentRequest m;
+    m.ctx = want;
+    proto::AppendRequest(&queue_, m, next_seq_++);
+    ++queued_ops_;
+    Count(&queued_by_op_, static_cast<uint16_t>(proto::Op::kCtxSetCurrent));
+    wire_ctx_ = want;
+  }
+  uint64_t wire_ctx_ = 0;  // the context the worker runs this session's ops in
   Status WriteQueue(std::span<const int> fds);
   // The flush Enqueue triggers (see SessionOptions::flush_ops): when
   // flush_bytes are unwritten, waits until half of that is left; else

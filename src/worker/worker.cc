@@ -214,6 +214,20 @@ Status Worker::Serve(std::unique_ptr<Channel> guest, const proto::WorkerAdoptReq
 
 Status Worker::ServeFrame(Channel& guest, const proto::FrameHeader& h, std::string_view payload,
                           std::vector<UniqueFd>* fds) {
+  if (contexts_.in_created()) {
+    // An op the current created context cannot take: refused by name.
+    if (Status st = CheckContext(h.op); !st.ok()) {
+      ops_.Add(h.op);
+      if (h.flags & proto::kFlagAsync) {
+        if (deferred_ == 0) deferred_ = st.code();
+        return Status::Ok();
+      }
+      std::string out;
+      proto::AppendErrorReply(&out, h.op, h.seq, st.code(), deferred_, st.message());
+      deferred_ = 0;
+      return WriteReply(guest, out);
+    }
+  }
   if (h.op == proto::ForkpointWaitRequest::kNumber && !(h.flags & proto::kFlagAsync)) {
     // Answered later, when the daemon orders a fork or a release.
     RETURN_IF_ERROR(backend_->CtxSynchronize());

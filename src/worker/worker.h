@@ -26,6 +26,7 @@
 #include "backend/blas_backend.h"
 #include "backend/gpu_backend.h"
 #include "worker/chunk_preload.h"
+#include "worker/context_table.h"
 #include "worker/device_memory.h"
 #include "worker/device_output.h"
 #include "worker/graph_log.h"
@@ -210,6 +211,10 @@ class Worker {
   Status Handle(const proto::HostWriteRequest&, proto::HostWriteReply*, Ctx*);
   Status Handle(const proto::HostFetchRequest&, proto::HostFetchReply*, Ctx*);
   Status Handle(const proto::HostFetchDataRequest&, proto::HostFetchDataReply*, Ctx*);
+  // Contexts the guest created (worker_contexts.cc, context_table.h).
+  Status Handle(const proto::CtxCreateRequest&, proto::CtxCreateReply*, Ctx*);
+  Status Handle(const proto::CtxDestroyRequest&, proto::CtxDestroyReply*, Ctx*);
+  Status Handle(const proto::CtxSetCurrentRequest&, proto::CtxSetCurrentReply*, Ctx*);
 
  private:
   struct HostSegment {
@@ -219,21 +224,25 @@ class Worker {
     uint64_t handle = 0;
     std::string hash;
     std::string sha256;  // a clone's or a preload's: the cached image it loaded
+    uint64_t ctx = 0;    // the guest context it was loaded in (0: the primary)
   };
   struct FunctionInfo {
     uint64_t handle = 0;
     uint64_t module = 0;
     std::string name;
     int64_t param_bytes = -1;  // what its parameters span; -1 until asked
+    uint64_t ctx = 0;          // its module's context
   };
   struct StreamInfo {
     uint64_t handle = 0;
     uint32_t flags = 0;
     int32_t priority = 0;
+    uint64_t ctx = 0;  // the guest context it was made in
   };
   struct EventInfo {
     uint64_t handle = 0;
     uint32_t flags = 0;
+    uint64_t ctx = 0;
   };
   // The session's graphs (graph_registry.h), made on first use.
   GraphRegistry& Graphs();
@@ -437,6 +446,15 @@ class Worker {
   std::unique_ptr<VmmState, VmmStateDeleter> vmm_;
   // The session's graphs; released by ReleaseAll before the memory they hold.
   std::unique_ptr<GraphRegistry> graphs_;
+  // Contexts the guest created and which one ops run in (context_table.h;
+  // worker_contexts.cc). CheckContext refuses an op the current context
+  // cannot take; InContext runs the backend in a guest context for one
+  // call and back; InstanceFor is a primary function's instance in the
+  // current created context, loaded on first use.
+  ContextTable contexts_;
+  Status CheckContext(uint16_t op) const;
+  Status SelectBackend(uint64_t guest_ctx);
+  Result<uint64_t> InstanceFor(uint64_t function);
   VmmState& Vmm();
   bool VmmInUse() const;
 };

@@ -223,7 +223,7 @@ Status Worker::Handle(const proto::NvmlDeviceRequest&, proto::NvmlDeviceReply* r
 Status Worker::Handle(const proto::NvmlMemoryRequest&, proto::NvmlMemoryReply* r, Ctx*) {
   uint64_t free_bytes = 0, total = 0;
   RETURN_IF_ERROR(backend_->MemGetInfo(&free_bytes, &total));
-  uint64_t used = memory_->chunk_bytes() + EstimatedContextBytes(backend_->Name());
+  uint64_t used = memory_->chunk_bytes() + (1 + contexts_.size()) * EstimatedContextBytes(backend_->Name());
   if (options_.memory_limit_bytes) total = options_.memory_limit_bytes;
   r->total = total;
   r->used = std::min(used, total);

@@ -144,6 +144,10 @@ Status Worker::PrepareFork(const proto::ForkPrepareRequest& req) {
                        "a fork of a session holding cuMemMap mappings (expandable segments) is not supported yet"));
   if (!captures_.empty())
     return fail(Status(static_cast<int32_t>(CUDA_ERROR_NOT_SUPPORTED), "a fork while a stream captures a graph"));
+  if (!contexts_.empty())
+    return fail(Status(static_cast<int32_t>(CUDA_ERROR_NOT_SUPPORTED),
+                       "a fork of a session holding " + std::to_string(contexts_.size()) +
+                           " context(s) of its own (cuCtxCreate) is not supported: destroy them before the forkpoint"));
   if (graph_log_.overflowed())
     return fail(Status(static_cast<int32_t>(CUDA_ERROR_NOT_SUPPORTED),
                        "a fork of a session whose graph log (what clones replay) passed 256 MiB"));

@@ -27,12 +27,14 @@ constexpr uint64_t kMaxInlineDtoH = 64ull << 20;
 
 Status Worker::Handle(const proto::MemAllocRequest& q, proto::MemAllocReply* r, Ctx*) {
   ASSIGN_OR_RETURN(r->dptr, memory_->Alloc(q.bytes));
+  contexts_.OwnAllocation(r->dptr);
   SendStats();
   return Status::Ok();
 }
 
 Status Worker::Handle(const proto::MemFreeRequest& q, proto::MemFreeReply*, Ctx*) {
   RETURN_IF_ERROR(memory_->Free(q.dptr));
+  contexts_.DropAllocation(q.dptr);
   SendStats();
   return Status::Ok();
 }

@@ -31,7 +31,7 @@ Status Worker::Handle(const proto::ModuleLoadRequest& q, proto::ModuleLoadReply*
     RETURN_IF_ERROR(module_cache_.Put(q.hash, image));
   }
   ASSIGN_OR_RETURN(uint64_t h, backend_->ModuleLoad(image));
-  modules_[q.module] = ModuleInfo{h, std::string(q.hash), {}};
+  modules_[q.module] = ModuleInfo{h, std::string(q.hash), {}, contexts_.current()};
   SendChargedStats();
   return Status::Ok();
 }
@@ -39,7 +39,12 @@ Status Worker::Handle(const proto::ModuleLoadRequest& q, proto::ModuleLoadReply*
 Status Worker::Handle(const proto::ModuleUnloadRequest& q, proto::ModuleUnloadReply*, Ctx*) {
   auto it = modules_.find(q.module);
   if (it == modules_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown module");
+  const uint64_t here = contexts_.current();
+  RETURN_IF_ERROR(SelectBackend(it->second.ctx));
   Status st = backend_->ModuleUnload(it->second.handle);
+  for (auto [ctx, instance] : contexts_.DropModuleInstances(q.module))
+    if (SelectBackend(ctx).ok()) (void)backend_->ModuleUnload(instance);
+  RETURN_IF_ERROR(SelectBackend(here));
   modules_.erase(it);
   for (auto g = globals_.lower_bound({q.module, std::string()}); g != globals_.end() && g->first.first == q.module;) {
     global_moves_.erase(g->second.dptr);  // a clone's global at the golden's address: gone with it
@@ -53,23 +58,42 @@ Status Worker::Handle(const proto::ModuleGetFunctionRequest& q, proto::ModuleGet
   auto m = modules_.find(q.module);
   if (m == modules_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown module");
   if (q.function == 0 || functions_.count(q.function)) return Cu(CUDA_ERROR_INVALID_VALUE, "function id in use");
-  ASSIGN_OR_RETURN(uint64_t f, backend_->ModuleGetFunction(m->second.handle, q.name));
-  ASSIGN_OR_RETURN(std::vector<ParamInfo> params, backend_->FuncGetParamInfo(f));
-  ASSIGN_OR_RETURN(r->attrs, backend_->FuncGetAttributes(f));
+  // Resolved in its module's context (the guest may have another current).
+  const uint64_t here = contexts_.current();
+  RETURN_IF_ERROR(SelectBackend(m->second.ctx));
+  auto f = backend_->ModuleGetFunction(m->second.handle, q.name);
+  std::vector<ParamInfo> params;
+  Status st = f.status();
+  if (st.ok()) {
+    auto p = backend_->FuncGetParamInfo(*f);
+    if (p.ok()) params = std::move(p).value();
+    st = p.status();
+  }
+  if (st.ok()) {
+    auto a = backend_->FuncGetAttributes(*f);
+    if (a.ok()) r->attrs = std::move(a).value();
+    st = a.status();
+  }
+  RETURN_IF_ERROR(SelectBackend(here));
+  RETURN_IF_ERROR(st);
   int64_t need = 0;
   for (const ParamInfo& p : params) {
     r->params.push_back(p.offset);
     r->params.push_back(p.size);
     need = std::max<int64_t>(need, int64_t{p.offset} + p.size);
   }
-  functions_[q.function] = FunctionInfo{f, q.module, q.name, need};
+  functions_[q.function] = FunctionInfo{*f, q.module, q.name, need, m->second.ctx};
   return Status::Ok();
 }
 
 Status Worker::Handle(const proto::ModuleGetGlobalRequest& q, proto::ModuleGetGlobalReply* r, Ctx*) {
   auto m = modules_.find(q.module);
   if (m == modules_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown module");
-  RETURN_IF_ERROR(backend_->ModuleGetGlobal(m->second.handle, q.name, &r->dptr, &r->bytes));
+  const uint64_t here = contexts_.current();
+  RETURN_IF_ERROR(SelectBackend(m->second.ctx));  // resolved in its module's context
+  Status got = backend_->ModuleGetGlobal(m->second.handle, q.name, &r->dptr, &r->bytes);
+  RETURN_IF_ERROR(SelectBackend(here));
+  RETURN_IF_ERROR(got);
   r->dptr = GuestAddressOf(r->dptr);  // a clone's guest keeps one address per global: its golden's
   globals_[{q.module, q.name}] = GlobalInfo{r->dptr, r->bytes};  // a fork carries it
   return Status::Ok();
@@ -101,6 +125,7 @@ Result<uint64_t> Worker::KernelFor(uint64_t function, std::string_view params) {
   }
   if (static_cast<int64_t>(params.size()) < f->second.param_bytes)
     return Cu(CUDA_ERROR_INVALID_VALUE, "kernel parameter buffer is shorter than the kernel's parameters");
+  if (f->second.ctx != contexts_.current()) return InstanceFor(function);
   return f->second.handle;
 }
 

@@ -17,7 +17,7 @@ Status Worker::Handle(const proto::StreamCreateRequest& q, proto::StreamCreateRe
   if (q.stream <= 2 || streams_.count(q.stream))
     return Cu(CUDA_ERROR_INVALID_VALUE, "stream id is reserved or in use");
   ASSIGN_OR_RETURN(uint64_t h, backend_->StreamCreate(q.flags, q.priority));
-  streams_[q.stream] = StreamInfo{h, q.flags, q.priority};
+  streams_[q.stream] = StreamInfo{h, q.flags, q.priority, contexts_.current()};
   return Status::Ok();
 }
 
@@ -48,7 +48,7 @@ Status Worker::Handle(const proto::StreamWaitEventRequest& q, proto::StreamWaitE
 Status Worker::Handle(const proto::EventCreateRequest& q, proto::EventCreateReply*, Ctx*) {
   if (q.event == 0 || events_.count(q.event)) return Cu(CUDA_ERROR_INVALID_VALUE, "event id in use");
   ASSIGN_OR_RETURN(uint64_t h, backend_->EventCreate(q.flags));
-  events_[q.event] = EventInfo{h, q.flags};
+  events_[q.event] = EventInfo{h, q.flags, contexts_.current()};
   return Status::Ok();
 }
 
