@@ -93,6 +93,9 @@ Worker::Worker(std::unique_ptr<GpuBackend> backend, WorkerOptions options)
 Worker::~Worker() { ReleaseAll(); }
 
 void Worker::ReleaseAll() {
+  // In the primary context: what follows is its (contexts the guest created
+  // die with the backend, CudaBackend::~CudaBackend).
+  if (contexts_.in_created()) (void)backend_->CtxSelect(0);
   // Graphs first, once nothing runs: their executables may use host-node
   // records and graph memory that go with them.
   if (graphs_ || !capture_calls_.empty()) {
