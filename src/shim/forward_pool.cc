@@ -100,6 +100,12 @@ cudaError_t Runtime::AllocFromPool(void** ptr, size_t bytes, MemPool* pool, cuda
     c->invalidated = true;
     return Finish(cudaErrorStreamCaptureUnsupported);
   }
+  if (t_guest_context != 0) {  // pools are the device's; their events and segments live in the primary
+    static std::atomic<bool> reported{false};
+    Refuse(&reported, "cudaMallocAsync while a context the program created (cuCtxCreate) is current",
+           "use the primary context for stream-ordered allocation, or cudaMalloc");
+    return Finish(cudaErrorNotSupported);
+  }
   PoolSession backing(*this);
   Result<uint64_t> p = pool->Alloc(backing, bytes, sid);
   if (!p.ok()) return Finish(p.status().code() > 0 && p.status().code() < 1000 ? ToCuda(p.status()) : PoolError(p.status()));
@@ -134,6 +140,12 @@ cudaError_t Runtime::FreeAsync(void* ptr, cudaStream_t stream, bool per_thread) 
     Refuse(&reported, "cudaFreeAsync inside a stream capture", "a graph's memory goes with cudaGraphAddMemFreeNode");
     c->invalidated = true;
     return Finish(cudaErrorStreamCaptureUnsupported);
+  }
+  if (t_guest_context != 0) {
+    static std::atomic<bool> reported{false};
+    Refuse(&reported, "cudaFreeAsync while a context the program created (cuCtxCreate) is current",
+           "use the primary context for stream-ordered allocation, or cudaMalloc");
+    return Finish(cudaErrorNotSupported);
   }
   uint64_t p = reinterpret_cast<uint64_t>(ptr);
   PoolSession backing(*this);

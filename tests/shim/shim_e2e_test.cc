@@ -267,6 +267,24 @@ TEST_F(ShimE2eTest, DriverApiSharesTheRuntimesSessionAndOrder) {
   EXPECT_EQ(ops.value("ModuleLoad", 0), 5) << ops.dump();
 }
 
+// Issue 34, item 3: contexts of the program's own, each a real context in
+// the worker: runtime and driver allocations, modules, streams, events and
+// launches in two created contexts, the stack, a second thread with its own
+// current context, destroys (prog_contexts checks every value).
+TEST_F(ShimE2eTest, CreatedContextsRunTheirWorkInTheWorker) {
+  Program p(daemon, "prog_contexts");
+  EXPECT_EQ(p.Wait(), 0) << p.Report() << "\ndaemon log:\n" << daemon.Log();
+  EXPECT_NE(p.Out().find("PASS contexts"), std::string::npos) << p.Report();
+  EXPECT_EQ(p.Err().find("not supported"), std::string::npos) << p.Report();
+  nlohmann::json ops;
+  for (int i = 0; i < 200 && !ops.contains("CtxDestroy"); ++i, ::usleep(50000))
+    ops = AdminStatus(daemon).value("ops_total", nlohmann::json::object());
+  EXPECT_EQ(ops.value("CtxCreate", 0), 2) << ops.dump();
+  EXPECT_EQ(ops.value("CtxDestroy", 0), 2) << ops.dump();  // the third, of a destroyed handle, fails in the guest
+  // The thread switches: a, b (runtime), b's thread, back to a, the primary.
+  EXPECT_GE(ops.value("CtxSetCurrent", 0), 5) << ops.dump();
+}
+
 // Issue 13 (torch.compile): the driver calls of Triton's launcher and
 // inductor's static launcher on a raw cubin (cuModuleLoad of its file,
 // cuModuleLoadData of its bytes), pointer attributes of allocations and
