@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "backend/context_limits.h"
 #include "backend/testdata/mock_libcuda.h"
 
 namespace smolvm {
@@ -158,6 +159,35 @@ TEST_F(CudaBackendMockTest, LaunchPassesThePackedBufferThroughExtra) {
   // No parameters: neither kernelParams nor extra.
   ASSERT_TRUE(backend_->LaunchKernel(0x1234, c, 0, {}).ok());
   EXPECT_FALSE(mock_->launch_extra);
+}
+
+// Contexts the guest created (cuCtxCreate): made with the worker's limits
+// and popped, so the primary stays current; selected for the calls after;
+// destroyed (the primary current again when it was), or with the backend.
+TEST_F(CudaBackendMockTest, CreatedContextsHaveTheWorkersLimitsAndDieWithTheBackend) {
+  mock_->current_ctx = 0x1000;  // the primary, as Init left it
+  Result<uint64_t> c = backend_->CtxCreate(0);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(mock_->ctx_created, 1);
+  EXPECT_EQ(mock_->limits_set, static_cast<int>(std::size(kWorkerContextLimits)));
+  EXPECT_EQ(mock_->limits_ctx, *c);  // set in the new context
+  EXPECT_EQ(mock_->ctx_pops, 1);
+  EXPECT_EQ(mock_->current_ctx, 0x1000u);
+  ASSERT_TRUE(backend_->CtxSelect(*c).ok());
+  EXPECT_EQ(mock_->current_ctx, *c);
+  EXPECT_EQ(backend_->CtxSelect(0xdead00).code(), CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(mock_->current_ctx, *c);
+  ASSERT_TRUE(backend_->CtxDestroy(*c).ok());  // while current
+  EXPECT_EQ(mock_->last_destroyed, *c);
+  EXPECT_EQ(mock_->current_ctx, 0x1000u);
+  EXPECT_EQ(backend_->CtxDestroy(*c).code(), CUDA_ERROR_INVALID_CONTEXT);  // twice
+  EXPECT_EQ(mock_->ctx_destroyed, 1);
+  Result<uint64_t> left = backend_->CtxCreate(0);
+  ASSERT_TRUE(left.ok());
+  backend_.reset();
+  EXPECT_EQ(mock_->ctx_destroyed, 2);
+  EXPECT_EQ(mock_->last_destroyed, *left);
+  EXPECT_EQ(mock_->ctx_releases, 1);
 }
 
 TEST_F(CudaBackendMockTest, DestructorReleasesThePrimaryContext) {

@@ -58,6 +58,15 @@ Result<uint64_t> Worker::InstanceFor(uint64_t function) {
 }
 
 Status Worker::Handle(const proto::CtxCreateRequest& q, proto::CtxCreateReply*, Ctx*) {
+  if (q.flags & ~static_cast<uint32_t>(CU_CTX_FLAGS_MASK)) return Cu(CUDA_ERROR_INVALID_VALUE, "cuCtxCreate: unknown flags");
+  // Scheduling, MAP_HOST and SYNC_MEMOPS pass; what would hold device memory
+  // nothing charges (LMEM_RESIZE_TO_MAX) or write core dumps from the worker
+  // is refused by name.
+  constexpr uint32_t kRefused = CU_CTX_LMEM_RESIZE_TO_MAX | CU_CTX_COREDUMP_ENABLE | CU_CTX_USER_COREDUMP_ENABLE;
+  if (q.flags & kRefused)
+    return Cu(CUDA_ERROR_NOT_SUPPORTED,
+              "cuCtxCreate with CU_CTX_LMEM_RESIZE_TO_MAX or core dump flags is not supported (create the context "
+              "without them)");
   RETURN_IF_ERROR(contexts_.CheckNew(q.ctx));
   ASSIGN_OR_RETURN(uint64_t handle, backend_->CtxCreate(q.flags));
   contexts_.Add(q.ctx, handle);

@@ -137,6 +137,12 @@ TEST_F(ContextsWireTest, WhatIsMadeInAContextRunsThereAndGoesWithIt) {
 // only failing.
 TEST_F(ContextsWireTest, HostileHandlesAreRefused) {
   EXPECT_EQ(Create(c, 0), CUDA_ERROR_INVALID_VALUE);
+  CtxCreateReply cr;
+  EXPECT_EQ(c.Call(CtxCreateRequest{.ctx = 6, .flags = 0x100}, &cr).head.result, CUDA_ERROR_INVALID_VALUE);
+  CallResult dump = c.Call(CtxCreateRequest{.ctx = 6, .flags = CU_CTX_COREDUMP_ENABLE}, &cr);
+  EXPECT_EQ(dump.head.result, CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_NE(dump.head.message.find("core dump flags is not supported"), std::string::npos) << dump.head.message;
+  EXPECT_EQ(c.Call(CtxCreateRequest{.ctx = 6, .flags = CU_CTX_SCHED_BLOCKING_SYNC}, &cr).head.result, 0);
   ASSERT_EQ(Create(c, 5), 0);
   EXPECT_EQ(Create(c, 5), CUDA_ERROR_INVALID_VALUE);
   CtxDestroyReply d;

@@ -50,7 +50,33 @@ CUresult MockPrimaryCtxRelease(CUdevice) {
   ++g_state.ctx_releases;
   return CUDA_SUCCESS;
 }
-CUresult MockCtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
+CUresult MockCtxSetCurrent(CUcontext c) {
+  g_state.current_ctx = reinterpret_cast<uint64_t>(c);
+  return CUDA_SUCCESS;
+}
+// cuCtxCreate pushes the new context; cuCtxPopCurrent pops back to the one below.
+CUresult MockCtxCreate(CUcontext* c, CUctxCreateParams*, unsigned, CUdevice) {
+  *c = reinterpret_cast<CUcontext>(uintptr_t{0x2000} + 0x100 * uintptr_t(++g_state.ctx_created));
+  g_state.below_created = g_state.current_ctx;
+  g_state.current_ctx = reinterpret_cast<uint64_t>(*c);
+  return CUDA_SUCCESS;
+}
+CUresult MockCtxPopCurrent(CUcontext* c) {
+  *c = reinterpret_cast<CUcontext>(g_state.current_ctx);
+  g_state.current_ctx = g_state.below_created;
+  ++g_state.ctx_pops;
+  return CUDA_SUCCESS;
+}
+CUresult MockCtxDestroy(CUcontext c) {
+  g_state.last_destroyed = reinterpret_cast<uint64_t>(c);
+  ++g_state.ctx_destroyed;
+  return CUDA_SUCCESS;
+}
+CUresult MockCtxSetLimit(CUlimit, size_t) {
+  g_state.limits_ctx = g_state.current_ctx;
+  ++g_state.limits_set;
+  return CUDA_SUCCESS;
+}
 CUresult MockCtxSynchronize() {
   ++g_state.ctx_syncs;
   return CUDA_SUCCESS;
@@ -151,6 +177,10 @@ const Entry kEntries[] = {
     {"cuDevicePrimaryCtxRelease", reinterpret_cast<void*>(&MockPrimaryCtxRelease)},
     {"cuCtxSetCurrent", reinterpret_cast<void*>(&MockCtxSetCurrent)},
     {"cuCtxSynchronize", reinterpret_cast<void*>(&MockCtxSynchronize)},
+    {"cuCtxCreate", reinterpret_cast<void*>(&MockCtxCreate)},
+    {"cuCtxPopCurrent", reinterpret_cast<void*>(&MockCtxPopCurrent)},
+    {"cuCtxDestroy", reinterpret_cast<void*>(&MockCtxDestroy)},
+    {"cuCtxSetLimit", reinterpret_cast<void*>(&MockCtxSetLimit)},
     {"cuMemGetAllocationGranularity", reinterpret_cast<void*>(&MockGranularity)},
     {"cuMemAddressReserve", reinterpret_cast<void*>(&MockAddressReserve)},
     {"cuMemAddressFree", reinterpret_cast<void*>(&MockAddressFree)},

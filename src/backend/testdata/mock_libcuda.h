@@ -24,6 +24,10 @@ struct MockLibcudaState {
   bool launch_had_params = false, launch_extra = false, launch_buffer_aligned = false;
   char launch_buffer[1024] = {};
   uint64_t launch_buffer_size = 0;
+  // Contexts (cuCtxCreate and after): the current one, as cuCtxSetCurrent,
+  // cuCtxCreate and cuCtxPopCurrent leave it.
+  uint64_t current_ctx = 0, below_created = 0, limits_ctx = 0, last_destroyed = 0;
+  int ctx_created = 0, ctx_destroyed = 0, ctx_pops = 0, limits_set = 0;
 };
 
 extern "C" MockLibcudaState* smolvm_mock_state();
