@@ -45,6 +45,12 @@ class ContextTable {
   bool valid() const { return valid_; }
   bool in_created() const { return current_ != 0 || !valid_; }
   bool empty() const { return contexts_.empty(); }
+  // The live created contexts' ids.
+  std::vector<uint64_t> ids() const {
+    std::vector<uint64_t> out;
+    for (const auto& [id, handle] : contexts_) out.push_back(id);
+    return out;
+  }
   size_t size() const { return contexts_.size(); }
 
   // OK when `id` may name a new context: nonzero, unused, under the cap.

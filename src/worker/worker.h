@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -454,6 +455,11 @@ class Worker {
   ContextTable contexts_;
   Status CheckContext(uint16_t op) const;
   Status SelectBackend(uint64_t guest_ctx);
+  // Runs `f` with the backend in the primary context and back (what belongs
+  // to the session, not to a context: registered host segments).
+  Status InPrimary(const std::function<Status()>& f);
+  // Synchronizes every context of the session, then runs in the current one.
+  Status SynchronizeAllContexts();
   Result<uint64_t> InstanceFor(uint64_t function);
   VmmState& Vmm();
   bool VmmInUse() const;

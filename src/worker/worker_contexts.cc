@@ -31,6 +31,32 @@ Status Worker::SelectBackend(uint64_t guest_ctx) {
   return backend_->CtxSelect(handle);
 }
 
+Status Worker::InPrimary(const std::function<Status()>& f) {
+  const uint64_t here = contexts_.current();
+  if (here == 0) return f();
+  RETURN_IF_ERROR(SelectBackend(0));
+  Status st = f();
+  Status back = SelectBackend(here);
+  return st.ok() ? back : st;
+}
+
+Status Worker::SynchronizeAllContexts() {
+  RETURN_IF_ERROR(backend_->CtxSynchronize());
+  if (contexts_.empty()) return Status::Ok();
+  const uint64_t here = contexts_.current();
+  std::vector<uint64_t> others = contexts_.ids();
+  others.push_back(0);  // the primary
+  Status st;
+  for (uint64_t id : others) {
+    if (id == here) continue;
+    st = SelectBackend(id);
+    if (st.ok()) st = backend_->CtxSynchronize();
+    if (!st.ok()) break;
+  }
+  Status back = SelectBackend(here);
+  return st.ok() ? back : st;
+}
+
 Result<uint64_t> Worker::InstanceFor(uint64_t function) {
   auto f = functions_.find(function);
   if (f == functions_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown function");

@@ -63,7 +63,8 @@ Status Worker::Handle(const proto::HostRegisterRequest& q, proto::HostRegisterRe
                    : ::mmap(reinterpret_cast<void*>(q.addr), q.bytes, PROT_READ | PROT_WRITE,
                             MAP_SHARED | MAP_FIXED, (*ctx->fds_in)[0].get(), 0);
   if (p == MAP_FAILED) return Cu(CUDA_ERROR_INVALID_VALUE, std::string("mmap host segment: ") + strerror(errno));
-  Status st = backend_->HostRegister(p, q.bytes);
+  // The session's, not a context's (it outlives any the guest destroys).
+  Status st = InPrimary([&] { return backend_->HostRegister(p, q.bytes); });
   if (!st.ok()) {
     ::mmap(p, q.bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
     return st;
@@ -76,10 +77,10 @@ Status Worker::Handle(const proto::HostRegisterRequest& q, proto::HostRegisterRe
 Status Worker::Handle(const proto::HostUnregisterRequest& q, proto::HostUnregisterReply*, Ctx*) {
   auto it = host_.find(q.addr);
   if (it == host_.end()) return Cu(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "not a registered host segment");
-  // DMA from or to the segment may still be in flight.
-  RETURN_IF_ERROR(backend_->CtxSynchronize());
+  // DMA from or to the segment may still be in flight, in any context.
+  RETURN_IF_ERROR(SynchronizeAllContexts());
   mirrors_->RemoveSegment(q.addr);  // with its landings: the guest frees what they would land in
-  Status st = backend_->HostUnregister(reinterpret_cast<void*>(q.addr));
+  Status st = InPrimary([&] { return backend_->HostUnregister(reinterpret_cast<void*>(q.addr)); });
   ::mmap(reinterpret_cast<void*>(q.addr), it->second.bytes, PROT_NONE,
          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
   host_.erase(it);
@@ -130,6 +131,11 @@ Status Worker::Handle(const proto::MemcpyDtoHHostRequest& q, proto::MemcpyDtoHHo
   ASSIGN_OR_RETURN(uint64_t s, Stream(q.stream));
   const bool mirror = mirrors_->Contains(q.dst, q.bytes);
   if (mirror) RETURN_IF_ERROR(RefuseMirrorInCapture(s));
+  // A landing's event is the primary's, reused across copies.
+  if (mirror && contexts_.current() != 0)
+    return Cu(CUDA_ERROR_NOT_SUPPORTED,
+              "a device-to-host copy into pinned memory of a session without descriptors while a context the program "
+              "created (cuCtxCreate) is current is not supported: copy in the primary context (docs/shim.md, Contexts)");
   RETURN_IF_ERROR(backend_->MemcpyDtoH(reinterpret_cast<void*>(q.dst), Moved(q.src, q.bytes), q.bytes, s));
   // Into a mirror: the guest's memory gets the bytes once the copy is done.
   if (mirror && q.bytes != 0) return mirrors_->AddLanding(q.dst, q.bytes, s, q.stream);

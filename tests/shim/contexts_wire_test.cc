@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "daemon_client.h"
@@ -206,6 +207,44 @@ TEST_F(ContextsWireTest, ContextsPerSessionAreCapped) {
   CtxDestroyReply d;
   ASSERT_EQ(Destroy(c, 2, &d), 0);
   EXPECT_EQ(Create(c, 100), 0);
+}
+
+// docs/fork.md: a clone gets none of a golden's own contexts, so a fork is
+// refused by name while the golden holds some; the golden goes on and, once
+// it destroyed them, forks.
+TEST_F(ContextsWireTest, AForkIsRefusedWhileTheGoldenHoldsContextsOfItsOwn) {
+  MemAllocReply m;
+  ASSERT_TRUE(c.Call(MemAllocRequest{.bytes = 2 << 20}, &m).ok());
+  ASSERT_EQ(Create(c, 1), 0);
+  const std::string session = std::to_string(c.hello().session_id);
+  auto cli = [&](const std::string& args) {
+    return RunCommand(std::string(SMOLVM_BINARY) + " cuda " + args + " --session " + session + " --socket " +
+                      daemon.socket());
+  };
+  {
+    Golden g(&c);
+    auto [rc, out] = cli("fork --count 1 --share off");
+    EXPECT_NE(rc, 0) << out;
+    EXPECT_NE(out.find("a fork of a session holding 1 context(s) of its own (cuCtxCreate) is not supported"),
+              std::string::npos)
+        << out << daemon.Log();
+    EXPECT_EQ(cli("release").first, 0);
+    EXPECT_LT(g.Next().clone_index, 0);
+  }
+  CtxDestroyReply d;
+  ASSERT_EQ(Destroy(c, 1, &d), 0);
+  Golden g(&c);
+  std::pair<int, std::string> forked;
+  std::thread t([&] { forked = cli("fork --count 1 --share off"); });
+  ForkpointWaitReply order = g.Next();
+  RawClient clone;
+  if (order.clone_index >= 0)
+    EXPECT_TRUE(clone.Connect(daemon.socket(), kProtoHash, 2, order.token, 100000 + order.clone_index).ok());
+  t.join();
+  EXPECT_EQ(forked.first, 0) << forked.second;
+  EXPECT_EQ(Create(clone, 1), 0);  // the clone's own
+  EXPECT_EQ(cli("release").first, 0);
+  EXPECT_LT(g.Next().clone_index, 0);
 }
 
 // Each created context is charged to the machine's --gpu-mem (what a
