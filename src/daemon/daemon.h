@@ -182,6 +182,7 @@ class Daemon {
     uint64_t shared_chunks = 0, shared_bytes = 0, private_chunks = 0, private_bytes = 0, allocations = 0;
     uint64_t module_bytes = 0, limit_bytes = 0, workspace_bytes = 0;  // device_charges.h
     uint64_t private_live_bytes = ~0ull;  // in use in its private chunks, at its forkpoint (else ~0)
+    uint64_t created_contexts = 0;        // cuCtxCreate's, live (worker/context_table.h)
   };
   // A connection whose Hello has not fully arrived (pending_guests.cc): read
   // by the poll loop as bytes come, never blocking it.

@@ -131,7 +131,9 @@ DaemonStatus Daemon::CollectStatus() const {
   }
 #endif
   for (const auto& [id, s] : sessions_) {
-    uint64_t context = EstimatedContextBytes(options_.backend);
+    // The worker's context and those the guest created (cuCtxCreate).
+    const uint64_t created = s.created_contexts * EstimatedContextBytes(options_.backend);
+    uint64_t context = EstimatedContextBytes(options_.backend) + created;
     if (auto u = nvml_used.find(static_cast<uint32_t>(s.worker_pid)); u != nvml_used.end()) {
       uint64_t owned = s.private_bytes + (s.role == proto::SessionRole::kGolden ? s.shared_bytes : 0);
       context = u->second > owned ? u->second - owned : 0;
@@ -139,7 +141,7 @@ DaemonStatus Daemon::CollectStatus() const {
     SessionStatus x;
     if (auto w = workers_.find(s.worker_pid); w != workers_.end() && w->second.budget && w->second.budget_slot >= 0) {
       const uint64_t held = w->second.budget->SlotUsed(static_cast<uint32_t>(w->second.budget_slot));
-      const uint64_t ctx = std::min(held, w->second.context_bytes);
+      const uint64_t ctx = std::min(held, w->second.context_bytes + created);
       // The slot holds the context, then what the worker reported by part;
       // the rest are its chunks.
       const uint64_t modules = std::min(held - ctx, s.module_bytes);

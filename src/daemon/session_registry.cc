@@ -70,6 +70,7 @@ void Daemon::OnSessionStats(const WorkerProc& w, const proto::WorkerStatsRequest
   it->second.limit_bytes = r.limit_bytes;
   it->second.workspace_bytes = r.workspace_bytes;
   it->second.private_live_bytes = r.private_live_bytes;
+  it->second.created_contexts = r.created_contexts;
 }
 
 }  // namespace smolvm

@@ -69,11 +69,12 @@
      limit_bytes and workspace_bytes: what its modules, context limits and library handles \
      hold on the device (daemon/device_charges.h; charged to its machine's --gpu-mem); \
      private_live_bytes: at its forkpoint, the allocated bytes inside its private chunks (what \
-     a clone copies that is in use), else UINT64_MAX (not counted) */ \
+     a clone copies that is in use), else UINT64_MAX (not counted); created_contexts: the \
+     contexts the guest created (cuCtxCreate), each charged like the worker's own */ \
   X(302, WorkerStats, ASYNC, \
     (F(u64, session_id) F(u64, shared_chunks) F(u64, shared_bytes) F(u64, private_chunks) \
      F(u64, private_bytes) F(u64, allocations) F(u64, module_bytes) F(u64, limit_bytes) \
-     F(u64, workspace_bytes) F(u64, private_live_bytes)), ()) \
+     F(u64, workspace_bytes) F(u64, private_live_bytes) F(u64, created_contexts)), ()) \
   /* worker -> daemon: its session entered ("forkpoint") or left ("running") the forkpoint */ \
   X(303, WorkerState, ASYNC, (F(u64, session_id) F(str, state)), ()) \
   /* daemon -> golden worker: freeze and describe the session for `count` clones */ \

@@ -345,6 +345,7 @@ void Worker::SendStats() {
   s.allocations = memory_->allocation_count();
   // Counted only while its memory holds still (a golden at its forkpoint).
   s.private_live_bytes = forkpoint_waiting_ ? memory_->PrivateSummary().live_bytes : ~0ull;
+  s.created_contexts = contexts_.size();
   if (const auto* b = dynamic_cast<const BudgetedBackend*>(backend_.get())) {
     s.module_bytes = b->module_bytes();
     s.limit_bytes = b->limit_bytes();

@@ -264,6 +264,17 @@ TEST(ContextsGpuMem, EachContextIsChargedToGpuMem) {
   EXPECT_NE(r.head.message.find("cuCtxCreate"), std::string::npos) << r.head.message;
   MemAllocReply m;
   EXPECT_TRUE(c.Call(MemAllocRequest{.bytes = 4 << 20}, &m).ok());
+  // Status counts them with the worker's context, not as chunks.
+  nlohmann::json charged;
+  for (int i = 0; i < 300; ++i) {
+    const nlohmann::json status = StatusOf(d);
+    for (const auto& s : status["sessions"])
+      if (s["session"] == c.hello().session_id) charged = s["gpu_mem_charged"];
+    if (!charged.is_null() && charged["chunks_mib"] == 4.0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(charged["context_mib"], 96.0) << charged.dump();
+  EXPECT_EQ(charged["chunks_mib"], 4.0) << charged.dump();
   // 32 + 2 x 32 + 4 of 112: a third context does not fit until one goes.
   CtxDestroyReply dr;
   ASSERT_TRUE(c.Call(CtxDestroyRequest{.ctx = 1}, &dr).ok());
