@@ -1,9 +1,9 @@
 // Modules and launches: what nvcc's host stubs register at start-up, loaded
 // lazily into the worker on first use, and kernel launches packed from the
 // parameter layout the worker reports once per function.
-#include <optional>
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #define XXH_INLINE_ALL
