@@ -160,5 +160,45 @@ TEST_F(FakeBackendTest, LaunchAttributesAreJudgedAsTheDeviceWould) {
   EXPECT_TRUE(b.CtxSynchronize().ok());
 }
 
+// Contexts the guest created: each holds device memory while it lives and
+// takes along the streams, events and modules made while it was current;
+// the arena's memory is the device's, reachable whichever is current.
+TEST_F(FakeBackendTest, CreatedContextsOwnWhatWasMadeInThemAndShareTheArena) {
+  MapChunk(kBase);
+  uint64_t free0 = 0, total = 0;
+  ASSERT_TRUE(b.MemGetInfo(&free0, &total).ok());
+  Result<uint64_t> ctx = b.CtxCreate(0);
+  ASSERT_TRUE(ctx.ok());
+  EXPECT_EQ(b.CurrentContext(), 0u);  // made, not made current
+  uint64_t free1 = 0;
+  ASSERT_TRUE(b.MemGetInfo(&free1, &total).ok());
+  EXPECT_EQ(free1, free0 - kFakeCreatedContextBytes);
+  EXPECT_EQ(b.CtxCreate(0x100).status().code(), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_TRUE(b.CtxSelect(*ctx).ok());
+  Result<uint64_t> s = b.StreamCreate(0, 0);
+  Result<uint64_t> e = b.EventCreate(0);
+  Result<uint64_t> m = b.ModuleLoad("any image");
+  ASSERT_TRUE(s.ok() && e.ok() && m.ok());
+  uint32_t v = 0x5eed;
+  ASSERT_TRUE(b.MemcpyHtoD(kBase + 64, &v, 4, *s).ok());
+  ASSERT_TRUE(b.StreamSynchronize(*s).ok());
+  ASSERT_TRUE(b.CtxSelect(0).ok());
+  Result<uint64_t> mine = b.StreamCreate(0, 0);
+  ASSERT_TRUE(mine.ok());
+  uint32_t out = 0;
+  ASSERT_TRUE(b.MemcpyDtoH(&out, kBase + 64, 4, 0).ok());
+  EXPECT_EQ(out, v);
+  EXPECT_EQ(b.CtxSelect(0xdead0).code(), CUDA_ERROR_INVALID_CONTEXT);
+  ASSERT_TRUE(b.CtxDestroy(*ctx).ok());
+  EXPECT_FALSE(b.StreamSynchronize(*s).ok());
+  EXPECT_FALSE(b.EventQuery(*e).ok());
+  EXPECT_FALSE(b.ModuleUnload(*m).ok());
+  EXPECT_TRUE(b.StreamSynchronize(*mine).ok());
+  EXPECT_EQ(b.CtxDestroy(*ctx).code(), CUDA_ERROR_INVALID_CONTEXT);  // twice
+  uint64_t free2 = 0;
+  ASSERT_TRUE(b.MemGetInfo(&free2, &total).ok());
+  EXPECT_EQ(free2, free0);  // its memory and its module's are back
+}
+
 }  // namespace
 }  // namespace smolvm
