@@ -102,7 +102,13 @@ Status Worker::Handle(const proto::ModuleGetGlobalRequest& q, proto::ModuleGetGl
 Status Worker::Handle(const proto::FuncSetAttributeRequest& q, proto::FuncSetAttributeReply*, Ctx*) {
   auto f = functions_.find(q.function);
   if (f == functions_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown function");
-  return backend_->FuncSetAttribute(f->second.handle, q.attr, q.value);
+  // In a context the guest created: the kernel's instance there, as the
+  // runtime sets it on the current context's function.
+  uint64_t h = f->second.handle;
+  if (f->second.ctx != contexts_.current()) {
+    ASSIGN_OR_RETURN(h, InstanceFor(q.function));
+  }
+  return backend_->FuncSetAttribute(h, q.attr, q.value);
 }
 
 Status Worker::Handle(const proto::LaunchKernelRequest& q, proto::LaunchKernelReply*, Ctx*) {

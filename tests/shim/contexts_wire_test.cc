@@ -133,6 +133,35 @@ TEST_F(ContextsWireTest, WhatIsMadeInAContextRunsThereAndGoesWithIt) {
   EXPECT_TRUE(c.Call(MemFreeRequest{.dptr = primary_buf}, &f).ok());
 }
 
+// A kernel attribute set while a created context is current is its
+// instance's there, as the runtime sets it on the current context's kernel.
+TEST_F(ContextsWireTest, AKernelAttributeSetInAContextIsItsInstancesThere) {
+  MemAllocReply m;
+  ASSERT_TRUE(c.Call(MemAllocRequest{.bytes = kN * 4}, &m).ok());
+  Resolve(c, 0x10, 0x11);
+  ASSERT_EQ(Create(c, 1), 0);
+  c.Queue(CtxSetCurrentRequest{.ctx = 1});
+  FuncSetAttributeReply fa;
+  ASSERT_TRUE(c.Call(FuncSetAttributeRequest{.function = 0x11, .attr = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                             .value = 100000},
+                     &fa)
+                  .ok());
+  auto launch = [&](RawClient& client) {
+    params.assign(24, '\0');
+    uint32_t value = 1;
+    std::memcpy(params.data(), &m.dptr, 8);
+    std::memcpy(params.data() + 8, &value, 4);
+    std::memcpy(params.data() + 16, &kN, 8);
+    client.Queue(LaunchKernelRequest{.function = 0x11, .grid_x = 1, .grid_y = 1, .grid_z = 1, .block_x = 64,
+                                     .block_y = 1, .block_z = 1, .shared_bytes = 100000, .stream = 0,
+                                     .params = params});
+    return Deferred(client);
+  };
+  EXPECT_EQ(launch(c), 0);
+  c.Queue(CtxSetCurrentRequest{.ctx = 0});
+  EXPECT_EQ(launch(c), CUDA_ERROR_INVALID_VALUE);  // the primary's kernel kept its 48 KiB
+}
+
 // Hostile handles: id 0 (the primary), an id in use, a context destroyed
 // twice, one never created, another session's: each refused, that call
 // only failing.
