@@ -50,6 +50,8 @@
   X(cuCtxSetFlags, (unsigned int flags), (flags)) \
   X(cuCtxGetApiVersion, (CUcontext ctx, unsigned int* version), (ctx, version)) \
   X(cuCtxGetId, (CUcontext ctx, unsigned long long* id), (ctx, id)) \
+  X(cuCtxGetDevice_v2, (CUdevice* dev, CUcontext ctx), (dev, ctx)) \
+  X(cuCtxSynchronize_v2, (CUcontext ctx), (ctx)) \
   /* refused with the alternative named (forward_driver_refused.cc) */ \
   X(cuMemAllocManaged, (CUdeviceptr* dptr, size_t bytes, unsigned int flags), (dptr, bytes, flags)) \
   X(cuCtxSetCurrent, (CUcontext ctx), (ctx)) \

@@ -232,6 +232,36 @@ CUresult Driver::cuCtxGetId(CUcontext ctx, unsigned long long* id) {
   return CUDA_SUCCESS;
 }
 
+// CUDA 13's forms naming the context (NULL: the current one).
+CUresult Driver::cuCtxGetDevice_v2(CUdevice* dev, CUcontext ctx) {
+  if (ctx == nullptr) return cuCtxGetDevice(dev);
+  if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Runtime& r = rt();
+  std::lock_guard lock(r.session_.mu());
+  if (Find(ctx) == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  *dev = 0;
+  return CUDA_SUCCESS;
+}
+
+// Synchronizes `ctx` whatever the thread has current: the call goes out
+// under that context's id (the session names it to the worker).
+CUresult Driver::cuCtxSynchronize_v2(CUcontext ctx) {
+  if (ctx == nullptr) return cuCtxSynchronize();
+  uint64_t id = 0;
+  {
+    Runtime& r = rt();
+    std::lock_guard lock(r.session_.mu());
+    ContextRecord* c = Find(ctx);
+    if (c == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+    id = c->id;
+  }
+  const uint64_t mine = t_guest_context;
+  t_guest_context = id;
+  CUresult result = cuCtxSynchronize();
+  t_guest_context = mine;
+  return result;
+}
+
 // --- contexts the program creates --------------------------------------------
 
 CUresult Driver::cuCtxCreate_v4(CUcontext* ctx, CUctxCreateParams* params, unsigned int flags, CUdevice dev) {

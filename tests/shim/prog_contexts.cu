@@ -5,7 +5,7 @@
 // host:
 //  - the runtime's primary context first; two created contexts, each pushed
 //    by its create; cuCtxGetCurrent / GetDevice / GetApiVersion / GetId /
-//    SetFlags / GetFlags;
+//    SetFlags / GetFlags, cuCtxSynchronize_v2 / cuCtxGetDevice_v2;
 //  - in each: cudaMalloc and a runtime kernel (the runtime runs its kernels
 //    in the current context), cuMemAlloc and cuMemsetD32, a module loaded
 //    with cuModuleLoadData and cuLaunchKernel, a stream and an event;
@@ -154,6 +154,11 @@ int main() {
   CHECK_CU(cuCtxPopCurrent(&popped));  // the a that replaced b: the a below it is current
   CHECK(popped == a && Current() == a);
   CHECK_CU(cuCtxSynchronize());
+  // CUDA 13's forms naming the context.
+  CHECK_CU(cuCtxSynchronize_v2(b));
+  cdev = -1;
+  CHECK_CU(cuCtxGetDevice_v2(&cdev, b));
+  CHECK(cdev == dev && Current() == a);
 
   // Another thread with b current while this one keeps a.
   unsigned* dt = nullptr;
