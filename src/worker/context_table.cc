@@ -58,10 +58,7 @@ ContextTable::Taken ContextTable::Remove(uint64_t id) {
   }
   for (auto it = functions_.begin(); it != functions_.end();)
     it = it->first.first == id ? functions_.erase(it) : std::next(it);
-  if (current_ == id) {
-    current_ = 0;
-    valid_ = true;
-  }
+  if (current_ == id) current_ = 0;  // an invalid current context stays invalid
   return t;
 }
 

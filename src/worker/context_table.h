@@ -64,7 +64,7 @@ class ContextTable {
   Status Select(uint64_t id);
   // Forgets `id` (after the backend destroyed it): its allocations and
   // instances are handed back for the caller to release; if it was current,
-  // the primary is.
+  // the primary is (unless the current context is invalid: it stays so).
   struct Taken {
     std::vector<uint64_t> allocations;
     std::vector<uint64_t> instance_modules;  // backend module handles loaded in it

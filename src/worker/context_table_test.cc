@@ -39,6 +39,8 @@ TEST(ContextTableTest, AnUnknownCurrentContextIsInvalidUntilAValidOne) {
   EXPECT_EQ(t.Select(6).code(), CUDA_ERROR_INVALID_CONTEXT);
   EXPECT_FALSE(t.valid());
   EXPECT_TRUE(t.in_created());  // checked op by op
+  t.Remove(5);  // the last valid one destroyed meanwhile: still invalid
+  EXPECT_FALSE(t.valid());
   ASSERT_TRUE(t.Select(0).ok());
   EXPECT_TRUE(t.valid());
   EXPECT_FALSE(t.in_created());
