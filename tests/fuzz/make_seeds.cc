@@ -102,5 +102,27 @@ int main(int argc, char** argv) {
   AppendRequest(&s, GraphDestroyRequest{.graph = 0x400}, 22);
   AppendRequest(&s, PingRequest{}, 23);
   Write(d, "graphs", s);
+  s.clear();
+  // Contexts the program creates: memory, a stream, a module and a launch
+  // in one, the primary's kernel there, a destroyed and an unknown one.
+  AppendRequest(&s, CtxCreateRequest{.ctx = 1, .flags = 4}, 1);
+  AppendRequest(&s, ModuleLoadRequest{.module = 1, .hash = std::string(16, 'h'), .image = "x"}, 2);
+  AppendRequest(&s, ModuleGetFunctionRequest{.module = 1, .function = 2, .name = "smolvm_test_fill_u32"}, 3);
+  AppendRequest(&s, CtxSetCurrentRequest{.ctx = 1}, 4);
+  AppendRequest(&s, MemAllocRequest{.bytes = 4096}, 5);
+  AppendRequest(&s, StreamCreateRequest{.stream = 0x100, .flags = 1, .priority = 0}, 6);
+  AppendRequest(&s, ModuleLoadRequest{.module = 3, .hash = std::string(16, 'h'), .image = "x"}, 7);
+  AppendRequest(&s, ModuleGetFunctionRequest{.module = 3, .function = 4, .name = "smolvm_test_fill_u32"}, 8);
+  AppendRequest(&s, LaunchKernelRequest{.function = 2, .grid_x = 1, .grid_y = 1, .grid_z = 1, .block_x = 1, .block_y = 1,
+                                        .block_z = 1, .stream = 0x100, .params = std::string(24, '\0')}, 9);
+  AppendRequest(&s, FuncSetAttributeRequest{.function = 2, .attr = 8, .value = 65536}, 10);
+  AppendRequest(&s, CtxSetCurrentRequest{.ctx = 0}, 11);
+  AppendRequest(&s, CtxDestroyRequest{.ctx = 1}, 12);
+  AppendRequest(&s, CtxDestroyRequest{.ctx = 1}, 13);
+  AppendRequest(&s, CtxSetCurrentRequest{.ctx = 7}, 14);
+  AppendRequest(&s, MemAllocRequest{.bytes = 4096}, 15);
+  AppendRequest(&s, CtxSetCurrentRequest{.ctx = 0}, 16);
+  AppendRequest(&s, PingRequest{}, 17);
+  Write(d, "contexts", s);
   return 0;
 }
