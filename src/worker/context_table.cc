@@ -105,6 +105,10 @@ bool ContextTable::NeedsContext(uint16_t op) {
     case Op::kHostFuncDone:
     case Op::kHostWrite:
     case Op::kHostFetchData:
+    // worker -> guest only: the dispatcher refuses them from a guest
+    case Op::kHostFuncCall:
+    case Op::kDeviceOutput:
+    case Op::kHostLand:
     case Op::kCtxCreate:
     case Op::kCtxDestroy:
     case Op::kCtxSetCurrent:

@@ -15,12 +15,14 @@ Status Cu(CUresult r, const std::string& what) { return Status(static_cast<int32
 }  // namespace
 
 Status Worker::CheckContext(uint16_t op) const {
-  if (!ContextTable::NeedsContext(op)) return Status::Ok();
+  // An op not in the table is the dispatcher's to refuse (kUnknownOp).
+  const char* name = proto::OpName(op);
+  if (name == nullptr || !ContextTable::NeedsContext(op)) return Status::Ok();
   if (!contexts_.valid())
     return Cu(CUDA_ERROR_INVALID_CONTEXT,
-              std::string(proto::OpName(op)) + ": the current context was destroyed or never created in this session");
+              std::string(name) + ": the current context was destroyed or never created in this session");
   if (contexts_.current() != 0 && !ContextTable::AllowedInCreated(op))
-    return Cu(CUDA_ERROR_NOT_SUPPORTED, std::string(proto::OpName(op)) +
+    return Cu(CUDA_ERROR_NOT_SUPPORTED, std::string(name) +
                                             " is not supported while a context the program created (cuCtxCreate) "
                                             "is current; use the primary context for it (docs/shim.md, Contexts)");
   return Status::Ok();

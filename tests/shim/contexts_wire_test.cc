@@ -215,6 +215,25 @@ TEST_F(ContextsWireTest, OpsACreatedContextCannotTakeAreRefusedByName) {
       << r.head.message;
   c.Queue(GraphCreateRequest{.graph = 9});
   EXPECT_EQ(Deferred(c), CUDA_ERROR_NOT_SUPPORTED);
+  // Ops a guest may not send, or that no table has, are refused as anywhere
+  // (the frame fuzzer found an unknown op here ending the worker).
+  c.Queue(DeviceOutputRequest{.fd = 1, .text = "not the guest's to send"});
+  EXPECT_EQ(Deferred(c), static_cast<int32_t>(Code::kUnknownOp));
+  c.Queue(CtxSetCurrentRequest{.ctx = 42});  // invalid: every op needing a context fails
+  EXPECT_EQ(Deferred(c), CUDA_ERROR_INVALID_CONTEXT);
+  std::string unknown(kFrameHeaderBytes, '\0');  // SYNC, never queued: answered at once
+  EncodeHeader({.payload_bytes = 0, .op = 4242, .flags = 0, .seq = 77}, reinterpret_cast<uint8_t*>(unknown.data()));
+  ASSERT_TRUE(c.channel().Write(unknown).ok());
+  FrameHeader h;
+  std::string payload;
+  std::vector<UniqueFd> fds;
+  ASSERT_TRUE(c.channel().ReadFrame(&h, &payload, &fds).ok());
+  ReplyHead head;
+  PingReply pr;
+  ASSERT_TRUE(DecodeReply(payload, &head, &pr).ok());
+  EXPECT_EQ(head.result, static_cast<int32_t>(Code::kUnknownOp));
+  c.Queue(CtxSetCurrentRequest{.ctx = 0});
+  EXPECT_EQ(Deferred(c), 0);
   c.Queue(CtxSetCurrentRequest{.ctx = 0});
   EXPECT_TRUE(c.Call(CtxSetLimitRequest{.limit = CU_LIMIT_PRINTF_FIFO_SIZE, .value = 1 << 20}, &sl).ok());
 }
