@@ -1,3 +1,4 @@
+#include "worker/cu_status.h"
 #include "worker/worker.h"
 
 #include "base/diagnostics.h"
@@ -29,8 +30,6 @@
 
 namespace smolvm {
 namespace {
-
-Status Cu(CUresult r, const std::string& what) { return Status(static_cast<int32_t>(r), what); }
 
 // Errors after which a CUDA context is unusable (CUDA's sticky errors).
 bool IsStickyCudaError(int32_t code) {
