@@ -104,6 +104,34 @@ cudaError_t Linear(bool to_array, cudaArray_const_t array, size_t w, size_t h, v
   return cudaSuccess;
 }
 
+cudaError_t ArrayToArray2D(cudaArray_t dst, size_t wd, size_t hd, cudaArray_const_t src, size_t ws, size_t hs,
+                          size_t width, size_t height, cudaMemcpyKind kind, bool per_thread) {
+  Copy3D c;
+  if (!ArraySide(dst, wd, hd, 0, kind, true, &c.dst) || !ArraySide(src, ws, hs, 0, kind, false, &c.src))
+    return rt().Record(cudaErrorInvalidValue);
+  c.width = width, c.height = height, c.depth = 1;
+  return Copy(c, nullptr, per_thread);
+}
+
+// The deprecated cudaMemcpyArrayToArray: `count` bytes, each side
+// continuing on its next row; one copy per run that stays in both rows.
+cudaError_t ArrayToArrayLinear(cudaArray_t dst, size_t wd, size_t hd, cudaArray_const_t src, size_t ws, size_t hs,
+                               size_t count, cudaMemcpyKind kind, bool per_thread) {
+  ArrayDesc dd, sd;
+  if (cudaError_t e = rt().ArrayGetDesc(Id(dst), &dd); e != cudaSuccess) return e;
+  if (cudaError_t e = rt().ArrayGetDesc(Id(src), &sd); e != cudaSuccess) return e;
+  const uint64_t rd = dd.width * ElemBytes(dd), rs = sd.width * ElemBytes(sd);
+  if (wd > rd || ws > rs) return rt().Record(cudaErrorInvalidValue);
+  while (count > 0) {
+    if (wd == rd) wd = 0, ++hd;
+    if (ws == rs) ws = 0, ++hs;
+    const size_t n = std::min<size_t>({count, rd - wd, rs - ws});
+    if (cudaError_t e = ArrayToArray2D(dst, wd, hd, src, ws, hs, n, 1, kind, per_thread); e != cudaSuccess) return e;
+    count -= n, wd += n, ws += n;
+  }
+  return cudaSuccess;
+}
+
 cudaError_t Parms(const cudaMemcpy3DParms* p, cudaStream_t stream, bool per_thread) {
   if (p == nullptr || (p->srcArray != nullptr) == (p->srcPtr.ptr != nullptr) ||
       (p->dstArray != nullptr) == (p->dstPtr.ptr != nullptr))
@@ -289,6 +317,19 @@ SMOLVM_EXPORT_COPY(cudaMemcpyFromArrayAsync, (void* dst, cudaArray_const_t src, 
 SMOLVM_EXPORT_COPY(cudaMemcpyFromArrayAsync_ptsz, (void* dst, cudaArray_const_t src, size_t w, size_t h,
                                                    size_t count, cudaMemcpyKind kind, cudaStream_t s),
                    Linear(false, src, w, h, dst, count, kind, s, true))
+SMOLVM_EXPORT_COPY(cudaMemcpy2DArrayToArray, (cudaArray_t dst, size_t wd, size_t hd, cudaArray_const_t src, size_t ws,
+                                              size_t hs, size_t width, size_t height, cudaMemcpyKind kind),
+                   ArrayToArray2D(dst, wd, hd, src, ws, hs, width, height, kind, false))
+SMOLVM_EXPORT_COPY(cudaMemcpy2DArrayToArray_ptds, (cudaArray_t dst, size_t wd, size_t hd, cudaArray_const_t src,
+                                                   size_t ws, size_t hs, size_t width, size_t height,
+                                                   cudaMemcpyKind kind),
+                   ArrayToArray2D(dst, wd, hd, src, ws, hs, width, height, kind, true))
+SMOLVM_EXPORT_COPY(cudaMemcpyArrayToArray, (cudaArray_t dst, size_t wd, size_t hd, cudaArray_const_t src, size_t ws,
+                                            size_t hs, size_t count, cudaMemcpyKind kind),
+                   ArrayToArrayLinear(dst, wd, hd, src, ws, hs, count, kind, false))
+SMOLVM_EXPORT_COPY(cudaMemcpyArrayToArray_ptds, (cudaArray_t dst, size_t wd, size_t hd, cudaArray_const_t src,
+                                                 size_t ws, size_t hs, size_t count, cudaMemcpyKind kind),
+                   ArrayToArrayLinear(dst, wd, hd, src, ws, hs, count, kind, true))
 SMOLVM_EXPORT_COPY(cudaMemcpy3D, (const cudaMemcpy3DParms* p), Parms(p, nullptr, false))
 SMOLVM_EXPORT_COPY(cudaMemcpy3D_ptds, (const cudaMemcpy3DParms* p), Parms(p, nullptr, true))
 SMOLVM_EXPORT_COPY(cudaMemcpy3DAsync, (const cudaMemcpy3DParms* p, cudaStream_t s), Parms(p, s, false))

@@ -11,6 +11,9 @@
 
 #include "check.h"
 
+// cudaMemcpyToArray and friends are deprecated, and still used by samples.
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
 // surf(x, y) = 2 * tex(x, y) + 1 over a w x h float surface (the fake runs it by name).
 extern "C" __global__ void smolvm_test_tex_to_surf(cudaTextureObject_t tex, cudaSurfaceObject_t surf, unsigned w,
                                                    unsigned h) {
@@ -127,6 +130,17 @@ int main() {
   CHECK_CUDA(cudaMemcpy2DFromArray(&first_of_row3, 4, in, 0, 3, 4, 1, cudaMemcpyDeviceToHost));
   CHECK(first_of_row3 == line[4]);
   std::printf("linear across rows: %.1f\n", Sum(line_back));
+
+  // Array to array: the whole of `in` into `out`, then 4 floats from row 7
+  // of `in` to the last 2 of row 5 and the first 2 of row 6 of `out`.
+  CHECK_CUDA(cudaMemcpy2DFromArray(back.data(), W * 4, in, 0, 0, W * 4, H, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy2DArrayToArray(out, 0, 0, in, 0, 0, W * 4, H, cudaMemcpyDeviceToDevice));
+  CHECK_CUDA(cudaMemcpyArrayToArray(out, (W - 2) * 4, 5, in, 4 * 4, 7, 4 * 4, cudaMemcpyDeviceToDevice));
+  CHECK_CUDA(cudaMemcpy2DFromArray(res.data(), W * 4, out, 0, 0, W * 4, H, cudaMemcpyDeviceToHost));
+  std::vector<float> want = back;
+  for (unsigned i = 0; i < 4; ++i) want[5 * W + W - 2 + i] = back[7 * W + 4 + i];
+  CHECK(res == want);
+  std::printf("array to array: %.1f\n", Sum(res));
 
   // A 3-D array: host slices in, out to pitched device memory, back.
   constexpr unsigned VW = 16, VH = 8, VD = 4;
