@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
   "")
-    # Only what the main job runs (166 of the 447 build steps on the CPU
+    # Only what the main job runs (about 40 % of the build steps on the CPU
     # path); scripts/test.sh builds the tests and the rest.
     echo "quickstart: building what the main job runs (scripts/test.sh builds the rest); setup prints how long it took"
     scripts/setup.sh --main ;;

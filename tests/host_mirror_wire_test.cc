@@ -183,7 +183,8 @@ TEST_F(HostMirrorWireTest, TheHelloReplySaysNoDescriptorsAndSuchAnEndpointGivesN
     }
   }
   EXPECT_TRUE(seen_gv && seen_sb) << Sessions(daemon).dump();
-  EXPECT_NE(daemon.Log().find("machine 'gv': guest endpoint attached (gpu-mem 0 MiB, 1 cgroup dir(s), no descriptors)"),
+  EXPECT_NE(daemon.Log().find("machine 'gv': guest endpoint attached (gpu-mem 0 MiB, 1 cgroup dir(s), not forkable: no exports "
+                             "ahead of forks, no descriptors)"),
             std::string::npos)
       << daemon.Log();
 }

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -123,7 +124,13 @@ class MachineTest : public ::testing::Test {
 
   CliRun Cli(std::vector<std::string> args) {
     args.insert(args.begin(), SMOLVM_CLI);
-    return Exec(args, scratch_);
+    CliRun r = Exec(args, scratch_);
+    // What a failing step said, in the test's output (an assert on rc alone
+    // shows only the number; many expected failures print here too).
+    if (r.rc != 0 && !r.err.empty())
+      std::fprintf(stderr, "[%s %s: rc %d] %s", args[1].c_str(), args.size() > 2 ? args[2].c_str() : "", r.rc,
+                   r.err.c_str());
+    return r;
   }
 
   // Runs a shell command inside machine `name`; returns its output.

@@ -337,9 +337,18 @@ Status RemoveMachine(const std::string& home, const std::string& name, bool casc
   for (const auto& v : victims) {
     if (Live(Effective(v).state) || ::geteuid() == 0) RETURN_IF_ERROR(StopOne(*store, home, v.name, grace_ms));
     RETURN_IF_ERROR(store->Transaction([&] { return store->Delete(v.name); }));
+    // A stopping supervisor may still unlink its own files (socket, pid file) while we walk the
+    // directory: an entry that vanished under remove_all is gone, which is what we want; walk again.
     std::error_code ec;
-    std::filesystem::remove_all(MachinePaths(home, v.name).dir, ec);
-    if (ec) return Status(Code::kIo, "removing " + MachinePaths(home, v.name).dir + ": " + ec.message());
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      ec.clear();
+      std::filesystem::remove_all(MachinePaths(home, v.name).dir, ec);
+      if (ec != std::errc::no_such_file_or_directory) break;
+    }
+    if (ec && ec != std::errc::no_such_file_or_directory)
+      return Status(Code::kIo, "removing " + MachinePaths(home, v.name).dir + ": " + ec.message());
+    if (std::filesystem::exists(MachinePaths(home, v.name).dir))
+      return Status(Code::kIo, "removing " + MachinePaths(home, v.name).dir + ": entries kept appearing");
   }
   return Status::Ok();
 }

@@ -16,18 +16,20 @@
 namespace smolvm::serve {
 
 Status RunServe(const ServeOptions& o) {
+  // What the caller asked for first (a bad driver, or machines without root,
+  // says so whatever the home), then the home.
+  if (o.driver != "fake" && o.driver != "machine")
+    return InvalidArgument("--driver must be machine or fake (got '" + o.driver + "')");
+  if (o.driver == "machine" && ::geteuid() != 0)
+    return PermissionDenied("smolvm serve drives machines and needs root (or --driver fake)");
   // 0700 like every smolvm home (issue 29): serve.sock's mode is its only
   // gate otherwise.
   if (Status st = machine::MakeHome(o.home); !st.ok()) return Status(st.code(), "serve's home: " + st.message());
   std::unique_ptr<CloneDriver> driver;
-  if (o.driver == "fake") {
+  if (o.driver == "fake")
     driver = std::make_unique<FakeCloneDriver>();
-  } else if (o.driver == "machine") {
-    if (::geteuid() != 0) return PermissionDenied("smolvm serve drives machines and needs root (or --driver fake)");
+  else
     driver = std::make_unique<MachineCloneDriver>(MachineCloneDriver::Options{o.home, o.smolvm_exe, 2000});
-  } else {
-    return InvalidArgument("--driver must be machine or fake (got '" + o.driver + "')");
-  }
   // Signals go to sigwait below, never to another thread.
   sigset_t set;
   sigemptyset(&set);

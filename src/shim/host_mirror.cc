@@ -73,12 +73,23 @@ Status HostMirror::Push(Session& session, uint64_t addr, uint64_t bytes, uint64_
 
 Status HostMirror::CopyToDevice(Session& session, uint64_t dst, const void* src, size_t bytes, uint64_t stream) {
   const char* from = static_cast<const char*>(src);
+  // While a host function of ours may be running, the worker's callback
+  // reads this session's frames itself and sets them aside, at most 64 MiB
+  // (worker/guest_link.h), until the function is done: then each chunk
+  // waits for the worker to have taken the one before it (a Ping answered
+  // in order), as a native pageable copy waits for its staging buffers.
+  const bool paced = session.callbacks_unfinished();
   for (size_t off = 0; off < bytes; off += kChunkBytes) {
     proto::MemcpyHtoDRequest req;
     req.dst = dst + off;
     req.stream = stream;
     req.data = std::string_view(from + off, std::min(kChunkBytes, bytes - off));
     session.Enqueue(req);
+    if (paced && off + kChunkBytes < bytes) {
+      proto::PingRequest ping;
+      proto::PingReply pong;
+      RETURN_IF_ERROR(session.Call(ping, &pong));
+    }
   }
   // The program may reuse its buffer when the call returns: every chunk
   // was copied into the queue, and goes now.
