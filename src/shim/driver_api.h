@@ -177,6 +177,7 @@
   X(cuTexObjectGetResourceDesc, (CUDA_RESOURCE_DESC* res, CUtexObject obj), (res, obj)) \
   X(cuSurfObjectCreate, (CUsurfObject* obj, const CUDA_RESOURCE_DESC* res), (obj, res)) \
   X(cuSurfObjectDestroy, (CUsurfObject obj), (obj)) \
+  X(cuSurfObjectGetResourceDesc, (CUDA_RESOURCE_DESC* res, CUsurfObject obj), (res, obj)) \
   /* -- streams and events ------------------------------------------------- */ \
   X(cuStreamCreate, (CUstream* s, unsigned int flags), (s, flags)) \
   X(cuStreamCreateWithPriority, (CUstream* s, unsigned int flags, int priority), (s, flags, priority)) \

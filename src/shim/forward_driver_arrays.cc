@@ -106,6 +106,30 @@ CUresult ToResource(const CUDA_RESOURCE_DESC* rd, TexResource* r) {
   return CUDA_ERROR_INVALID_VALUE;
 }
 
+CUresult ResourceOf(CUDA_RESOURCE_DESC* res, uint64_t obj, bool surface) {
+  if (res == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Runtime::DriverCallScope scope;
+  ArrayRecords::Object o;
+  if (CUresult e = ToCuResult(rt().ObjectGet(obj, surface, &o)); e != CUDA_SUCCESS) return e;
+  *res = CUDA_RESOURCE_DESC{};
+  res->resType = static_cast<CUresourcetype>(o.res.kind);
+  if (o.res.kind == CU_RESOURCE_TYPE_ARRAY) {
+    res->res.array.hArray = reinterpret_cast<CUarray>(o.res.handle);
+  } else if (o.res.kind == CU_RESOURCE_TYPE_LINEAR) {
+    res->res.linear.devPtr = o.res.handle;
+    res->res.linear.format = static_cast<CUarray_format>(o.res.format);
+    res->res.linear.numChannels = o.res.channels;
+    res->res.linear.sizeInBytes = o.res.width;
+  } else {
+    res->res.pitch2D.devPtr = o.res.handle;
+    res->res.pitch2D.format = static_cast<CUarray_format>(o.res.format);
+    res->res.pitch2D.numChannels = o.res.channels;
+    res->res.pitch2D.width = o.res.width, res->res.pitch2D.height = o.res.height;
+    res->res.pitch2D.pitchInBytes = o.res.pitch;
+  }
+  return CUDA_SUCCESS;
+}
+
 }  // namespace
 
 CUresult Driver::cuArrayCreate_v2(CUarray* array, const CUDA_ARRAY_DESCRIPTOR* desc) {
@@ -179,27 +203,11 @@ CUresult Driver::cuTexObjectDestroy(CUtexObject obj) {
 }
 
 CUresult Driver::cuTexObjectGetResourceDesc(CUDA_RESOURCE_DESC* res, CUtexObject obj) {
-  if (res == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  Runtime::DriverCallScope scope;
-  ArrayRecords::Object o;
-  if (CUresult e = ToCuResult(rt().ObjectGet(obj, false, &o)); e != CUDA_SUCCESS) return e;
-  *res = CUDA_RESOURCE_DESC{};
-  res->resType = static_cast<CUresourcetype>(o.res.kind);
-  if (o.res.kind == CU_RESOURCE_TYPE_ARRAY) {
-    res->res.array.hArray = reinterpret_cast<CUarray>(o.res.handle);
-  } else if (o.res.kind == CU_RESOURCE_TYPE_LINEAR) {
-    res->res.linear.devPtr = o.res.handle;
-    res->res.linear.format = static_cast<CUarray_format>(o.res.format);
-    res->res.linear.numChannels = o.res.channels;
-    res->res.linear.sizeInBytes = o.res.width;
-  } else {
-    res->res.pitch2D.devPtr = o.res.handle;
-    res->res.pitch2D.format = static_cast<CUarray_format>(o.res.format);
-    res->res.pitch2D.numChannels = o.res.channels;
-    res->res.pitch2D.width = o.res.width, res->res.pitch2D.height = o.res.height;
-    res->res.pitch2D.pitchInBytes = o.res.pitch;
-  }
-  return CUDA_SUCCESS;
+  return ResourceOf(res, obj, false);
+}
+
+CUresult Driver::cuSurfObjectGetResourceDesc(CUDA_RESOURCE_DESC* res, CUsurfObject obj) {
+  return ResourceOf(res, obj, true);
 }
 
 CUresult Driver::cuSurfObjectCreate(CUsurfObject* obj, const CUDA_RESOURCE_DESC* res) {

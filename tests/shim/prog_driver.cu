@@ -384,6 +384,9 @@ void ArraysAndObjects() {
   CUsurfObject so = 0;
   CHECK_CU(cuSurfObjectCreate(&so, &res));
   CHECK(so != 0);
+  asked = CUDA_RESOURCE_DESC{};
+  CHECK_CU(cuSurfObjectGetResourceDesc(&asked, so));
+  CHECK(asked.resType == CU_RESOURCE_TYPE_ARRAY && asked.res.array.hArray == a);
   CHECK_CU(cuTexObjectDestroy(t));
   CHECK_CU(cuSurfObjectDestroy(so));
   CHECK_CU(cuMemFree(dptr));
