@@ -171,6 +171,14 @@
   X(cuMemcpy2DAsync_v2, (const CUDA_MEMCPY2D* p, CUstream s), (p, s)) \
   X(cuMemcpy3D_v2, (const CUDA_MEMCPY3D* p), (p)) \
   X(cuMemcpy3DAsync_v2, (const CUDA_MEMCPY3D* p, CUstream s), (p, s)) \
+  X(cuMemcpyHtoA_v2, (CUarray dst, size_t offset, const void* src, size_t bytes), (dst, offset, src, bytes)) \
+  X(cuMemcpyHtoAAsync_v2, (CUarray dst, size_t offset, const void* src, size_t bytes, CUstream s), \
+    (dst, offset, src, bytes, s)) \
+  X(cuMemcpyAtoH_v2, (void* dst, CUarray src, size_t offset, size_t bytes), (dst, src, offset, bytes)) \
+  X(cuMemcpyAtoHAsync_v2, (void* dst, CUarray src, size_t offset, size_t bytes, CUstream s), \
+    (dst, src, offset, bytes, s)) \
+  X(cuMemcpyDtoA_v2, (CUarray dst, size_t offset, CUdeviceptr src, size_t bytes), (dst, offset, src, bytes)) \
+  X(cuMemcpyAtoD_v2, (CUdeviceptr dst, CUarray src, size_t offset, size_t bytes), (dst, src, offset, bytes)) \
   X(cuTexObjectCreate, (CUtexObject* obj, const CUDA_RESOURCE_DESC* res, const CUDA_TEXTURE_DESC* tex, \
                         const CUDA_RESOURCE_VIEW_DESC* view), (obj, res, tex, view)) \
   X(cuTexObjectDestroy, (CUtexObject obj), (obj)) \

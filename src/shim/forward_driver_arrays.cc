@@ -2,6 +2,7 @@
 // objects (driver.h): the driver's descriptors into the runtime's calls
 // (forward_arrays.cc) under a DriverCallScope. A CUarray is the array's
 // guest id, as a cudaArray_t is; object handles are the worker's.
+#include <algorithm>
 #include <atomic>
 
 #include "shim/driver.h"
@@ -130,6 +131,38 @@ CUresult ResourceOf(CUDA_RESOURCE_DESC* res, uint64_t obj, bool surface) {
   return CUDA_SUCCESS;
 }
 
+// The driver's copies with a 1-D array (as the driver documents them):
+// `bytes` from the array's byte `offset` on, to or from `other` (packed).
+// The loop takes rows one after another, as for a 2-D array's run.
+CUresult ArrayRun(CUarray array, size_t offset, CopyPlace other, bool to_array, size_t bytes, CUstream stream) {
+  ArrayDesc d;
+  if (CUresult e = GetDesc(array, &d); e != CUDA_SUCCESS) return e;
+  const uint64_t row = d.width * ArrayFormatBytes(d.format) * d.channels;
+  if (row == 0 || d.height != 0 || d.depth != 0) return CUDA_ERROR_INVALID_VALUE;  // 1-D arrays only
+  uint64_t x = offset % row, y = offset / row;
+  Runtime::DriverCallScope scope;
+  while (bytes > 0) {
+    const bool whole = x == 0 && bytes >= row;
+    const uint64_t rows = whole ? bytes / row : 1;
+    const uint64_t width = whole ? row : std::min<uint64_t>(bytes, row - x);
+    Copy3D c;
+    const CopyPlace side{CopySide::kArray, Id(array), 0, 0, x, y, 0};
+    other.pitch = width, other.height = rows;
+    c.dst = to_array ? side : other;
+    c.src = to_array ? other : side;
+    c.width = width, c.height = rows, c.depth = 1;
+    if (CUresult e = ToCuResult(rt().Memcpy3D(c, S(stream), false)); e != CUDA_SUCCESS) return e;
+    bytes -= width * rows, other.addr += width * rows;
+    x += width;
+    y += x / row + (rows - 1);
+    x %= row;
+  }
+  return CUDA_SUCCESS;
+}
+
+CopyPlace Host(const void* p) { return CopyPlace{CopySide::kHost, Id(p)}; }
+CopyPlace Device(CUdeviceptr p) { return CopyPlace{CopySide::kDevice, p}; }
+
 }  // namespace
 
 CUresult Driver::cuArrayCreate_v2(CUarray* array, const CUDA_ARRAY_DESCRIPTOR* desc) {
@@ -172,6 +205,25 @@ CUresult Driver::cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D* p) { return Copy2DD
 CUresult Driver::cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D* p, CUstream s) { return Copy2DDesc(p, s); }
 CUresult Driver::cuMemcpy3D_v2(const CUDA_MEMCPY3D* p) { return Copy3DDesc(p, nullptr); }
 CUresult Driver::cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D* p, CUstream s) { return Copy3DDesc(p, s); }
+
+CUresult Driver::cuMemcpyHtoA_v2(CUarray dst, size_t offset, const void* src, size_t bytes) {
+  return ArrayRun(dst, offset, Host(src), true, bytes, nullptr);
+}
+CUresult Driver::cuMemcpyHtoAAsync_v2(CUarray dst, size_t offset, const void* src, size_t bytes, CUstream s) {
+  return ArrayRun(dst, offset, Host(src), true, bytes, s);
+}
+CUresult Driver::cuMemcpyAtoH_v2(void* dst, CUarray src, size_t offset, size_t bytes) {
+  return ArrayRun(src, offset, Host(dst), false, bytes, nullptr);
+}
+CUresult Driver::cuMemcpyAtoHAsync_v2(void* dst, CUarray src, size_t offset, size_t bytes, CUstream s) {
+  return ArrayRun(src, offset, Host(dst), false, bytes, s);
+}
+CUresult Driver::cuMemcpyDtoA_v2(CUarray dst, size_t offset, CUdeviceptr src, size_t bytes) {
+  return ArrayRun(dst, offset, Device(src), true, bytes, nullptr);
+}
+CUresult Driver::cuMemcpyAtoD_v2(CUdeviceptr dst, CUarray src, size_t offset, size_t bytes) {
+  return ArrayRun(src, offset, Device(dst), false, bytes, nullptr);
+}
 
 CUresult Driver::cuTexObjectCreate(CUtexObject* obj, const CUDA_RESOURCE_DESC* res, const CUDA_TEXTURE_DESC* tex,
                                    const CUDA_RESOURCE_VIEW_DESC* view) {

@@ -368,6 +368,27 @@ void ArraysAndObjects() {
   CHECK_CU(cuCtxSynchronize());
   for (unsigned y = 0; y < 4; ++y)
     for (unsigned x = 0; x < 8; ++x) CHECK(sub[y * 8 + x] == h[(y + 2) * W + x + 4]);
+  // The 1-D copies, with a 1-D array: 14 uints from element 8 on, back to
+  // the host, and through device memory.
+  CUDA_ARRAY_DESCRIPTOR line_desc{};
+  line_desc.Width = 64;
+  line_desc.Format = CU_AD_FORMAT_UNSIGNED_INT32;
+  line_desc.NumChannels = 1;
+  CUarray line = nullptr;
+  CHECK_CU(cuArrayCreate(&line, &line_desc));
+  std::vector<unsigned> run(14), run_back(14, 0), run_dev(14, 0);
+  for (unsigned& v : run) v = rng.Next();
+  CHECK_CU(cuMemcpyHtoA(line, 32, run.data(), run.size() * 4));
+  CHECK_CU(cuMemcpyAtoH(run_back.data(), line, 32, run.size() * 4));
+  CHECK(run_back == run);
+  CHECK_CU(cuMemcpyAtoD(dptr, line, 32, run.size() * 4));
+  CHECK_CU(cuMemcpyDtoH(run_dev.data(), dptr, run.size() * 4));
+  CHECK(run_dev == run);
+  CHECK_CU(cuMemcpyDtoA(line, 0, dptr, 8));
+  unsigned first = 0;
+  CHECK_CU(cuMemcpyAtoH(&first, line, 4, 4));
+  CHECK(first == run[1]);
+  CHECK_CU(cuArrayDestroy(line));
   CUDA_RESOURCE_DESC res{};
   res.resType = CU_RESOURCE_TYPE_ARRAY;
   res.res.array.hArray = a;
