@@ -161,6 +161,8 @@
     (prop, handle)) \
   /* -- CUDA arrays, 2-D and 3-D copies, texture and surface objects ------- */ \
   /* (forward_driver_arrays.cc)                                             */ \
+  X(cuMemAllocPitch_v2, (CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height, unsigned int elem), \
+    (dptr, pitch, width, height, elem)) \
   X(cuArrayCreate_v2, (CUarray* array, const CUDA_ARRAY_DESCRIPTOR* desc), (array, desc)) \
   X(cuArray3DCreate_v2, (CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc), (array, desc)) \
   X(cuArrayDestroy, (CUarray array), (array)) \

@@ -165,6 +165,22 @@ CopyPlace Device(CUdeviceptr p) { return CopyPlace{CopySide::kDevice, p}; }
 
 }  // namespace
 
+CUresult Driver::cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height,
+                                    unsigned int elem) {
+  // As cudaMallocPitch: rows 512 bytes apart at least (a multiple of every
+  // element size the driver takes).
+  if (dptr == nullptr || pitch == nullptr || width == 0 || height == 0 ||
+      (elem != 4 && elem != 8 && elem != 16) || width > (size_t{1} << 40) || height > (size_t{1} << 40))
+    return CUDA_ERROR_INVALID_VALUE;
+  const size_t p = (width + 511) / 512 * 512;
+  if (p > (size_t{1} << 48) / height) return CUDA_ERROR_INVALID_VALUE;
+  Runtime::DriverCallScope scope;
+  void* ptr = nullptr;
+  CUresult e = ToCuResult(rt().Malloc(&ptr, p * height));
+  if (e == CUDA_SUCCESS) *dptr = reinterpret_cast<CUdeviceptr>(ptr), *pitch = p;
+  return e;
+}
+
 CUresult Driver::cuArrayCreate_v2(CUarray* array, const CUDA_ARRAY_DESCRIPTOR* desc) {
   if (array == nullptr || desc == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return Create(array, ArrayDesc{desc->Format, desc->NumChannels, desc->Width, desc->Height, 0, 0});

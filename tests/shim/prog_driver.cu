@@ -340,13 +340,15 @@ void ArraysAndObjects() {
   up.Height = H;
   CHECK_CU(cuMemcpy2D(&up));
   CUdeviceptr dptr = 0;
-  CHECK_CU(cuMemAlloc(&dptr, 512 * H));
+  size_t dpitch = 0;
+  CHECK_CU(cuMemAllocPitch(&dptr, &dpitch, W * 4, H, 4));
+  CHECK(dpitch >= W * 4);
   CUDA_MEMCPY3D m{};
   m.srcMemoryType = CU_MEMORYTYPE_ARRAY;
   m.srcArray = a;
   m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
   m.dstDevice = dptr;
-  m.dstPitch = 512;
+  m.dstPitch = dpitch;
   m.dstHeight = H;
   m.WidthInBytes = W * 4;
   m.Height = H;
@@ -356,7 +358,7 @@ void ArraysAndObjects() {
   CUDA_MEMCPY2D dn{};
   dn.srcMemoryType = CU_MEMORYTYPE_DEVICE;
   dn.srcDevice = dptr;
-  dn.srcPitch = 512;
+  dn.srcPitch = dpitch;
   dn.srcXInBytes = 16;
   dn.srcY = 2;
   dn.dstMemoryType = CU_MEMORYTYPE_HOST;

@@ -5,6 +5,7 @@
 // texture objects and writing an array through a surface object. Prints
 // checksums, then "PASS textures". The same natively and through the shims.
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -70,6 +71,9 @@ int main() {
   CHECK_CUDA(cudaArrayGetInfo(&got, &ext, &flags, out));
   CHECK(got.x == 32 && got.y == 0 && got.f == cudaChannelFormatKindFloat);
   CHECK(ext.width == W && ext.height == H && ext.depth == 0 && flags == cudaArraySurfaceLoadStore);
+  cudaChannelFormatDesc cd{};
+  CHECK_CUDA(cudaGetChannelDesc(&cd, in));
+  CHECK(cd.x == 32 && cd.y == 0 && cd.f == cudaChannelFormatKindFloat);
 
   // Host rows with a pitch wider than a row in, and back.
   const size_t hp = W * 4 + 48;
@@ -187,12 +191,20 @@ int main() {
   CHECK(std::equal(lback.begin(), lback.end(), img.begin()));
   std::printf("linear texture: %.1f\n", Sum(lback));
 
-  // Pitch2D memory (rows 512 bytes apart) through a texture, into the surface.
-  const size_t pp = 512;
-  CHECK_CUDA(cudaMemcpy2D(dev, pp, img.data(), W * 4, W * 4, H, cudaMemcpyHostToDevice));
+  // Pitch2D memory (cudaMallocPitch) through a texture, into the surface;
+  // cudaMemset2D clears the rows first, cudaMemcpy2D fills them.
+  float* pitched_dev = nullptr;
+  size_t pp = 0;
+  CHECK_CUDA(cudaMallocPitch(reinterpret_cast<void**>(&pitched_dev), &pp, W * 4, H));
+  CHECK(pp >= W * 4);
+  CHECK_CUDA(cudaMemset2D(pitched_dev, pp, 0xff, W * 4, H));
+  std::vector<float> cleared(W * H, 0);
+  CHECK_CUDA(cudaMemcpy2D(cleared.data(), W * 4, pitched_dev, pp, W * 4, H, cudaMemcpyDeviceToHost));
+  for (float f : cleared) CHECK(std::isnan(f));
+  CHECK_CUDA(cudaMemcpy2D(pitched_dev, pp, img.data(), W * 4, W * 4, H, cudaMemcpyHostToDevice));
   cudaResourceDesc rp{};
   rp.resType = cudaResourceTypePitch2D;
-  rp.res.pitch2D.devPtr = dev;
+  rp.res.pitch2D.devPtr = pitched_dev;
   rp.res.pitch2D.desc = fd;
   rp.res.pitch2D.width = W;
   rp.res.pitch2D.height = H;
@@ -230,6 +242,7 @@ int main() {
   CHECK_CUDA(cudaFreeArray(out));
   CHECK_CUDA(cudaFreeArray(vol));
   CHECK_CUDA(cudaFree(dev));
+  CHECK_CUDA(cudaFree(pitched_dev));
   CHECK_CUDA(cudaFree(lin));
   CHECK_CUDA(cudaFree(lout));
   CHECK_CUDA(cudaStreamDestroy(s));
