@@ -218,7 +218,7 @@ relocate_ctest_files() {
   [[ -n $old_build && -n $old_src ]] || return 1
   [[ $old_build == "$BUILD" && $old_src == "$ROOT" ]] && return 0
   log "gpu-tests: relocating CTest files from $old_build to $BUILD"
-  find "$BUILD" \( -name 'CTestTestfile.cmake' -o -name '*_tests.cmake' -o -name '*_include.cmake' \) \
+  find "$BUILD/" \( -name 'CTestTestfile.cmake' -o -name '*_tests.cmake' -o -name '*_include.cmake' \) \
     -print0 | xargs -0 -r sed -i -e "s|$old_build|$BUILD|g" -e "s|$old_src|$ROOT|g"
   sed -i -e "s|^CMAKE_CACHEFILE_DIR:INTERNAL=.*|CMAKE_CACHEFILE_DIR:INTERNAL=$BUILD|" \
     -e "s|^CMAKE_HOME_DIRECTORY:INTERNAL=.*|CMAKE_HOME_DIRECTORY:INTERNAL=$ROOT|" "$cache"
