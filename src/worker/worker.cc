@@ -99,6 +99,11 @@ void Worker::ReleaseAll() {
     graphs_.reset();
     capture_calls_.clear();
   }
+  // Texture and surface objects, then arrays, once nothing reads them.
+  if (arrays_) {
+    (void)backend_->CtxSynchronize();
+    arrays_.reset();
+  }
   // cuBLAS handles first: their workspaces live in the memory released next.
   if (blas_) {
     (void)backend_->CtxSynchronize();
