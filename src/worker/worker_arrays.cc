@@ -4,13 +4,12 @@
 
 #include <cstring>
 
+#include "worker/cu_status.h"
 #include "worker/worker.h"
 #include "worker/worker_checks.h"
 
 namespace smolvm {
 namespace {
-
-Status Cu(CUresult r, const std::string& what) { return Status(static_cast<int32_t>(r), what); }
 
 // What Memcpy3DToHost may answer in one reply (the shim copies more in slabs).
 constexpr uint64_t kMaxCopyReplyBytes = 64ull << 20;
