@@ -8,8 +8,11 @@
 #               with host lines; prog_hostreg: registered memory; prog_pools:
 #               cudaMallocAsync and pools; prog_dynpar: -rdc and dynamic
 #               parallelism; prog_kernels: the profiler calls among launches;
-#               prog_channel: cudaCreateChannelDesc; prog_contexts: two
-#               contexts of the program's own, cuCtxCreate to cuCtxDestroy)
+#               prog_channel: cudaCreateChannelDesc; prog_textures: CUDA
+#               arrays copied 2-D and 3-D, texture objects over an array,
+#               linear and pitch2D memory, a surface object written;
+#               prog_contexts: two contexts of the program's own,
+#               cuCtxCreate to cuCtxDestroy)
 #   2. fork     prog_pool_fork through the shims: an async-allocated buffer
 #               in two clones at the golden's address, the inherited pool
 #               allocating in each
@@ -20,7 +23,7 @@
 #               by name with its alternative;
 #               prog_basic: cudaMallocManaged likewise
 # Writes to $OUT: summary.txt, runs.log, daemon.log, records/surface_*.json.
-# Estimate on an H100/H200: progs 8 x ~3 s, fork ~10 s, machine 5 x ~15 s:
+# Estimate on an H100/H200: progs 9 x ~3 s, fork ~10 s, machine 6 x ~15 s:
 # about 2 minutes, capped by BUDGET_S (240 s). Exits 1 when any part failed
 # or differs. Env: BUILD, BACKEND (default cuda; fake rehearses the script
 # here: the programs and the fork pass, native runs are skipped without a GPU).
@@ -51,7 +54,7 @@ native=true
 declare -A R
 failed=0
 fail() { failed=1; summary "FAIL: $*"; }
-PROGS="prog_devprops prog_printf prog_hostreg prog_pools prog_dynpar prog_kernels prog_channel"
+PROGS="prog_devprops prog_printf prog_hostreg prog_pools prog_dynpar prog_kernels prog_channel prog_textures"
 PROGS="$PROGS prog_contexts"  # contexts of the program's own (cuCtxCreate), real contexts in the worker
 
 # 1. natively and through the shims on a bare host
@@ -108,7 +111,7 @@ machine_ok=true
 if (( SECONDS - T0 < BUDGET_S - 90 )); then
   export SMOLVM_HOME=$W/home
   [[ $BACKEND == fake ]] && export SMOLVM_CUDA_BACKEND=fake
-  for p in prog_devprops prog_printf prog_hostreg prog_pools prog_dynpar; do
+  for p in prog_devprops prog_printf prog_hostreg prog_pools prog_dynpar prog_textures; do
     name=s-${p#prog_}
     if "$B/smolvm" machine create --name "$name" --cuda -v "$B:/opt/smolvm:ro" -- "/opt/smolvm/tests/shim/bin/$p" \
         >>"$RUNS" 2>&1 && "$B/smolvm" machine start --name "$name" >>"$RUNS" 2>&1; then

@@ -3,6 +3,7 @@
 // (the fixture: fork_fixture.h).
 #include <cudnn_graph.h>
 
+#include "backend/array_types.h"
 #include "fork_fixture.h"
 #include "proto/dnn_attrs.h"
 #include "proto/lib_status.h"
@@ -435,6 +436,42 @@ TEST_F(ForkTest, StatusReportsContextMemoryPerSession) {
   auto text = RunCommand(Cli(daemon, "status"));
   EXPECT_NE(text.second.find("CONTEXT_MIB"), std::string::npos) << text.second;
   EXPECT_NE(text.second.find("32.0"), std::string::npos) << text.second;
+}
+
+// Issue 34 item 4: a golden holding CUDA arrays or texture / surface
+// objects is not forked (their handles would not survive into a clone's
+// driver): refused by name before any work; once freed, it forks.
+TEST_F(ForkTest, AGoldenHoldingArraysOrTextureObjectsIsRefusedByName) {
+  ArrayCreateReply ar;
+  ASSERT_TRUE(golden.Call(ArrayCreateRequest{.array = 0x900, .format = CU_AD_FORMAT_FLOAT, .channels = 1,
+                                             .width = 16, .height = 16, .depth = 0, .flags = 0},
+                          &ar).ok());
+  std::vector<uint32_t> tex(kTexDescWords, 0);
+  TexObjectCreateReply tr;
+  ASSERT_TRUE(golden.Call(TexObjectCreateRequest{.res_kind = CU_RESOURCE_TYPE_ARRAY, .res = 0x900, .tex = tex}, &tr)
+                  .ok());
+  const std::string session = std::to_string(golden.hello().session_id);
+  {
+    Golden g(&golden);
+    auto [rc, out] = RunCommand(Cli(daemon, "fork --session " + session + " --count 1 --share on"));
+    EXPECT_NE(rc, 0);
+    EXPECT_NE(out.find("a fork of a session holding CUDA arrays or texture or surface objects is not supported "
+                       "(1 arrays, 1 objects): free them before the forkpoint"),
+              std::string::npos)
+        << out;
+    EXPECT_EQ(RunCommand(Cli(daemon, "release --session " + session)).first, 0);
+  }
+  auto status = DaemonStatus(daemon);
+  for (auto& s : status["sessions"]) EXPECT_NE(s["role"], "clone") << "nothing half made";
+  std::vector<std::unique_ptr<RawClient>> clones;
+  golden.Queue(ObjectDestroyRequest{.object = tr.object, .surface = 0});
+  ArrayDestroyReply dr;
+  ASSERT_TRUE(golden.Call(ArrayDestroyRequest{.array = 0x900}, &dr).ok());
+  Golden g(&golden);
+  auto [rc, out] = Fork(g, 1, "on", &clones);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(clones.size(), 1u);
+  EXPECT_EQ(RunCommand(Cli(daemon, "release --session " + session)).first, 0);
 }
 
 TEST_F(ForkTest, BadRequestsAreRejectedAndNothingIsHalfMade) {

@@ -486,6 +486,75 @@ TEST_P(BackendConformanceTest, KernelWriteThroughReadOnlyMappingFaults) {
   EXPECT_EQ(b_->CtxSynchronize().code(), CUDA_ERROR_ILLEGAL_ADDRESS);
 }
 
+// CUDA arrays, 3-D copies with host, device and array sides, a texture
+// object over an array and one over linear memory, a surface object over an
+// array (issue 34 item 4).
+TEST_P(BackendConformanceTest, ArraysCopiesAndTextureAndSurfaceObjects) {
+  uint64_t module = LoadKernels();
+  SKIP_WITHOUT_KERNELS(module);
+  constexpr uint64_t W = 64, H = 16;
+  auto in = b_->ArrayCreate(ArrayDesc{.format = CU_AD_FORMAT_FLOAT, .channels = 1, .width = W, .height = H});
+  auto out = b_->ArrayCreate(ArrayDesc{.format = CU_AD_FORMAT_FLOAT, .channels = 1, .width = W, .height = H,
+                                       .flags = CUDA_ARRAY3D_SURFACE_LDST});
+  ASSERT_TRUE(in.ok() && out.ok()) << in.status().ToString() << out.status().ToString();
+  std::uniform_real_distribution<float> dist(-4.0f, 4.0f);
+  std::vector<float> img(W * H), back(W * H, 0);
+  for (float& v : img) v = dist(rng_);
+  auto copy = [&](CopyPlace dst, CopyPlace src, uint64_t width, uint64_t height) {
+    Copy3D c{dst, src, width, height, 1};
+    Status st = b_->Memcpy3D(c, kDefaultStream);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+  };
+  auto host = [](void* p, uint64_t pitch, uint64_t rows) {
+    return CopyPlace{CopySide::kHost, reinterpret_cast<uint64_t>(p), pitch, rows};
+  };
+  const CopyPlace ain{CopySide::kArray, *in}, aout{CopySide::kArray, *out};
+  copy(ain, host(img.data(), W * 4, H), W * 4, H);
+  copy(host(back.data(), W * 4, H), ain, W * 4, H);
+  EXPECT_EQ(back, img);
+  // Array -> device rows 512 bytes apart; a sub-rectangle of it back.
+  const uint64_t dev = Alloc(512 * H);
+  copy(CopyPlace{CopySide::kDevice, dev, 512, H}, ain, W * 4, H);
+  std::vector<float> sub(8 * 4);
+  copy(host(sub.data(), 32, 4), CopyPlace{CopySide::kDevice, dev, 512, H, 16, 3}, 32, 4);
+  for (uint64_t y = 0; y < 4; ++y)
+    for (uint64_t x = 0; x < 8; ++x) EXPECT_EQ(sub[y * 8 + x], img[(y + 3) * W + x + 4]) << x << "," << y;
+  // tex -> surf through the kernel.
+  TexDesc td;
+  td.address[0] = td.address[1] = CU_TR_ADDRESS_MODE_CLAMP;
+  auto tex = b_->TexObjectCreate(TexResource{.kind = CU_RESOURCE_TYPE_ARRAY, .handle = *in}, td);
+  auto surf = b_->SurfObjectCreate(*out);
+  ASSERT_TRUE(tex.ok() && surf.ok()) << tex.status().ToString() << surf.status().ToString();
+  uint64_t k = Function(module, "smolvm_test_tex_to_surf");
+  LaunchConfig cfg;
+  cfg.grid[0] = 4;
+  cfg.block[0] = 128;
+  ASSERT_TRUE(b_->LaunchKernel(k, cfg, kDefaultStream,
+                               Params(k).Add<unsigned long long>(*tex).Add<unsigned long long>(*surf)
+                                   .Add<unsigned>(W).Add<unsigned>(H).Done())
+                  .ok());
+  copy(host(back.data(), W * 4, H), aout, W * 4, H);
+  for (uint64_t i = 0; i < W * H; ++i) ASSERT_EQ(back[i], 2 * img[i] + 1) << i;
+  // A linear texture read by tex1Dfetch.
+  const uint64_t n = 1000, lin = Alloc(n * 4), lout = Alloc(n * 4);
+  ASSERT_TRUE(b_->MemcpyHtoD(lin, img.data(), n * 4, kDefaultStream).ok());
+  auto ltex = b_->TexObjectCreate(
+      TexResource{.kind = CU_RESOURCE_TYPE_LINEAR, .handle = lin, .format = CU_AD_FORMAT_FLOAT, .width = n * 4}, td);
+  ASSERT_TRUE(ltex.ok()) << ltex.status().ToString();
+  uint64_t k1 = Function(module, "smolvm_test_tex1d_copy");
+  ASSERT_TRUE(b_->LaunchKernel(k1, cfg, kDefaultStream,
+                               Params(k1).Add<unsigned long long>(*ltex).Add(lout).Add<unsigned long long>(n).Done())
+                  .ok());
+  std::vector<uint8_t> raw = Read(lout, n * 4);
+  EXPECT_EQ(0, std::memcmp(raw.data(), img.data(), n * 4));
+  EXPECT_TRUE(b_->TexObjectDestroy(*tex).ok());
+  EXPECT_TRUE(b_->TexObjectDestroy(*ltex).ok());
+  EXPECT_TRUE(b_->SurfObjectDestroy(*surf).ok());
+  EXPECT_TRUE(b_->ArrayDestroy(*in).ok());
+  EXPECT_TRUE(b_->ArrayDestroy(*out).ok());
+  EXPECT_TRUE(b_->ModuleUnload(module).ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, BackendConformanceTest, ::testing::Values("fake", "cuda"),
                          [](const auto& info) { return info.param; });
 

@@ -12,6 +12,7 @@
 
 #include "base/diagnostics.h"
 #include "backend/cuda_driver.h"
+#include "backend/path_env.h"
 #include "proto/lt_attrs.h"
 
 namespace smolvm {
@@ -52,21 +53,6 @@ struct BlasLibraries {
 };
 
 namespace {
-
-bool Exists(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0;
-}
-
-std::string DirOf(const std::string& p) {
-  size_t s = p.rfind('/');
-  return s == std::string::npos ? "." : (s == 0 ? "/" : p.substr(0, s));
-}
-
-std::string Env(const char* n) {
-  const char* v = std::getenv(n);
-  return v ? v : "";
-}
 
 Status Check(cublasStatus_t st, const char* call) {
   if (st == CUBLAS_STATUS_SUCCESS) return Status::Ok();

@@ -143,6 +143,16 @@ class CudaBackend final : public GpuBackend {
   Status GraphUpload(uint64_t exec, uint64_t stream) override;
   Result<uint32_t> GraphExecUpdate(uint64_t exec, uint64_t graph, uint64_t* error_node) override;
   Status GraphExecKernelNodeSetParams(uint64_t exec, uint64_t node, const GraphNodeParams& params) override;
+  // cuArray3DCreate and friends (cuda_backend_arrays.cc).
+  Result<uint64_t> ArrayCreate(const ArrayDesc& desc) override;
+  Status ArrayDestroy(uint64_t array) override;
+  // cuMemcpy3DAsync; with a host side, synchronizes the stream before it
+  // returns (the worker's buffer lives for the call only).
+  Status Memcpy3D(const Copy3D& copy, uint64_t stream) override;
+  Result<uint64_t> TexObjectCreate(const TexResource& res, const TexDesc& tex) override;
+  Status TexObjectDestroy(uint64_t object) override;
+  Result<uint64_t> SurfObjectCreate(uint64_t array) override;
+  Status SurfObjectDestroy(uint64_t object) override;
 
  private:
   // Loads libcuda and runs cuInit once.

@@ -8,28 +8,15 @@
 #include <fstream>
 #include <iterator>
 
+#include "backend/path_env.h"
+
 namespace smolvm {
 namespace {
 
 constexpr char kShimMarker[] = ".smolvm-shim";
 constexpr char kSoname[] = "libcuda.so.1";
 
-bool Exists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
-
-std::string DirOf(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-}
-
 bool IsShimDir(const std::string& dir) { return Exists(dir + "/" + kShimMarker); }
-
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
 
 }  // namespace
 

@@ -119,7 +119,14 @@ namespace smolvm {
   X(cuFuncSetAttribute)             \
   X(cuLaunchKernel)                 \
   X(cuLaunchKernelEx)               \
-  X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags)
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags) \
+  X(cuArray3DCreate)                \
+  X(cuArrayDestroy)                 \
+  X(cuMemcpy3DAsync)                \
+  X(cuTexObjectCreate)              \
+  X(cuTexObjectDestroy)             \
+  X(cuSurfObjectCreate)             \
+  X(cuSurfObjectDestroy)
 
 // Directories searched after $LD_LIBRARY_PATH and the ld.so cache.
 inline constexpr const char* kLibcudaSystemDirs[] = {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/blas_cuda.h"
+#include "backend/path_env.h"
 
 namespace smolvm {
 
@@ -30,11 +31,6 @@ struct DnnLibrary {
 
 namespace {
 
-std::string Env(const char* n) {
-  const char* v = std::getenv(n);
-  return v ? v : "";
-}
-
 Status Check(const DnnLibrary& lib, cudnnStatus_t st, const char* call) {
   if (st == CUDNN_STATUS_SUCCESS) return Status::Ok();
   char msg[512] = {};
@@ -44,7 +40,7 @@ Status Check(const DnnLibrary& lib, cudnnStatus_t st, const char* call) {
 }
 
 cudnnBackendDescriptor_t D(uint64_t d) { return reinterpret_cast<cudnnBackendDescriptor_t>(d); }
-cudnnHandle_t H(uint64_t h) { return reinterpret_cast<cudnnHandle_t>(h); }
+cudnnHandle_t DnnH(uint64_t h) { return reinterpret_cast<cudnnHandle_t>(h); }
 
 }  // namespace
 
@@ -91,11 +87,11 @@ Result<uint64_t> CudaDnnBackend::Create() {
 }
 
 Status CudaDnnBackend::Destroy(uint64_t h) {
-  return Check(*lib_, lib_->cudnnDestroy(H(h)), "cudnnDestroy");
+  return Check(*lib_, lib_->cudnnDestroy(DnnH(h)), "cudnnDestroy");
 }
 
 Status CudaDnnBackend::SetStream(uint64_t h, uint64_t stream) {
-  return Check(*lib_, lib_->cudnnSetStream(H(h), reinterpret_cast<cudaStream_t>(stream)),
+  return Check(*lib_, lib_->cudnnSetStream(DnnH(h), reinterpret_cast<cudaStream_t>(stream)),
                "cudnnSetStream");
 }
 
@@ -157,7 +153,7 @@ Status CudaDnnBackend::Execute(uint64_t h, uint64_t plan, const DnnVariantPack& 
   if (st.ok())
     st = Check(*lib_, lib_->cudnnBackendFinalize(vp), "cudnnBackendFinalize(variant pack)");
   if (st.ok())
-    st = Check(*lib_, lib_->cudnnBackendExecute(H(h), D(plan), vp), "cudnnBackendExecute");
+    st = Check(*lib_, lib_->cudnnBackendExecute(DnnH(h), D(plan), vp), "cudnnBackendExecute");
   lib_->cudnnBackendDestroyDescriptor(vp);
   return st;
 }

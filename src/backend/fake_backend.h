@@ -40,6 +40,9 @@
 //   smolvm_test_printf(unsigned tag, unsigned lines)  prints "device <tag>: line <i> of <lines>" lines
 //   smolvm_test_assert(const unsigned* p, unsigned want)  assert(*p == want)
 //   smolvm_test_launch_fill(unsigned* p, unsigned value, unsigned long long n)  launches a fill from the device
+//   smolvm_test_tex_to_surf(cudaTextureObject_t tex, cudaSurfaceObject_t surf, unsigned w, unsigned h)
+//       surf(x, y) = 2 * tex(x, y) + 1 (1-channel float; fake_backend_arrays.cc)
+//   smolvm_test_tex1d_copy(cudaTextureObject_t tex, float* out, unsigned long long n)  out[i] = tex1Dfetch(tex, i)
 // and one module global, `smolvm_test_global` (4096 bytes), outside the arena.
 // SMOLVM_FAKE_LAUNCH_NS (default 0) makes every launch take that long on the
 // worker's CPU, as a GPU's launch does (~4,400 ns on the H200), so a
@@ -197,8 +200,38 @@ class FakeBackend final : public GpuBackend {
   Status GraphUpload(uint64_t exec, uint64_t stream) override;
   Result<uint32_t> GraphExecUpdate(uint64_t exec, uint64_t graph, uint64_t* error_node) override;
   Status GraphExecKernelNodeSetParams(uint64_t exec, uint64_t node, const GraphNodeParams& params) override;
+  // Arrays are host buffers laid out as CUDA documents them (x fastest, rows
+  // width * element bytes long, no padding); objects are handles that name
+  // their resource (fake_backend_arrays.cc).
+  Result<uint64_t> ArrayCreate(const ArrayDesc& desc) override;
+  Status ArrayDestroy(uint64_t array) override;
+  Status Memcpy3D(const Copy3D& copy, uint64_t stream) override;
+  Result<uint64_t> TexObjectCreate(const TexResource& res, const TexDesc& tex) override;
+  Status TexObjectDestroy(uint64_t object) override;
+  Result<uint64_t> SurfObjectCreate(uint64_t array) override;
+  Status SurfObjectDestroy(uint64_t object) override;
+  // For built-in kernels: element (x, y) of a 1-channel float texture, as
+  // tex2D / tex1Dfetch read it with point filtering and unnormalized
+  // coordinates (address modes clamp, or border: 0, outside); the element
+  // (x, y) of a surface written. Any other texture or a bad handle faults.
+  Result<float> TexFetch(uint64_t object, int64_t x, int64_t y);
+  Status SurfWrite(uint64_t object, uint64_t x_bytes, uint64_t y, float value);
+  size_t array_count() const { return arrays_.size(); }
 
  private:
+  struct FakeArray {
+    ArrayDesc desc;
+    std::vector<unsigned char> bytes;
+  };
+  struct FakeObject {
+    bool surface = false;
+    TexResource res;  // res.handle: the array's handle or a device address
+    TexDesc tex;
+  };
+  std::unordered_map<uint64_t, FakeArray> arrays_;
+  std::unordered_map<uint64_t, FakeObject> objects_;
+  // The bytes of one side of a copy, row by row (fake_backend_arrays.cc).
+  Result<unsigned char*> CopyRow(const CopyPlace& p, uint64_t width, uint64_t row, uint64_t slice, bool write);
   struct Chunk;
   struct Mapping;
   struct Event;

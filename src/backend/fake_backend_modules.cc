@@ -297,7 +297,34 @@ const std::vector<FakeBackend::Kernel*>& Kernels() {
                     for (uint64_t i = 0; i < n; ++i) p[i] = value + static_cast<uint32_t>(i);
                     return Status::Ok();
                   }};
-  static const std::vector<K*> all = {&fill, &saxpy, &empty, &write, &local, &print, &check, &launch};
+  // Texture and surface objects (fake_backend_arrays.cc): out(x, y) =
+  // 2 * tex2D(tex, x, y) + 1 over a width x height float surface.
+  static K tex_to_surf{"smolvm_test_tex_to_surf", {{0, 8}, {8, 8}, {16, 4}, {20, 4}},
+                       [](FakeBackend& b, const LaunchConfig&, std::string_view prm) -> Status {
+                         uint64_t tex = ParamAt<uint64_t>(prm, 0), surf = ParamAt<uint64_t>(prm, 8);
+                         uint32_t width = ParamAt<uint32_t>(prm, 16), height = ParamAt<uint32_t>(prm, 20);
+                         for (uint32_t y = 0; y < height; ++y)
+                           for (uint32_t x = 0; x < width; ++x) {
+                             ASSIGN_OR_RETURN(float v, b.TexFetch(tex, x, y));
+                             RETURN_IF_ERROR(b.SurfWrite(surf, uint64_t{x} * 4, y, 2 * v + 1));
+                           }
+                         return Status::Ok();
+                       }};
+  // out[i] = tex1Dfetch(tex, i) for i < n.
+  static K tex1d{"smolvm_test_tex1d_copy", {{0, 8}, {8, 8}, {16, 8}},
+                 [](FakeBackend& b, const LaunchConfig&, std::string_view prm) -> Status {
+                   uint64_t tex = ParamAt<uint64_t>(prm, 0);
+                   auto* out = ParamAt<float*>(prm, 8);
+                   uint64_t n = ParamAt<uint64_t>(prm, 16);
+                   RETURN_IF_ERROR(b.KernelAccess(reinterpret_cast<uint64_t>(out), n, 4, true));
+                   for (uint64_t i = 0; i < n; ++i) {
+                     ASSIGN_OR_RETURN(float v, b.TexFetch(tex, static_cast<int64_t>(i), 0));
+                     out[i] = v;
+                   }
+                   return Status::Ok();
+                 }};
+  static const std::vector<K*> all = {&fill,  &saxpy,  &empty,       &write, &local,
+                                      &print, &check, &launch, &tex_to_surf, &tex1d};
   return all;
 }
 

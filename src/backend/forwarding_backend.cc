@@ -132,4 +132,14 @@ Status ForwardingBackend::GraphExecKernelNodeSetParams(uint64_t exec, uint64_t n
   return inner_->GraphExecKernelNodeSetParams(exec, node, params);
 }
 
+Result<uint64_t> ForwardingBackend::ArrayCreate(const ArrayDesc& desc) { return inner_->ArrayCreate(desc); }
+Status ForwardingBackend::ArrayDestroy(uint64_t array) { return inner_->ArrayDestroy(array); }
+Status ForwardingBackend::Memcpy3D(const Copy3D& copy, uint64_t stream) { return inner_->Memcpy3D(copy, stream); }
+Result<uint64_t> ForwardingBackend::TexObjectCreate(const TexResource& res, const TexDesc& tex) {
+  return inner_->TexObjectCreate(res, tex);
+}
+Status ForwardingBackend::TexObjectDestroy(uint64_t object) { return inner_->TexObjectDestroy(object); }
+Result<uint64_t> ForwardingBackend::SurfObjectCreate(uint64_t array) { return inner_->SurfObjectCreate(array); }
+Status ForwardingBackend::SurfObjectDestroy(uint64_t object) { return inner_->SurfObjectDestroy(object); }
+
 }  // namespace smolvm

@@ -94,6 +94,14 @@ class ForwardingBackend : public GpuBackend {
   Result<uint32_t> GraphExecUpdate(uint64_t exec, uint64_t graph, uint64_t* error_node) override;
   Status GraphExecKernelNodeSetParams(uint64_t exec, uint64_t node, const GraphNodeParams& params) override;
 
+  Result<uint64_t> ArrayCreate(const ArrayDesc& desc) override;
+  Status ArrayDestroy(uint64_t array) override;
+  Status Memcpy3D(const Copy3D& copy, uint64_t stream) override;
+  Result<uint64_t> TexObjectCreate(const TexResource& res, const TexDesc& tex) override;
+  Status TexObjectDestroy(uint64_t object) override;
+  Result<uint64_t> SurfObjectCreate(uint64_t array) override;
+  Status SurfObjectDestroy(uint64_t object) override;
+
  protected:
   GpuBackend& inner() { return *inner_; }
   const GpuBackend& inner() const { return *inner_; }

@@ -177,6 +177,20 @@ class RecordingBackend final : public GpuBackend {
   Status GraphExecKernelNodeSetParams(uint64_t exec, uint64_t node, const GraphNodeParams& p) override {
     return Fail(Call("GraphExecKernelNodeSetParams", exec, node, p.function, p.params));
   }
+  Result<uint64_t> ArrayCreate(const ArrayDesc& d) override {
+    return Log(Call("ArrayCreate", d.format, d.channels, d.width, d.height, d.depth, d.flags)), 903u;
+  }
+  Status ArrayDestroy(uint64_t array) override { return Fail(Call("ArrayDestroy", array)); }
+  Status Memcpy3D(const Copy3D& c, uint64_t stream) override {
+    return Fail(Call("Memcpy3D", static_cast<uint32_t>(c.dst.kind), c.dst.addr, c.dst.x, static_cast<uint32_t>(c.src.kind),
+                     c.src.addr, c.src.pitch, c.width, c.height, c.depth, stream));
+  }
+  Result<uint64_t> TexObjectCreate(const TexResource& r, const TexDesc& t) override {
+    return Log(Call("TexObjectCreate", r.kind, r.handle, r.pitch, t.filter, t.border[3])), 904u;
+  }
+  Status TexObjectDestroy(uint64_t object) override { return Fail(Call("TexObjectDestroy", object)); }
+  Result<uint64_t> SurfObjectCreate(uint64_t array) override { return Log(Call("SurfObjectCreate", array)), 905u; }
+  Status SurfObjectDestroy(uint64_t object) override { return Fail(Call("SurfObjectDestroy", object)); }
 
  private:
   void Log(std::string call) const { calls.push_back(std::move(call)); }
@@ -354,6 +368,31 @@ std::vector<Case> Cases() {
          n.params = "q";
          return Show(b.GraphExecKernelNodeSetParams(52, 53, n));
        }},
+      {"ArrayCreate",
+       [](GpuBackend& b, RecordingBackend&) {
+         return Show(b.ArrayCreate(ArrayDesc{.format = 0x20, .channels = 2, .width = 54, .height = 55, .depth = 56,
+                                             .flags = 2}));
+       }},
+      {"ArrayDestroy", [](GpuBackend& b, RecordingBackend&) { return Show(b.ArrayDestroy(57)); }},
+      {"Memcpy3D",
+       [](GpuBackend& b, RecordingBackend&) {
+         Copy3D c;
+         c.dst = {CopySide::kArray, 58, 0, 0, 59, 0, 0};
+         c.src = {CopySide::kDevice, 60, 61, 0, 0, 0, 0};
+         c.width = 62, c.height = 63, c.depth = 64;
+         return Show(b.Memcpy3D(c, 65));
+       }},
+      {"TexObjectCreate",
+       [](GpuBackend& b, RecordingBackend&) {
+         TexResource r{.kind = 3, .handle = 66, .pitch = 67};
+         TexDesc t;
+         t.filter = 1;
+         t.border[3] = 0.5f;
+         return Show(b.TexObjectCreate(r, t));
+       }},
+      {"TexObjectDestroy", [](GpuBackend& b, RecordingBackend&) { return Show(b.TexObjectDestroy(68)); }},
+      {"SurfObjectCreate", [](GpuBackend& b, RecordingBackend&) { return Show(b.SurfObjectCreate(69)); }},
+      {"SurfObjectDestroy", [](GpuBackend& b, RecordingBackend&) { return Show(b.SurfObjectDestroy(70)); }},
   };
 }
 

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/array_types.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
 
@@ -256,6 +257,20 @@ class GpuBackend {
   virtual Result<uint32_t> GraphExecUpdate(uint64_t exec, uint64_t graph, uint64_t* error_node) = 0;
   // A kernel node's parameters in the exec (`node` of the graph it came from).
   virtual Status GraphExecKernelNodeSetParams(uint64_t exec, uint64_t node, const GraphNodeParams& params) = 0;
+
+  // --- CUDA arrays, texture and surface objects (array_types.h) -------------
+  // Handles are the backend's; a texture or surface object's is the value a
+  // kernel is given as its parameter.
+  virtual Result<uint64_t> ArrayCreate(const ArrayDesc& desc) = 0;
+  virtual Status ArrayDestroy(uint64_t array) = 0;
+  // Stream-ordered; a kHost side is the worker's memory (the call returns
+  // once the copy read it, or, into it, finished).
+  virtual Status Memcpy3D(const Copy3D& copy, uint64_t stream) = 0;
+  virtual Result<uint64_t> TexObjectCreate(const TexResource& res, const TexDesc& tex) = 0;
+  virtual Status TexObjectDestroy(uint64_t object) = 0;
+  // A surface object over an array made with CUDA_ARRAY3D_SURFACE_LDST.
+  virtual Result<uint64_t> SurfObjectCreate(uint64_t array) = 0;
+  virtual Status SurfObjectDestroy(uint64_t object) = 0;
 };
 
 }  // namespace smolvm

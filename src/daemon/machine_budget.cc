@@ -120,6 +120,33 @@ Status BudgetedBackend::ChunkRelease(uint64_t chunk) {
   return st;
 }
 
+Result<uint64_t> BudgetedBackend::ArrayCreate(const ArrayDesc& desc) {
+  const uint64_t bytes = ArrayDeviceBytes(desc);
+  if (budget_ && !budget_->Charge(slot_, bytes))
+    return OutOfMemory("the machine's GPU memory limit (--gpu-mem " + std::to_string(budget_->limit() >> 20) +
+                       " MiB) is reached by a CUDA array of " + std::to_string(bytes >> 10) + " KiB: " +
+                       std::to_string(budget_->used() >> 20) + " MiB in use");
+  auto array = inner().ArrayCreate(desc);
+  if (!array.ok()) {
+    if (budget_) budget_->Refund(slot_, bytes);
+    return array;
+  }
+  arrays_[*array] = bytes;
+  array_bytes_ += bytes;
+  return array;
+}
+
+Status BudgetedBackend::ArrayDestroy(uint64_t array) {
+  Status st = inner().ArrayDestroy(array);
+  auto it = arrays_.find(array);
+  if (it != arrays_.end() && st.ok()) {
+    if (budget_) budget_->Refund(slot_, it->second);
+    array_bytes_ -= it->second;
+    arrays_.erase(it);
+  }
+  return st;
+}
+
 Status ReadControlTakingBudget(Channel& control, BudgetedBackend* backend, proto::FrameHeader* h,
                                std::string* payload, std::vector<UniqueFd>* fds) {
   while (true) {

@@ -154,6 +154,11 @@ class BudgetedBackend final : public ForwardingBackend {
   // Charge the module's device bytes and refund them (device_charges.h).
   Result<uint64_t> ModuleLoad(std::string_view image) override;
   Status ModuleUnload(uint64_t module) override;
+  // A CUDA array's ArrayDeviceBytes, charged like a chunk and refunded when
+  // it is destroyed.
+  Result<uint64_t> ArrayCreate(const ArrayDesc& desc) override;
+  Status ArrayDestroy(uint64_t array) override;
+  uint64_t array_bytes() const { return array_bytes_; }
   // A context the guest created is charged what a worker's context is taken
   // to cost (EstimatedContextBytes, worker/context_size.h) before the inner
   // create, refunded when it is destroyed (device_charges.cc).
@@ -174,6 +179,8 @@ class BudgetedBackend final : public ForwardingBackend {
   uint32_t slot_ = 0;
   uint64_t unpaid_ = 0;
   std::map<uint64_t, uint64_t> charged_;  // chunk handle -> bytes charged
+  std::map<uint64_t, uint64_t> arrays_;   // array handle -> bytes charged (counted without a budget too)
+  uint64_t array_bytes_ = 0;
   DeviceCharges charges_;                 // modules and context limits
   std::map<uint64_t, uint64_t> context_charges_;  // created context -> bytes charged
 };

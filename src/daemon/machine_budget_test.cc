@@ -52,6 +52,41 @@ TEST(MachineBudget, TwoProcessesNeverPassTheCapTogether) {
   EXPECT_EQ(d->used(), 1000 * kMiB);
 }
 
+// Issue 34 item 4: a CUDA array is charged to --gpu-mem like a chunk (its
+// rows rounded up to 512 bytes), refused past it, refunded when destroyed.
+TEST(BudgetedBackend, ArraysAreChargedLikeChunksAndRefundedWhenDestroyed) {
+  BudgetedBackend b(std::make_unique<FakeBackend>());
+  ASSERT_TRUE(b.Init(0).ok());
+  auto budget = MachineBudget::Create(16 * kMiB).value();
+  int slot = budget->TakeSlot();
+  b.SetBudget(budget, static_cast<uint32_t>(slot));
+  // 1000 float4 elements a row: 16,000 bytes, 16,384 charged; 512 rows = 8 MiB.
+  const ArrayDesc big{.format = CU_AD_FORMAT_FLOAT, .channels = 4, .width = 1000, .height = 512};
+  EXPECT_EQ(ArrayDeviceBytes(big), 8 * kMiB);
+  auto a1 = b.ArrayCreate(big);
+  ASSERT_TRUE(a1.ok()) << a1.status().message();
+  EXPECT_EQ(budget->used(), 8 * kMiB);
+  EXPECT_EQ(b.array_bytes(), 8 * kMiB);
+  auto c1 = b.ChunkCreate(6 * kMiB);
+  ASSERT_TRUE(c1.ok());
+  auto a2 = b.ArrayCreate(big);
+  ASSERT_FALSE(a2.ok()) << "past the budget";
+  EXPECT_EQ(a2.status().code(), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_NE(a2.status().message().find("CUDA array"), std::string::npos) << a2.status().message();
+  EXPECT_EQ(budget->used(), 14 * kMiB) << "a refused array charges nothing";
+  // A descriptor the backend refuses is refunded too.
+  auto bad = b.ArrayCreate(ArrayDesc{.format = CU_AD_FORMAT_FLOAT, .channels = 3, .width = 4});
+  EXPECT_FALSE(bad.ok());
+  EXPECT_EQ(budget->used(), 14 * kMiB);
+  ASSERT_TRUE(b.ArrayDestroy(*a1).ok());
+  EXPECT_EQ(budget->used(), 6 * kMiB);
+  EXPECT_EQ(b.array_bytes(), 0u);
+  EXPECT_FALSE(b.ArrayDestroy(*a1).ok()) << "twice";
+  EXPECT_EQ(budget->used(), 6 * kMiB) << "refunded once";
+  ASSERT_TRUE(b.ChunkRelease(*c1).ok());
+  EXPECT_EQ(budget->used(), 0u);
+}
+
 TEST(BudgetedBackend, ChunksAreChargedAndRefundedAndMemGetInfoShowsTheBudget) {
   BudgetedBackend b(std::make_unique<FakeBackend>());
   ASSERT_TRUE(b.Init(0).ok());

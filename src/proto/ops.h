@@ -257,6 +257,33 @@
   /* guest for those bytes, which it answers with HostFetchData, then HostFuncDone */ \
   X(172, HostFetch, ASYNC, (F(u64, stream) F(u64, addr) F(u64, bytes)), ()) \
   X(173, HostFetchData, ASYNC, (F(u64, addr) F(bytes, data)), ()) \
+  /* -- CUDA arrays, texture and surface objects (docs/shim.md, Arrays) -- */ \
+  /* array: guest-chosen id. format: CUarray_format; channels 1, 2 or 4; height 0: 1-D, */ \
+  /* depth 0: 2-D; flags: CUDA_ARRAY3D_* (layered, surface load/store, texture gather) */ \
+  X(180, ArrayCreate, SYNC, \
+    (F(u64, array) F(u32, format) F(u32, channels) F(u64, width) F(u64, height) F(u64, depth) \
+     F(u32, flags)), ()) \
+  X(181, ArrayDestroy, SYNC, (F(u64, array)), ()) \
+  /* a 3-D copy; each side's kind (CopySide, gpu_backend.h): 1 device memory at dst/src */ \
+  /* laid out pitch x height, 2 an array id, 3 the frame's data (packed: pitch = width); */ \
+  /* pos: (x in bytes, y, z) on that side; extent: (width in bytes, height, depth) */ \
+  X(182, Memcpy3D, ASYNC, \
+    (F(u32, dst_kind) F(u64, dst) F(u64, dst_pitch) F(u64, dst_height) F(u64s, dst_pos) \
+     F(u32, src_kind) F(u64, src) F(u64, src_pitch) F(u64, src_height) F(u64s, src_pos) \
+     F(u64s, extent) F(u64, stream) F(bytes, data)), ()) \
+  /* the same into the reply's data (packed), once the stream reached it */ \
+  X(183, Memcpy3DToHost, SYNC, \
+    (F(u32, src_kind) F(u64, src) F(u64, src_pitch) F(u64, src_height) F(u64s, src_pos) \
+     F(u64s, extent) F(u64, stream)), (F(bytes, data))) \
+  /* res_kind: CUresourcetype (0 array: res an array id; 2 linear: res a device address, */ \
+  /* width its bytes; 3 pitch2D); tex: kTexDescWords words (TexDesc, gpu_backend.h). */ \
+  /* object: the worker's own handle, the value a kernel is given */ \
+  X(184, TexObjectCreate, SYNC, \
+    (F(u32, res_kind) F(u64, res) F(u32, format) F(u32, channels) F(u64, width) F(u64, height) \
+     F(u64, pitch) F(u32s, tex)), (F(u64, object))) \
+  X(185, SurfObjectCreate, SYNC, (F(u64, array)), (F(u64, object))) \
+  /* surface 0: a texture object, 1: a surface object */ \
+  X(186, ObjectDestroy, ASYNC, (F(u64, object) F(u32, surface)), ()) \
   /* -- contexts the program created (cuCtxCreate; docs/shim.md, Contexts) -- */ \
   /* ctx: guest-chosen id (0 is the primary context); charged like an allocation */ \
   X(190, CtxCreate, SYNC, (F(u64, ctx) F(u32, flags)), ()) \

@@ -168,6 +168,35 @@
   X(cuMemRetainAllocationHandle, (CUmemGenericAllocationHandle* handle, void* addr), (handle, addr)) \
   X(cuMemGetAllocationPropertiesFromHandle, (CUmemAllocationProp* prop, CUmemGenericAllocationHandle handle), \
     (prop, handle)) \
+  /* -- CUDA arrays, 2-D and 3-D copies, texture and surface objects ------- */ \
+  /* (forward_driver_arrays.cc)                                             */ \
+  X(cuMemAllocPitch_v2, (CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height, unsigned int elem), \
+    (dptr, pitch, width, height, elem)) \
+  X(cuArrayCreate_v2, (CUarray* array, const CUDA_ARRAY_DESCRIPTOR* desc), (array, desc)) \
+  X(cuArray3DCreate_v2, (CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc), (array, desc)) \
+  X(cuArrayDestroy, (CUarray array), (array)) \
+  X(cuArrayGetDescriptor_v2, (CUDA_ARRAY_DESCRIPTOR* desc, CUarray array), (desc, array)) \
+  X(cuArray3DGetDescriptor_v2, (CUDA_ARRAY3D_DESCRIPTOR* desc, CUarray array), (desc, array)) \
+  X(cuMemcpy2D_v2, (const CUDA_MEMCPY2D* p), (p)) \
+  X(cuMemcpy2DUnaligned_v2, (const CUDA_MEMCPY2D* p), (p)) \
+  X(cuMemcpy2DAsync_v2, (const CUDA_MEMCPY2D* p, CUstream s), (p, s)) \
+  X(cuMemcpy3D_v2, (const CUDA_MEMCPY3D* p), (p)) \
+  X(cuMemcpy3DAsync_v2, (const CUDA_MEMCPY3D* p, CUstream s), (p, s)) \
+  X(cuMemcpyHtoA_v2, (CUarray dst, size_t offset, const void* src, size_t bytes), (dst, offset, src, bytes)) \
+  X(cuMemcpyHtoAAsync_v2, (CUarray dst, size_t offset, const void* src, size_t bytes, CUstream s), \
+    (dst, offset, src, bytes, s)) \
+  X(cuMemcpyAtoH_v2, (void* dst, CUarray src, size_t offset, size_t bytes), (dst, src, offset, bytes)) \
+  X(cuMemcpyAtoHAsync_v2, (void* dst, CUarray src, size_t offset, size_t bytes, CUstream s), \
+    (dst, src, offset, bytes, s)) \
+  X(cuMemcpyDtoA_v2, (CUarray dst, size_t offset, CUdeviceptr src, size_t bytes), (dst, offset, src, bytes)) \
+  X(cuMemcpyAtoD_v2, (CUdeviceptr dst, CUarray src, size_t offset, size_t bytes), (dst, src, offset, bytes)) \
+  X(cuTexObjectCreate, (CUtexObject* obj, const CUDA_RESOURCE_DESC* res, const CUDA_TEXTURE_DESC* tex, \
+                        const CUDA_RESOURCE_VIEW_DESC* view), (obj, res, tex, view)) \
+  X(cuTexObjectDestroy, (CUtexObject obj), (obj)) \
+  X(cuTexObjectGetResourceDesc, (CUDA_RESOURCE_DESC* res, CUtexObject obj), (res, obj)) \
+  X(cuSurfObjectCreate, (CUsurfObject* obj, const CUDA_RESOURCE_DESC* res), (obj, res)) \
+  X(cuSurfObjectDestroy, (CUsurfObject obj), (obj)) \
+  X(cuSurfObjectGetResourceDesc, (CUDA_RESOURCE_DESC* res, CUsurfObject obj), (res, obj)) \
   /* -- streams and events ------------------------------------------------- */ \
   X(cuStreamCreate, (CUstream* s, unsigned int flags), (s, flags)) \
   X(cuStreamCreateWithPriority, (CUstream* s, unsigned int flags, int priority), (s, flags, priority)) \

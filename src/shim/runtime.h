@@ -31,6 +31,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "shim/array_records.h"
 #include "shim/capture_table.h"
 #include "shim/handles.h"
 #include "shim/host_memory.h"
@@ -66,6 +67,24 @@ class Runtime {
   cudaError_t Memset(void* dst, int value, size_t bytes, cudaStream_t stream, bool per_thread);
   cudaError_t MemGetInfo(size_t* free_bytes, size_t* total_bytes);
   cudaError_t PointerGetAttributes(cudaPointerAttributes* attrs, const void* ptr);
+
+  // --- CUDA arrays, texture and surface objects (forward_arrays.cc) ---------
+  // An array is a guest-chosen id (the cudaArray_t / CUarray value); the
+  // worker holds the array. A copy's sides are array_types.h's: kArray an
+  // array id, kDevice a device address, kHost memory of this process (any:
+  // the bytes travel in the frames); x and widths in bytes.
+  cudaError_t ArrayCreate(uint64_t* array, const ArrayDesc& desc);
+  cudaError_t ArrayDestroy(uint64_t array);
+  cudaError_t ArrayGetDesc(uint64_t array, ArrayDesc* desc);
+  cudaError_t Memcpy3D(const Copy3D& copy, cudaStream_t stream, bool per_thread);
+  // res.handle: an array id or a device address. *object: the worker's handle.
+  cudaError_t TexObjectCreate(uint64_t* object, const TexResource& res, const TexDesc& tex);
+  cudaError_t SurfObjectCreate(uint64_t* object, uint64_t array);
+  cudaError_t ObjectDestroy(uint64_t object, bool surface);
+  // What the object was made over (as the guest gave it).
+  cudaError_t ObjectGet(uint64_t object, bool surface, ArrayRecords::Object* out);
+  // Inside a device allocation of this process (takes the session lock).
+  bool IsDevicePointer(const void* p);
 
   // --- stream-ordered allocation and pools (forward_pool.cc, mem_pool.h) ----
   cudaError_t MallocAsync(void** ptr, size_t bytes, cudaStream_t stream, bool per_thread);
@@ -322,6 +341,7 @@ class Runtime {
   std::map<MemPool*, PoolRecord> pools_;
 
   Session session_;
+  ArrayRecords arrays_;
   CaptureTable captures_;
   std::map<uint64_t, GraphRecord> graphs_;
   std::map<uint64_t, NodeRecord> nodes_;

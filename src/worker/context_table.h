@@ -14,7 +14,8 @@
 // supports here (memory, copies, streams, events, modules, launches, host
 // functions, queries), run in the current one; the others
 // (AllowedInCreated false: cuBLAS, cuBLASLt, cuDNN, graphs and capture,
-// virtual memory, context limits, fork) are refused by name while a created
+// arrays and texture and surface objects, virtual memory, context limits,
+// fork) are refused by name while a created
 // context is current. After a CtxSetCurrent to an id the table does not
 // hold, the current context is invalid: every context-dependent op fails
 // with CUDA_ERROR_INVALID_CONTEXT until the next valid one.

@@ -83,7 +83,8 @@ TEST(ContextTableTest, WhatACreatedContextMayRun) {
                 Op::kModuleLoad, Op::kCtxSynchronize, Op::kCtxCreate, Op::kCtxSetCurrent, Op::kPing})
     EXPECT_TRUE(ContextTable::AllowedInCreated(static_cast<uint16_t>(op))) << proto::OpName(static_cast<uint16_t>(op));
   for (Op op : {Op::kBlasCreate, Op::kLtCreate, Op::kDnnCreate, Op::kGraphCreate, Op::kStreamBeginCapture,
-                Op::kVmmCreate, Op::kCtxSetLimit, Op::kForkpointWait, Op::kMarkFrozen})
+                Op::kVmmCreate, Op::kCtxSetLimit, Op::kForkpointWait, Op::kMarkFrozen, Op::kArrayCreate,
+                Op::kMemcpy3D, Op::kTexObjectCreate})
     EXPECT_FALSE(ContextTable::AllowedInCreated(static_cast<uint16_t>(op))) << proto::OpName(static_cast<uint16_t>(op));
   EXPECT_FALSE(ContextTable::NeedsContext(static_cast<uint16_t>(Op::kCtxDestroy)));
   EXPECT_TRUE(ContextTable::NeedsContext(static_cast<uint16_t>(Op::kMemAlloc)));

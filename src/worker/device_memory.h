@@ -3,8 +3,9 @@
 //
 // - Large allocations (> kSlabMaxBytes) get their own VA range, rounded up to
 //   the granularity and split into chunks of at most kMaxChunkBytes.
-// - Small allocations are packed, 256-byte aligned, into slab chunks of one
-//   granule each.
+// - Small allocations are packed, 512-byte aligned, into slab chunks of one
+//   granule each (512: what cudaMalloc gives on NVIDIA's runtime, and the
+//   texture alignment a texture object over linear or pitch2D memory needs).
 // Every chunk is its own backend handle, so sharing and copy-on-write can be
 // decided per chunk at a fork.
 #pragma once
@@ -24,7 +25,7 @@ namespace smolvm {
 
 inline constexpr uint64_t kMaxChunkBytes = 64ull << 20;
 inline constexpr uint64_t kSlabMaxBytes = 1ull << 20;
-inline constexpr uint64_t kAllocAlign = 256;
+inline constexpr uint64_t kAllocAlign = 512;
 
 struct ChunkRecord {
   uint64_t addr = 0;

@@ -1,3 +1,4 @@
+#include "worker/cu_status.h"
 #include "worker/worker.h"
 
 #include "base/diagnostics.h"
@@ -29,8 +30,6 @@
 
 namespace smolvm {
 namespace {
-
-Status Cu(CUresult r, const std::string& what) { return Status(static_cast<int32_t>(r), what); }
 
 // Errors after which a CUDA context is unusable (CUDA's sticky errors).
 bool IsStickyCudaError(int32_t code) {
@@ -102,6 +101,11 @@ void Worker::ReleaseAll() {
     (void)backend_->CtxSynchronize();
     graphs_.reset();
     capture_calls_.clear();
+  }
+  // Texture and surface objects, then arrays, once nothing reads them.
+  if (arrays_) {
+    (void)backend_->CtxSynchronize();
+    arrays_.reset();
   }
   // cuBLAS handles first: their workspaces live in the memory released next.
   if (blas_) {

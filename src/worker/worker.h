@@ -26,6 +26,7 @@
 
 #include "backend/blas_backend.h"
 #include "backend/gpu_backend.h"
+#include "worker/array_table.h"
 #include "worker/chunk_preload.h"
 #include "worker/context_table.h"
 #include "worker/device_memory.h"
@@ -212,6 +213,14 @@ class Worker {
   Status Handle(const proto::HostWriteRequest&, proto::HostWriteReply*, Ctx*);
   Status Handle(const proto::HostFetchRequest&, proto::HostFetchReply*, Ctx*);
   Status Handle(const proto::HostFetchDataRequest&, proto::HostFetchDataReply*, Ctx*);
+  // CUDA arrays, texture and surface objects (worker_arrays.cc, array_table.h).
+  Status Handle(const proto::ArrayCreateRequest&, proto::ArrayCreateReply*, Ctx*);
+  Status Handle(const proto::ArrayDestroyRequest&, proto::ArrayDestroyReply*, Ctx*);
+  Status Handle(const proto::Memcpy3DRequest&, proto::Memcpy3DReply*, Ctx*);
+  Status Handle(const proto::Memcpy3DToHostRequest&, proto::Memcpy3DToHostReply*, Ctx*);
+  Status Handle(const proto::TexObjectCreateRequest&, proto::TexObjectCreateReply*, Ctx*);
+  Status Handle(const proto::SurfObjectCreateRequest&, proto::SurfObjectCreateReply*, Ctx*);
+  Status Handle(const proto::ObjectDestroyRequest&, proto::ObjectDestroyReply*, Ctx*);
   // Contexts the guest created (worker_contexts.cc, context_table.h).
   Status Handle(const proto::CtxCreateRequest&, proto::CtxCreateReply*, Ctx*);
   Status Handle(const proto::CtxDestroyRequest&, proto::CtxDestroyReply*, Ctx*);
@@ -447,6 +456,14 @@ class Worker {
   std::unique_ptr<VmmState, VmmStateDeleter> vmm_;
   // The session's graphs; released by ReleaseAll before the memory they hold.
   std::unique_ptr<GraphRegistry> graphs_;
+  // The session's arrays and texture and surface objects, made on the
+  // first ArrayCreate or object (worker_arrays.cc); a fork is refused while
+  // it holds any (PrepareFork).
+  std::unique_ptr<ArrayTable> arrays_;
+  ArrayTable& Arrays();
+  // A 3-D copy as the guest sent it: checked, arrays resolved, device
+  // destination prepared for writing (copy-on-write), then issued.
+  Status IssueCopy3D(Copy3D copy, uint64_t guest_stream, std::string_view data);
   // Contexts the guest created and which one ops run in (context_table.h;
   // worker_contexts.cc). CheckContext refuses an op the current context
   // cannot take; InContext runs the backend in a guest context for one

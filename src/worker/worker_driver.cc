@@ -12,12 +12,11 @@
 
 #include <map>
 
+#include "worker/cu_status.h"
 #include "worker/worker.h"
 
 namespace smolvm {
 namespace {
-
-Status Cu(CUresult r, const std::string& what) { return Status(static_cast<int32_t>(r), what); }
 
 }  // namespace
 

@@ -144,6 +144,12 @@ Status Worker::PrepareFork(const proto::ForkPrepareRequest& req) {
                        "a fork of a session holding cuMemMap mappings (expandable segments) is not supported yet"));
   if (!captures_.empty())
     return fail(Status(static_cast<int32_t>(CUDA_ERROR_NOT_SUPPORTED), "a fork while a stream captures a graph"));
+  if (arrays_ && !arrays_->empty())
+    return fail(Status(static_cast<int32_t>(CUDA_ERROR_NOT_SUPPORTED),
+                       "a fork of a session holding CUDA arrays or texture or surface objects is not supported (" +
+                           std::to_string(arrays_->array_count()) + " arrays, " +
+                           std::to_string(arrays_->object_count()) +
+                           " objects): free them before the forkpoint (docs/fork.md)"));
   if (!contexts_.empty())
     return fail(Status(static_cast<int32_t>(CUDA_ERROR_NOT_SUPPORTED),
                        "a fork of a session holding " + std::to_string(contexts_.size()) +

@@ -4,13 +4,12 @@
 // a clone replays to rebuild them lives in GraphLog (graph_log.h).
 #include <cuda.h>
 
+#include "worker/cu_status.h"
 #include "worker/worker.h"
 #include "worker/worker_checks.h"
 
 namespace smolvm {
 namespace {
-
-Status Cu(CUresult r, const std::string& what) { return Status(static_cast<int32_t>(r), what); }
 
 template <typename Req>
 LaunchConfig ConfigOf(const Req& q) {

@@ -10,13 +10,12 @@
 
 #include <cstring>
 
+#include "worker/cu_status.h"
 #include "worker/worker.h"
 #include "worker/worker_checks.h"
 
 namespace smolvm {
 namespace {
-
-Status Cu(CUresult r, const std::string& what) { return Status(static_cast<int32_t>(r), what); }
 
 // Largest DtoH answered inline; bigger copies go through pinned staging.
 constexpr uint64_t kMaxInlineDtoH = 64ull << 20;

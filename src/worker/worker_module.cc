@@ -7,13 +7,12 @@
 #include <cstring>
 
 #include "base/hex.h"
+#include "worker/cu_status.h"
 #include "worker/worker.h"
 #include "worker/worker_checks.h"
 
 namespace smolvm {
 namespace {
-
-Status Cu(CUresult r, const std::string& what) { return Status(static_cast<int32_t>(r), what); }
 
 }  // namespace
 

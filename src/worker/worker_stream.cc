@@ -2,12 +2,11 @@
 // forward_stream.cc: the guest-chosen stream and event ids.
 #include <cuda.h>
 
+#include "worker/cu_status.h"
 #include "worker/worker.h"
 
 namespace smolvm {
 namespace {
-
-Status Cu(CUresult r, const std::string& what) { return Status(static_cast<int32_t>(r), what); }
 
 }  // namespace
 

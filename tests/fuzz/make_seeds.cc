@@ -102,6 +102,28 @@ int main(int argc, char** argv) {
   AppendRequest(&s, GraphDestroyRequest{.graph = 0x400}, 22);
   AppendRequest(&s, PingRequest{}, 23);
   Write(d, "graphs", s);
+
+  // CUDA arrays, 3-D copies, texture and surface objects (ops 180-186).
+  s.clear();
+  AppendRequest(&s, MemAllocRequest{.bytes = 1 << 20}, 1);
+  AppendRequest(&s, ArrayCreateRequest{.array = 7, .format = 0x20, .channels = 1, .width = 8, .height = 4}, 2);
+  AppendRequest(&s, ArrayCreateRequest{.array = 8, .format = 0x20, .channels = 1, .width = 8, .height = 4,
+                                       .flags = 2}, 3);
+  AppendRequest(&s, Memcpy3DRequest{.dst_kind = 2, .dst = 7, .dst_pos = {0, 0, 0}, .src_kind = 3, .src_pitch = 32,
+                                    .src_height = 4, .src_pos = {0, 0, 0}, .extent = {32, 4, 1},
+                                    .data = std::string(128, 'a')}, 4);
+  AppendRequest(&s, Memcpy3DRequest{.dst_kind = 1, .dst = kDev, .dst_pitch = 64, .dst_height = 4,
+                                    .dst_pos = {0, 0, 0}, .src_kind = 2, .src = 7, .src_pos = {0, 0, 0},
+                                    .extent = {32, 4, 1}}, 5);
+  AppendRequest(&s, Memcpy3DToHostRequest{.src_kind = 2, .src = 7, .src_pos = {8, 1, 0}, .extent = {16, 2, 1}}, 6);
+  AppendRequest(&s, TexObjectCreateRequest{.res_kind = 0, .res = 7, .tex = std::vector<uint32_t>(14, 0)}, 7);
+  AppendRequest(&s, TexObjectCreateRequest{.res_kind = 2, .res = kDev, .format = 0x20, .channels = 1, .width = 256,
+                                           .tex = std::vector<uint32_t>(14, 0)}, 8);
+  AppendRequest(&s, SurfObjectCreateRequest{.array = 8}, 9);
+  AppendRequest(&s, ObjectDestroyRequest{.object = 1, .surface = 0}, 0);
+  AppendRequest(&s, ArrayDestroyRequest{.array = 7}, 10);
+  AppendRequest(&s, PingRequest{}, 11);
+  Write(d, "arrays", s);
   s.clear();
   // Contexts the program creates: memory, a stream, a module and a launch
   // in one, the primary's kernel there, a destroyed and an unknown one.

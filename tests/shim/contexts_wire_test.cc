@@ -286,8 +286,9 @@ TEST_F(ContextsWireTest, AForkIsRefusedWhileTheGoldenHoldsContextsOfItsOwn) {
   std::thread t([&] { forked = cli("fork --count 1 --share off"); });
   ForkpointWaitReply order = g.Next();
   RawClient clone;
-  if (order.clone_index >= 0)
+  if (order.clone_index >= 0) {
     EXPECT_TRUE(clone.Connect(daemon.socket(), kProtoHash, 2, order.token, 100000 + order.clone_index).ok());
+  }
   t.join();
   EXPECT_EQ(forked.first, 0) << forked.second;
   EXPECT_EQ(Create(clone, 1), 0);  // the clone's own

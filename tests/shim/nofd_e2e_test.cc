@@ -52,9 +52,11 @@ TEST_F(NoDescriptorsE2eTest, TransfersGiveTheSameResultsWithAndWithoutDescriptor
 }
 
 // The programs that exercise pinned memory, streams, host functions and
-// threads pass without descriptors too.
+// threads pass without descriptors too (and arrays, whose host rows travel
+// in frames either way).
 TEST_F(NoDescriptorsE2eTest, MemoryStreamHostFunctionAndThreadProgramsPass) {
-  for (const char* p : {"prog_memory", "prog_streams", "prog_hostfn", "prog_threads", "prog_kernels"}) {
+  for (const char* p : {"prog_memory", "prog_streams", "prog_hostfn", "prog_threads", "prog_kernels",
+                        "prog_textures"}) {
     Ran r = RunProgram(daemon, p, "SMOLVM_CUDA_NO_FDS=1");
     EXPECT_EQ(r.rc, 0) << p << "\n" << r.out << r.err << daemon.Log();
     EXPECT_NE(r.out.find(std::string("PASS ") + (p + 5)), std::string::npos) << r.out;

@@ -1,5 +1,6 @@
 // cudaCreateChannelDesc is a plain function (issue 34: deviceQuery-style
-// samples build one first); CUDA arrays stay stubs, named once.
+// samples build one first); mipmapped arrays stay stubs, named once (CUDA
+// arrays themselves: prog_textures).
 #include <cstdlib>
 
 #include "check.h"
@@ -11,8 +12,8 @@ int main() {
   cudaChannelFormatDesc t = cudaCreateChannelDesc<uchar4>();  // the header's template, on the C API
   CHECK(t.x == 8 && t.y == 8 && t.z == 8 && t.w == 8 && t.f == cudaChannelFormatKindUnsigned);
   if (through_shim) {
-    cudaArray_t a = nullptr;
-    EXPECT_CUDA(cudaErrorNotSupported, cudaMallocArray(&a, &d, 64, 64));
+    cudaMipmappedArray_t a = nullptr;
+    EXPECT_CUDA(cudaErrorNotSupported, cudaMallocMipmappedArray(&a, &d, cudaExtent{64, 64, 0}, 2));
     (void)cudaGetLastError();
   }
   std::printf("PASS channel\n");

@@ -10,7 +10,8 @@
 //    handles back to back, set access, a memset and a kernel across the seam,
 //    retain / properties, unmap, release, free, with the call-time errors;
 //  - cuGetProcAddress and cudaGetDriverEntryPointByVersion by name and version;
-//  - driver errors never become the runtime's last error.
+//  - driver errors never become the runtime's last error;
+//  - CUDA arrays, 2-D/3-D copies, texture and surface objects (ArraysAndObjects).
 // Through the shim only (SMOLVM_CUDA_SOCKET set): VMM addresses lie in the
 // arena, and unimplemented entry points return CUDA_ERROR_NOT_SUPPORTED.
 #include <cuda.h>
@@ -305,6 +306,116 @@ void DeviceAndContext() {
   CHECK_CUDA(cudaGetLastError());
 }
 
+// CUDA arrays through the driver: cuArray3DCreate and the descriptors,
+// cuMemcpy2D host -> array, cuMemcpy3D array -> pitched device memory,
+// cuMemcpy2DAsync of a sub-rectangle back; a texture and a surface object
+// over the array, described and destroyed.
+void ArraysAndObjects() {
+  constexpr unsigned W = 32, H = 8;
+  CUDA_ARRAY3D_DESCRIPTOR d{};
+  d.Width = W;
+  d.Height = H;
+  d.Format = CU_AD_FORMAT_UNSIGNED_INT32;
+  d.NumChannels = 1;
+  d.Flags = CUDA_ARRAY3D_SURFACE_LDST;
+  CUarray a = nullptr;
+  CHECK_CU(cuArray3DCreate(&a, &d));
+  CUDA_ARRAY3D_DESCRIPTOR got{};
+  CHECK_CU(cuArray3DGetDescriptor(&got, a));
+  CHECK(got.Width == W && got.Height == H && got.Depth == 0 && got.Format == CU_AD_FORMAT_UNSIGNED_INT32 &&
+        got.NumChannels == 1 && (got.Flags & CUDA_ARRAY3D_SURFACE_LDST) != 0);
+  CUDA_ARRAY_DESCRIPTOR got2{};
+  CHECK_CU(cuArrayGetDescriptor(&got2, a));
+  CHECK(got2.Width == W && got2.Height == H && got2.Format == CU_AD_FORMAT_UNSIGNED_INT32);
+  std::vector<unsigned> h(W * H);
+  Rng rng(7);
+  for (unsigned& v : h) v = rng.Next();
+  CUDA_MEMCPY2D up{};
+  up.srcMemoryType = CU_MEMORYTYPE_HOST;
+  up.srcHost = h.data();
+  up.srcPitch = W * 4;
+  up.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+  up.dstArray = a;
+  up.WidthInBytes = W * 4;
+  up.Height = H;
+  CHECK_CU(cuMemcpy2D(&up));
+  CUdeviceptr dptr = 0;
+  size_t dpitch = 0;
+  CHECK_CU(cuMemAllocPitch(&dptr, &dpitch, W * 4, H, 4));
+  CHECK(dpitch >= W * 4);
+  CUDA_MEMCPY3D m{};
+  m.srcMemoryType = CU_MEMORYTYPE_ARRAY;
+  m.srcArray = a;
+  m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  m.dstDevice = dptr;
+  m.dstPitch = dpitch;
+  m.dstHeight = H;
+  m.WidthInBytes = W * 4;
+  m.Height = H;
+  m.Depth = 1;
+  CHECK_CU(cuMemcpy3D(&m));
+  std::vector<unsigned> sub(8 * 4, 0);
+  CUDA_MEMCPY2D dn{};
+  dn.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  dn.srcDevice = dptr;
+  dn.srcPitch = dpitch;
+  dn.srcXInBytes = 16;
+  dn.srcY = 2;
+  dn.dstMemoryType = CU_MEMORYTYPE_HOST;
+  dn.dstHost = sub.data();
+  dn.dstPitch = 32;
+  dn.WidthInBytes = 32;
+  dn.Height = 4;
+  CHECK_CU(cuMemcpy2DAsync(&dn, nullptr));
+  CHECK_CU(cuCtxSynchronize());
+  for (unsigned y = 0; y < 4; ++y)
+    for (unsigned x = 0; x < 8; ++x) CHECK(sub[y * 8 + x] == h[(y + 2) * W + x + 4]);
+  // The 1-D copies, with a 1-D array: 14 uints from element 8 on, back to
+  // the host, and through device memory.
+  CUDA_ARRAY_DESCRIPTOR line_desc{};
+  line_desc.Width = 64;
+  line_desc.Format = CU_AD_FORMAT_UNSIGNED_INT32;
+  line_desc.NumChannels = 1;
+  CUarray line = nullptr;
+  CHECK_CU(cuArrayCreate(&line, &line_desc));
+  std::vector<unsigned> run(14), run_back(14, 0), run_dev(14, 0);
+  for (unsigned& v : run) v = rng.Next();
+  CHECK_CU(cuMemcpyHtoA(line, 32, run.data(), run.size() * 4));
+  CHECK_CU(cuMemcpyAtoH(run_back.data(), line, 32, run.size() * 4));
+  CHECK(run_back == run);
+  CHECK_CU(cuMemcpyAtoD(dptr, line, 32, run.size() * 4));
+  CHECK_CU(cuMemcpyDtoH(run_dev.data(), dptr, run.size() * 4));
+  CHECK(run_dev == run);
+  CHECK_CU(cuMemcpyDtoA(line, 0, dptr, 8));
+  unsigned first = 0;
+  CHECK_CU(cuMemcpyAtoH(&first, line, 4, 4));
+  CHECK(first == run[1]);
+  CHECK_CU(cuArrayDestroy(line));
+  CUDA_RESOURCE_DESC res{};
+  res.resType = CU_RESOURCE_TYPE_ARRAY;
+  res.res.array.hArray = a;
+  CUDA_TEXTURE_DESC td{};
+  td.addressMode[0] = td.addressMode[1] = CU_TR_ADDRESS_MODE_CLAMP;
+  td.filterMode = CU_TR_FILTER_MODE_POINT;
+  td.flags = CU_TRSF_READ_AS_INTEGER;
+  CUtexObject t = 0;
+  CHECK_CU(cuTexObjectCreate(&t, &res, &td, nullptr));
+  CHECK(t != 0);
+  CUDA_RESOURCE_DESC asked{};
+  CHECK_CU(cuTexObjectGetResourceDesc(&asked, t));
+  CHECK(asked.resType == CU_RESOURCE_TYPE_ARRAY && asked.res.array.hArray == a);
+  CUsurfObject so = 0;
+  CHECK_CU(cuSurfObjectCreate(&so, &res));
+  CHECK(so != 0);
+  asked = CUDA_RESOURCE_DESC{};
+  CHECK_CU(cuSurfObjectGetResourceDesc(&asked, so));
+  CHECK(asked.resType == CU_RESOURCE_TYPE_ARRAY && asked.res.array.hArray == a);
+  CHECK_CU(cuTexObjectDestroy(t));
+  CHECK_CU(cuSurfObjectDestroy(so));
+  CHECK_CU(cuMemFree(dptr));
+  CHECK_CU(cuArrayDestroy(a));
+}
+
 }  // namespace
 
 int main() {
@@ -317,6 +428,7 @@ int main() {
   ModulesAndLaunches(through_shim);
   VirtualMemory(through_shim);
   ProcAddresses(through_shim);
+  ArraysAndObjects();
   if (through_shim) {  // refused with the alternative named
     CUdeviceptr managed = 1;
     EXPECT_CU(CUDA_ERROR_NOT_SUPPORTED, cuMemAllocManaged(&managed, 4096, CU_MEM_ATTACH_GLOBAL));

@@ -34,3 +34,22 @@ extern "C" __global__ void smolvm_test_write_u32(unsigned* p, unsigned value) {
 extern "C" {
 __device__ unsigned char smolvm_test_global[4096];
 }
+
+// Texture and surface objects (issue 34 item 4): surf(x, y) = 2 * tex(x, y)
+// + 1 over a w x h 1-channel float surface, point-sampled at texel centres.
+extern "C" __global__ void smolvm_test_tex_to_surf(unsigned long long tex, unsigned long long surf, unsigned w,
+                                                   unsigned h) {
+  for (unsigned long long i = blockIdx.x * 1ull * blockDim.x + threadIdx.x; i < 1ull * w * h;
+       i += 1ull * gridDim.x * blockDim.x) {
+    unsigned x = static_cast<unsigned>(i % w), y = static_cast<unsigned>(i / w);
+    float v = tex2D<float>(tex, x + 0.5f, y + 0.5f);
+    surf2Dwrite(2.0f * v + 1.0f, surf, x * 4, y);
+  }
+}
+
+// out[i] = tex1Dfetch(tex, i) for i < n (a linear 1-channel float texture).
+extern "C" __global__ void smolvm_test_tex1d_copy(unsigned long long tex, float* out, unsigned long long n) {
+  for (unsigned long long i = blockIdx.x * 1ull * blockDim.x + threadIdx.x; i < n;
+       i += 1ull * gridDim.x * blockDim.x)
+    out[i] = tex1Dfetch<float>(tex, static_cast<int>(i));
+}
