@@ -17,7 +17,6 @@ std::atomic<uint64_t> g_next_backend_id{1};
 thread_local uint64_t t_current_backend = 0;
 thread_local CUcontext t_current_context = nullptr;  // which of its contexts
 
-CUstream ToStream(uint64_t s) { return reinterpret_cast<CUstream>(static_cast<uintptr_t>(s)); }
 CUevent ToEvent(uint64_t e) { return reinterpret_cast<CUevent>(static_cast<uintptr_t>(e)); }
 CUmodule ToModule(uint64_t m) { return reinterpret_cast<CUmodule>(static_cast<uintptr_t>(m)); }
 CUfunction ToFunction(uint64_t f) {

@@ -9,7 +9,6 @@
 namespace smolvm {
 namespace {
 
-CUstream ToStream(uint64_t s) { return reinterpret_cast<CUstream>(static_cast<uintptr_t>(s)); }
 CUarray ToArray(uint64_t a) { return reinterpret_cast<CUarray>(static_cast<uintptr_t>(a)); }
 
 void Place(const CopyPlace& p, CUmemorytype* type, CUdeviceptr* device, void** host, CUarray* array, size_t* pitch,

@@ -34,6 +34,9 @@
 
 namespace smolvm {
 
+// A wire stream handle (the guest's value of the worker's CUstream) as the driver's.
+inline CUstream ToStream(uint64_t s) { return reinterpret_cast<CUstream>(static_cast<uintptr_t>(s)); }
+
 // X(api): every driver entry point the backend calls. `api` is the name as
 // cuda.h's macros spell it (cuMemcpyHtoDAsync), which the preprocessor turns
 // into the versioned symbol (cuMemcpyHtoDAsync_v2) wherever it is expanded.

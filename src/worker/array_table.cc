@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "worker/cu_status.h"
 #include "worker/worker_checks.h"
 
 namespace smolvm {
@@ -13,7 +14,6 @@ namespace {
 
 using u128 = unsigned __int128;
 
-Status Invalid(const std::string& what) { return Status(static_cast<int32_t>(CUDA_ERROR_INVALID_VALUE), what); }
 Status BadHandle(const std::string& what) { return Status(static_cast<int32_t>(CUDA_ERROR_INVALID_HANDLE), what); }
 
 constexpr uint32_t kArrayFlags =

@@ -12,5 +12,6 @@
 namespace smolvm {
 
 inline Status Cu(CUresult r, const std::string& what) { return Status(static_cast<int32_t>(r), what); }
+inline Status Invalid(const std::string& what) { return Cu(CUDA_ERROR_INVALID_VALUE, what); }
 
 }  // namespace smolvm

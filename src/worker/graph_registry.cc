@@ -5,13 +5,9 @@
 #include <algorithm>
 #include <set>
 
+#include "worker/cu_status.h"
+
 namespace smolvm {
-namespace {
-
-Status Invalid(const std::string& what) { return Status(CUDA_ERROR_INVALID_VALUE, what); }
-
-}  // namespace
-
 GraphRegistry::GraphRegistry(GpuBackend* backend, FreeFn free) : backend_(backend), free_(std::move(free)) {}
 
 GraphRegistry::~GraphRegistry() {

@@ -6,6 +6,7 @@
 
 #include <cublasLt.h>
 
+#include "worker/cu_status.h"
 #include "proto/lib_status.h"
 #include "proto/lt_attrs.h"
 
@@ -14,7 +15,6 @@ namespace {
 
 using u128 = unsigned __int128;
 
-Status Invalid(const std::string& what) { return Status(static_cast<int32_t>(CUDA_ERROR_INVALID_VALUE), what); }
 Status BlasInvalid(const std::string& what) { return BlasError(CUBLAS_STATUS_INVALID_VALUE, what); }
 
 // Bytes per element of a cuBLAS data type; 16 (the widest, complex double)
