@@ -3,14 +3,9 @@
 #include <cuda.h>
 
 #include "proto/ops.h"
+#include "worker/cu_status.h"
 
 namespace smolvm {
-namespace {
-
-Status Cu(CUresult r, const std::string& what) { return Status(static_cast<int32_t>(r), what); }
-
-}  // namespace
-
 Status ContextTable::CheckNew(uint64_t id) const {
   if (id == 0) return Cu(CUDA_ERROR_INVALID_VALUE, "context id 0 is the primary context");
   if (contexts_.count(id)) return Cu(CUDA_ERROR_INVALID_VALUE, "context id in use");

@@ -5,15 +5,10 @@
 // (ContextTable::kMaxContexts); what was made in one goes with it.
 #include <cuda.h>
 
+#include "worker/cu_status.h"
 #include "worker/worker.h"
 
 namespace smolvm {
-namespace {
-
-Status Cu(CUresult r, const std::string& what) { return Status(static_cast<int32_t>(r), what); }
-
-}  // namespace
-
 Status Worker::CheckContext(uint16_t op) const {
   // An op not in the table is the dispatcher's to refuse (kUnknownOp).
   const char* name = proto::OpName(op);
