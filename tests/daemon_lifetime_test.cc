@@ -121,9 +121,11 @@ TEST(DaemonLifetime, CudaBackendWithoutAUsableDriverIsRefusedInOneLine) {
 }
 
 TEST(DaemonLifetime, WorkersThatFailToStartShowInStatusAndGuestsAreToldWhereTheLogIs) {
-  // The mock libcuda has a device (the host check passes) but cannot back a
-  // worker's context: every worker the daemon starts exits at start.
+  // The mock libcuda has a device (the host check passes) but, asked so,
+  // cannot back a worker's context: every worker the daemon starts exits at
+  // start. (This test's own process: ctest runs each test alone.)
   WithLibcuda mock(SMOLVM_MOCK_LIBCUDA);
+  ::setenv("SMOLVM_MOCK_LIBCUDA_NO_CONTEXT", "1", 1);
   DaemonArgs a;
   a.backend = "cuda";
   a.extra = {"--worker-seccomp", "off"};

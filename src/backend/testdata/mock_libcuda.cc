@@ -8,6 +8,7 @@
 
 #include <cuda.h>
 
+#include <cstdlib>
 #include <cstring>
 
 namespace {
@@ -42,6 +43,10 @@ CUresult MockDeviceGet(CUdevice* d, int ordinal) {
   return ordinal == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
 CUresult MockPrimaryCtxRetain(CUcontext* c, CUdevice) {
+  // A device that cannot back a context (a worker then exits at start):
+  // DaemonLifetime's failing-workers case asks for it.
+  if (const char* v = std::getenv("SMOLVM_MOCK_LIBCUDA_NO_CONTEXT"); v != nullptr && v[0] == '1')
+    return CUDA_ERROR_UNKNOWN;
   *c = reinterpret_cast<CUcontext>(uintptr_t{0x1000});
   ++g_state.ctx_retains;
   return CUDA_SUCCESS;
