@@ -299,6 +299,10 @@ Status LeaseRelay::Attach(const std::string& clone, UniqueFd reader) {
   auto it = links_.find(clone);
   if (it == links_.end()) return NotFound("machine '" + clone + "' has no lease link (not a clone of this golden, or its end was acknowledged)");
   Link& l = *it->second;
+  // What the reader before sent and this loop has not read yet (a lease-send
+  // that wrote its payload and exited just before the next reader came, on
+  // a busy supervisor) is taken first: replacing a reader loses nothing.
+  if (l.reader.valid()) OnReader(l, POLLIN);
   CloseReader(l, "replaced by a new reader");
   l.reader = std::move(reader);
   l.sent_upto = l.retained.empty() ? l.next_seq - 1 : l.retained.front().seq - 1;

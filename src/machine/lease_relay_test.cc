@@ -435,6 +435,30 @@ TEST_F(LeaseRelayTest, ANewReaderGetsEverythingNotAckedAndReplacesTheOld) {
   WaitChild(pid);
 }
 
+TEST_F(LeaseRelayTest, APayloadTheOldReaderSentIsNotLostWhenANewReaderReplacesIt) {
+  // `machine lease-send` writes its payload and exits; the next lease-wait's
+  // reader may be attached before the relay has read it (a busy supervisor:
+  // MachineLeaseTest lost payload 2 so). Here both happen in one turn of the
+  // loop, before it polls.
+  StartLoop();
+  AddClone("c", false);
+  StartClone("c");
+  LeaseLink first = Attach("c");
+  UniqueFd a, b;
+  ASSERT_TRUE(SocketPair(&a, &b).ok());
+  ::fcntl(a.get(), F_SETFL, O_NONBLOCK);
+  auto fd = std::make_shared<UniqueFd>(std::move(a));
+  loop_->Do([&](LeaseRelay& r) {
+    EXPECT_TRUE(first.Send(R"({"op":"echo","x":7})").ok());
+    EXPECT_TRUE(r.Attach("c", std::move(*fd)).ok());
+  });
+  LeaseLink second = LeaseLink::Adopt(std::move(b));
+  CloneMessage m = Next(second);
+  EXPECT_EQ(m.kind, CloneMessage::kReply);
+  EXPECT_EQ(m.payload, 1u);
+  EXPECT_EQ(json::parse(m.json)["got"]["x"], 7);
+}
+
 TEST_F(LeaseRelayTest, ACloneThatSendsTooMuchWaitsAndLosesNothing) {
   LeaseRelay::Limits small;
   small.retained_messages = 8;
