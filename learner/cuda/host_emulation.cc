@@ -1,12 +1,9 @@
-// Fiber switches jump between stacks; fortified longjmp would refuse.
-#undef _FORTIFY_SOURCE
 #include "learner/cuda/host_emulation.h"
 
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include <setjmp.h>
 #include <ucontext.h>
 
 #include <cstdlib>
@@ -24,26 +21,47 @@ namespace {
 // next __syncthreads (where it yields) or the end of the kernel. One round
 // thus moves all threads to the next barrier: barrier semantics, in a fixed
 // order. Fibers live for the whole process and loop over kernel bodies;
-// switches are _setjmp/_longjmp (no signal-mask system calls), ucontext is
-// used only to start a fiber on its own stack.
+// ucontext is used only to start a fiber on its own stack.
+//
+// Switches are GCC's (and clang's) __builtin_setjmp/__builtin_longjmp: they
+// save and restore only the frame and stack pointers and a resume address
+// (the compiler spills every other register around the setjmp), where
+// glibc's _longjmp also walks the thread's cleanup handlers and demangles
+// its pointers: most of an emulated kernel's time is spent switching. A
+// function may not both set and take such a jump, hence JumpTo. The
+// functions that hold a jump's target are noipa: their callers must assume
+// the ABI's clobbers, not what the compiler sees of their bodies (another
+// fiber runs in between).
+//
+// A switch's state is kept apart from what only a fiber's start needs: the
+// scheduler walks every fiber of the block at each barrier.
+using JumpBuf = void* [5];
 struct Fiber {
-  ucontext_t ctx;
-  jmp_buf buf;
-  std::vector<char> stack;
+  JumpBuf buf;
   bool started = false;
   bool done = false;
 };
+struct FiberStart {
+  ucontext_t ctx;
+  std::vector<char> stack;
+};
 constexpr size_t kStack = 64 << 10;
-jmp_buf g_scheduler;
+JumpBuf g_scheduler;
 ucontext_t g_scheduler_ctx;
 std::vector<Fiber>* g_fibers = new std::vector<Fiber>(1024);
+std::vector<FiberStart>* g_starts = new std::vector<FiberStart>(1024);
 int g_current = 0;
 const std::function<void()>* g_body = nullptr;
-float g_lanes[1024];
+// __shfl_xor_sync's exchange: two arrays, each thread's shuffles using them
+// in turn (g_shuffles counts a thread's shuffles in the current block).
+float g_lanes[2][1024];
+unsigned g_shuffles[1024];
 
-void Yield() {
+[[gnu::noipa]] [[noreturn]] void JumpTo(JumpBuf& buf) { __builtin_longjmp(buf, 1); }
+
+[[gnu::noipa]] void Yield() {
   Fiber& f = (*g_fibers)[g_current];
-  if (_setjmp(f.buf) == 0) _longjmp(g_scheduler, 1);
+  if (__builtin_setjmp(f.buf) == 0) JumpTo(g_scheduler);
 }
 
 void FiberMain() {
@@ -56,20 +74,21 @@ void FiberMain() {
   }
 }
 
-void Resume(int t) {
+[[gnu::noipa]] void Resume(int t) {
   Fiber& f = (*g_fibers)[t];
   g_current = t;
   thread_idx = {static_cast<unsigned>(t), 0, 0};
-  if (_setjmp(g_scheduler) != 0) return;  // the fiber yielded
-  if (f.started) _longjmp(f.buf, 1);
+  if (__builtin_setjmp(g_scheduler) != 0) return;  // the fiber yielded
+  if (f.started) JumpTo(f.buf);
   f.started = true;
-  f.stack.resize(kStack);
-  getcontext(&f.ctx);
-  f.ctx.uc_stack.ss_sp = f.stack.data();
-  f.ctx.uc_stack.ss_size = f.stack.size();
-  f.ctx.uc_link = nullptr;  // FiberMain never returns
-  makecontext(&f.ctx, FiberMain, 0);
-  swapcontext(&g_scheduler_ctx, &f.ctx);
+  FiberStart& s = (*g_starts)[t];
+  s.stack.resize(kStack);
+  getcontext(&s.ctx);
+  s.ctx.uc_stack.ss_sp = s.stack.data();
+  s.ctx.uc_stack.ss_size = s.stack.size();
+  s.ctx.uc_link = nullptr;  // FiberMain never returns
+  makecontext(&s.ctx, FiberMain, 0);
+  swapcontext(&g_scheduler_ctx, &s.ctx);
 }
 
 }  // namespace
@@ -79,7 +98,7 @@ void Launch(long long grid, int block, const std::function<void()>& body) {
   block_dim = {static_cast<unsigned>(block), 1, 1};
   for (long long b = 0; b < grid; ++b) {
     block_idx = {static_cast<unsigned>(b), 0, 0};
-    for (int t = 0; t < block; ++t) (*g_fibers)[t].done = false;
+    for (int t = 0; t < block; ++t) (*g_fibers)[t].done = false, g_shuffles[t] = 0;
     for (bool running = true; running;) {
       running = false;
       for (int t = 0; t < block; ++t) {
@@ -99,11 +118,16 @@ void SyncThreads() {
   thread_idx = {static_cast<unsigned>(me), 0, 0};
 }
 
+// One barrier per shuffle: the threads of a warp shuffle alike (the _sync),
+// so they agree on the array, and one that writes an array again (two
+// shuffles on) has passed the barrier of the shuffle in between, which its
+// partners reach only after their read of the array's last values.
 float ShflXor(float v, int lane_mask) {
+  unsigned me = thread_idx.x;
+  float* lanes = g_lanes[g_shuffles[me]++ & 1];
+  lanes[me] = v;
   SyncThreads();
-  g_lanes[thread_idx.x] = v;
-  SyncThreads();
-  return g_lanes[thread_idx.x ^ static_cast<unsigned>(lane_mask)];
+  return lanes[me ^ static_cast<unsigned>(lane_mask)];
 }
 
 }  // namespace smolvm::learner::emu

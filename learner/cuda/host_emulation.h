@@ -8,7 +8,7 @@
 // A launch runs the grid block by block on the calling thread; a block's
 // threads are fibers (ucontext), __syncthreads yields to the next one, so a
 // round of the scheduler is a barrier. __shfl_xor_sync is an exchange
-// through a block-wide array between two barriers; __shared__ is a
+// through block-wide arrays (two, used in turn) with one barrier; __shared__ is a
 // function-static (one block runs at a time). Single-threaded use only.
 #pragma once
 
