@@ -7,9 +7,10 @@
 #          builds build-fuzz/ and fuzzes for SECONDS; new corpus entries land
 #          in tests/fuzz/corpus
 #        scripts/fuzz.sh --ci FUZZER RUNS
-#          CTest's frame_fuzz_100k: RUNS executions of the built FUZZER from
+#          CTest's frame_fuzz: RUNS executions of the built FUZZER from
 #          the checked-in corpus (read only: new entries go to a temporary
-#          directory, removed after); prints the rate.
+#          directory, removed after); prints the rate. SMOLVM_FUZZ_RUNS, when
+#          set, replaces RUNS (SMOLVM_FUZZ_RUNS=100000 ctest -R frame_fuzz).
 # Exit status: 0 no finding; libFuzzer's own (1, or a sanitizer's) on a
 # crash, leak or timeout, with the reproducer under $TMPDIR; 2 bad usage.
 set -euo pipefail
@@ -17,7 +18,7 @@ cd "$(dirname "$0")/.."
 
 if [[ ${1:-} == --ci ]]; then
   (($# == 3)) || { echo "usage: scripts/fuzz.sh --ci FUZZER RUNS" >&2; exit 2; }
-  fuzzer=$(readlink -f "$2") runs=$3
+  fuzzer=$(readlink -f "$2") runs=${SMOLVM_FUZZ_RUNS:-$3}
   [[ -x $fuzzer ]] || { echo "fuzz: $fuzzer is not built" >&2; exit 2; }
   work=$(mktemp -d "${TMPDIR:-/tmp}/smolvm-fuzz.XXXXXX")
   trap 'rm -rf "$work"' EXIT
