@@ -32,7 +32,7 @@ CellKey Config() {
 }
 
 // The table's row for N and arm label and base, or "".
-std::string Row(const std::string& table, int n, const std::string& label, const std::string& base) {
+std::string ComparisonRow(const std::string& table, int n, const std::string& label, const std::string& base) {
   std::string want = "| " + std::to_string(n);
   size_t pos = 0;
   while ((pos = table.find('\n', pos)) != std::string::npos) {
@@ -52,19 +52,19 @@ TEST(ComparisonTableTest, RatiosToNative4BitAtTheSameNAndBasesNamed) {
       MakeRun("fork", false, "off", 8, 5883, 30924, -1, 0.42), MakeRun("native", true, "on", 8, 3165, 60000, -1, 0.61),
       MakeRun("native", false, "off", 8, 5000, 140000, 5)};
   std::string t = ComparisonTable(runs, Config());
-  std::string fork = Row(t, 8, "fork, share on", "bf16 (full precision)");
+  std::string fork = ComparisonRow(t, 8, "fork, share on", "bf16 (full precision)");
   ASSERT_FALSE(fork.empty()) << t;
   EXPECT_NE(fork.find(" 5,883 |"), std::string::npos) << fork;
   EXPECT_NE(fork.find(" 2.24 |"), std::string::npos) << fork;  // 5883 / 2632
   EXPECT_NE(fork.find(" 0.52 |"), std::string::npos) << fork;  // 30924 / 59636
   EXPECT_NE(fork.find(" 0.4200 |"), std::string::npos) << fork;
-  std::string mps = Row(t, 8, "native + MPS", "NF4 4-bit (lossy)");
+  std::string mps = ComparisonRow(t, 8, "native + MPS", "NF4 4-bit (lossy)");
   EXPECT_NE(mps.find(" 1.20 |"), std::string::npos) << t;
-  std::string ref = Row(t, 8, "native, time-sliced (reference)", "NF4 4-bit");
+  std::string ref = ComparisonRow(t, 8, "native, time-sliced (reference)", "NF4 4-bit");
   EXPECT_NE(ref.find(" 1.00 |"), std::string::npos) << t;
   EXPECT_NE(ref.find("20×2"), std::string::npos) << ref;
   // Native bf16 that did not fit: the count, no ratio.
-  std::string bf16 = Row(t, 8, "native", "bf16 (full precision)");
+  std::string bf16 = ComparisonRow(t, 8, "native", "bf16 (full precision)");
   EXPECT_NE(bf16.find("incomplete: 5 of 8 finished"), std::string::npos) << t;
   // The quality of each base is said in words.
   EXPECT_NE(t.find(BaseOf(true).quality), std::string::npos);
@@ -73,10 +73,10 @@ TEST(ComparisonTableTest, RatiosToNative4BitAtTheSameNAndBasesNamed) {
 
 TEST(ComparisonTableTest, PlannedCellsWithoutRecordsAreNotMeasuredNeverInvented) {
   std::string t = ComparisonTable({MakeRun("native", true, "off", 8, 2632, 59636)}, Config());
-  std::string mps = Row(t, 16, "native + MPS", "NF4");
+  std::string mps = ComparisonRow(t, 16, "native + MPS", "NF4");
   EXPECT_NE(mps.find("not measured"), std::string::npos) << t;
   EXPECT_NE(mps.find("`scripts/device-bench.sh comparison mps`"), std::string::npos) << mps;
-  std::string fork = Row(t, 64, "fork, share on", "bf16");
+  std::string fork = ComparisonRow(t, 64, "fork, share on", "bf16");
   EXPECT_NE(fork.find("not measured"), std::string::npos) << t;
   EXPECT_NE(fork.find("`scripts/device-bench.sh comparison bf16-highn`"), std::string::npos) << fork;
   // Arms listed only once measured (the trusted MPS fork) have no rows.
@@ -94,12 +94,12 @@ TEST(ComparisonTableTest, AForkRefusedForMemoryReadsDoesNotFit) {
   RunResult failed = MakeRun("fork", false, "off", 112, 0, 55641, 0);
   failed.note = "learners exited before finishing";
   std::string t = ComparisonTable({refused, failed}, Config());
-  std::string row = Row(t, 104, "fork, share on", "bf16");
+  std::string row = ComparisonRow(t, 104, "fork, share on", "bf16");
   EXPECT_NE(row.find("does not fit: the fork was refused for GPU memory"), std::string::npos) << t;
   EXPECT_EQ(row.find("54.3"), std::string::npos) << row;
   EXPECT_NE(row.find("0/104"), std::string::npos) << row;
   // Any other run that made no learner stays an incomplete cell.
-  EXPECT_NE(Row(t, 112, "fork, share on", "bf16").find("incomplete: 0 of 112 finished"), std::string::npos) << t;
+  EXPECT_NE(ComparisonRow(t, 112, "fork, share on", "bf16").find("incomplete: 0 of 112 finished"), std::string::npos) << t;
 }
 
 // A schema-1 cell shown only as "incomplete" shows no span, so no † and no
@@ -112,7 +112,7 @@ TEST(ComparisonTableTest, TheHandTDoneFootnoteOnlyUnderAShownDagger) {
   RunResult native8 = MakeRun("native", true, "off", 8, 2632, 59636);
   native8.schema = 1;
   t = ComparisonTable({native24, native8}, Config());
-  EXPECT_NE(Row(t, 8, "native, time-sliced (reference)", "NF4").find("2,632 †"), std::string::npos) << t;
+  EXPECT_NE(ComparisonRow(t, 8, "native, time-sliced (reference)", "NF4").find("2,632 †"), std::string::npos) << t;
   EXPECT_NE(t.find(kHandTDone), std::string::npos) << t;
 }
 

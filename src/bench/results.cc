@@ -14,7 +14,6 @@ namespace smolvm::bench {
 namespace {
 
 using json = nlohmann::json;
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 bool IsDelimiter(char c) {
   return c == ',' || c == ':' || c == '[' || c == '{' || c == ' ' || c == '\t' || c == '\n' || c == '\r';

@@ -27,6 +27,9 @@ namespace smolvm::bench {
 // learner_errors and command.
 inline constexpr int kResultSchema = 2;
 
+// What an absent, null or unknown number reads as.
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
 struct LearnerResult {
   std::string lid;  // a number in our files; the seed's may be a string
   double tok_s = 0, train_s = 0, step_ms = 0, loss0 = 0, lossN = 0, peak_gb = 0;

@@ -12,8 +12,6 @@
 namespace smolvm::bench {
 namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
 // Mean per-learner tok/s of one run (finite values only).
 double LearnerTokS(const RunResult& r) {
   double sum = 0;

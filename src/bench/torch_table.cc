@@ -14,7 +14,7 @@ namespace smolvm::bench {
 namespace {
 
 // The configuration a torch cell ran: its key without arm, share, learner, N and steps.
-CellKey ConfigOf(CellKey k) {
+CellKey TorchConfigOf(CellKey k) {
   k.arm = k.share_mode = k.learner = "";
   k.n = k.steps = 0;
   return k;
@@ -58,13 +58,13 @@ std::string TorchTable(const std::vector<RunResult>& runs) {
   // (configuration, N, steps) of every time-sliced torch cell.
   std::set<std::tuple<CellKey, int, int>> wanted;
   for (const auto& c : cells)
-    if (c.key.learner == "torch" && c.key.mps == "off") wanted.insert({ConfigOf(c.key), c.key.n, c.key.steps});
+    if (c.key.learner == "torch" && c.key.mps == "off") wanted.insert({TorchConfigOf(c.key), c.key.n, c.key.steps});
   if (wanted.empty()) return "No torch learner run is committed (`bench run --learner torch`).\n";
 
   std::map<std::tuple<CellKey, int, int, std::string, std::string>, const CellSummary*> by;  // + learner, arm
   for (const auto& c : cells)
     if (c.key.mps == "off" && (c.key.arm == "native" || c.key.share_mode == "on"))
-      by[{ConfigOf(c.key), c.key.n, c.key.steps, c.key.learner, c.key.arm}] = &c;
+      by[{TorchConfigOf(c.key), c.key.n, c.key.steps, c.key.learner, c.key.arm}] = &c;
 
   std::vector<TableRow> rows;
   std::set<std::string> configs;

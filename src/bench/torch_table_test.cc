@@ -30,7 +30,7 @@ RunResult MakeRun(const std::string& learner, const std::string& arm, int n, dou
 }
 
 // The table's line that starts with "| N " and names learner and arm, or "".
-std::string Row(const std::string& table, int n, const std::string& learner, const std::string& arm) {
+std::string TorchRow(const std::string& table, int n, const std::string& learner, const std::string& arm) {
   size_t pos = 0;
   while ((pos = table.find('\n', pos)) != std::string::npos) {
     size_t end = table.find('\n', pos + 1);
@@ -69,7 +69,7 @@ TEST(TorchTableTest, BothLearnersNativeAndForkWithRatiosWithinEachLearner) {
   std::string t = TorchTable(runs);
   // N | learner | arm | span tok/s | fork ÷ native | peak GPU | ÷ GPU | clone ms | clone GPU | final loss |
   // done | steps×reps
-  auto fork = Cells(Row(t, 4, "torch (PEFT)", "fork, share on"));
+  auto fork = Cells(TorchRow(t, 4, "torch (PEFT)", "fork, share on"));
   ASSERT_EQ(fork.size(), 12u) << t;
   EXPECT_EQ(fork[3], "2,084");
   EXPECT_EQ(fork[4], "0.98");       // 2084 / 2130
@@ -77,17 +77,17 @@ TEST(TorchTableTest, BothLearnersNativeAndForkWithRatiosWithinEachLearner) {
   EXPECT_EQ(fork[7], "172 / 173");  // clones 170..173
   EXPECT_EQ(fork[8], "2,003 MiB");  // the clones' 2000..2003, not the golden's worker
   EXPECT_EQ(fork[10], "4/4");
-  auto ours = Cells(Row(t, 4, "smolvm-learner", "fork, share on"));
+  auto ours = Cells(TorchRow(t, 4, "smolvm-learner", "fork, share on"));
   ASSERT_EQ(ours.size(), 12u) << t;
   EXPECT_EQ(ours[4], "1.01");  // 6000 / 5922: our native, not torch's
-  auto native = Cells(Row(t, 4, "smolvm-learner", "native"));
+  auto native = Cells(TorchRow(t, 4, "smolvm-learner", "native"));
   ASSERT_EQ(native.size(), 12u) << t;
   EXPECT_EQ(native[3], "5,922");
   EXPECT_EQ(native[7], "-");
   EXPECT_EQ(native[8], "-");
   EXPECT_EQ(t.find("2,646"), std::string::npos) << t;
   // N=16 has no native cell: the fork row stands alone, with no ratio.
-  auto sixteen = Cells(Row(t, 16, "torch (PEFT)", "fork, share on"));
+  auto sixteen = Cells(TorchRow(t, 16, "torch (PEFT)", "fork, share on"));
   ASSERT_EQ(sixteen.size(), 12u) << t;
   EXPECT_EQ(sixteen[3], "2,270");
   EXPECT_EQ(sixteen[4], "-");

@@ -119,7 +119,7 @@ void PrintOps(const nlohmann::json& j) {
   line("ops total", j.value("ops_total", nlohmann::json::object()));
 }
 
-int Status(const std::string& socket_flag, bool json, bool ops) {
+int ShowStatus(const std::string& socket_flag, bool json, bool ops) {
   std::string socket = DaemonSocket(socket_flag);
   if (socket.empty()) {
     std::fprintf(stderr, "smolvm cuda status: %s\n", kNoSocket);
@@ -364,7 +364,7 @@ void RegisterCudaCommands(CLI::App& app, int* exit_code) {
   status->add_flag("--ops", *ops,
                    "also the guest ops each session's worker served (launches, GEMMs, cuDNN executes, VMM calls ...) "
                    "and the totals since the daemon started");
-  status->callback([socket, json, ops, exit_code] { *exit_code = Status(*socket, *json, *ops); });
+  status->callback([socket, json, ops, exit_code] { *exit_code = ShowStatus(*socket, *json, *ops); });
 
   auto* fork = cuda->add_subcommand("fork", "fork a process waiting at its smolvmForkpoint()");
   auto fa = std::make_shared<ForkArgs>();

@@ -40,11 +40,11 @@ TEST(GuestAdmission, TwoTenantsAtTheirCapLeaveWorkersForAThird) {
   GuestAdmission a(AdmissionCaps{});
   size_t held_a = 0, held_b = 0, held_c = 0;
   auto committed = [&] { return held_a + held_b + held_c; };
-  while (a.AdmitSession("machine 'a'", {held_a, committed(), (held_b > 0) + (held_c > 0)}).ok()) ++held_a;
-  while (a.AdmitSession("machine 'b'", {held_b, committed(), (held_a > 0) + (held_c > 0)}).ok()) ++held_b;
+  while (a.AdmitSession("machine 'a'", {held_a, committed(), size_t{held_b > 0} + size_t{held_c > 0}}).ok()) ++held_a;
+  while (a.AdmitSession("machine 'b'", {held_b, committed(), size_t{held_a > 0} + size_t{held_c > 0}}).ok()) ++held_b;
   EXPECT_EQ(held_a, 160u);  // alone: its session cap (and half the workers)
   EXPECT_LT(held_b, 160u);
-  while (a.AdmitSession("machine 'c'", {held_c, committed(), (held_a > 0) + (held_b > 0)}).ok()) ++held_c;
+  while (a.AdmitSession("machine 'c'", {held_c, committed(), size_t{held_a > 0} + size_t{held_b > 0}}).ok()) ++held_c;
   EXPECT_GE(held_c, 40u) << "a third machine found " << held_c << " workers";
   EXPECT_LE(committed(), 320u);
   Status st = a.AdmitSession("machine 'b'", {held_b, committed(), 2});

@@ -20,7 +20,7 @@ namespace {
 
 using namespace gvisor_internal;
 using Clock = std::chrono::steady_clock;
-constexpr int kStartTimeoutMs = 60000;
+constexpr int kRunscStartTimeoutMs = 60000;
 // runsc's exit code when it failed itself (not the program).
 constexpr int kRunscFailed = 128;
 
@@ -30,7 +30,7 @@ constexpr int kRunscFailed = 128;
 // line in the log).
 Status AwaitRunning(pid_t pid, int pidfd, const std::vector<std::string>& state_cmd, const std::string& name,
                     const std::string& log) {
-  auto deadline = Clock::now() + std::chrono::milliseconds(kStartTimeoutMs);
+  auto deadline = Clock::now() + std::chrono::milliseconds(kRunscStartTimeoutMs);
   int wait_ms = 20;
   while (Clock::now() < deadline) {
     struct pollfd p = {pidfd, POLLIN, 0};
@@ -57,7 +57,7 @@ Status AwaitRunning(pid_t pid, int pidfd, const std::vector<std::string>& state_
   }
   ::kill(pid, SIGKILL);
   ::waitpid(pid, nullptr, 0);
-  return Timeout("machine '" + name + "' did not start under gVisor within " + std::to_string(kStartTimeoutMs / 1000) +
+  return Timeout("machine '" + name + "' did not start under gVisor within " + std::to_string(kRunscStartTimeoutMs / 1000) +
                  " s (see 'smolvm machine logs --name " + name + "')");
 }
 

@@ -11,18 +11,12 @@
 #include <fstream>
 #include <sstream>
 
+#include "machine/c_strings.h"
 #include "machine/gvisor_internal.h"
 
 namespace smolvm::machine {
 namespace gvisor_internal {
 namespace {
-
-std::vector<char*> CStrings(std::vector<std::string>& v) {
-  std::vector<char*> out;
-  for (auto& s : v) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
 
 // In a forked child: stdio, signals as a fresh program has them, then argv.
 [[noreturn]] void ExecChild(std::vector<std::string> argv, int in, int out, int err) {

@@ -20,6 +20,7 @@
 
 #include "guest/forkpoint_wire.h"
 #include "guest/init_loop.h"
+#include "machine/c_strings.h"
 #include "machine/sandbox_internal.h"
 #include "machine/seccomp.h"
 #include "shim/preload.h"
@@ -119,13 +120,6 @@ Result<HostFds> OpenHostFds(const SandboxConfig& cfg) {
 [[noreturn]] void Fail(int sync, const Status& s) {
   (void)WriteAllFd(sync, "ERR " + s.message() + "\n");
   ::_exit(1);
-}
-
-std::vector<char*> CStrings(std::vector<std::string>& v) {
-  std::vector<char*> out;
-  for (auto& s : v) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
 }
 
 // Execs argv in the current process with envp; on failure writes errno to

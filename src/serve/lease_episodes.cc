@@ -14,10 +14,6 @@ namespace smolvm::serve {
 using nlohmann::json;
 using SteadyClock = std::chrono::steady_clock;
 
-namespace {
-bool Running(const LeaseMember& m) { return m.state == "running"; }
-}  // namespace
-
 Result<json> LeaseManager::Send(const Caller& caller, const std::string& id, const SendRequest& r) {
   std::lock_guard<std::mutex> one_step(send_mu_);
   std::vector<std::pair<size_t, std::string>> targets;  // member, machine

@@ -39,8 +39,6 @@ int ExitCodeOf(int wait_status) {
   return -1;
 }
 
-bool Running(const LeaseMember& m) { return m.state == "running"; }
-
 }  // namespace
 
 LeaseManager::LeaseManager(ServeStore* store, PoolManager* pools, CloneDriver* driver, Tenants* tenants,

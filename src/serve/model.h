@@ -91,6 +91,9 @@ struct LeaseMember {
   bool dropped = false;   // dropped by the loop: in no episode from then on
 };
 
+// A member still in its lease (not completed, failed or reclaimed).
+inline bool Running(const LeaseMember& m) { return m.state == "running"; }
+
 struct Lease {
   std::string id;
   std::string tenant;

@@ -13,8 +13,6 @@ namespace {
 using namespace testing;
 using nlohmann::json;
 
-std::string Id(const Reply& r) { return r.body.value("id", ""); }
-
 // The answers of the lease's latest episode, in member order, once every
 // member of it answered or ended: [member, answer] pairs (answer null when
 // the member ended without one).

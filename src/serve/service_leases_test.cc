@@ -12,8 +12,6 @@ namespace {
 using namespace testing;
 using nlohmann::json;
 
-std::string Id(const Reply& r) { return r.body.value("id", ""); }
-
 TEST_F(ServiceTest, AcquireOneDeliversThePayloadAndTheResultComesBack) {
   ASSERT_EQ(MakePool("p", 2).status, 201);
   Reply a = Call(kAlice, "POST", "/v1/pools/p/leases", {{"payload", {{"prompt", "hi"}}}});

@@ -29,6 +29,9 @@ struct Reply {
   }
 };
 
+// The "id" of a created object's reply ("" when it has none).
+inline std::string Id(const Reply& r) { return r.body.value("id", ""); }
+
 class ServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {

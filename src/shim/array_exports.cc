@@ -18,13 +18,12 @@ using smolvm::CopyPlace;
 using smolvm::CopySide;
 using smolvm::TexDesc;
 using smolvm::TexResource;
-using smolvm::shim::Runtime;
+using smolvm::shim::rt;
 
 #define SMOLVM_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace {
 
-Runtime& rt() { return Runtime::Get(); }
 uint64_t Id(const void* a) { return reinterpret_cast<uint64_t>(a); }
 
 // Whether `kind` lets the destination (dst) or source be device memory

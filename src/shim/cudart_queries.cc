@@ -15,11 +15,10 @@
 #include "shim/runtime.h"
 #include "shim/stub_report.h"
 
-using smolvm::shim::Runtime;
+using smolvm::shim::rt;
 
 namespace {
 
-Runtime& rt() { return Runtime::Get(); }
 unsigned device_flags = 0;
 
 }  // namespace

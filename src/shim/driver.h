@@ -18,6 +18,8 @@
 // CUmemGenericAllocationHandle is a guest-chosen wire id (forward_driver_vmm.cc).
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <string>
 #include <vector>
 
@@ -31,6 +33,9 @@ struct HostSegment;
 // cudaError_t -> CUresult: identical where the runtime mirrors the driver;
 // runtime-only errors map to the driver's code for the same failure.
 CUresult ToCuResult(int cuda_error);
+
+// A CUstream as the runtime sees it: the same value (Handles, above).
+inline cudaStream_t RuntimeStream(CUstream s) { return reinterpret_cast<cudaStream_t>(s); }
 
 class Driver {
  public:

@@ -26,8 +26,6 @@
 namespace smolvm::shim {
 namespace {
 
-Runtime& rt() { return Runtime::Get(); }
-
 // Images of cuModuleLoadData, owned (the caller may free its copy) so a
 // clone can reload them. Guarded by the session lock.
 std::deque<std::string> loaded_images;

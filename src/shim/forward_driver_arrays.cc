@@ -12,9 +12,7 @@
 namespace smolvm::shim {
 namespace {
 
-Runtime& rt() { return Runtime::Get(); }
 uint64_t Id(const void* a) { return reinterpret_cast<uint64_t>(a); }
-cudaStream_t S(CUstream s) { return reinterpret_cast<cudaStream_t>(s); }
 
 CUresult Create(CUarray* array, const ArrayDesc& d) {
   Runtime::DriverCallScope scope;
@@ -61,7 +59,7 @@ CUresult Copy3DDesc(const CUDA_MEMCPY3D* p, CUstream stream) {
     return CUDA_ERROR_INVALID_VALUE;
   c.width = p->WidthInBytes, c.height = p->Height, c.depth = p->Depth;
   Runtime::DriverCallScope scope;
-  return ToCuResult(rt().Memcpy3D(c, S(stream), false));
+  return ToCuResult(rt().Memcpy3D(c, RuntimeStream(stream), false));
 }
 
 CUresult Copy2DDesc(const CUDA_MEMCPY2D* p, CUstream stream) {
@@ -74,10 +72,10 @@ CUresult Copy2DDesc(const CUDA_MEMCPY2D* p, CUstream stream) {
     return CUDA_ERROR_INVALID_VALUE;
   c.width = p->WidthInBytes, c.height = p->Height, c.depth = 1;
   Runtime::DriverCallScope scope;
-  return ToCuResult(rt().Memcpy3D(c, S(stream), false));
+  return ToCuResult(rt().Memcpy3D(c, RuntimeStream(stream), false));
 }
 
-CUresult Refuse(std::atomic<bool>* reported, const char* what) {
+CUresult RefuseDriverCall(std::atomic<bool>* reported, const char* what) {
   ReportNotSupportedOnce(reported, "cuda", what, "CUDA_ERROR_NOT_SUPPORTED");
   return CUDA_ERROR_NOT_SUPPORTED;
 }
@@ -101,7 +99,7 @@ CUresult ToResource(const CUDA_RESOURCE_DESC* rd, TexResource* r) {
       return CUDA_SUCCESS;
     case CU_RESOURCE_TYPE_MIPMAPPED_ARRAY: {
       static std::atomic<bool> reported{false};
-      return Refuse(&reported, "a texture or surface object over a mipmapped array");
+      return RefuseDriverCall(&reported, "a texture or surface object over a mipmapped array");
     }
   }
   return CUDA_ERROR_INVALID_VALUE;
@@ -151,7 +149,7 @@ CUresult ArrayRun(CUarray array, size_t offset, CopyPlace other, bool to_array, 
     c.dst = to_array ? side : other;
     c.src = to_array ? other : side;
     c.width = width, c.height = rows, c.depth = 1;
-    if (CUresult e = ToCuResult(rt().Memcpy3D(c, S(stream), false)); e != CUDA_SUCCESS) return e;
+    if (CUresult e = ToCuResult(rt().Memcpy3D(c, RuntimeStream(stream), false)); e != CUDA_SUCCESS) return e;
     bytes -= width * rows, other.addr += width * rows;
     x += width;
     y += x / row + (rows - 1);
@@ -245,7 +243,7 @@ CUresult Driver::cuTexObjectCreate(CUtexObject* obj, const CUDA_RESOURCE_DESC* r
                                    const CUDA_RESOURCE_VIEW_DESC* view) {
   if (view != nullptr) {
     static std::atomic<bool> reported{false};
-    return Refuse(&reported, "cuTexObjectCreate with a resource view");
+    return RefuseDriverCall(&reported, "cuTexObjectCreate with a resource view");
   }
   if (obj == nullptr || tex == nullptr) return CUDA_ERROR_INVALID_VALUE;
   TexResource r;

@@ -22,8 +22,6 @@
 namespace smolvm::shim {
 namespace {
 
-Runtime& rt() { return Runtime::Get(); }
-
 struct ContextRecord {
   uint64_t id = 0;      // the wire id (0: the primary)
   unsigned flags = 0;   // as created, or as cuCtxSetFlags left them

@@ -26,8 +26,6 @@
 namespace smolvm::shim {
 namespace {
 
-Runtime& rt() { return Runtime::Get(); }
-
 // cudaLaunchAttribute is CUlaunchAttribute under the runtime's names.
 static_assert(sizeof(cudaLaunchAttribute) == sizeof(CUlaunchAttribute));
 static_assert(offsetof(cudaLaunchAttribute, val) == offsetof(CUlaunchAttribute, value));

@@ -11,15 +11,13 @@
 namespace smolvm::shim {
 namespace {
 
-Runtime& rt() { return Runtime::Get(); }
 void* Ptr(CUdeviceptr p) { return reinterpret_cast<void*>(p); }
-cudaStream_t S(CUstream s) { return reinterpret_cast<cudaStream_t>(s); }
 cudaEvent_t E(CUevent e) { return reinterpret_cast<cudaEvent_t>(e); }
 
 CUresult Copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, CUstream stream,
               bool async, bool per_thread) {
   Runtime::DriverCallScope scope;
-  return ToCuResult(rt().Memcpy(dst, src, bytes, kind, S(stream), async, per_thread));
+  return ToCuResult(rt().Memcpy(dst, src, bytes, kind, RuntimeStream(stream), async, per_thread));
 }
 
 }  // namespace
@@ -114,7 +112,7 @@ CUresult Driver::MemsetElems(CUdeviceptr dst, uint32_t value, uint32_t elem_byte
   std::lock_guard lock(r.session_.mu());
   if (cudaError_t e = r.Begin(); e != cudaSuccess) return ToCuResult(e);
   uint64_t sid;
-  if (cudaError_t e = r.StreamId(S(stream), per_thread, &sid); e != cudaSuccess)
+  if (cudaError_t e = r.StreamId(RuntimeStream(stream), per_thread, &sid); e != cudaSuccess)
     return ToCuResult(r.Finish(e));
   if (count == 0) return ToCuResult(r.Finish(cudaSuccess));
   if (dst % elem_bytes != 0 || count > UINT64_MAX / elem_bytes ||
@@ -170,35 +168,35 @@ CUresult Driver::cuStreamCreateWithPriority(CUstream* s, unsigned int flags, int
 }
 CUresult Driver::cuStreamDestroy_v2(CUstream s) {
   Runtime::DriverCallScope scope;
-  return ToCuResult(rt().StreamDestroy(S(s)));
+  return ToCuResult(rt().StreamDestroy(RuntimeStream(s)));
 }
 CUresult Driver::cuStreamSynchronize(CUstream s) {
   Runtime::DriverCallScope scope;
-  return ToCuResult(rt().StreamSynchronize(S(s), false));
+  return ToCuResult(rt().StreamSynchronize(RuntimeStream(s), false));
 }
 CUresult Driver::cuStreamSynchronize_ptsz(CUstream s) {
   Runtime::DriverCallScope scope;
-  return ToCuResult(rt().StreamSynchronize(S(s), true));
+  return ToCuResult(rt().StreamSynchronize(RuntimeStream(s), true));
 }
 CUresult Driver::cuStreamQuery(CUstream s) {
   Runtime::DriverCallScope scope;
-  return ToCuResult(rt().StreamQuery(S(s), false));
+  return ToCuResult(rt().StreamQuery(RuntimeStream(s), false));
 }
 CUresult Driver::cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags) {
   Runtime::DriverCallScope scope;
-  return ToCuResult(rt().StreamWaitEvent(S(s), E(e), flags, false));
+  return ToCuResult(rt().StreamWaitEvent(RuntimeStream(s), E(e), flags, false));
 }
 CUresult Driver::cuStreamWaitEvent_ptsz(CUstream s, CUevent e, unsigned int flags) {
   Runtime::DriverCallScope scope;
-  return ToCuResult(rt().StreamWaitEvent(S(s), E(e), flags, true));
+  return ToCuResult(rt().StreamWaitEvent(RuntimeStream(s), E(e), flags, true));
 }
 CUresult Driver::cuStreamGetFlags(CUstream s, unsigned int* flags) {
   Runtime::DriverCallScope scope;
-  return ToCuResult(rt().StreamGetFlags(S(s), flags));
+  return ToCuResult(rt().StreamGetFlags(RuntimeStream(s), flags));
 }
 CUresult Driver::cuStreamGetPriority(CUstream s, int* priority) {
   Runtime::DriverCallScope scope;
-  return ToCuResult(rt().StreamGetPriority(S(s), priority));
+  return ToCuResult(rt().StreamGetPriority(RuntimeStream(s), priority));
 }
 CUresult Driver::cuEventCreate(CUevent* e, unsigned int flags) {
   Runtime::DriverCallScope scope;
@@ -211,11 +209,11 @@ CUresult Driver::cuEventDestroy_v2(CUevent e) {
 }
 CUresult Driver::cuEventRecord(CUevent e, CUstream s) {
   Runtime::DriverCallScope scope;
-  return ToCuResult(rt().EventRecord(E(e), S(s), 0, false));
+  return ToCuResult(rt().EventRecord(E(e), RuntimeStream(s), 0, false));
 }
 CUresult Driver::cuEventRecord_ptsz(CUevent e, CUstream s) {
   Runtime::DriverCallScope scope;
-  return ToCuResult(rt().EventRecord(E(e), S(s), 0, true));
+  return ToCuResult(rt().EventRecord(E(e), RuntimeStream(s), 0, true));
 }
 CUresult Driver::cuEventSynchronize(CUevent e) {
   Runtime::DriverCallScope scope;

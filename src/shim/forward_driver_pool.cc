@@ -20,16 +20,14 @@ static_assert(static_cast<int>(CU_MEM_ALLOCATION_TYPE_PINNED) == static_cast<int
               static_cast<int>(CU_MEM_HANDLE_TYPE_NONE) == static_cast<int>(cudaMemHandleTypeNone));
 static_assert(static_cast<int>(CU_MEMPOOL_ATTR_USED_MEM_HIGH) == static_cast<int>(cudaMemPoolAttrUsedMemHigh));
 
-Runtime& rt() { return Runtime::Get(); }
 cudaMemPool_t Pool(CUmemoryPool p) { return reinterpret_cast<cudaMemPool_t>(p); }
-cudaStream_t Stream(CUstream s) { return reinterpret_cast<cudaStream_t>(s); }
 
 CUresult Alloc(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream s, bool from_pool, bool per_thread) {
   if (dptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Runtime::DriverCallScope scope;
   void* p = nullptr;
-  cudaError_t e = from_pool ? rt().MallocFromPoolAsync(&p, bytes, Pool(pool), Stream(s), per_thread)
-                            : rt().MallocAsync(&p, bytes, Stream(s), per_thread);
+  cudaError_t e = from_pool ? rt().MallocFromPoolAsync(&p, bytes, Pool(pool), RuntimeStream(s), per_thread)
+                            : rt().MallocAsync(&p, bytes, RuntimeStream(s), per_thread);
   if (e == cudaSuccess) *dptr = reinterpret_cast<CUdeviceptr>(p);
   return ToCuResult(e);
 }
@@ -50,11 +48,11 @@ CUresult Driver::cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes, C
 }
 CUresult Driver::cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
   Runtime::DriverCallScope scope;
-  return ToCuResult(rt().FreeAsync(reinterpret_cast<void*>(dptr), Stream(s), false));
+  return ToCuResult(rt().FreeAsync(reinterpret_cast<void*>(dptr), RuntimeStream(s), false));
 }
 CUresult Driver::cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s) {
   Runtime::DriverCallScope scope;
-  return ToCuResult(rt().FreeAsync(reinterpret_cast<void*>(dptr), Stream(s), true));
+  return ToCuResult(rt().FreeAsync(reinterpret_cast<void*>(dptr), RuntimeStream(s), true));
 }
 CUresult Driver::cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
   Runtime::DriverCallScope scope;

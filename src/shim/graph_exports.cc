@@ -7,11 +7,7 @@
 
 #include "shim/runtime.h"
 
-using smolvm::shim::Runtime;
-
-namespace {
-Runtime& rt() { return Runtime::Get(); }
-}  // namespace
+using smolvm::shim::rt;
 
 #define SMOLVM_EXPORT extern "C" __attribute__((visibility("default")))
 #define NODE_ARGS cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t n

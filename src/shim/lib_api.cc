@@ -8,8 +8,6 @@
 namespace smolvm::shim {
 namespace {
 
-Runtime& rt() { return Runtime::Get(); }
-
 int32_t Begin() {
   rt().session().mu().lock();
   return rt().BeginLibraryCall();

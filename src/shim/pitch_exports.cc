@@ -8,15 +8,9 @@
 
 #include "shim/runtime.h"
 
-using smolvm::shim::Runtime;
+using smolvm::shim::rt;
 
 #define SMOLVM_EXPORT extern "C" __attribute__((visibility("default")))
-
-namespace {
-
-Runtime& rt() { return Runtime::Get(); }
-
-}  // namespace
 
 namespace {
 

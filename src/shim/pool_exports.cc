@@ -5,11 +5,7 @@
 
 #include "shim/runtime.h"
 
-using smolvm::shim::Runtime;
-
-namespace {
-Runtime& rt() { return Runtime::Get(); }
-}  // namespace
+using smolvm::shim::rt;
 
 #define SMOLVM_EXPORT extern "C" __attribute__((visibility("default")))
 

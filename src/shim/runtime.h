@@ -383,6 +383,9 @@ class Runtime {
   cudaError_t WaitStaging(Staging& s);
 };
 
+// The process's runtime: what every exported and forwarding function calls.
+inline Runtime& rt() { return Runtime::Get(); }
+
 // Stream/event handles as the user sees them.
 inline uint64_t HandleId(const void* h) { return reinterpret_cast<uint64_t>(h); }
 

@@ -19,8 +19,8 @@
 namespace smolvm {
 namespace {
 
-Status NotInitialized(const std::string& what) { return BlasError(CUBLAS_STATUS_NOT_INITIALIZED, what); }
-Status InvalidValue(const std::string& what) { return BlasError(CUBLAS_STATUS_INVALID_VALUE, what); }
+Status BlasNotInitialized(const std::string& what) { return BlasError(CUBLAS_STATUS_NOT_INITIALIZED, what); }
+Status BlasInvalidValue(const std::string& what) { return BlasError(CUBLAS_STATUS_INVALID_VALUE, what); }
 
 constexpr int32_t kNvmlErrorNotSupported = 3;
 
@@ -42,12 +42,12 @@ Result<BlasBackend*> Worker::Blas() {
   if (!made.ok()) {
     // The guest sees CUBLAS_STATUS_NOT_INITIALIZED; the daemon log says why.
     std::fprintf(Diagnostics(), "smolvm worker %d: cuBLAS unavailable: %s\n", ::getpid(), made.status().ToString().c_str());
-    blas_status_ = NotInitialized(made.status().message());
+    blas_status_ = BlasNotInitialized(made.status().message());
     return blas_status_;
   }
   // Its handles are charged to the session (library_charges.h).
   auto info = backend_->GetDeviceInfo(0);
-  if (!info.ok()) return NotInitialized(info.status().message());
+  if (!info.ok()) return BlasNotInitialized(info.status().message());
   blas_ = std::move(made).value();
   if (auto* budgeted = dynamic_cast<BudgetedBackend*>(backend_.get()))
     blas_ = std::make_unique<ChargedBlasBackend>(std::move(blas_), budgeted,
@@ -58,26 +58,26 @@ Result<BlasBackend*> Worker::Blas() {
 
 Result<uint64_t> Worker::BlasHandle(uint64_t guest_id) const {
   auto it = blas_handles_.find(guest_id);
-  if (it == blas_handles_.end()) return NotInitialized("unknown cuBLAS handle");
+  if (it == blas_handles_.end()) return BlasNotInitialized("unknown cuBLAS handle");
   return it->second.handle;
 }
 
 Result<Worker::BlasHandleInfo*> Worker::BlasHandleRecord(uint64_t guest_id) {
   auto it = blas_handles_.find(guest_id);
-  if (it == blas_handles_.end()) return NotInitialized("unknown cuBLAS handle");
+  if (it == blas_handles_.end()) return BlasNotInitialized("unknown cuBLAS handle");
   return &it->second;
 }
 
 Result<uint64_t> Worker::LtHandle(uint64_t guest_id) const {
   auto it = lt_handles_.find(guest_id);
-  if (it == lt_handles_.end()) return NotInitialized("unknown cuBLASLt handle");
+  if (it == lt_handles_.end()) return BlasNotInitialized("unknown cuBLASLt handle");
   return it->second;
 }
 
 // --- cuBLAS ---------------------------------------------------------------------
 
 Status Worker::Handle(const proto::BlasCreateRequest& q, proto::BlasCreateReply*, Ctx*) {
-  if (q.handle == 0 || blas_handles_.count(q.handle)) return InvalidValue("cuBLAS handle id in use");
+  if (q.handle == 0 || blas_handles_.count(q.handle)) return BlasInvalidValue("cuBLAS handle id in use");
   ASSIGN_OR_RETURN(BlasBackend * blas, Blas());
   ASSIGN_OR_RETURN(uint64_t h, blas->Create());
   blas_handles_[q.handle] = BlasHandleInfo{h, 0, {}, 0, 0};
@@ -86,7 +86,7 @@ Status Worker::Handle(const proto::BlasCreateRequest& q, proto::BlasCreateReply*
 
 Status Worker::Handle(const proto::BlasDestroyRequest& q, proto::BlasDestroyReply*, Ctx*) {
   auto it = blas_handles_.find(q.handle);
-  if (it == blas_handles_.end()) return NotInitialized("unknown cuBLAS handle");
+  if (it == blas_handles_.end()) return BlasNotInitialized("unknown cuBLAS handle");
   Status st = blas_->Destroy(it->second.handle);
   blas_handles_.erase(it);
   return st;
@@ -95,7 +95,7 @@ Status Worker::Handle(const proto::BlasDestroyRequest& q, proto::BlasDestroyRepl
 Status Worker::Handle(const proto::BlasSetStreamRequest& q, proto::BlasSetStreamReply*, Ctx*) {
   ASSIGN_OR_RETURN(BlasHandleInfo * rec, BlasHandleRecord(q.handle));
   auto s = Stream(q.stream);
-  if (!s.ok()) return InvalidValue("unknown stream");
+  if (!s.ok()) return BlasInvalidValue("unknown stream");
   RETURN_IF_ERROR(blas_->SetStream(rec->handle, *s));
   rec->stream = q.stream;
   return Status::Ok();
@@ -103,7 +103,7 @@ Status Worker::Handle(const proto::BlasSetStreamRequest& q, proto::BlasSetStream
 
 Status Worker::Handle(const proto::BlasSetModeRequest& q, proto::BlasSetModeReply*, Ctx*) {
   ASSIGN_OR_RETURN(BlasHandleInfo * rec, BlasHandleRecord(q.handle));
-  if (q.what > static_cast<uint32_t>(BlasMode::kAtomics)) return InvalidValue("unknown mode");
+  if (q.what > static_cast<uint32_t>(BlasMode::kAtomics)) return BlasInvalidValue("unknown mode");
   RETURN_IF_ERROR(blas_->SetMode(rec->handle, static_cast<BlasMode>(q.what), q.value));
   rec->modes[q.what] = q.value;
   return Status::Ok();
@@ -111,7 +111,7 @@ Status Worker::Handle(const proto::BlasSetModeRequest& q, proto::BlasSetModeRepl
 
 Status Worker::Handle(const proto::BlasSetWorkspaceRequest& q, proto::BlasSetWorkspaceReply*, Ctx*) {
   ASSIGN_OR_RETURN(BlasHandleInfo * rec, BlasHandleRecord(q.handle));
-  if (!CheckRange(q.dptr, q.bytes, "workspace").ok()) return InvalidValue("workspace range wraps");
+  if (!CheckRange(q.dptr, q.bytes, "workspace").ok()) return BlasInvalidValue("workspace range wraps");
   RETURN_IF_ERROR(blas_->SetWorkspace(rec->handle, q.dptr, q.bytes));
   rec->workspace = q.dptr;
   rec->workspace_bytes = q.bytes;
@@ -125,7 +125,7 @@ Status Worker::Handle(const proto::BlasGetVersionRequest&, proto::BlasGetVersion
 
 Status Worker::Handle(const proto::BlasGemmRequest& q, proto::BlasGemmReply*, Ctx*) {
   ASSIGN_OR_RETURN(uint64_t h, BlasHandle(q.handle));
-  if (q.fn > static_cast<uint32_t>(BlasGemmFn::kSgemmStridedBatched)) return InvalidValue("unknown gemm function");
+  if (q.fn > static_cast<uint32_t>(BlasGemmFn::kSgemmStridedBatched)) return BlasInvalidValue("unknown gemm function");
   BlasGemmArgs g;
   g.fn = static_cast<BlasGemmFn>(q.fn);
   g.transa = q.transa, g.transb = q.transb, g.m = q.m, g.n = q.n, g.k = q.k;
@@ -140,14 +140,14 @@ Status Worker::Handle(const proto::BlasGemmRequest& q, proto::BlasGemmReply*, Ct
 
 Status Worker::Handle(const proto::BlasLevel1Request& q, proto::BlasLevel1Reply*, Ctx*) {
   ASSIGN_OR_RETURN(uint64_t h, BlasHandle(q.handle));
-  if (q.fn > static_cast<uint32_t>(BlasLevel1Fn::kSnrm2)) return InvalidValue("unknown level-1 function");
+  if (q.fn > static_cast<uint32_t>(BlasLevel1Fn::kSnrm2)) return BlasInvalidValue("unknown level-1 function");
   BlasLevel1Args l;
   l.fn = static_cast<BlasLevel1Fn>(q.fn);
   l.n = q.n;
   l.alpha = Scalars(q.alpha, {}, q.alpha_ptr, 0);
   l.x = q.x, l.incx = q.incx, l.y = q.y, l.incy = q.incy, l.result = q.result;
   if ((l.fn == BlasLevel1Fn::kSdot || l.fn == BlasLevel1Fn::kSnrm2) && l.result == 0)
-    return InvalidValue("device result at address 0");
+    return BlasInvalidValue("device result at address 0");
   RETURN_IF_ERROR(CheckLevel1(l));
   return blas_->Level1(h, l, nullptr);
 }
@@ -155,7 +155,7 @@ Status Worker::Handle(const proto::BlasLevel1Request& q, proto::BlasLevel1Reply*
 Status Worker::Handle(const proto::BlasLevel1HostRequest& q, proto::BlasLevel1HostReply* r, Ctx*) {
   ASSIGN_OR_RETURN(uint64_t h, BlasHandle(q.handle));
   if (q.fn != static_cast<uint32_t>(BlasLevel1Fn::kSdot) && q.fn != static_cast<uint32_t>(BlasLevel1Fn::kSnrm2))
-    return InvalidValue("only dot and nrm2 have a host result");
+    return BlasInvalidValue("only dot and nrm2 have a host result");
   BlasLevel1Args l;
   l.fn = static_cast<BlasLevel1Fn>(q.fn);
   l.n = q.n, l.x = q.x, l.incx = q.incx, l.y = q.y, l.incy = q.incy;
@@ -166,7 +166,7 @@ Status Worker::Handle(const proto::BlasLevel1HostRequest& q, proto::BlasLevel1Ho
 // --- cuBLASLt -------------------------------------------------------------------
 
 Status Worker::Handle(const proto::LtCreateRequest& q, proto::LtCreateReply*, Ctx*) {
-  if (q.handle == 0 || lt_handles_.count(q.handle)) return InvalidValue("cuBLASLt handle id in use");
+  if (q.handle == 0 || lt_handles_.count(q.handle)) return BlasInvalidValue("cuBLASLt handle id in use");
   ASSIGN_OR_RETURN(BlasBackend * blas, Blas());
   ASSIGN_OR_RETURN(uint64_t h, blas->LtCreate());
   lt_handles_[q.handle] = h;
@@ -175,7 +175,7 @@ Status Worker::Handle(const proto::LtCreateRequest& q, proto::LtCreateReply*, Ct
 
 Status Worker::Handle(const proto::LtDestroyRequest& q, proto::LtDestroyReply*, Ctx*) {
   auto it = lt_handles_.find(q.handle);
-  if (it == lt_handles_.end()) return NotInitialized("unknown cuBLASLt handle");
+  if (it == lt_handles_.end()) return BlasNotInitialized("unknown cuBLASLt handle");
   Status st = blas_->LtDestroy(it->second);
   lt_handles_.erase(it);
   return st;
@@ -184,7 +184,7 @@ Status Worker::Handle(const proto::LtDestroyRequest& q, proto::LtDestroyReply*, 
 Status Worker::Handle(const proto::LtMatmulRequest& q, proto::LtMatmulReply*, Ctx*) {
   ASSIGN_OR_RETURN(uint64_t h, LtHandle(q.handle));
   auto s = Stream(q.stream);
-  if (!s.ok()) return InvalidValue("unknown stream");
+  if (!s.ok()) return BlasInvalidValue("unknown stream");
   LtMatmulArgs m;
   m.p = LtProblem{q.desc, q.adesc, q.bdesc, q.cdesc, q.ddesc};
   m.scalars = Scalars(q.alpha, q.beta, q.alpha_ptr, q.beta_ptr);

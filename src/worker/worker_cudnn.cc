@@ -18,8 +18,8 @@
 namespace smolvm {
 namespace {
 
-Status NotInitialized(const std::string& what) { return DnnError(kDnnNotInitialized, what); }
-Status BadParam(const std::string& what) { return DnnError(kDnnBadParam, what); }
+Status DnnNotInitialized(const std::string& what) { return DnnError(kDnnNotInitialized, what); }
+Status DnnBadParam(const std::string& what) { return DnnError(kDnnBadParam, what); }
 
 constexpr uint32_t kVariantPackType =
     16;  // CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR: travels by value
@@ -36,12 +36,12 @@ Result<DnnBackend*> Worker::Dnn() {
     // The guest sees CUDNN_STATUS_NOT_INITIALIZED; the daemon log says why.
     std::fprintf(Diagnostics(), "smolvm worker %d: cuDNN unavailable: %s\n", ::getpid(),
                  made.status().ToString().c_str());
-    dnn_.status = NotInitialized(made.status().message());
+    dnn_.status = DnnNotInitialized(made.status().message());
     return dnn_.status;
   }
   // Its handles are charged to the session (library_charges.h).
   auto info = backend_->GetDeviceInfo(0);
-  if (!info.ok()) return NotInitialized(info.status().message());
+  if (!info.ok()) return DnnNotInitialized(info.status().message());
   dnn_.backend = std::move(made).value();
   if (auto* budgeted = dynamic_cast<BudgetedBackend*>(backend_.get()))
     dnn_.backend = std::make_unique<ChargedDnnBackend>(std::move(dnn_.backend), budgeted,
@@ -55,7 +55,7 @@ Result<DnnBackend*> Worker::Dnn() {
 }
 
 Status Worker::Handle(const proto::DnnCreateRequest& q, proto::DnnCreateReply*, Ctx*) {
-  if (q.handle == 0 || dnn_.handles.count(q.handle)) return BadParam("cuDNN handle id in use");
+  if (q.handle == 0 || dnn_.handles.count(q.handle)) return DnnBadParam("cuDNN handle id in use");
   ASSIGN_OR_RETURN(DnnBackend * dnn, Dnn());
   ASSIGN_OR_RETURN(uint64_t h, dnn->Create());
   dnn_.handles[q.handle] = DnnState::HandleInfo{h, 0};
@@ -64,7 +64,7 @@ Status Worker::Handle(const proto::DnnCreateRequest& q, proto::DnnCreateReply*, 
 
 Status Worker::Handle(const proto::DnnDestroyRequest& q, proto::DnnDestroyReply*, Ctx*) {
   auto it = dnn_.handles.find(q.handle);
-  if (it == dnn_.handles.end()) return NotInitialized("unknown cuDNN handle");
+  if (it == dnn_.handles.end()) return DnnNotInitialized("unknown cuDNN handle");
   Status st = dnn_.backend->Destroy(it->second.handle);
   dnn_.handles.erase(it);
   return st;
@@ -72,9 +72,9 @@ Status Worker::Handle(const proto::DnnDestroyRequest& q, proto::DnnDestroyReply*
 
 Status Worker::Handle(const proto::DnnSetStreamRequest& q, proto::DnnSetStreamReply*, Ctx*) {
   auto it = dnn_.handles.find(q.handle);
-  if (it == dnn_.handles.end()) return NotInitialized("unknown cuDNN handle");
+  if (it == dnn_.handles.end()) return DnnNotInitialized("unknown cuDNN handle");
   auto s = Stream(q.stream);
-  if (!s.ok()) return BadParam("unknown stream");
+  if (!s.ok()) return DnnBadParam("unknown stream");
   RETURN_IF_ERROR(dnn_.backend->SetStream(it->second.handle, *s));
   it->second.stream = q.stream;
   return Status::Ok();
@@ -90,10 +90,10 @@ Status Worker::Handle(const proto::DnnGetVersionRequest&, proto::DnnGetVersionRe
 }
 
 Status Worker::Handle(const proto::DnnFinalizeRequest& q, proto::DnnFinalizeReply*, Ctx*) {
-  if (q.desc == 0 || dnn_.descs.count(q.desc)) return BadParam("cuDNN descriptor id in use");
-  if (q.type == kVariantPackType) return BadParam("variant packs travel with DnnExecute");
+  if (q.desc == 0 || dnn_.descs.count(q.desc)) return DnnBadParam("cuDNN descriptor id in use");
+  if (q.type == kVariantPackType) return DnnBadParam("variant packs travel with DnnExecute");
   proto::DnnAttrs attrs;
-  if (!attrs.Decode(q.attrs)) return BadParam("cuDNN descriptor attributes do not decode");
+  if (!attrs.Decode(q.attrs)) return DnnBadParam("cuDNN descriptor attributes do not decode");
   ASSIGN_OR_RETURN(DnnBackend * dnn, Dnn());
   ASSIGN_OR_RETURN(uint64_t d, dnn->DescCreate(q.type));
   auto build = [&]() -> Status {
@@ -107,7 +107,7 @@ Status Worker::Handle(const proto::DnnFinalizeRequest& q, proto::DnnFinalizeRepl
           if (a.type == proto::kDnnTypeHandle) {
             auto h = dnn_.handles.find(id);
             if (h == dnn_.handles.end())
-              return BadParam("attribute " + std::to_string(name) + ": unknown handle");
+              return DnnBadParam("attribute " + std::to_string(name) + ": unknown handle");
             refs[i] = h->second.handle;
           } else {
             auto r = dnn_.descs.find(id);
@@ -135,7 +135,7 @@ Status Worker::Handle(const proto::DnnFinalizeRequest& q, proto::DnnFinalizeRepl
 
 Status Worker::Handle(const proto::DnnDestroyDescRequest& q, proto::DnnDestroyDescReply*, Ctx*) {
   auto it = dnn_.descs.find(q.desc);
-  if (it == dnn_.descs.end()) return BadParam("unknown cuDNN descriptor");
+  if (it == dnn_.descs.end()) return DnnBadParam("unknown cuDNN descriptor");
   Status st = dnn_.backend->DescDestroy(it->second.value);
   dnn_.descs.erase(it);
   dnn_.log.push_back(RecordedDnnCall(q));
@@ -148,12 +148,12 @@ Status Worker::Handle(const proto::DnnGetAttributeRequest& q, proto::DnnGetAttri
   if (it == dnn_.descs.end())
     return DnnError(kDnnBadParamNotFinalized, "cuDNN descriptor not finalized");
   size_t e = proto::DnnElemBytes(q.type);
-  if (e == 0 || q.type == proto::kDnnTypeHandle) return BadParam("attribute type");
+  if (e == 0 || q.type == proto::kDnnTypeHandle) return DnnBadParam("attribute type");
   if (q.requested < 0 || q.requested > kMaxGetBytes / static_cast<int64_t>(e))
-    return BadParam("requested element count");
+    return DnnBadParam("requested element count");
   DnnBackend* dnn = dnn_.backend.get();
   if (q.no_values) {  // the count only: the library is given no element array either
-    if (!q.outs.empty()) return BadParam("a count-only query names no output descriptors");
+    if (!q.outs.empty()) return DnnBadParam("a count-only query names no output descriptors");
     return dnn->DescGet(it->second.value, q.name, q.type, q.requested, &r->count, nullptr);
   }
   if (q.type != proto::kDnnTypeDescriptor) {
@@ -167,11 +167,11 @@ Status Worker::Handle(const proto::DnnGetAttributeRequest& q, proto::DnnGetAttri
   // Descriptors: the guest's, created here under its ids (replacing what
   // those ids held) and filled by the library.
   if (q.outs.size() != static_cast<size_t>(q.requested) || q.out_types.size() != q.outs.size())
-    return BadParam("one output descriptor per requested element");
+    return DnnBadParam("one output descriptor per requested element");
   for (size_t i = 0; i < q.outs.size(); ++i)
     if (q.outs[i] == 0 || q.outs[i] == q.desc ||
         std::count(q.outs.begin(), q.outs.begin() + i, q.outs[i]))
-      return BadParam("output descriptor ids must be distinct");
+      return DnnBadParam("output descriptor ids must be distinct");
   std::vector<uint64_t> made;
   for (size_t i = 0; i < q.outs.size(); ++i) {
     auto d = dnn->DescCreate(q.out_types[i]);
@@ -203,18 +203,18 @@ Status Worker::Handle(const proto::DnnGetAttributeRequest& q, proto::DnnGetAttri
 
 Status Worker::Handle(const proto::DnnExecuteRequest& q, proto::DnnExecuteReply*, Ctx*) {
   auto h = dnn_.handles.find(q.handle);
-  if (h == dnn_.handles.end()) return NotInitialized("unknown cuDNN handle");
+  if (h == dnn_.handles.end()) return DnnNotInitialized("unknown cuDNN handle");
   auto plan = dnn_.descs.find(q.plan);
   if (plan == dnn_.descs.end())
     return DnnError(kDnnBadParamNotFinalized, "cuDNN plan not finalized");
   if (q.uids.size() != q.ptrs.size() || q.sizes.size() != q.ptrs.size())
-    return BadParam("variant pack: uids, pointers and sizes differ in count");
+    return DnnBadParam("variant pack: uids, pointers and sizes differ in count");
   DnnVariantPack pack;
   pack.workspace = reinterpret_cast<void*>(q.workspace);
   // By-value tensors: copied out of the frame to aligned storage.
   size_t total = 0;
   for (uint32_t s : q.sizes) total += s;
-  if (total != q.values.size()) return BadParam("variant pack: by-value bytes do not add up");
+  if (total != q.values.size()) return DnnBadParam("variant pack: by-value bytes do not add up");
   std::vector<uint64_t> storage(q.sizes.size() * 2 + total / 8 + 1);
   char* next = reinterpret_cast<char*>(storage.data());
   size_t off = 0;
