@@ -1,6 +1,6 @@
-// What cudaHostGetFlags (and cuMemHostGetFlags) answers for page-locked host
-// memory on a system with unified addressing, which every device the daemon
-// drives has (cudaDevAttrUnifiedAddressing 1 on 64-bit Linux).
+// What cudaHostGetFlags answers for page-locked host memory on a system with
+// unified addressing, which every device the daemon drives has
+// (cudaDevAttrUnifiedAddressing 1 on 64-bit Linux).
 //
 // Registered memory (cudaHostRegister): "On a system with unified virtual
 // addressing, the memory will be both mapped and portable" (the
