@@ -84,10 +84,17 @@ def run(a):
     summary = {"learners": a.learners, "iterations": a.iterations, "stand_in": a.stand_in,
                "model": a.config or a.model, "per_iteration": []}
     t0 = time.monotonic()
+    said = t0
     try:
         while pool.ready < a.learners + extra:  # the golden loads, the pool forks (and warms up) its clones
             if time.monotonic() - t0 > a.ready_timeout:
                 raise RuntimeError("pool %s not ready after %ss: %s" % (a.pool, a.ready_timeout, pool.info))
+            if time.monotonic() - said >= 10:  # serve's own words for where the pool stands
+                info = pool.info
+                print("waiting for pool %s: %d of %d ready, %d forking; %s" % (
+                    a.pool, info["ready"], a.learners + extra, info["forking"], info.get("detail") or "no failure"),
+                    flush=True)
+                said = time.monotonic()
             time.sleep(0.2)
         summary["pool_ready_s"] = round(time.monotonic() - t0, 2)
         t_loop = time.monotonic()
