@@ -141,6 +141,9 @@ def wait_ready(pool, n, timeout, settled=True, stall_s=None):
         if now > deadline:
             raise PoolNotReady("pool %s not ready after %.0f s (%s): %s" % (
                 pool.name, now - t0, "the part's budget" if deadline < t0 + timeout else "its timeout", why))
+        if "ended (exit code" in (info.get("detail") or ""):  # serve: the pool's golden ended
+            raise PoolNotReady("pool %s: its golden ended: %s (its log: OUT/golden-%s.log)" % (
+                pool.name, why, pool.name))
         if info.get("refill") and now - best_at > stall_s:
             raise PoolNotReady("pool %s made no clone for %.0f s while its refill fails: %s" % (
                 pool.name, now - best_at, why))
@@ -150,7 +153,27 @@ def wait_ready(pool, n, timeout, settled=True, stall_s=None):
         time.sleep(0.05)
 
 
+OUT_DIR = None  # main() sets it: the part's OUT
+
+
+def save_golden_log(pool):
+    """The pool's golden's log (its program's output) to OUT/golden-POOL.log,
+    before the pool's deletion removes its machine."""
+    try:
+        name = pool.refresh().info.get("golden_machine")
+        with open(os.path.join(os.environ["SMOLVM_HOME"], "machines", name, "log"), "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 200000))
+            text = f.read()
+        with open(os.path.join(OUT_DIR, "golden-%s.log" % pool.name), "wb") as f:
+            f.write(text)
+    except (OSError, KeyError, TypeError, smolvm.ServeError):
+        pass
+
+
 def delete_pool(pool):
+    if OUT_DIR:
+        save_golden_log(pool)
     pool.delete()
     c = pool.client
     deadline = time.monotonic() + 120
@@ -521,6 +544,8 @@ def main():
     ap.add_argument("--work", default="/tmp")
     a = ap.parse_args()
     os.makedirs(a.state, exist_ok=True)
+    global OUT_DIR
+    OUT_DIR = a.out
     if a.part == "record":
         return part_record(a)
     run = {"lease": part_lease, "first-step": part_first_step,

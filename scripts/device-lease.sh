@@ -92,4 +92,7 @@ python3 scripts/device-lease.py "$PART" --out "$OUT" --state "$STATE" --work "$W
 rc=${PIPESTATUS[0]}
 ((rc == 0)) && { log "PASS: $PART"; exit 0; }
 log "FAIL: $PART (rc $rc)"
+if ((need_serve)); then  # serve's own account of its pools' failures
+  grep -E "failed|refill" "$OUT/serve.log" | tail -5 | sed 's/^/  /'
+fi
 exit 1
