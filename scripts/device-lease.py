@@ -67,6 +67,13 @@ def budget_left():
     return float(os.environ.get("BUDGET_S", "300")) - (time.monotonic() - T0)
 
 
+def tail_left(lo, hi):
+    """Seconds a clean-up step may wait: what is left of the budget plus
+    TAIL_S (25: the part's time box lies that far past its budget, less the
+    shell's own clean-up), between lo and hi."""
+    return max(lo, min(hi, budget_left() + float(os.environ.get("TAIL_S", "25"))))
+
+
 def log(msg):
     print("[device-lease +%.0fs] %s" % (time.monotonic() - T0, msg), flush=True)
 
@@ -97,10 +104,10 @@ def smi_used():
 
 
 def memory_check(level, slack=int(os.environ.get("SLACK_MIB", "64"))):
-    """Waits up to 60 s for the GPU's memory to be back at `level` (+ slack) MiB."""
+    """Waits up to 60 s (less past the budget) for the GPU's memory to be back at `level` (+ slack) MiB."""
     if level is None:
         return {"level_mib": None, "after_mib": smi_used(), "back": None}
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + tail_left(5, 60)
     while True:
         after = smi_used()
         if after is not None and after <= level + slack or time.monotonic() > deadline:
@@ -176,7 +183,7 @@ def delete_pool(pool):
         save_golden_log(pool)
     pool.delete()
     c = pool.client
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + tail_left(5, 120)
     while c.capacity()["reclaims_pending"] and time.monotonic() < deadline:
         time.sleep(0.2)
 
@@ -407,7 +414,7 @@ def part_loop(a, config, iterations):
             "--max-seconds", str(max(1, budget_left() - margin))] + learner_args(config)
     s = grpo_loop.run(grpo_loop.parse_args(args))  # it deletes its pool at the end
     c = client()
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + tail_left(5, 120)
     while c.capacity()["reclaims_pending"] and time.monotonic() < deadline:
         time.sleep(0.2)
     s["summary"] = {"tok_s": s["tok_s"], "iterations_done": s["iterations_done"], "learners": k,
