@@ -375,6 +375,14 @@ TEST_F(ShimE2eTest, CudaEnvPreloadWinsOverTheProgramsRpath) {
   EXPECT_EQ(q.Wait(), 0) << q.Report() << "\ndaemon log:\n" << daemon.Log();
   EXPECT_NE(q.Out().find("PASS driver"), std::string::npos) << q.Report();
   EXPECT_EQ(Count(q.Err(), "smolvm cuda: " + copy + " is mapped beside the shims"), 1u) << q.Report();
+
+  // With the loader audit of a gVisor machine (shim/loader_audit.cc), the
+  // copy is taken for the shim already loaded, by name: nothing beside it.
+  env.push_back("LD_AUDIT=" + std::string(SHIM_DIR) + "/libsmolvm-audit.so");
+  Program r(daemon, "prog_driver_rpath", {}, SHIM_DIR, env);
+  EXPECT_EQ(r.Wait(), 0) << r.Report() << "\ndaemon log:\n" << daemon.Log();
+  EXPECT_NE(r.Out().find("PASS driver"), std::string::npos) << r.Report();
+  EXPECT_EQ(r.Err().find("is mapped beside the shims"), std::string::npos) << r.Report();
 }
 
 TEST_F(ShimE2eTest, HandshakeMismatchFailsEveryCallWithInitializationError) {
