@@ -7,8 +7,6 @@
 // last one is answered in the guest. Natively there are no counters (only
 // the results and the landing are checked); the counts go to stderr, so
 // stdout is the same natively and through the shims.
-#include <dlfcn.h>
-
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -18,41 +16,22 @@
 #include <vector>
 
 #include "check.h"
+#include "op_counts.h"
 
 namespace {
 
-constexpr size_t kSlots = 1024;
-struct Counts {
-  uint64_t round_trips[kSlots] = {};
-  uint64_t queued[kSlots] = {};
-};
-using OpCountsFn = size_t (*)(uint64_t*, uint64_t*, size_t);
-using OpNameFn = const char* (*)(uint32_t);
-OpCountsFn op_counts = nullptr;
-OpNameFn op_name = nullptr;
-
-Counts Snap() {
-  Counts c;
-  if (op_counts != nullptr) op_counts(c.round_trips, c.queued, kSlots);
-  return c;
-}
-
-uint32_t Op(const char* name) {
-  for (uint32_t op = 0; op < kSlots; ++op)
-    if (std::strcmp(op_name(op), name) == 0) return op;
-  std::printf("FAIL no wire op named %s\n", name);
-  std::exit(1);
-}
+using op_counts::Counts;
+using op_counts::Snap;
 
 // Ops between a and b: round trips and queued, each op named in `which`.
 void Between(const Counts& a, const Counts& b, uint64_t* round_trips, uint64_t* queued, std::string* which) {
   *round_trips = *queued = 0;
-  for (uint32_t op = 0; op < kSlots; ++op) {
+  for (uint32_t op = 0; op < op_counts::kSlots; ++op) {
     uint64_t r = b.round_trips[op] - a.round_trips[op], q = b.queued[op] - a.queued[op];
     *round_trips += r;
     *queued += q;
-    if (r != 0) *which += std::string(" sync:") + op_name(op) + "=" + std::to_string(r);
-    if (q != 0) *which += std::string(" queued:") + op_name(op) + "=" + std::to_string(q);
+    if (r != 0) *which += std::string(" sync:") + op_counts::Name(op) + "=" + std::to_string(r);
+    if (q != 0) *which += std::string(" queued:") + op_counts::Name(op) + "=" + std::to_string(q);
   }
 }
 
@@ -66,10 +45,8 @@ bool Landed(const volatile float* got, const std::vector<float>& want) {
 
 int main() {
   Rng rng(SeedFromEnv());
-  op_counts = reinterpret_cast<OpCountsFn>(::dlsym(RTLD_DEFAULT, "smolvm_shim_op_counts"));
-  op_name = reinterpret_cast<OpNameFn>(::dlsym(RTLD_DEFAULT, "smolvm_shim_op_name"));
-  const bool counted = op_counts != nullptr && op_name != nullptr;
-  const uint32_t launch_op = counted ? Op("GraphLaunch") : 0;
+  const bool counted = op_counts::Load();
+  const uint32_t launch_op = counted ? op_counts::Op("GraphLaunch") : 0;
   const unsigned long long n = 1 << 12;
   cudaStream_t s;
   CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
