@@ -142,6 +142,11 @@ TEST_F(ShimE2eTest, HostFunctionsRunInStreamOrderInTheGuest) { RunToPass("prog_h
 // Issue 33: stream capture, explicit graphs, instantiate, replay, update.
 TEST_F(ShimE2eTest, GraphsCaptureBuildReplayAndUpdate) { RunToPass("prog_graphs"); }
 
+// Issue 33: a replayed graph costs one queued message and no round trip, and
+// reaches the worker before the program synchronizes; an idle device's
+// synchronization is answered in the guest.
+TEST_F(ShimE2eTest, GraphReplayIsOneQueuedMessageSentAtOnce) { RunToPass("prog_graph_replay"); }
+
 // Issue 34: every cudaDeviceProp field is the device's attribute (the fake's
 // full table), refused attributes answer cudaErrorInvalidValue as the driver.
 TEST_F(ShimE2eTest, DevicePropertiesAnswerEveryField) {
