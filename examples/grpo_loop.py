@@ -53,16 +53,25 @@ def golden_of(a, out):
     volumes = [HERE + ":/example:ro", out + ":/out"]
     if a.stand_in:
         cmd.append("--stand-in")
+    elif a.config:
+        cmd += ["--config", a.config]
+    else:
+        cmd += ["--model", "/model"]
+        volumes.append(os.path.abspath(a.model) + ":/model:ro")
     if a.no_warmup:
         cmd.append("--no-warmup")
-    else:
-        cmd += ["--config", a.config] if a.config else ["--model", "/model"]
-        if a.model:
-            volumes.append(os.path.abspath(a.model) + ":/model:ro")
-        prefix = os.path.dirname(os.path.dirname(a.python))  # a venv's python: its tree, read-only
-        if prefix not in ("/usr", "/"):
-            volumes.append(prefix + ":" + prefix + ":ro")
+    prefix = os.path.dirname(os.path.dirname(a.python))  # a venv's python: its tree, read-only
+    if prefix not in ("/usr", "/"):
+        volumes.append(prefix + ":" + prefix + ":ro")
     return dict(cmd=cmd, volumes=volumes, cuda=not a.stand_in, env={"PYTHONUNBUFFERED": "1"})
+
+
+def share_of(a):
+    """The pool's share mode: the torch learner loads its base inside
+    smolvm.torch.frozen(), so its clones share it read-only ("on") and copy
+    only their own state (LoRA, optimizer, torch's cache); without "on" each
+    clone would copy the whole base. The stand-in has no GPU memory."""
+    return "off" if a.stand_in else "on"
 
 
 def run(a):
@@ -70,15 +79,22 @@ def run(a):
     os.chmod(out, 0o777)  # the clones write their adapters here (their root is no host root)
     client = smolvm.Client(a.socket)
     extra = 1 if a.add_at is not None else 0
-    pool = client.create_pool(a.pool, golden=golden_of(a, out), min_ready=a.learners + extra, cpus=a.cpus,
-                              ttl_s=a.ttl)
+    pool = client.create_pool(a.pool, golden=golden_of(a, out), min_ready=a.learners + extra, share=share_of(a),
+                              cpus=a.cpus, ttl_s=a.ttl)
     summary = {"learners": a.learners, "iterations": a.iterations, "stand_in": a.stand_in,
                "model": a.config or a.model, "per_iteration": []}
     t0 = time.monotonic()
+    said = t0
     try:
         while pool.ready < a.learners + extra:  # the golden loads, the pool forks (and warms up) its clones
             if time.monotonic() - t0 > a.ready_timeout:
                 raise RuntimeError("pool %s not ready after %ss: %s" % (a.pool, a.ready_timeout, pool.info))
+            if time.monotonic() - said >= 10:  # serve's own words for where the pool stands
+                info = pool.info
+                print("waiting for pool %s: %d of %d ready, %d forking; %s" % (
+                    a.pool, info["ready"], a.learners + extra, info["forking"], info.get("detail") or "no failure"),
+                    flush=True)
+                said = time.monotonic()
             time.sleep(0.2)
         summary["pool_ready_s"] = round(time.monotonic() - t0, 2)
         t_loop = time.monotonic()

@@ -1,7 +1,8 @@
 """The golden of scripts/device-lease.py's lease-latency rounds (issue 32,
 must-show 2): a Qwen2 model of qwen2.5-0.5b's shape (random weights from its
 config: no hub here) loaded once on the GPU under smolvm.torch.frozen(), a
-forward pass, then the forkpoint. A leased clone notes the wall-clock time
+forward pass, torch's cache emptied, then the forkpoint (its pool forks with
+share "on": the clones share the frozen base). A leased clone notes the wall-clock time
 its user code runs (right after forkpoint() returns) and completes with it at
 once: the lease's latency is that time less the loop's request time (one
 host, one clock).
@@ -31,6 +32,13 @@ if "--no-torch" not in sys.argv:
     with torch.no_grad():
         model(torch.arange(64, device="cuda").unsqueeze(0))
     torch.cuda.synchronize()
+    # What each clone copies is what the golden holds outside the frozen base:
+    # torch's cache of the forward's freed activations too, unless emptied. A
+    # leased clone here runs no CUDA work, so the emptied cache changes
+    # nothing it measures; it only lets more clones fit the card.
+    torch.cuda.empty_cache()
+    for line in smolvm.torch.memory_report():
+        print("golden memory: " + line, flush=True)
 print("golden ready", flush=True)
 
 idx = smolvm.forkpoint(seed=0)

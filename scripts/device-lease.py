@@ -67,6 +67,13 @@ def budget_left():
     return float(os.environ.get("BUDGET_S", "300")) - (time.monotonic() - T0)
 
 
+def tail_left(lo, hi):
+    """Seconds a clean-up step may wait: what is left of the budget plus
+    TAIL_S (25: the part's time box lies that far past its budget, less the
+    shell's own clean-up), between lo and hi."""
+    return max(lo, min(hi, budget_left() + float(os.environ.get("TAIL_S", "25"))))
+
+
 def log(msg):
     print("[device-lease +%.0fs] %s" % (time.monotonic() - T0, msg), flush=True)
 
@@ -97,10 +104,10 @@ def smi_used():
 
 
 def memory_check(level, slack=int(os.environ.get("SLACK_MIB", "64"))):
-    """Waits up to 60 s for the GPU's memory to be back at `level` (+ slack) MiB."""
+    """Waits up to 60 s (less past the budget) for the GPU's memory to be back at `level` (+ slack) MiB."""
     if level is None:
         return {"level_mib": None, "after_mib": smi_used(), "back": None}
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + tail_left(5, 60)
     while True:
         after = smi_used()
         if after is not None and after <= level + slack or time.monotonic() > deadline:
@@ -113,28 +120,83 @@ def client():
     return smolvm.Client(os.path.join(os.environ["SMOLVM_HOME"], "serve.sock"), timeout=300)
 
 
-def wait_ready(pool, n, timeout, settled=True):
-    """Until the pool has n ready clones (and, settled, no removal pending)."""
+class PoolNotReady(RuntimeError):
+    pass
+
+
+def wait_ready(pool, n, timeout, settled=True, stall_s=None):
+    """Until the pool has n ready clones (and, settled, no removal pending).
+    Never silent and never past the part's budget: every 10 s it says where
+    the pool stands (ready, forking, serve's refill state); it raises
+    PoolNotReady, with serve's own words for why (the pool's detail and
+    refill), at `timeout`, when the budget is spent, or when the pool has
+    made no clone for `stall_s` (STALL_S, 60) while its refill fails."""
     c = pool.client
-    deadline = time.monotonic() + timeout
+    stall_s = stall_s or float(os.environ.get("STALL_S", "60"))
+    t0 = time.monotonic()
+    deadline = t0 + min(timeout, max(1.0, budget_left() - 5))
+    best, best_at, said = -1, t0, t0
     while True:
         info = pool.refresh().info
         if info["ready"] >= n and info["forking"] == 0 and (not settled or not c.capacity()["reclaims_pending"]):
             return
-        if time.monotonic() > deadline:
-            raise RuntimeError("pool %s: %d of %d ready after %ss: %s" % (pool.name, info["ready"], n, timeout, info))
+        now = time.monotonic()
+        if info["ready"] + info["forking"] > best:
+            best, best_at = info["ready"] + info["forking"], now
+        why = "%d of %d ready, %d forking; detail: %s; refill: %s" % (
+            info["ready"], n, info["forking"], info.get("detail") or "-", json.dumps(info.get("refill") or {}))
+        if now > deadline:
+            raise PoolNotReady("pool %s not ready after %.0f s (%s): %s" % (
+                pool.name, now - t0, "the part's budget" if deadline < t0 + timeout else "its timeout", why))
+        if "ended (exit code" in (info.get("detail") or ""):  # serve: the pool's golden ended
+            raise PoolNotReady("pool %s: its golden ended: %s (its log: OUT/golden-%s.log)" % (
+                pool.name, why, pool.name))
+        if info.get("refill") and now - best_at > stall_s:
+            raise PoolNotReady("pool %s made no clone for %.0f s while its refill fails: %s" % (
+                pool.name, now - best_at, why))
+        if now - said >= 10:
+            log("pool %s: %s" % (pool.name, why))
+            said = now
         time.sleep(0.05)
 
 
+OUT_DIR = None  # main() sets it: the part's OUT
+
+
+def save_golden_log(pool):
+    """The pool's golden's log (its program's output) to OUT/golden-POOL.log,
+    before the pool's deletion removes its machine."""
+    try:
+        name = pool.refresh().info.get("golden_machine")
+        with open(os.path.join(os.environ["SMOLVM_HOME"], "machines", name, "log"), "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 200000))
+            text = f.read()
+        with open(os.path.join(OUT_DIR, "golden-%s.log" % pool.name), "wb") as f:
+            f.write(text)
+    except (OSError, KeyError, TypeError, smolvm.ServeError):
+        pass
+
+
 def delete_pool(pool):
+    if OUT_DIR:
+        save_golden_log(pool)
     pool.delete()
     c = pool.client
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + tail_left(5, 120)
     while c.capacity()["reclaims_pending"] and time.monotonic() < deadline:
         time.sleep(0.2)
 
 
 # -- lease latency -----------------------------------------------------------------------------------
+
+# The torch goldens load their base inside smolvm.torch.frozen(): their pools
+# fork with share "on", each clone sharing the base read-only and copying only
+# its own state. (Serve's default, "off", copies the whole base into every
+# clone: 983 MiB of private copies per clone of the 0.5B golden, 64 of which
+# did not fit an H100 80 GB on 2026-12-07.)
+SHARE = "on"
+
 
 def lease_golden():
     cmd = [PY, "/job/device-lease-golden.py"] + (["--no-torch"] if REHEARSE else [])
@@ -175,20 +237,38 @@ def part_lease(a):
     top = max(conc)
     c = client()
     t = time.monotonic()
-    pool = c.create_pool("latency", golden=lease_golden(), min_ready=top, max=top, cpus=1, ttl_s=600)
-    res = {"golden": "scripts/device-lease-golden.py (qwen2.5-0.5b shape, bf16, frozen)", "min_ready": top,
-           "rounds": {}, "errors": []}
+    pool = c.create_pool("latency", golden=lease_golden(), min_ready=top, max=top, share=SHARE, cpus=1, ttl_s=600)
+    res = {"golden": "scripts/device-lease-golden.py (qwen2.5-0.5b shape, bf16, frozen, torch's cache emptied "
+                     "before the forkpoint)", "share": SHARE, "min_ready": top, "concurrency": conc,
+           "rounds": {"c%d" % k: [] for k in conc}, "errors": []}
+    want = {k: env_int("ROUNDS_C1", 30) if k == 1 else env_int("ROUNDS", 20) for k in conc}
     try:
-        wait_ready(pool, top, 600)
+        try:
+            wait_ready(pool, top, 600)
+        except PoolNotReady as e:
+            # The card cannot hold `top` parked clones of this golden: say so
+            # and measure what fits (the record names the card and the levels).
+            info = pool.refresh().info
+            fit = [k for k in conc if k <= info["ready"]]
+            log("%s; measuring the levels that fit: %s" % (e, fit))
+            res["not_fitting"] = {"asked": top, "ready": info["ready"], "why": str(e),
+                                  "skipped": [k for k in conc if k not in fit]}
+            if not fit:
+                raise
+            conc, top = fit, info["ready"]
         res["pool_ready_s"] = round(time.monotonic() - t, 2)
         log("pool of %d ready in %.1f s" % (top, res["pool_ready_s"]))
-        for k in conc:
-            rounds = env_int("ROUNDS_C1", 30) if k == 1 else env_int("ROUNDS", 20)
-            rows, last = [], 0.0
-            for r in range(rounds):
-                if budget_left() < last + 10:
+        # The levels take turns (c1, c8, c64, c1, ...): a budget that runs out
+        # leaves each with about as many rounds, not the last with none.
+        last = {k: 0.0 for k in conc}
+        for r in range(max(want[k] for k in conc)):
+            for k in conc:
+                if r >= want[k]:
+                    continue
+                if budget_left() < last[k] + 10:
                     log("c%d: budget spent after %d rounds" % (k, r))
-                    break
+                    want[k] = r
+                    continue
                 t_round = time.monotonic()
                 got, errors = one_round(pool, k)
                 t_done = time.monotonic()
@@ -196,13 +276,13 @@ def part_lease(a):
                 refill_s = time.monotonic() - t_round
                 res["errors"] += ["c%d round %d: %s" % (k, r, e) for e in errors]
                 lat = [(g["running"] - g["request"]) * 1e3 for g in got if g]
-                rows.append({"latency_ms": [round(x, 2) for x in lat],
-                             "answered_ms": [round((g["answered"] - g["request"]) * 1e3, 2) for g in got if g],
-                             "round_s": round(t_done - t_round, 3), "refill_s": round(refill_s, 3)})
-                last = time.monotonic() - t_round
+                res["rounds"]["c%d" % k].append({
+                    "latency_ms": [round(x, 2) for x in lat],
+                    "answered_ms": [round((g["answered"] - g["request"]) * 1e3, 2) for g in got if g],
+                    "round_s": round(t_done - t_round, 3), "refill_s": round(refill_s, 3)})
+                last[k] = time.monotonic() - t_round
                 log("c%d round %d: p50 %.1f ms, max %.1f ms, refilled in %.2f s" % (
                     k, r, statistics.median(lat) if lat else -1, max(lat) if lat else -1, refill_s))
-            res["rounds"]["c%d" % k] = rows
     finally:
         delete_pool(pool)
     summary = {}
@@ -215,7 +295,13 @@ def part_lease(a):
     top_rows = res["rounds"].get("c%d" % top, [])
     if top_rows:
         summary["refill_clones_per_s"] = round(top / statistics.median(r["refill_s"] for r in top_rows), 2)
+        summary["refill_clones"] = top
+    if "not_fitting" in res:
+        summary["lease_levels_not_fitting"] = res["not_fitting"]["skipped"]
+    summary["lease_share"] = SHARE
     res["summary"] = summary
+    if res["errors"]:
+        log("%d acquire errors, the first: %s" % (len(res["errors"]), res["errors"][0]))
     return res
 
 
@@ -260,7 +346,8 @@ def learner_pool(c, name, config, k, out, warmup=True):
     if not warmup:
         args.append("--no-warmup")
     a = grpo_loop.parse_args(args)
-    return c.create_pool(name, golden=grpo_loop.golden_of(a, out), min_ready=k, cpus=1, ttl_s=900)
+    return c.create_pool(name, golden=grpo_loop.golden_of(a, out), min_ready=k, share=grpo_loop.share_of(a), cpus=1,
+                         ttl_s=900)
 
 
 def part_first_step(a):
@@ -323,11 +410,11 @@ def part_loop(a, config, iterations):
     margin = 60 if config.endswith("7b") else 30
     args = ["--learners", str(k), "--iterations", str(iterations), "--python", PY, "--out", out,
             "--socket", os.path.join(os.environ["SMOLVM_HOME"], "serve.sock"), "--pool", "loop",
-            "--ready-timeout", "600", "--episode-timeout", "600",
+            "--ready-timeout", str(max(30, min(600, budget_left() - margin))), "--episode-timeout", "600",
             "--max-seconds", str(max(1, budget_left() - margin))] + learner_args(config)
     s = grpo_loop.run(grpo_loop.parse_args(args))  # it deletes its pool at the end
     c = client()
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + tail_left(5, 120)
     while c.capacity()["reclaims_pending"] and time.monotonic() < deadline:
         time.sleep(0.2)
     s["summary"] = {"tok_s": s["tok_s"], "iterations_done": s["iterations_done"], "learners": k,
@@ -464,6 +551,8 @@ def main():
     ap.add_argument("--work", default="/tmp")
     a = ap.parse_args()
     os.makedirs(a.state, exist_ok=True)
+    global OUT_DIR
+    OUT_DIR = a.out
     if a.part == "record":
         return part_record(a)
     run = {"lease": part_lease, "first-step": part_first_step,

@@ -5,9 +5,11 @@
 #               the shims on a bare host (daemon --backend cuda): stdout and
 #               stderr identical (prog_devprops: every cudaDeviceProp field
 #               and attribute; prog_printf: device printf and assert in order
-#               with host lines; prog_hostreg: registered memory; prog_pools:
-#               cudaMallocAsync and pools; prog_dynpar: -rdc and dynamic
-#               parallelism; prog_kernels: the profiler calls among launches;
+#               with host lines; prog_hostreg: registered memory, its flags
+#               and error codes printed; prog_pools: cudaMallocAsync and
+#               pools, the used count after cudaFree; prog_dynpar: -rdc and
+#               dynamic parallelism; prog_kernels: the profiler calls among
+#               launches, each launch-configuration error code printed;
 #               prog_channel: cudaCreateChannelDesc; prog_textures: CUDA
 #               arrays copied 2-D and 3-D, texture objects over an array,
 #               linear and pitch2D memory, a surface object written;

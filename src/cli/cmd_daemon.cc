@@ -110,7 +110,7 @@ void AddCudaDaemonCommand(CLI::App& parent, const std::string& name, const std::
       ->capture_default_str();
   d->add_option("--daemon-seccomp", dopt->daemon_seccomp,
                 "the daemon's own seccomp filter, inherited by its workers: enforce, log, off or learn (default: "
-                "enforce on the fake backend when workers enforce, else log)")
+                "enforce when workers enforce, else log)")
       ->envname("SMOLVM_DAEMON_SECCOMP")
       ->check(CLI::IsMember({"enforce", "log", "off", "learn"}));
   d->add_option("--daemon-seccomp-learn", dopt->daemon_seccomp_learn,

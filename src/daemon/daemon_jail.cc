@@ -84,7 +84,7 @@ Status DropCapabilities(std::string* summary) {
 
 const char* DefaultDaemonSeccompMode(const std::string& backend, const std::string& worker_seccomp) {
   const std::string workers = worker_seccomp.empty() ? DefaultSeccompMode(backend) : worker_seccomp;
-  return backend == "fake" && workers == "enforce" ? "enforce" : "log";
+  return workers == "enforce" ? "enforce" : "log";
 }
 
 std::vector<int> DaemonCapabilities() { return std::vector<int>(std::begin(kKeep), std::end(kKeep)); }

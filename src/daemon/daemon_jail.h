@@ -44,9 +44,10 @@ struct DaemonJailOptions {
   std::string worker_seccomp;  // the workers' mode ("": DefaultSeccompMode(backend))
 };
 
-// enforce on the fake backend (CI runs every daemon test under it); log on
-// cuda until the GPU plan has learned and checked the table there
-// (scripts/plans/harden.plan). Never stricter than the workers' own mode:
+// enforce on either backend (CI runs every daemon test under it on the fake
+// one; on the GPU scripts/plans/harden.plan and harden-3.plan learned
+// nothing and passed the GPU tests, programs, a 7B fork x16 and the A/B under
+// it, 2026-12-07). Never stricter than the workers' own mode:
 // the daemon's filter stacks over theirs and the stricter action wins, so
 // under an enforcing daemon a worker in learn (or log, or off) mode would be
 // killed by the first call it was meant to record. Workers not enforcing:

@@ -28,7 +28,9 @@ TEST(DaemonJail, TheDaemonEnforcesOnlyOverEnforcingWorkers) {
   EXPECT_EQ(DefaultDaemonSeccompMode("fake", "enforce"), std::string("enforce"));
   for (const char* workers : {"learn", "log", "off"})
     EXPECT_EQ(DefaultDaemonSeccompMode("fake", workers), std::string("log")) << workers;
-  EXPECT_EQ(DefaultDaemonSeccompMode("cuda", "enforce"), std::string("log"));
+  EXPECT_EQ(DefaultDaemonSeccompMode("cuda", "enforce"), std::string("enforce"));
+  EXPECT_EQ(DefaultDaemonSeccompMode("cuda"), std::string("enforce"));
+  EXPECT_EQ(DefaultDaemonSeccompMode("cuda", "learn"), std::string("log"));
 }
 
 // Under the daemon's enforcing filter a process still forks and execs a

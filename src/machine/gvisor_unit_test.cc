@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "machine/gvisor.h"
+#include "machine/sandbox.h"
 #include "machine/spec.h"
 
 namespace smolvm::machine {
@@ -122,6 +123,25 @@ TEST(GvisorSpec, IsolationIsStoredAndSandboxIsTheDefault) {
   EXPECT_FALSE(SpecFromJson("{\"isolation\":\"vm\"}").ok());
   EXPECT_FALSE(ParseIsolation("firecracker").ok());
   EXPECT_STREQ(IsolationName(ParseIsolation("gvisor").value()), "gvisor");
+}
+
+// A --cuda machine under gVisor loads the loader audit that takes covered
+// copies for the shims by name (shim/loader_audit.cc); a sandbox machine,
+// whose binds keep the shim's identity, and a CPU machine do not.
+TEST(GvisorEnvironment, OnlyACudaGvisorMachineLoadsTheLoaderAudit) {
+  auto audit = [](Isolation isolation, bool cuda) {
+    SandboxConfig cfg;
+    cfg.name = "m";
+    cfg.spec.isolation = isolation;
+    cfg.spec.cuda = cuda;
+    std::string found;
+    for (const auto& kv : GuestEnvironment(cfg, {}))
+      if (kv.rfind("LD_AUDIT=", 0) == 0) found = kv;
+    return found;
+  };
+  EXPECT_EQ(audit(Isolation::kGvisor, true), "LD_AUDIT=/run/smolvm/lib/libsmolvm-audit.so");
+  EXPECT_EQ(audit(Isolation::kSandbox, true), "");
+  EXPECT_EQ(audit(Isolation::kGvisor, false), "");
 }
 
 }  // namespace

@@ -212,6 +212,10 @@ std::vector<std::string> GuestEnvironment(const SandboxConfig& cfg, const std::v
     env.push_back("SMOLVM_CUDA_SOCKET=/run/smolvm/cuda.sock");
     // Our sonames are what loads, whatever a program's RPATH says (docs/torch.md).
     env.push_back("LD_PRELOAD=" + shim::PreloadList("/run/smolvm/lib"));
+    // Under gVisor a covered copy is not the preloaded shim's file (each
+    // bind is a file system of its own): the loader takes it for the shim
+    // by name instead (shim/loader_audit.cc).
+    if (cfg.spec.isolation == Isolation::kGvisor) env.push_back("LD_AUDIT=/run/smolvm/lib/libsmolvm-audit.so");
   }
   if (!cfg.spec.model.empty()) env.push_back("SMOLVM_MODEL=" + cfg.spec.model);
   auto put = [&](const std::string& kv) {

@@ -4,7 +4,8 @@
 //
 //   StartGolden  make and start a forkable golden machine for a pool
 //   ForkParked   fork clones that wait, their CUDA sessions attached, until
-//                their first payload (all or none)
+//                their first payload (all or none); kNoRoom (errors.h) when
+//                the device has no memory for them all (fewer may fit)
 //   OpenLink     a clone's message channel (mirrors machine/lease_link.h)
 //   Remove       stop and remove a machine (OK when it is already gone)
 //   List         the machines of serve's prefix that exist, live or ended

@@ -12,6 +12,7 @@
 //   kTooLarge                413   too_large         (body, payload or result over its limit)
 //   kQuota                   429   quota_exceeded    (the tenant's leases or GPU MiB)
 //   kUnavailable, kTimeout   503   unavailable       (no ready clone in time; admission refused)
+//   kNoRoom                  503   unavailable       (the device lacks memory for a fork's clones)
 //   kNotSupported            501   not_supported
 //   anything else            500   internal
 #pragma once
@@ -28,12 +29,16 @@ inline constexpr int32_t kCancelled = 300002;
 inline constexpr int32_t kTooLarge = 300003;
 inline constexpr int32_t kQuota = 300004;
 inline constexpr int32_t kUnauthenticated = 300005;
+// CloneDriver::ForkParked: the device has no room for the fork's clones (the
+// CUDA daemon's fork admission); a fork of fewer may fit (refill_pacer.h).
+inline constexpr int32_t kNoRoom = 300006;
 
 inline Status Conflict(std::string m) { return Status(kConflict, std::move(m)); }
 inline Status CancelledError(std::string m) { return Status(kCancelled, std::move(m)); }
 inline Status TooLarge(std::string m) { return Status(kTooLarge, std::move(m)); }
 inline Status QuotaExceeded(std::string m) { return Status(kQuota, std::move(m)); }
 inline Status Unauthenticated(std::string m) { return Status(kUnauthenticated, std::move(m)); }
+inline Status NoRoom(std::string m) { return Status(kNoRoom, std::move(m)); }
 
 // The HTTP status and error name of a non-OK Status.
 int HttpStatusOf(const Status& s);

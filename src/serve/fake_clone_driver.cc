@@ -130,6 +130,12 @@ Status FakeCloneDriver::StartGolden(const std::string& name, const GoldenRequest
   return Status::Ok();
 }
 
+void FakeCloneDriver::SetDevice(int64_t device_mib, int64_t clone_mib) {
+  std::lock_guard<std::mutex> l(mu_);
+  device_mib_ = device_mib;
+  clone_mib_ = clone_mib;
+}
+
 void FakeCloneDriver::DuringNextStart(std::function<void()> hook) {
   std::lock_guard<std::mutex> l(mu_);
   during_start_ = std::move(hook);
@@ -147,6 +153,16 @@ Status FakeCloneDriver::ForkParked(const std::string& golden, const std::vector<
   }
   for (const auto& c : clones)
     if (machines_.count(c)) return Status(Code::kAlreadyExists, "machine '" + c + "' already exists");
+  if (device_mib_ > 0) {
+    // As the CUDA daemon's fork admission: all the clones fit, or none is made.
+    int64_t held = 0;
+    for (const auto& [name, m] : machines_) held += !m.is_golden && m.live ? clone_mib_ : 0;
+    const int64_t need = clone_mib_ * static_cast<int64_t>(clones.size()), free = device_mib_ - held;
+    if (need > free) {
+      refused_forks_++;
+      return NoRoom("GPU fork: fork needs " + std::to_string(need) + " MiB, " + std::to_string(free) + " MiB free");
+    }
+  }
   for (const auto& c : clones) {
     Machine m;
     m.name = c;

@@ -10,7 +10,8 @@
 //
 // Honest where serve relies on the machine layer: links replay unacked
 // events to a new reader, removing a machine ends it, names are unique, a
-// fork is all or none. Tests steer it: FailForks, Kill, SetFreeGpuMib, and
+// fork is all or none (SetDevice: and fits or is refused). Tests steer it:
+// FailForks, Kill, SetFreeGpuMib, SetDevice, and
 // count calls (forks, removes).
 //
 // Thread safety: all methods from any thread. Links must not outlive it.
@@ -49,6 +50,11 @@ class FakeCloneDriver final : public CloneDriver {
   // Ends a machine as if its program died (wait status `wait_status`).
   void Kill(const std::string& machine, int wait_status);
   void SetFreeGpuMib(int64_t mib);
+  // A device of device_mib on which each live clone holds clone_mib: a fork
+  // whose clones do not all fit is refused with kNoRoom, worded as the CUDA
+  // daemon's admission ("fork needs X MiB, Y MiB free"). 0: no such bound.
+  void SetDevice(int64_t device_mib, int64_t clone_mib);
+  int refused_forks() const { return refused_forks_.load(); }  // forks SetDevice's bound refused
   // The next List() runs `hook` once after it took its snapshot, before it
   // returns (outside the driver's lock): what happens there is what a real
   // List misses while it reads (a refill finishing, say).
@@ -84,9 +90,10 @@ class FakeCloneDriver final : public CloneDriver {
   int fail_forks_ = 0;
   std::string fail_message_;
   int64_t free_gpu_mib_ = -1;
+  int64_t device_mib_ = 0, clone_mib_ = 0;
   int64_t next_uid_base_ = 1000000;
   std::function<void()> after_list_, during_start_;
-  std::atomic<int> forks_{0}, forked_clones_{0}, removes_{0};
+  std::atomic<int> forks_{0}, forked_clones_{0}, removes_{0}, refused_forks_{0};
 };
 
 }  // namespace smolvm::serve

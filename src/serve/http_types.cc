@@ -30,6 +30,7 @@ int HttpStatusOf(const Status& s) {
     case kTooLarge: return 413;
     case kQuota: return 429;
     case static_cast<int32_t>(Code::kUnavailable):
+    case kNoRoom:
     case static_cast<int32_t>(Code::kTimeout): return 503;
     case static_cast<int32_t>(Code::kNotSupported): return 501;
     default: return 500;

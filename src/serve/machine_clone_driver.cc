@@ -143,8 +143,14 @@ Status MachineCloneDriver::ForkParked(const std::string& golden, const std::vect
 #ifdef SMOLVM_SERVE_HAVE_LEASE_LINK
   machine::ForkOptions o;
   o.park = true;
-  return Translate(machine::ForkMachine(options_.home, golden, clones, share, static_cast<int>(timeout.count()), o,
-                                        [](const machine::ForkResult&) {}));
+  Status s = machine::ForkMachine(options_.home, golden, clones, share, static_cast<int>(timeout.count()), o,
+                                  [](const machine::ForkResult&) {});
+  // The CUDA daemon refuses a fork whose clones do not fit in the device's
+  // memory with CUDA_ERROR_OUT_OF_MEMORY (its fork admission, or a worker's
+  // context that did not fit); the machine layer passes the code on.
+  constexpr int32_t kCudaErrorOutOfMemory = 2;
+  if (s.code() == kCudaErrorOutOfMemory) return NoRoom(s.message());
+  return Translate(s);
 #else
   return NotSupported("parked forks need the lease link (src/machine/lease_link.h, ForkOptions::park), not in this build");
 #endif

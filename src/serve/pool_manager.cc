@@ -15,49 +15,15 @@ namespace smolvm::serve {
 using nlohmann::json;
 using Table = ServeStore::Table;
 
-Result<PoolRequest> ParsePoolRequest(const json& j) {
-  if (!j.is_object()) return InvalidArgument("the body must be a JSON object");
-  static const std::set<std::string> kKnown = {"name", "golden", "min_ready", "max", "share", "cpus",
-                                               "mem_mib", "gpu_mem_mib", "ttl_s"};
-  for (const auto& [k, v] : j.items())
-    if (!kKnown.count(k))
-      return InvalidArgument("unknown field '" + k + "' (known: name, golden, min_ready, max, share, cpus, mem_mib, gpu_mem_mib, ttl_s)");
-  PoolRequest r;
-  if (!j.contains("name") || !j["name"].is_string()) return InvalidArgument("name (a string) is required");
-  r.name = j["name"].get<std::string>();
-  RETURN_IF_ERROR(ValidateResourceName("pool", r.name));
-  if (!j.contains("golden")) return InvalidArgument("golden is required: {cmd: [...], ...} or {pack: FILE}");
-  ASSIGN_OR_RETURN(r.spec, ParseGoldenSpec(j["golden"]));
-  auto integer = [&](const char* k, int64_t lo, int64_t hi, int64_t* out) -> Status {
-    if (!j.contains(k)) return Status::Ok();
-    if (!j[k].is_number_integer() || j[k].get<int64_t>() < lo || j[k].get<int64_t>() > hi)
-      return InvalidArgument(std::string(k) + " must be an integer in " + std::to_string(lo) + ".." + std::to_string(hi));
-    *out = j[k].get<int64_t>();
-    return Status::Ok();
-  };
-  RETURN_IF_ERROR(integer("min_ready", 0, 1024, &r.min_ready));
-  RETURN_IF_ERROR(integer("max", 0, 1024, &r.max));
-  RETURN_IF_ERROR(integer("mem_mib", 0, int64_t{1} << 30, &r.mem_mib));
-  RETURN_IF_ERROR(integer("gpu_mem_mib", 0, int64_t{1} << 30, &r.gpu_mem_mib));
-  RETURN_IF_ERROR(integer("ttl_s", 1, 7 * 24 * 3600, &r.ttl_s));
-  if (r.max > 0 && r.max < r.min_ready) return InvalidArgument("max must be 0 (no bound) or at least min_ready");
-  if (j.contains("share")) {
-    if (!j["share"].is_string()) return InvalidArgument("share must be on, off or auto");
-    r.share = j["share"].get<std::string>();
-    if (r.share != "on" && r.share != "off" && r.share != "auto") return InvalidArgument("share must be on, off or auto");
-  }
-  if (j.contains("cpus")) {
-    if (!j["cpus"].is_number() || j["cpus"].get<double>() < 0 || j["cpus"].get<double>() > 1024)
-      return InvalidArgument("cpus must be a number in 0..1024");
-    r.cpus = j["cpus"].get<double>();
-  }
-  if (r.gpu_mem_mib > 0 && !r.spec.cuda) return InvalidArgument("gpu_mem_mib needs golden.cuda true");
-  return r;
-}
-
 PoolManager::PoolManager(ServeStore* store, CloneDriver* driver, Tenants* tenants, Reclaimer* reclaimer,
                          Metrics* metrics, Options options)
-    : store_(store), driver_(driver), tenants_(tenants), reclaimer_(reclaimer), metrics_(metrics), options_(options) {}
+    : store_(store),
+      driver_(driver),
+      tenants_(tenants),
+      reclaimer_(reclaimer),
+      metrics_(metrics),
+      options_(options),
+      pacer_(options.refill) {}
 
 Status PoolManager::Persist(const Pool& p) { return store_->Put(Table::kPools, std::to_string(p.id), ToJson(p)); }
 
@@ -215,7 +181,13 @@ TenantUsage PoolManager::Usage(const std::string& tenant) const {
 }
 
 json PoolManager::View(const Pool& p) const {
-  PoolCounts c = Counts(p.id);
+  PoolCounts c;
+  json refill;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    c = CountsLocked(p.id);
+    refill = pacer_.View(p.id, std::chrono::steady_clock::now());
+  }
   json j = {{"name", p.name},
             {"tenant", p.tenant},
             {"golden", ToJson(p.spec)},
@@ -233,6 +205,7 @@ json PoolManager::View(const Pool& p) const {
             {"forking", c.forking},
             {"leased", c.leased},
             {"detail", p.detail},
+            {"refill", refill},
             {"created_at", p.created_at}};
   return j;
 }
@@ -286,6 +259,7 @@ Result<json> PoolManager::Create(const Caller& caller, const PoolRequest& r) {
   if (!s.ok()) {
     std::lock_guard<std::mutex> l(mu_);
     pools_.erase(p.id);
+    pacer_.Forget(p.id);
     (void)store_->Delete(Table::kPools, std::to_string(p.id));
     reclaimer_->Remove(p.golden);
     return Status(s.code(), "pool '" + p.name + "': its golden did not start: " + s.message());
@@ -313,6 +287,7 @@ Status PoolManager::Delete(const Caller& caller, const std::string& name) {
     for (const auto& g : p->retired_goldens) remove.push_back(g);
     RETURN_IF_ERROR(store_->Delete(Table::kPools, std::to_string(id)));
     pools_.erase(id);
+    pacer_.Forget(id);
   }
   parked_cv_.notify_all();
   // Clones first: a golden's removal would end them anyway, but in order the
@@ -393,6 +368,7 @@ Result<json> PoolManager::ReplaceGolden(const Caller& caller, const std::string&
     p.spec = spec;
     p.detail.clear();
     p.golden_ended = false;
+    pacer_.Forget(p.id);  // a new golden: its forks start afresh
     for (auto c = clones_.begin(); c != clones_.end();) {
       if (c->second.pool == p.id && c->second.state == CloneState::kParked) {
         remove.push_back(c->first);
@@ -487,9 +463,13 @@ void PoolManager::RefillOnce() {
   };
   std::vector<Work> works;
   int64_t free_mib = driver_->FreeGpuMib();
+  const auto now = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> l(mu_);
     for (auto& [id, p] : pools_) {
+      // A golden being started is no golden to fork yet (its pool's create,
+      // or a replacement, forks once the start returned).
+      if (starting_.count(p.golden)) continue;
       std::optional<Tenant> t = p.tenant == kOperatorTenant ? Tenant{kOperatorTenant} : tenants_->Find(p.tenant);
       if (!t || p.golden_ended) continue;
       std::string why;
@@ -501,6 +481,9 @@ void PoolManager::RefillOnce() {
         }
         continue;
       }
+      // Past a refused fork: fewer at a time, or none until its backoff ends.
+      n = pacer_.Allowance(id, n, now);
+      if (n <= 0) continue;
       Work w{id, p.golden, p.share, {}};
       for (int64_t i = 0; i < n; ++i)
         w.names.push_back(prefix_ + std::to_string(id) + "-" + std::to_string(p.next_clone++));
@@ -538,7 +521,8 @@ void PoolManager::RefillOnce() {
         }
       }
       if (p != pools_.end()) {
-        std::string detail = s.ok() ? "" : "refill failed: " + s.message();
+        pacer_.Forked(w.pool, static_cast<int64_t>(w.names.size()), s, std::chrono::steady_clock::now());
+        std::string detail = pacer_.Detail(w.pool);
         if (p->second.detail != detail) {
           p->second.detail = detail;
           (void)Persist(p->second);
@@ -551,7 +535,8 @@ void PoolManager::RefillOnce() {
       metrics_->Add("smolvm_serve_fork_ms_total", {}, ms);
     } else {
       metrics_->Add("smolvm_serve_fork_failures_total");
-      std::fprintf(stderr, "serve: refill of %s failed: %s\n", w.golden.c_str(), s.message().c_str());
+      std::fprintf(stderr, "serve: refill of %s (%zu clones) failed: %s\n", w.golden.c_str(), w.names.size(),
+                   s.message().c_str());
     }
     parked_cv_.notify_all();
     for (const auto& m : remove) reclaimer_->Remove(m);

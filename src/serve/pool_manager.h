@@ -1,5 +1,7 @@
 // PoolManager: owns the pools and their clones (golden machines, clones
-// forking, parked or leased) and keeps each pool at min_ready parked clones.
+// forking, parked or leased) and keeps each pool at min_ready parked clones
+// (a refill forks what Admission allows, paced by a RefillPacer: fewer at a
+// time, or later, after a fork that did not fit or failed).
 //
 // Invariants (under mu_): every clone record names a machine of serve's
 // prefix that was asked for before the record was made or is removed by the
@@ -30,22 +32,13 @@
 #include "serve/http_types.h"
 #include "serve/metrics.h"
 #include "serve/model.h"
+#include "serve/pool_request.h"
 #include "serve/reclaimer.h"
+#include "serve/refill_pacer.h"
 #include "serve/serve_store.h"
 #include "serve/tenants.h"
 
 namespace smolvm::serve {
-
-struct PoolRequest {
-  std::string name;
-  GoldenSpec spec;
-  int64_t min_ready = 0, max = 0;
-  std::string share = "off";
-  double cpus = 0;
-  int64_t mem_mib = 0, gpu_mem_mib = 0, ttl_s = 600;
-};
-// From a client's JSON: every field checked, unknown fields refused.
-Result<PoolRequest> ParsePoolRequest(const nlohmann::json& j);
 
 class PoolManager {
  public:
@@ -53,6 +46,7 @@ class PoolManager {
     std::chrono::milliseconds fork_timeout{120000};  // the golden's way to its forkpoint included
     int64_t max_pools_per_tenant = 64;
     int64_t max_pool_size = 1024;  // min_ready and max
+    RefillPacer::Options refill;   // after a refill's fork failed
   };
   PoolManager(ServeStore* store, CloneDriver* driver, Tenants* tenants, Reclaimer* reclaimer, Metrics* metrics,
               Options options);
@@ -124,6 +118,7 @@ class PoolManager {
   std::map<int64_t, Pool> pools_;
   std::map<std::string, Clone> clones_;  // by machine
   std::set<std::string> starting_;       // goldens of new pools between their create and their start
+  RefillPacer pacer_;                    // how much each pool's next refill forks, and when
 };
 
 }  // namespace smolvm::serve

@@ -25,7 +25,15 @@ json PoolSchema() {
            {{"name", Schema("string")}, {"tenant", Schema("string")}, {"golden", GoldenSchema()},
             {"golden_machine", Schema("string")}, {"min_ready", Schema("integer")}, {"max", Schema("integer")},
             {"ready", Schema("integer")}, {"forking", Schema("integer")}, {"leased", Schema("integer")},
-            {"draining", Schema("boolean")}, {"detail", Schema("string")}}}};
+            {"draining", Schema("boolean")}, {"detail", Schema("string")},
+            {"refill",
+             {{"type", "object"},
+              {"description", "after a refill's fork failed (empty once one succeeds): the most clones the next "
+                              "fork asks for (0: no bound), failures in a row, the wait before the next try, the "
+                              "last fork's size and error"},
+              {"properties",
+               {{"batch", Schema("integer")}, {"failures", Schema("integer")}, {"retry_in_ms", Schema("integer")},
+                {"last_fork", Schema("integer")}, {"last_error", Schema("string")}}}}}}}};
 }
 
 }  // namespace

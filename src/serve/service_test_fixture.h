@@ -53,6 +53,7 @@ class ServiceTest : public ::testing::Test {
     // Long periods: the tests drive refills and housekeeping themselves.
     o.refill_period = std::chrono::milliseconds(3600000);
     o.housekeeping_period = std::chrono::milliseconds(3600000);
+    o.pools.refill.first_backoff = refill_backoff_;
     auto s = Service::Start(o, driver_.get());
     ASSERT_TRUE(s.ok()) << s.status().message();
     svc_ = std::move(*s);
@@ -114,6 +115,7 @@ class ServiceTest : public ::testing::Test {
   }
 
   std::string dir_;
+  std::chrono::milliseconds refill_backoff_{0};  // after a failed refill; set before StartService
   std::unique_ptr<FakeCloneDriver> driver_;
   std::unique_ptr<Service> svc_;
 };

@@ -83,10 +83,16 @@ cudaError_t Runtime::GetDeviceProperties(cudaDeviceProp* prop, int device) {
 cudaError_t Runtime::DeviceSynchronize() {
   std::lock_guard lock(session_.mu());
   if (cudaError_t e = Begin(); e != cudaSuccess) return Record(e);
+  // Nothing issued since the last synchronization of this context
+  // succeeded: nothing to wait for (torch.cuda.synchronize() twice).
+  if (session_.SynchronizedSinceLastOp()) return Finish(cudaSuccess);
   proto::CtxSynchronizeRequest req;
   proto::CtxSynchronizeReply rep;
   Status st = session_.Call(req, &rep);
-  if (st.ok()) PoolsSynchronized([](uint64_t) { return true; });
+  if (st.ok()) {
+    session_.MarkSynchronized();  // before the pools trim: what they issue ends it
+    PoolsSynchronized([](uint64_t) { return true; });
+  }
   return FinishStatus(st);
 }
 

@@ -453,6 +453,9 @@ cudaError_t Runtime::GraphLaunch(cudaGraphExec_t exec, cudaStream_t stream, bool
     return FinishStatus(session_.Flush());
   }
   session_.Enqueue(req);
+  // A graph is a long task for the GPU: it goes to the worker now, not with
+  // the batch's 32nd op or the program's next synchronization (docs/torch.md).
+  session_.Offer();
   return Finish(cudaSuccess);
 }
 

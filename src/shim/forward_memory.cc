@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "shim/host_flags.h"
 #include "shim/parallel_copy.h"
 #include "shim/runtime.h"
 #include "shim/stub_report.h"
@@ -132,10 +133,10 @@ cudaError_t Runtime::HostGetFlags(unsigned* flags, void* hptr) {
   if (seg == nullptr) {
     const HostRegistration* r = registered_.Find(reinterpret_cast<uint64_t>(hptr), &base);
     if (r == nullptr) return Record(cudaErrorInvalidValue);
-    *flags = r->flags;
+    *flags = RegisteredHostFlags(r->flags);
     return cudaSuccess;
   }
-  *flags = seg->flags;
+  *flags = PinnedHostFlags(seg->flags);
   return cudaSuccess;
 }
 

@@ -9,6 +9,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "shim/launch_config.h"
 #include "shim/module_image.h"
 #include "shim/runtime.h"
 
@@ -37,6 +38,7 @@ enum FuncAttr : size_t {
 
 // CUdevice_attribute indices the launch check reads.
 enum DevAttr : size_t {
+  kDevMaxThreadsPerBlock = 1,
   kDevMaxBlockDimX = 2,
   kDevMaxGridDimX = 5,
 };
@@ -221,22 +223,18 @@ cudaError_t Runtime::EnsureVar(VarRecord* v) {
 }
 
 cudaError_t Runtime::CheckLaunch(const KernelRecord& k, dim3 grid, dim3 block, size_t shared_bytes) const {
-  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0)
-    return cudaErrorInvalidConfiguration;
   const std::vector<int32_t>& dev = device_info_.attrs;
-  const unsigned g[3] = {grid.x, grid.y, grid.z}, b[3] = {block.x, block.y, block.z};
+  auto limit = [](int32_t v) { return v > 0 ? static_cast<uint32_t>(v) : 0u; };
+  LaunchLimits l;
   for (size_t i = 0; i < 3; ++i) {
-    int32_t max_b = At(dev, kDevMaxBlockDimX + i), max_g = At(dev, kDevMaxGridDimX + i);
-    if (max_b > 0 && b[i] > static_cast<unsigned>(max_b)) return cudaErrorInvalidConfiguration;
-    if (max_g > 0 && g[i] > static_cast<unsigned>(max_g)) return cudaErrorInvalidConfiguration;
+    l.max_block[i] = limit(At(dev, kDevMaxBlockDimX + i));
+    l.max_grid[i] = limit(At(dev, kDevMaxGridDimX + i));
   }
-  uint64_t threads = uint64_t{block.x} * block.y * block.z;
-  int32_t max_threads = At(k.attrs, kMaxThreadsPerBlock);
-  if (max_threads > 0 && threads > static_cast<uint64_t>(max_threads)) return cudaErrorInvalidConfiguration;
-  if (k.attrs.size() > kMaxDynamicSharedSizeBytes &&
-      shared_bytes > static_cast<uint64_t>(std::max(0, At(k.attrs, kMaxDynamicSharedSizeBytes))))
-    return cudaErrorInvalidValue;
-  return cudaSuccess;
+  l.device_threads = limit(At(dev, kDevMaxThreadsPerBlock));
+  l.function_threads = limit(At(k.attrs, kMaxThreadsPerBlock));
+  l.has_shared_limit = k.attrs.size() > kMaxDynamicSharedSizeBytes;
+  l.max_dynamic_shared = static_cast<uint64_t>(std::max(0, At(k.attrs, kMaxDynamicSharedSizeBytes)));
+  return CheckLaunchConfig(l, grid, block, shared_bytes);
 }
 
 cudaError_t Runtime::LaunchKernel(const void* func, bool by_kernel, dim3 grid, dim3 block, void** args,

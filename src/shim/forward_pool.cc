@@ -177,20 +177,13 @@ cudaError_t Runtime::FreeAsync(void* ptr, cudaStream_t stream, bool per_thread) 
 bool Runtime::FreeFromPool(uint64_t p, cudaError_t* result) {
   for (MemPool* pool : AllPools()) {
     switch (pool->Classify(p)) {
-      case MemPool::Holds::kAllocation: {
-        // cudaFree of a pool's allocation: the device is synchronized first.
-        proto::CtxSynchronizeRequest req;
-        proto::CtxSynchronizeReply rep;
-        Status st = session_.Call(req, &rep);
-        if (!st.ok()) {
-          *result = ToCuda(st);
-          return true;
-        }
-        PoolSession backing(*this);
-        (void)pool->Free(backing, p, MemPool::kNoStream);
+      case MemPool::Holds::kAllocation:
+        // cudaFree of a pool's allocation: no implicit synchronization (the
+        // caller ensures its accesses are done, cuda_runtime_api.h), and the
+        // pool's used count keeps it, as natively (mem_pool.h).
+        (void)pool->FreeUncounted(p);
         *result = ReleaseIfDying(pool);
         return true;
-      }
       case MemPool::Holds::kInside:
         *result = cudaErrorInvalidValue;
         return true;

@@ -74,7 +74,8 @@ Result<uint64_t> MemPool::Alloc(PoolBacking& b, uint64_t bytes, uint64_t stream)
   }
   blk.free = false;
   blk.streams.clear();
-  used_ += size;
+  blk.asked = bytes;
+  used_ += bytes;
   used_high_ = std::max(used_high_, used_);
   ++allocations_;
   return at;
@@ -83,11 +84,24 @@ Result<uint64_t> MemPool::Alloc(PoolBacking& b, uint64_t bytes, uint64_t stream)
 Status MemPool::Free(PoolBacking& b, uint64_t p, uint64_t stream) {
   auto it = blocks_.find(p);
   if (it == blocks_.end() || it->second.free) return NotFound("not an allocation of this pool");
-  Block& blk = it->second;
   if (stream != kNoStream) b.Record(EventOf(b, stream), stream);
+  used_ -= it->second.asked;
+  MakeFree(it, stream);
+  return Status::Ok();
+}
+
+Status MemPool::FreeUncounted(uint64_t p) {
+  auto it = blocks_.find(p);
+  if (it == blocks_.end() || it->second.free) return NotFound("not an allocation of this pool");
+  MakeFree(it, kNoStream);
+  return Status::Ok();
+}
+
+void MemPool::MakeFree(std::map<uint64_t, Block>::iterator it, uint64_t stream) {
+  Block& blk = it->second;
   blk.free = true;
   blk.streams = {stream};
-  used_ -= blk.bytes;
+  blk.asked = 0;
   --allocations_;
   // Merge with free neighbours of the same segment; the merged block waits
   // for every stream its parts were freed on.
@@ -107,11 +121,10 @@ Status MemPool::Free(PoolBacking& b, uint64_t p, uint64_t stream) {
       RemoveFree(prev->first);
       merge(prev, it);
       AddFree(prev->first);
-      return Status::Ok();
+      return;
     }
   }
   AddFree(it->first);
-  return Status::Ok();
 }
 
 MemPool::Holds MemPool::Classify(uint64_t p) const {

@@ -57,6 +57,14 @@ class MemPool {
   Result<uint64_t> Alloc(PoolBacking& b, uint64_t bytes, uint64_t stream);
   // Stream-ordered free of the allocation starting at p (kNotFound otherwise).
   Status Free(PoolBacking& b, uint64_t p, uint64_t stream);
+  // cudaFree / cuMemFree of the allocation starting at p: free at once (no
+  // synchronization: the caller promises its accesses are done, as CUDA
+  // documents), reusable on any stream, and - as the driver does - still
+  // counted in cudaMemPoolAttrUsedMemCurrent (measured on an H100 with driver
+  // 580, 2026-12-07: 1000 bytes allocated with cudaMallocAsync and freed with
+  // cudaFree stayed in the used count, and in the high mark reset after;
+  // the pool's reserved memory was trimmed to 0 all the same).
+  Status FreeUncounted(uint64_t p);
 
   enum class Holds { kNothing, kAllocation, kInside };
   // kAllocation: an allocation starts at p; kInside: p is in one of the
@@ -75,7 +83,9 @@ class MemPool {
 
   // cudaMemPoolAttr values (CUmemPool_attribute mirrors them): 1-3 int
   // flags, 4 release threshold (settable), 5-8 reserved / used, current and
-  // high (a high mark is reset by setting 0). kInvalidArgument otherwise.
+  // high (a high mark is reset by setting 0, to the current value). Reserved
+  // counts whole segments; used counts the bytes asked for, as natively.
+  // kInvalidArgument otherwise.
   Status GetAttribute(int attr, void* value) const;
   Status SetAttribute(int attr, const void* value);
   uint64_t release_threshold() const { return release_threshold_; }
@@ -89,7 +99,10 @@ class MemPool {
     uint64_t segment = 0;
     bool free = true;
     std::vector<uint64_t> streams;  // free: the streams its frees were on
+    uint64_t asked = 0;             // allocated: the bytes asked for (in used_)
   };
+  // Marks the allocation at `it` free, merged with its free neighbours.
+  void MakeFree(std::map<uint64_t, Block>::iterator it, uint64_t stream);
   void AddFree(uint64_t addr);
   void RemoveFree(uint64_t addr);
   // The smallest free block of at least `bytes` reusable on `stream`

@@ -292,6 +292,7 @@ class Runtime {
   cudaError_t EnsureKernel(KernelRecord* k);
   cudaError_t EnsureVar(VarRecord* v);
   KernelRecord* FindKernel(const void* func, bool by_kernel);
+  // The launch's shape judged against the device's and k's limits, as CUDA 13 judges it (launch_config.h).
   cudaError_t CheckLaunch(const KernelRecord& k, dim3 grid, dim3 block, size_t shared_bytes) const;
   // Copies, by memory class of each side (forward_memory.cc).
   cudaError_t CopyToDevice(uint64_t dst, const void* src, size_t bytes, uint64_t stream);

@@ -96,6 +96,7 @@ void Session::DetachForClone(const std::string& token) {
   reply_payload_.clear();
   queued_ops_ = 0;
   deferred_ = 0;
+  synced_ = false;  // the clone's worker is not known idle
   failure_ = SessionFailure::kNone;
   failure_status_ = Status::Ok();
   options_.role = 2;
@@ -109,7 +110,7 @@ Status Session::Handshake() {
   req.pid = static_cast<uint32_t>(::getpid());
   req.token = options_.token;
   req.flags = options_.no_descriptors ? proto::kHelloNoDescriptors : 0;
-  uint32_t seq = next_seq_++;
+  uint32_t seq = NextSeq();
   proto::AppendRequest(&queue_, req, seq);
   RETURN_IF_ERROR(WriteQueue({}));
   std::string payload;
@@ -431,7 +432,7 @@ static void ReportWorkerNotSupported(uint16_t op, const std::string& message) {
 
 void Session::EnqueueRaw(uint16_t op, std::string_view payload) {
   NoteContext();
-  AppendRawFrame(&queue_, op, true, next_seq_++, payload);
+  AppendRawFrame(&queue_, op, true, NextSeq(), payload);
   ++queued_ops_;
   ++ops_since_offer_;
   Count(&queued_by_op_, op);
@@ -442,7 +443,7 @@ Status Session::CallRaw(uint16_t op, std::string_view payload, std::string_view*
   RETURN_IF_ERROR(Connect());
   NoteContext();
   Count(&round_trips_by_op_, op);
-  uint32_t seq = next_seq_++;
+  uint32_t seq = NextSeq();
   AppendRawFrame(&queue_, op, false, seq, payload);
   RETURN_IF_ERROR(WriteQueue({}));
   RETURN_IF_ERROR(ReadReply(op, seq, &reply_payload_));

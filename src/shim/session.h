@@ -125,7 +125,7 @@ class Session {
   void Enqueue(const Req& m) {
     static_assert(Req::kKind == proto::OpKind::ASYNC);
     NoteContext();
-    proto::AppendRequest(&queue_, m, next_seq_++);
+    proto::AppendRequest(&queue_, m, NextSeq());
     ++queued_ops_;
     ++ops_since_offer_;
     Count(&queued_by_op_, static_cast<uint16_t>(Req::kOp));
@@ -144,7 +144,7 @@ class Session {
     RETURN_IF_ERROR(Connect());
     NoteContext();
     Count(&round_trips_by_op_, static_cast<uint16_t>(Req::kOp));
-    uint32_t seq = next_seq_++;
+    uint32_t seq = NextSeq();
     if (fd >= 0) {
       // It would fail in sendmsg and end the session for good.
       if (no_descriptors()) return NotSupported(std::string(Req::kName) + " with a descriptor, in a session without");
@@ -183,6 +183,28 @@ class Session {
   // Writes the queued ASYNC ops now (no reply is awaited); waits while the
   // socket is full.
   Status Flush();
+  // Ends the current batch now, as a batch of flush_ops is ended: what the
+  // socket takes is written, the rest goes with the next batch; never waits
+  // (but past flush_bytes, as Enqueue). For an op that sets the GPU a long
+  // task (a graph launch): held until the batch fills or the program
+  // synchronizes, the GPU would sit idle meanwhile, which it does not
+  // natively.
+  void Offer() {
+    if (!queue_.empty() && connected()) FlushQueued();
+  }
+
+  // The device's last known idle point. A device synchronization that
+  // succeeded marks it (every op issued before it has completed in the
+  // calling thread's context); any op issued since, by any thread, ends it.
+  // While it holds, a synchronization of that context has nothing to wait
+  // for and no error to report, and is answered in the guest, as CUDA's
+  // runtime answers it without a round trip to the device.
+  void MarkSynchronized() {
+    synced_at_ = issued_;
+    synced_ctx_ = CallerContext();
+    synced_ = true;
+  }
+  bool SynchronizedSinceLastOp() const { return synced_ && synced_at_ == issued_ && synced_ctx_ == CallerContext(); }
   // Ops queued since the queue was last wholly written (a write that did
   // not wait and was cut short leaves them all counted).
   size_t queued_ops() const { return queued_ops_; }
@@ -238,14 +260,21 @@ class Session {
   int32_t TakeDeferredIn(int32_t lo, int32_t hi);
 
  private:
+  // The sequence number of the next op issued (any op, SYNC or ASYNC).
+  uint32_t NextSeq() {
+    ++issued_;
+    return next_seq_++;
+  }
+  // The context the calling thread's next op runs in.
+  static uint64_t CallerContext() { return t_primary_scope > 0 ? 0 : t_guest_context; }
   // Queues a CtxSetCurrent ahead of the next op when the calling thread's
   // context is not the one the worker runs ops in.
   void NoteContext() {
-    const uint64_t want = t_primary_scope > 0 ? 0 : t_guest_context;
+    const uint64_t want = CallerContext();
     if (want == wire_ctx_) return;
     proto::CtxSetCurrentRequest m;
     m.ctx = want;
-    proto::AppendRequest(&queue_, m, next_seq_++);
+    proto::AppendRequest(&queue_, m, NextSeq());
     ++queued_ops_;
     Count(&queued_by_op_, static_cast<uint16_t>(proto::Op::kCtxSetCurrent));
     wire_ctx_ = want;
@@ -314,6 +343,11 @@ class Session {
   std::string reply_payload_;  // backs bytes fields of the last reply
   size_t queued_ops_ = 0;
   uint32_t next_seq_ = 1;
+  uint64_t issued_ = 0;  // ops issued over the session's life
+  // MarkSynchronized(): issued_ then, the context synchronized.
+  bool synced_ = false;
+  uint64_t synced_at_ = 0;
+  uint64_t synced_ctx_ = 0;
   const int spin_us_ = GuestSpinMicros();
   int32_t deferred_ = 0;
   void* arena_reservation_ = nullptr;

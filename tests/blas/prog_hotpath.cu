@@ -26,6 +26,7 @@
 
 #include "blas_check.h"
 #include "dnn_graph.h"
+#include "../shim/op_counts.h"
 
 namespace {
 
@@ -33,37 +34,18 @@ using namespace dnn_test;
 
 // --- the shim's counters --------------------------------------------------------------
 
-constexpr size_t kSlots = 1024;
-struct Counts {
-  uint64_t round_trips[kSlots] = {};
-  uint64_t queued[kSlots] = {};
-};
-using OpCountsFn = size_t (*)(uint64_t*, uint64_t*, size_t);
-using OpNameFn = const char* (*)(uint32_t);
-OpCountsFn op_counts = nullptr;
-OpNameFn op_name = nullptr;
-
-Counts Snap() {
-  Counts c;
-  if (op_counts) op_counts(c.round_trips, c.queued, kSlots);
-  return c;
-}
-
-uint32_t Op(const char* name) {
-  for (uint32_t op = 0; op < kSlots; ++op)
-    if (std::strcmp(op_name(op), name) == 0) return op;
-  std::printf("FAIL no wire op named %s\n", name);
-  std::exit(1);
-}
+using op_counts::Counts;
+using op_counts::Op;
+using op_counts::Snap;
 
 // Round trips between a and b, each op named.
 uint64_t RoundTrips(const Counts& a, const Counts& b, std::string* which) {
   uint64_t n = 0;
-  for (uint32_t op = 0; op < kSlots; ++op) {
+  for (uint32_t op = 0; op < op_counts::kSlots; ++op) {
     uint64_t d = b.round_trips[op] - a.round_trips[op];
     if (d == 0) continue;
     n += d;
-    *which += std::string(" ") + op_name(op) + "=" + std::to_string(d);
+    *which += std::string(" ") + op_counts::Name(op) + "=" + std::to_string(d);
   }
   return n;
 }
@@ -128,8 +110,7 @@ void LtMatmulWithBias(cublasLtHandle_t lt, cudaStream_t s, int m, int n, int k, 
 }  // namespace
 
 int main() {
-  op_counts = reinterpret_cast<OpCountsFn>(::dlsym(RTLD_DEFAULT, "smolvm_shim_op_counts"));
-  op_name = reinterpret_cast<OpNameFn>(::dlsym(RTLD_DEFAULT, "smolvm_shim_op_name"));
+  op_counts::Load();
   std::mt19937 rng(5);
   cudaStream_t s;
   CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -257,7 +238,7 @@ int main() {
     std::printf("ok cuDNN add (max err %.3g)\n", err);
   }
 
-  if (op_counts != nullptr && op_name != nullptr) {
+  if (op_counts::Counted()) {
     std::string which;
     uint64_t rt = RoundTrips(before, after, &which);
     std::printf("round trips in %d steady steps: %llu (%s )\n", kSteps,
@@ -302,7 +283,7 @@ int main() {
                           b.dev, CUDA_R_32F, k, scalars + 1, c.dev, CUDA_R_32F, m,
                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   CHECK_BLAS(cublasSetPointerMode(blas, CUBLAS_POINTER_MODE_HOST));
-  if (op_counts != nullptr)
+  if (op_counts::Counted())
     EXPECT(Queued(q0, Snap(), "BlasSetMode") == 1u);  // sent once, with the GEMM
   CHECK_CUDA(cudaStreamSynchronize(s));
   EXPECT(CheckGemm("GemmEx with device scalars after a mode change", 1, 0, m, n, k, 2, a, k, 0, b,

@@ -20,6 +20,18 @@
     }                                                                                            \
   } while (0)
 #define CHECK_CUDA(call) EXPECT_CUDA(cudaSuccess, call)
+// The call must fail; which error it returns is printed on stdout as
+// "<label>: <name>", so runs natively and through the shims compare the exact
+// codes (scripts/device-surface.sh) where CUDA's answer is not documented.
+#define SHOW_ERROR(label, call)                                                                \
+  do {                                                                                         \
+    cudaError_t got_ = (call);                                                                 \
+    std::printf("%s: %s\n", label, cudaGetErrorName(got_));                                    \
+    if (got_ == cudaSuccess) {                                                                 \
+      std::fprintf(stderr, "%s:%d: %s succeeded, expected an error\n", __FILE__, __LINE__, #call); \
+      std::exit(1);                                                                            \
+    }                                                                                          \
+  } while (0)
 #define CHECK(cond)                                                               \
   do {                                                                            \
     if (!(cond)) {                                                                \

@@ -1,6 +1,7 @@
 // HostRegistrations alone: overlaps refused byte-exactly (partial pages
 // included), unregistering only a base, lookups inside a range.
 #include "shim/host_registrations.h"
+#include "shim/host_flags.h"
 
 #include <gtest/gtest.h>
 
@@ -36,6 +37,27 @@ TEST(HostRegistrationsTest, FindAndRemoveByBase) {
   EXPECT_TRUE(r.Remove(0x5003).ok());
   EXPECT_EQ(r.Find(0x5003, &base), nullptr);
   EXPECT_EQ(r.Remove(0x5003).code(), static_cast<int32_t>(Code::kNotFound));
+}
+
+}  // namespace
+}  // namespace smolvm::shim
+
+namespace smolvm::shim {
+namespace {
+
+// Unified addressing: registered memory is mapped and portable whatever was
+// asked; pinned memory is mapped besides what was asked (host_flags.h).
+TEST(HostFlagsTest, RegisteredMemoryReportsMappedAndPortable) {
+  EXPECT_EQ(RegisteredHostFlags(cudaHostRegisterPortable), unsigned{cudaHostRegisterPortable | cudaHostRegisterMapped});
+  EXPECT_EQ(RegisteredHostFlags(cudaHostRegisterDefault), unsigned{cudaHostRegisterPortable | cudaHostRegisterMapped});
+  EXPECT_EQ(RegisteredHostFlags(cudaHostRegisterReadOnly),
+            unsigned{cudaHostRegisterReadOnly | cudaHostRegisterPortable | cudaHostRegisterMapped});
+}
+
+TEST(HostFlagsTest, PinnedMemoryReportsMappedBesidesItsFlags) {
+  EXPECT_EQ(PinnedHostFlags(cudaHostAllocDefault), unsigned{cudaHostAllocMapped});
+  EXPECT_EQ(PinnedHostFlags(cudaHostAllocPortable | cudaHostAllocWriteCombined),
+            unsigned{cudaHostAllocPortable | cudaHostAllocWriteCombined | cudaHostAllocMapped});
 }
 
 }  // namespace

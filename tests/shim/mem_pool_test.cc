@@ -46,7 +46,7 @@ TEST(MemPoolTest, AllocationsShareASegmentAndAFreeIsReusedOnItsStreamWithoutAWai
   ASSERT_TRUE(a.ok() && c.ok());
   EXPECT_EQ(*c, *a + 1024);  // 512-byte granules, one segment
   EXPECT_EQ(b.wire, std::vector<std::string>{"reserve 2097152"});
-  EXPECT_EQ(Attr64(pool, 7), 1024u + 3072u);
+  EXPECT_EQ(Attr64(pool, 7), 1000u + 3000u);  // used: the bytes asked for
   EXPECT_EQ(Attr64(pool, 5), 2u << 20);
   ASSERT_TRUE(pool.Free(b, *a, 0x100).ok());
   auto again = pool.Alloc(b, 512, 0x100);
@@ -110,6 +110,38 @@ TEST(MemPoolTest, NeighboursMergeAndTrimReturnsWhollyFreeSegmentsOnlyWhenDone) {
   EXPECT_FALSE(pool.SetAttribute(6, &one).ok());
   EXPECT_FALSE(pool.SetAttribute(5, &zero).ok());
   EXPECT_FALSE(pool.SetAttribute(9, &zero).ok());
+}
+
+// cudaFree of a pool's allocation, as the driver does it (mem_pool.h): the
+// block is free at once on any stream and trimmed with its segment, but the
+// used count (and a high mark reset after) keeps its bytes.
+TEST(MemPoolTest, AFreeOutsideStreamOrderIsReusableButStaysInTheUsedCount) {
+  FakeBacking b;
+  MemPool pool;
+  auto a = pool.Alloc(b, 300000, 0x100);
+  auto c = pool.Alloc(b, 1000, 0x100);
+  ASSERT_TRUE(a.ok() && c.ok());
+  b.wire.clear();
+  ASSERT_TRUE(pool.FreeUncounted(*c).ok());
+  EXPECT_EQ(pool.allocations(), 1u);
+  EXPECT_EQ(pool.Classify(*c), MemPool::Holds::kInside);
+  EXPECT_EQ(Attr64(pool, 7), 301000u);
+  auto again = pool.Alloc(b, 1000, 0x200);  // c's block, on another stream, without a wait
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *c);
+  EXPECT_TRUE(b.wire.empty());
+  EXPECT_EQ(Attr64(pool, 7), 302000u);
+  ASSERT_TRUE(pool.Free(b, *a, 0x100).ok());
+  ASSERT_TRUE(pool.Free(b, *again, 0x200).ok());
+  EXPECT_EQ(Attr64(pool, 7), 1000u);  // c's bytes stay
+  uint64_t zero = 0;
+  ASSERT_TRUE(pool.SetAttribute(8, &zero).ok());
+  EXPECT_EQ(Attr64(pool, 8), 1000u);
+  pool.Settle([](uint64_t) { return true; });
+  ASSERT_TRUE(pool.Trim(b, 0, [](uint64_t) { return true; }).ok());
+  EXPECT_EQ(Attr64(pool, 5), 0u);  // reserved: the segment went back all the same
+  EXPECT_EQ(Attr64(pool, 7), 1000u);
+  EXPECT_FALSE(pool.FreeUncounted(*c).ok());
 }
 
 TEST(MemPoolTest, HostileSizesAndDoubleFreesAreRefused) {

@@ -1,7 +1,8 @@
 // Registered host memory (issue 34): cudaHostRegister on the program's own
 // memory, at an odd offset and length (partial pages), copied both ways
 // with cudaMemcpyAsync around a kernel; the registration's errors as CUDA
-// returns them. Prints the same natively and through the shims.
+// returns them. Prints the same natively and through the shims: the flags
+// and error codes CUDA answers are printed, not assumed.
 #include <cstdint>
 #include <cstdlib>
 #include <vector>
@@ -15,12 +16,14 @@ int main() {
   std::vector<char> backing(n * sizeof(unsigned) + 4096);
   auto* h = reinterpret_cast<unsigned*>(backing.data() + 100);  // not page aligned
   CHECK_CUDA(cudaHostRegister(h, n * sizeof(unsigned), cudaHostRegisterPortable));
+  // Under unified addressing registered memory is mapped as well as what
+  // was asked (the H100 of 2026-12-07 answered other than Portable alone).
   unsigned flags = 99;
   CHECK_CUDA(cudaHostGetFlags(&flags, h + 7));
-  CHECK(flags == cudaHostRegisterPortable);
+  std::printf("flags registered portable: %u\n", flags);
   cudaPointerAttributes pa;
   CHECK_CUDA(cudaPointerGetAttributes(&pa, h));
-  CHECK(pa.type == cudaMemoryTypeHost);
+  std::printf("registered pointer type: %d\n", (int)pa.type);
 
   for (unsigned long long i = 0; i < n; ++i) h[i] = rng.Next();
   std::vector<unsigned> want(h, h + n);
@@ -44,22 +47,29 @@ int main() {
   // cudaMemcpy (cudaMemcpyDefault) classifies it as host memory.
   CHECK_CUDA(cudaMemcpy(h, d, 16 * sizeof(unsigned), cudaMemcpyDefault));
 
-  // Errors, as CUDA returns them.
-  EXPECT_CUDA(cudaErrorHostMemoryAlreadyRegistered, cudaHostRegister(h + 10, 64, 0));
-  EXPECT_CUDA(cudaErrorHostMemoryNotRegistered, cudaHostUnregister(h + 1));
-  EXPECT_CUDA(cudaErrorInvalidValue, cudaHostRegister(nullptr, 64, 0));
-  EXPECT_CUDA(cudaErrorInvalidValue, cudaHostRegister(h, 0, 0));
+  // Errors, as CUDA returns them (each printed).
+  SHOW_ERROR("register inside a registration", cudaHostRegister(h + 10, 64, 0));
+  SHOW_ERROR("unregister inside a registration", cudaHostUnregister(h + 1));
+  SHOW_ERROR("register a null pointer", cudaHostRegister(nullptr, 64, 0));
+  SHOW_ERROR("register 0 bytes", cudaHostRegister(h, 0, 0));
   void* pinned = nullptr;
   CHECK_CUDA(cudaMallocHost(&pinned, 4096));
-  EXPECT_CUDA(cudaErrorHostMemoryAlreadyRegistered, cudaHostRegister(pinned, 4096, 0));
+  CHECK_CUDA(cudaHostGetFlags(&flags, pinned));
+  std::printf("flags cudaMallocHost: %u\n", flags);
+  SHOW_ERROR("register pinned memory", cudaHostRegister(pinned, 4096, 0));
   CHECK_CUDA(cudaFreeHost(pinned));
   (void)cudaGetLastError();
   CHECK_CUDA(cudaHostUnregister(h));
-  EXPECT_CUDA(cudaErrorHostMemoryNotRegistered, cudaHostUnregister(h));
+  SHOW_ERROR("unregister twice", cudaHostUnregister(h));
+  SHOW_ERROR("flags after unregistering", cudaHostGetFlags(&flags, h));
   (void)cudaGetLastError();
+  std::vector<char> other(8192);
+  CHECK_CUDA(cudaHostRegister(other.data(), other.size(), cudaHostRegisterDefault));
+  CHECK_CUDA(cudaHostGetFlags(&flags, other.data()));
+  std::printf("flags registered default: %u\n", flags);
+  CHECK_CUDA(cudaHostUnregister(other.data()));
   if (through_shim) {
     // The device cannot reach the program's own pages: refused by name.
-    std::vector<char> other(8192);
     EXPECT_CUDA(cudaErrorNotSupported, cudaHostRegister(other.data(), other.size(), cudaHostRegisterMapped));
     CHECK_CUDA(cudaHostRegister(other.data(), other.size(), 0));
     void* dp = nullptr;

@@ -67,17 +67,26 @@ int main() {
   CHECK_CUDA(cudaFuncGetAttributes(&attr, (const void*)smolvm_test_fill_u32));
   CHECK(attr.maxDynamicSharedSizeBytes == 64 * 1024);
 
-  // What CUDA checks at launch time comes back from the launch itself.
+  // What CUDA checks at launch time comes back from the launch itself, and
+  // is not sticky. Which code comes back is CUDA's to say (CUDA 13 answers
+  // cudaErrorInvalidValue where CUDA 12 said cudaErrorInvalidConfiguration):
+  // each is printed, so the native and shim runs compare them.
   smolvm_test_fill_u32<<<1, 2048>>>(d, 1, 1);
-  EXPECT_CUDA(cudaErrorInvalidConfiguration, cudaGetLastError());
-  EXPECT_CUDA(cudaSuccess, cudaGetLastError());  // not sticky
+  SHOW_ERROR("<<<1, 2048>>>", cudaGetLastError());
+  EXPECT_CUDA(cudaSuccess, cudaGetLastError());
   smolvm_test_fill_u32<<<0, 32>>>(d, 1, 1);
-  EXPECT_CUDA(cudaErrorInvalidConfiguration, cudaPeekAtLastError());
-  EXPECT_CUDA(cudaErrorInvalidConfiguration, cudaGetLastError());
-  EXPECT_CUDA(cudaErrorInvalidConfiguration,
-              cudaLaunchKernel((const void*)smolvm_test_fill_u32, dim3(1), dim3(1, 1, 65), args, 0, 0));
-  EXPECT_CUDA(cudaErrorInvalidDeviceFunction, cudaLaunchKernel((const void*)&main, dim3(1), dim3(1), args, 0, 0));
-  cudaGetLastError();
+  cudaError_t peeked = cudaPeekAtLastError(), got = cudaGetLastError();
+  SHOW_ERROR("<<<0, 32>>>", got);
+  CHECK(peeked == got);  // peeking leaves the error for cudaGetLastError
+  EXPECT_CUDA(cudaSuccess, cudaGetLastError());
+  smolvm_test_fill_u32<<<dim3(1, 65536), 32>>>(d, 1, 1);
+  SHOW_ERROR("<<<(1, 65536), 32>>>", cudaGetLastError());
+  smolvm_test_fill_u32<<<1, 32, 96 * 1024>>>(d, 1, 1);  // past the 64 KiB set above
+  SHOW_ERROR("<<<1, 32, 96 KiB>>>", cudaGetLastError());
+  SHOW_ERROR("cudaLaunchKernel block (1, 1, 65)",
+             cudaLaunchKernel((const void*)smolvm_test_fill_u32, dim3(1), dim3(1, 1, 65), args, 0, 0));
+  SHOW_ERROR("cudaLaunchKernel of a host function", cudaLaunchKernel((const void*)&main, dim3(1), dim3(1), args, 0, 0));
+  (void)cudaGetLastError();
   CHECK_CUDA(cudaDeviceSynchronize());
 
   // __device__ symbols.
@@ -88,7 +97,7 @@ int main() {
   CHECK(back == g);
   CHECK_CUDA(cudaMemcpyFromSymbol(back.data(), smolvm_test_global, 16, 8 * sizeof(unsigned)));
   CHECK(back[0] == g[8] && back[3] == g[11]);
-  EXPECT_CUDA(cudaErrorInvalidValue, cudaMemcpyToSymbol(smolvm_test_global, g.data(), 16, 4096));
+  SHOW_ERROR("cudaMemcpyToSymbol past the symbol's end", cudaMemcpyToSymbol(smolvm_test_global, g.data(), 16, 4096));
   void* sym = nullptr;
   CHECK_CUDA(cudaGetSymbolAddress(&sym, smolvm_test_global));
   smolvm_test_fill_u32<<<1, 32>>>((unsigned*)sym, 7, 32);

@@ -170,6 +170,81 @@ TEST(Session, AsyncOpsAreWrittenInBatchesOfFlushOps) {
   EXPECT_EQ(frames, 8);
 }
 
+// Issue 33: a graph launch (Offer() after it) reaches the worker at once,
+// while the program goes on without synchronizing: its batch is not held
+// for 31 more ops or the next SYNC op. Before the fix the worker saw
+// nothing until the program synchronized.
+TEST(Session, OfferWritesTheBatchWithoutASyncOp) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<FrameHeader> seen;
+  auto server = std::make_unique<FakeServer>([&](UnixChannel& ch) {
+    AnswerHello(ch);
+    for (int i = 0; i < 2; ++i) {
+      FrameHeader h = Read(ch);
+      std::lock_guard lock(mu);
+      seen.push_back(h);
+      cv.notify_all();
+    }
+  });
+  {
+    Session s(Options(*server));
+    std::lock_guard lock(s.mu());
+    ASSERT_TRUE(s.Connect().ok());
+    s.Enqueue(MemcpyDtoDRequest{.dst = 0x600000000000ull, .src = 0x600000001000ull, .bytes = 64});
+    s.Enqueue(GraphLaunchRequest{.exec = 0x42, .stream = 0});
+    EXPECT_EQ(s.queued_ops(), 2u);
+    s.Offer();
+    EXPECT_EQ(s.queued_ops(), 0u);
+    std::unique_lock wait(mu);
+    // A deadline, not a pause: the frames are in the socket already or never.
+    EXPECT_TRUE(cv.wait_for(wait, std::chrono::seconds(10), [&] { return seen.size() == 2; }))
+        << "the worker saw " << seen.size() << " of the 2 ops offered";
+  }
+  server.reset();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].op, static_cast<uint16_t>(Op::kMemcpyDtoD));
+  EXPECT_EQ(seen[1].op, static_cast<uint16_t>(Op::kGraphLaunch));
+}
+
+// The idle point a device synchronization leaves (cudaDeviceSynchronize
+// answered in the guest while it holds): any op after it ends it, SYNC or
+// ASYNC, and it belongs to the context that synchronized.
+TEST(Session, SynchronizedHoldsUntilTheNextOpInThatContext) {
+  auto server = std::make_unique<FakeServer>([&](UnixChannel& ch) {
+    AnswerHello(ch);
+    for (int i = 0; i < 2; ++i) {
+      FrameHeader h = Read(ch);
+      if (h.op != static_cast<uint16_t>(Op::kPing)) continue;
+      std::string out;
+      AppendReply(&out, h.op, h.seq, 0, PingReply{});
+      EXPECT_TRUE(ch.Write(out).ok());
+    }
+  });
+  {
+    Session s(Options(*server));
+    std::lock_guard lock(s.mu());
+    ASSERT_TRUE(s.Connect().ok());
+    EXPECT_FALSE(s.SynchronizedSinceLastOp());  // never synchronized
+    s.MarkSynchronized();
+    EXPECT_TRUE(s.SynchronizedSinceLastOp());
+    EXPECT_TRUE(s.SynchronizedSinceLastOp());  // asking issues nothing
+    s.Enqueue(MemsetRequest{.dst = 0x600000000000ull, .value = 1, .elem_bytes = 1, .count = 4});
+    EXPECT_FALSE(s.SynchronizedSinceLastOp());
+    s.MarkSynchronized();
+    PingReply pong;
+    ASSERT_TRUE(s.Call(PingRequest{}, &pong).ok());
+    EXPECT_FALSE(s.SynchronizedSinceLastOp());
+    s.MarkSynchronized();
+    t_guest_context = 0x77;  // another thread's context, say
+    EXPECT_FALSE(s.SynchronizedSinceLastOp());
+    t_guest_context = 0;
+    EXPECT_TRUE(s.SynchronizedSinceLastOp());
+    s.DetachForClone("clone-token");  // a clone's worker is not known idle
+    EXPECT_FALSE(s.SynchronizedSinceLastOp());
+  }
+}
+
 // Issue 15: a batch of flush_ops is offered to the socket without waiting.
 // Against a worker that reads nothing (a GPU behind on its work), the guest
 // keeps queueing past the socket's buffer as it did before batches; the next
