@@ -55,8 +55,11 @@ cudaError_t Runtime::HostRegister(void* ptr, size_t bytes, unsigned flags) {
                            "cudaErrorNotSupported");
     return Finish(cudaErrorNotSupported);
   }
+  // Pinned memory (cudaMallocHost, cudaHostAlloc) is refused as an invalid
+  // value, an overlap with a registration as already registered (both as the
+  // H100 of 2026-12-07 answered, prog_hostreg).
   uint64_t base;
-  if (host_mem_.Find(p, 0, &base) != nullptr) return Finish(cudaErrorHostMemoryAlreadyRegistered);
+  if (host_mem_.Find(p, 0, &base) != nullptr) return Finish(cudaErrorInvalidValue);
   const proto::HelloReply& h = session_.hello();
   if (p - h.arena_base < h.arena_bytes || h.arena_base - p < bytes || host_mem_.InRange(p) ||
       host_mem_.InRange(p + bytes - 1))
@@ -72,8 +75,11 @@ cudaError_t Runtime::HostUnregister(void* ptr) {
   std::lock_guard lock(session_.mu());
   if (cudaError_t e = Begin(); e != cudaSuccess) return Record(e);
   if (ptr == nullptr) return Finish(cudaErrorInvalidValue);
-  if (!registered_.Remove(reinterpret_cast<uint64_t>(ptr)).ok()) return Finish(cudaErrorHostMemoryNotRegistered);
-  return Finish(cudaSuccess);
+  uint64_t p = reinterpret_cast<uint64_t>(ptr), base;
+  if (registered_.Remove(p).ok()) return Finish(cudaSuccess);
+  // A pointer inside a registration but not its start is an invalid value;
+  // one outside every registration is not registered (as CUDA answers).
+  return Finish(registered_.Find(p, &base) != nullptr ? cudaErrorInvalidValue : cudaErrorHostMemoryNotRegistered);
 }
 
 }  // namespace smolvm::shim

@@ -243,7 +243,9 @@ cudaError_t Runtime::LaunchKernel(const void* func, bool by_kernel, dim3 grid, d
   std::lock_guard lock(session_.mu());
   if (cudaError_t e = Begin(); e != cudaSuccess) return Record(e);
   KernelRecord* k = FindKernel(func, by_kernel);
-  if (k == nullptr) return Finish(cudaErrorInvalidDeviceFunction);
+  // A pointer that is no registered kernel (a host function, say) is an
+  // invalid handle to CUDA 13's launch (the H100 of 2026-12-07, prog_kernels).
+  if (k == nullptr) return Finish(cudaErrorInvalidResourceHandle);
   uint64_t sid;
   if (cudaError_t e = StreamId(stream, per_thread, &sid); e != cudaSuccess) return Finish(e);
   if (cudaError_t e = EnsureDeviceInfo(); e != cudaSuccess) return Finish(e);

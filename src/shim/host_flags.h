@@ -2,13 +2,11 @@
 // unified addressing, which every device the daemon drives has
 // (cudaDevAttrUnifiedAddressing 1 on 64-bit Linux).
 //
-// Registered memory (cudaHostRegister): "On a system with unified virtual
-// addressing, the memory will be both mapped and portable" (the
-// cudaHostRegisterDefault entry of cuda_runtime_api.h), so it reports
-// Portable | Mapped besides what was asked. Measured: on the H100 of
-// 2026-12-07 (driver 580) memory registered with cudaHostRegisterPortable
-// did not answer Portable alone; prog_hostreg prints what it answers for
-// Portable and for Default, and the next device run confirms Portable|Mapped.
+// Registered memory (cudaHostRegister) reports Mapped besides what was
+// asked: measured on the H100 of 2026-12-07 (driver 580, prog_hostreg),
+// Portable answered 3 (Portable | Mapped) and Default answered 2 (Mapped),
+// although cuda_runtime_api.h says unified addressing makes it "both mapped
+// and portable".
 //
 // Pinned memory (cudaMallocHost, cudaHostAlloc): "always directly accessible
 // from all devices that support unified addressing ... regardless of whether
@@ -29,12 +27,13 @@
 namespace smolvm::shim {
 
 constexpr unsigned RegisteredHostFlags(unsigned asked) {
-  return asked | cudaHostRegisterPortable | cudaHostRegisterMapped;
+  return asked | cudaHostRegisterMapped;
 }
 
 constexpr unsigned PinnedHostFlags(unsigned asked) { return asked | cudaHostAllocMapped; }
 
 static_assert(RegisteredHostFlags(cudaHostRegisterPortable) == 3);
+static_assert(RegisteredHostFlags(cudaHostRegisterDefault) == 2);
 static_assert(PinnedHostFlags(cudaHostAllocWriteCombined) ==
               (cudaHostAllocWriteCombined | cudaHostAllocMapped));
 

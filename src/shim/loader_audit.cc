@@ -11,10 +11,21 @@
 // (Debian's runsc 0.0~20221219: "mount point is not a directory"), so no
 // arrangement of mounts gives a covered copy the preloaded shim's identity:
 // the loader mapped a second instance of the shim (its own globals, its
-// constructor run again). The loader's other match is by name, and
-// la_objsearch may rename what it is about to search for: the copy's name
-// becomes the shim's path, which is the preloaded object's. Machines under
-// gVisor set LD_AUDIT to this module (machine/sandbox.cc, GuestEnvironment).
+// constructor run again). The loader's other matches are by name and by the
+// identity of the file it opens, and la_objsearch may rename either:
+// * a copy asked for by path becomes the shim's path, which is the preloaded
+//   object's name (LA_SER_ORIG);
+// * a renamed soname asked for bare (torchvision's DT_NEEDED
+//   libcudart.faf08d9a.so.13) is left alone as asked, and each path the
+//   search tries for it becomes the shim's path: the loader opens the
+//   preloaded shim's own file, takes the loaded object by its identity and
+//   adds the asked name to it. Renaming the bare name itself would hand back
+//   the shim without that name, and the version check of the object that
+//   needs it (its verneed names libcudart.faf08d9a.so.13) then finds no such
+//   object: glibc stops with "dl-version.c: ... Assertion `needed != NULL'
+//   failed" (the torch suite on the H100 of 2026-12-07, 19:36).
+// Machines under gVisor set LD_AUDIT to this module (machine/sandbox.cc,
+// GuestEnvironment).
 //
 // Runs inside the loader, in a link namespace of its own, the loader's lock
 // held: it needs libc only (its C++ runtime linked in, hidden) and allocates
@@ -63,12 +74,14 @@ __attribute__((visibility("default"))) unsigned int la_version(unsigned int vers
 }
 
 // Called with LA_SER_ORIG for each object the loader is asked for and did not
-// find among those loaded by name; later flags are the candidate paths of a
-// search, left alone.
+// find among those loaded by name, then with each path its search tries
+// (LA_SER_RUNPATH, _LIBPATH, _CONFIG, _DEFAULT, ...). A path asked for is
+// renamed at once; a bare name only in the paths tried (the header says why).
 __attribute__((visibility("default"))) char* la_objsearch(const char* name, uintptr_t* /*cookie*/,
                                                           unsigned int flag) {
-  if (flag != LA_SER_ORIG || name == nullptr) return const_cast<char*>(name);
+  if (name == nullptr) return nullptr;
   const char* slash = std::strrchr(name, '/');
+  if (flag == LA_SER_ORIG && slash == nullptr) return const_cast<char*>(name);
   std::string_view soname = smolvm::shim::ReplacedSoname(slash == nullptr ? name : slash + 1);
   if (soname.empty()) return const_cast<char*>(name);
   for (size_t i = 0; i < kPreloadSonames.size(); ++i)
