@@ -108,9 +108,21 @@ TEST_F(CudaIsolationTest, CopiesLoadedByPathMapOnlyOurShimsInBothModes) {
   fs::create_directories(site + "/nvidia/cudnn/lib");
   fs::create_directories(site + "/torchvision.libs");
   for (const char* f : {"nvidia/cu13/lib/libcudart.so.13", "nvidia/cu13/lib/libcublas.so.13",
-                        "nvidia/cu13/lib/libcublasLt.so.13", "nvidia/cudnn/lib/libcudnn.so.9",
-                        "torchvision.libs/libcudart.faf08d9a.so.13"})
+                        "nvidia/cu13/lib/libcublasLt.so.13", "nvidia/cudnn/lib/libcudnn.so.9"})
     std::ofstream(site + "/" + f) << "nvidia's " << f;
+  // torchvision's wheel: _C.so needs its renamed runtime copy, with version
+  // needs that name the copy (tests/shim/check_loader_audit.sh; under gVisor
+  // the loader audit once stopped glibc's version check on it).
+  fs::create_directories(site + "/torchvision");
+  std::ofstream(scratch_ + "/copy.c") << "int cudaRuntimeGetVersion(int* v) { *v = -1; return 0; }\n";
+  std::ofstream(scratch_ + "/copy.map") << "libcudart.so.13 { global: cudaRuntimeGetVersion; local: *; };\n";
+  std::ofstream(scratch_ + "/user.c") << "int cudaRuntimeGetVersion(int* v);\n"
+                                         "int user_version(void) { int v = 0; cudaRuntimeGetVersion(&v); return v; }\n";
+  const std::string cc = "cc -shared -fPIC -o " + site + "/torchvision.libs/libcudart.faf08d9a.so.13 " + scratch_ +
+                         "/copy.c -Wl,-soname,libcudart.faf08d9a.so.13 -Wl,--version-script," + scratch_ +
+                         "/copy.map && cc -shared -fPIC -o " + site + "/torchvision/_C.so " + scratch_ + "/user.c -L" +
+                         site + "/torchvision.libs -l:libcudart.faf08d9a.so.13 '-Wl,-rpath,$ORIGIN/../torchvision.libs'";
+  ASSERT_EQ(std::system(cc.c_str()), 0) << cc;
   std::ofstream(scratch_ + "/venv/load.py")
       << "import ctypes\n"
          "site = '/opt/venv/site-packages/'\n"
@@ -118,6 +130,7 @@ TEST_F(CudaIsolationTest, CopiesLoadedByPathMapOnlyOurShimsInBothModes) {
          "          'nvidia/cu13/lib/libcublas.so.13', 'nvidia/cudnn/lib/libcudnn.so.9',\n"
          "          'torchvision.libs/libcudart.faf08d9a.so.13'):\n"
          "    ctypes.CDLL(site + p)\n"
+         "assert ctypes.CDLL(site + 'torchvision/_C.so').user_version() != -1  # the shim answers, not the copy\n"
          "mapped = {l.split()[-1] for l in open('/proc/self/maps') if '/libcu' in l}\n"
          "print('\\n'.join(sorted(mapped)))\n";
   for (const char* mode : {"sandbox", "gvisor"}) {
