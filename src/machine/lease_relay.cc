@@ -201,7 +201,15 @@ void LeaseRelay::WriteReader(Link& l) {
       n = ::send(l.reader.get(), f.data() + l.send_off, f.size() - l.send_off, MSG_DONTWAIT | MSG_NOSIGNAL);
     } while (n < 0 && errno == EINTR);
     if (n < 0) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK) CloseReader(l, std::strerror(errno));
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        // The reader is gone, but what it sent before it went may still be
+        // unread (a lease-send that wrote its payload and exited before its
+        // connection was attached): taken first, as Attach does for the
+        // reader it replaces.
+        int err = errno;
+        OnReader(l, POLLIN);
+        CloseReader(l, std::strerror(err));
+      }
       return;
     }
     l.send_off += static_cast<size_t>(n);

@@ -459,6 +459,38 @@ TEST_F(LeaseRelayTest, APayloadTheOldReaderSentIsNotLostWhenANewReaderReplacesIt
   EXPECT_EQ(json::parse(m.json)["got"]["x"], 7);
 }
 
+TEST_F(LeaseRelayTest, APayloadFromAReaderGoneBeforeItIsAttachedIsNotLost) {
+  // `machine lease-send` connects, writes its payload and exits; on a busy
+  // supervisor its connection is attached only then, and the relay first
+  // writes it what is not acked yet: that write fails (EPIPE), and the
+  // payload still unread on the connection must be taken before it is
+  // closed (MachineLeaseTest.AHostileCloneFailsOnlyItsOwnLease lost its
+  // "complete" so, 2026-12-07: "reader detached: Broken pipe").
+  StartLoop();
+  AddClone("c", false);
+  pid_t pid = StartClone("c");
+  LeaseLink first = Attach("c");
+  ASSERT_TRUE(first.Send(R"({"op":"echo","x":1})").ok());
+  CloneMessage m1 = Next(first);  // read, not acked: retained
+  EXPECT_EQ(m1.kind, CloneMessage::kReply);
+  { LeaseLink gone = std::move(first); }
+  UniqueFd a, b;
+  ASSERT_TRUE(SocketPair(&a, &b).ok());
+  ::fcntl(a.get(), F_SETFL, O_NONBLOCK);
+  {
+    LeaseLink sender = LeaseLink::Adopt(std::move(b));
+    ASSERT_TRUE(sender.Send(R"({"op":"complete"})").ok());
+  }  // gone before the relay sees it
+  auto fd = std::make_shared<UniqueFd>(std::move(a));
+  loop_->Do([&](LeaseRelay& r) { EXPECT_TRUE(r.Attach("c", std::move(*fd)).ok()); });
+  LeaseLink waiter = Attach("c");
+  EXPECT_EQ(Next(waiter).seq, m1.seq);
+  CloneMessage done = Next(waiter);
+  EXPECT_EQ(done.kind, CloneMessage::kComplete);
+  EXPECT_EQ(done.payload, 2u);
+  if (done.kind == CloneMessage::kComplete) WaitChild(pid);  // else TearDown ends it
+}
+
 TEST_F(LeaseRelayTest, ACloneThatSendsTooMuchWaitsAndLosesNothing) {
   LeaseRelay::Limits small;
   small.retained_messages = 8;
