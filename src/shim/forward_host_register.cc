@@ -55,11 +55,10 @@ cudaError_t Runtime::HostRegister(void* ptr, size_t bytes, unsigned flags) {
                            "cudaErrorNotSupported");
     return Finish(cudaErrorNotSupported);
   }
-  // Pinned memory (cudaMallocHost, cudaHostAlloc) is refused as an invalid
-  // value, an overlap with a registration as already registered (both as the
-  // H100 of 2026-12-07 answered, prog_hostreg).
-  uint64_t base;
-  if (host_mem_.Find(p, 0, &base) != nullptr) return Finish(cudaErrorInvalidValue);
+  // Device memory and pinned memory (cudaMallocHost, cudaHostAlloc: carved
+  // from host_mem_'s range) are refused as an invalid value, an overlap with
+  // a registration as already registered (both as the H100 of 2026-12-07
+  // answered, prog_hostreg).
   const proto::HelloReply& h = session_.hello();
   if (p - h.arena_base < h.arena_bytes || h.arena_base - p < bytes || host_mem_.InRange(p) ||
       host_mem_.InRange(p + bytes - 1))
