@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "machine/errors.h"
+#include "machine/owned_dir.h"
 
 namespace smolvm::machine {
 namespace {
@@ -21,14 +22,6 @@ namespace {
 Status MountAt(const char* src, const std::string& dst, const char* type, unsigned long flags, const std::string& data) {
   if (::mount(src, dst.c_str(), type, flags, data.empty() ? nullptr : data.c_str()) < 0)
     return ErrnoStatus(std::string("mount ") + (type ? type : src) + " on " + dst, errno);
-  return Status::Ok();
-}
-
-Status MkDirOwned(const std::string& path, mode_t mode, int64_t uid) {
-  if (::mkdir(path.c_str(), mode) < 0 && errno != EEXIST) return ErrnoStatus("mkdir " + path, errno);
-  if (::chmod(path.c_str(), mode) < 0) return ErrnoStatus("chmod " + path, errno);
-  if (uid >= 0 && ::chown(path.c_str(), static_cast<uid_t>(uid), static_cast<gid_t>(uid)) < 0)
-    return ErrnoStatus("chown " + path, errno);
   return Status::Ok();
 }
 

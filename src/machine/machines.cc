@@ -65,15 +65,6 @@ MachineRecord Effective(MachineRecord r) {
   return r;
 }
 
-Status Save(Store& store, const std::string& name, const std::function<Status(MachineRecord&)>& fn) {
-  return store.Transaction([&]() -> Status {
-    ASSIGN_OR_RETURN(auto r, store.Find(name));
-    if (!r) return Status::Ok();
-    RETURN_IF_ERROR(fn(*r));
-    return store.Put(*r);
-  });
-}
-
 std::vector<std::string> LiveCpusets(Store& store) {
   std::vector<std::string> out;
   auto all = store.List();
@@ -174,7 +165,7 @@ Status StopOne(Store& store, const std::string& home, const std::string& name, i
   MachineCgroup cgroup(layout, name);
   MachineRecord eff = Effective(rec);
   if (Live(eff.state)) {
-    RETURN_IF_ERROR(Save(store, name, [](MachineRecord& r) {
+    RETURN_IF_ERROR(store.Update(name, [](MachineRecord& r) {
       if (Live(r.state)) r.state = kStateStopping;
       return Status::Ok();
     }));
@@ -202,7 +193,7 @@ Status StopOne(Store& store, const std::string& home, const std::string& name, i
     // The supervisor drops its pack when it ends; this catches one that died.
     RETURN_IF_ERROR(ReleasePack(store, home, name));
   }
-  return Save(store, name, [](MachineRecord& r) {
+  return store.Update(name, [](MachineRecord& r) {
     if (Live(r.state) || r.state == kStateStopping) {
       r.state = kStateStopped;
       r.detail.clear();
@@ -288,7 +279,7 @@ Status StartMachine(const std::string& home, const std::string& name, bool forka
   }));
   Status s = SpawnSupervisor(home, name, run_id);
   if (!s.ok()) {
-    (void)Save(*store, name, [&](MachineRecord& r) {
+    (void)store->Update(name, [&](MachineRecord& r) {
       if (r.run_id == run_id && r.state == kStateStarting) {
         r.state = kStateFailed;
         r.detail = s.message();

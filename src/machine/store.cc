@@ -183,6 +183,15 @@ Result<MachineRecord> Store::Get(const std::string& name) {
   return std::move(*r);
 }
 
+Status Store::Update(const std::string& name, const std::function<Status(MachineRecord&)>& fn) {
+  return Transaction([&]() -> Status {
+    ASSIGN_OR_RETURN(auto r, Find(name));
+    if (!r) return Status::Ok();
+    RETURN_IF_ERROR(fn(*r));
+    return Put(*r);
+  });
+}
+
 Result<std::vector<MachineRecord>> Store::List() { return Query("ORDER BY created_at, name", ""); }
 
 Result<std::vector<MachineRecord>> Store::Clones(const std::string& golden) {

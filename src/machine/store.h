@@ -66,6 +66,9 @@ class Store {
   Result<std::optional<MachineRecord>> Find(const std::string& name);
   // NotFound: "machine 'x' does not exist (see 'smolvm machine list')".
   Result<MachineRecord> Get(const std::string& name);
+  // The record `name` changed by fn and put back, in one transaction; Ok
+  // and nothing done when there is no such record (fn's error otherwise).
+  Status Update(const std::string& name, const std::function<Status(MachineRecord&)>& fn);
   Result<std::vector<MachineRecord>> List();
   Result<std::vector<MachineRecord>> Clones(const std::string& golden);
   // kAlreadyExists when the name is taken.

@@ -21,6 +21,7 @@
 #include "guest/forkpoint_wire.h"
 #include "guest/init_loop.h"
 #include "machine/cgroups.h"
+#include "machine/golden_end.h"
 #include "machine/cuda_link.h"
 #include "machine/disk_layers.h"
 #include "machine/errors.h"
@@ -34,14 +35,6 @@
 extern char** environ;
 
 namespace smolvm::machine {
-
-Status Supervisor::MkDirOwned(const std::string& path, mode_t mode, int64_t uid) {
-  if (::mkdir(path.c_str(), mode) < 0 && errno != EEXIST) return ErrnoStatus("mkdir " + path, errno);
-  if (::chmod(path.c_str(), mode) < 0) return ErrnoStatus("chmod " + path, errno);
-  if (uid >= 0 && ::chown(path.c_str(), static_cast<uid_t>(uid), static_cast<gid_t>(uid)) < 0)
-    return ErrnoStatus("chown " + path, errno);
-  return Status::Ok();
-}
 
 // Back in the host's mount namespace, drops this machine's use of its pack
 // (unmounting it when the last user is gone).
@@ -72,12 +65,7 @@ void Supervisor::ReleaseBackend() {
 void Supervisor::Log(const std::string& msg) { std::fprintf(stderr, "smolvm supervisor[%s]: %s\n", name_.c_str(), msg.c_str()); }
 
 Status Supervisor::Update(const std::string& name, const std::function<Status(MachineRecord&)>& fn) {
-  return store_->Transaction([&]() -> Status {
-    ASSIGN_OR_RETURN(auto r, store_->Find(name));
-    if (!r) return Status::Ok();
-    RETURN_IF_ERROR(fn(*r));
-    return store_->Put(*r);
-  });
+  return store_->Update(name, fn);
 }
 
 Status Supervisor::Start() {
@@ -563,22 +551,7 @@ void Supervisor::Finish(int status) {
   for (auto& p : pending_) DropPending(p, WrongState("golden '" + name_ + "' stopped"));
   pending_.clear();
   FailParking(WrongState("golden '" + name_ + "' stopped while its parked clones warmed up"));
-  // Clones live in the golden's pid namespace: they ended with it.
-  auto clones = store_->Clones(name_);
-  if (clones.ok()) {
-    for (const auto& cl : *clones) {
-      MachineCgroup(layout_, cl.name).Destroy().ok();
-      ::unlink(MachinePaths(home_, cl.name).lease_sock.c_str());
-      (void)Update(cl.name, [&](MachineRecord& r) {
-        if (r.state == kStateRunning || r.state == kStateStopping || r.state == kStateForking) {
-          r.state = r.state == kStateStopping ? kStateStopped : kStateFailed;
-          if (r.state == kStateFailed) r.detail = "its golden '" + name_ + "' stopped";
-          r.init_pid = 0;
-        }
-        return Status::Ok();
-      });
-    }
-  }
+  EndClonesOfGolden(*store_, layout_, home_, name_);
   // The endpoint goes first, so no new session of ours starts while the
   // cgroup (with the workers that served us) is emptied.
   cuda_endpoint_.Reset();

@@ -28,6 +28,7 @@
 #include "machine/cuda_link.h"
 #include "machine/disk_layers.h"
 #include "machine/lease_relay.h"
+#include "machine/owned_dir.h"
 #include "machine/paths.h"
 #include "machine/store.h"
 #include "machine/supervisor_conn.h"
@@ -116,7 +117,6 @@ class Supervisor {
   static constexpr size_t kMaxForkCount = 1024;
 
   static int64_t NowSeconds() { return static_cast<int64_t>(::time(nullptr)); }
-  static Status MkDirOwned(const std::string& path, mode_t mode, int64_t uid);
 
   // supervisor.cc: start, the event loop, the end.
   Status Start();
