@@ -7,13 +7,6 @@
 namespace smolvm::bench {
 namespace {
 
-// The summary's value of `key` as text, "-" when the record has none.
-std::string Get(const DeviceRecord& r, const std::string& key) {
-  for (const auto& [k, v] : r.summary)
-    if (k == key) return v;
-  return "-";
-}
-
 // "yes"/"no" for a goal: value <= limit (or >= with at_least); "-" when unknown.
 std::string Met(const std::string& value, double limit, bool at_least) {
   if (value == "-") return "-";
@@ -33,7 +26,7 @@ std::string LeaseTable(const std::vector<DeviceRecord>& records) {
     return "No record of kind `lease` is committed yet (scripts/plans/episodes.plan and the two after it measure "
            "one): no figure is shown until then.\n";
   const DeviceRecord& r = *newest;
-  auto g = [&](const char* k) { return Get(r, k); };
+  auto g = [&](const char* k) { return SummaryValue(r, k); };
   std::vector<TableRow> rows = {
       {"lease latency, 1 acquire (p50 / p99)", g("lease_p50_ms_c1") + " / " + g("lease_p99_ms_c1") + " ms", "", ""},
       {"lease latency, 8 concurrent (p99)", g("lease_p99_ms_c8") + " ms", "", ""},

@@ -14,6 +14,7 @@
 #include "bench/comparison.h"
 #include "bench/summarize.h"
 #include "bench/table.h"
+#include "bench/graphs_table.h"
 #include "bench/lease_table.h"
 #include "bench/torch_table.h"
 
@@ -106,6 +107,12 @@ std::vector<RunResult> SupersedeHandTDone(std::vector<RunResult> runs) {
     if (r.schema >= 2) remeasured.insert(KeyOf(r));
   std::erase_if(runs, [&](const RunResult& r) { return r.schema < 2 && remeasured.count(KeyOf(r)); });
   return runs;
+}
+
+std::string SummaryValue(const DeviceRecord& r, const std::string& key) {
+  for (const auto& [k, v] : r.summary)
+    if (k == key) return v;
+  return "-";
 }
 
 Result<std::vector<DeviceRecord>> LoadDeviceRecords(const std::string& dir) {
@@ -270,6 +277,10 @@ std::string DeviceRecordTables(const std::vector<DeviceRecord>& records, const s
   for (const auto& r : records) by_kind[r.kind].push_back(&r);
   std::string out;
   for (const auto& [kind, rs] : by_kind) {
+    if (kind == "graphs") {  // a row per torch part, not a column per key
+      out += "#### graphs\n\n" + GraphsRecordTable(rs) + "\n";
+      continue;
+    }
     std::vector<std::string> keys;
     for (const auto* r : rs)
       for (const auto& [k, v] : r->summary)

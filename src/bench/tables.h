@@ -29,6 +29,8 @@ struct DeviceRecord {
   std::vector<std::pair<std::string, std::string>> summary;  // in the file's order, values as text
 };
 Result<std::vector<DeviceRecord>> LoadDeviceRecords(const std::string& dir);
+// The summary's value of `key` as text, "-" when the record has none.
+std::string SummaryValue(const DeviceRecord& r, const std::string& key);
 
 // PERF.md shows each kind's current records: those made by the build of the
 // kind's newest record (by date). The rest are history (PERF-log.md).

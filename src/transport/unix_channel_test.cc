@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -156,6 +157,31 @@ TEST(UnixChannel, PeerCloseIsUnavailable) {
   std::string payload;
   std::vector<UniqueFd> fds;
   EXPECT_EQ(cb.ReadFrame(&h, &payload, &fds).code(), static_cast<int32_t>(Code::kUnavailable));
+}
+
+// The spin that spares a reader its scheduler wakeup: false when nothing
+// came within the budget (and at once for a budget of 0), true for data
+// already there, data that arrives while it spins, and a peer gone.
+TEST(UnixChannel, SpinUntilReadableSeesDataArrivingAndAPeerGone) {
+  UniqueFd a, b;
+  ASSERT_TRUE(SocketPair(&a, &b).ok());
+  EXPECT_FALSE(SpinUntilReadable(b.get(), 0));
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(SpinUntilReadable(b.get(), 200));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::microseconds(200));
+  std::thread writer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_EQ(::write(a.get(), "x", 1), 1);
+  });
+  EXPECT_TRUE(SpinUntilReadable(b.get(), 1000 * 1000));  // ends when the byte comes, not after 1 s
+  writer.join();
+  EXPECT_TRUE(SpinUntilReadable(b.get(), 10));  // still unread: still readable
+  char c;
+  ASSERT_EQ(::read(b.get(), &c, 1), 1);
+  EXPECT_FALSE(SpinUntilReadable(b.get(), 10));
+  a.Reset();
+  EXPECT_TRUE(SpinUntilReadable(b.get(), 10));  // hung up: the read says so
+  EXPECT_TRUE(WaitUntilReadable(b.get(), 0).ok());
 }
 
 
