@@ -2,7 +2,7 @@
 """The gVisor fork spike (issue 35, item 4): can a gVisor golden be forked whole?
 
 A golden guest (a Python process; with --golden torch it imports torch and
-transformers first) dials its endpoint (a host Unix socket reached through
+transformers first, or the modules --imports names) dials its endpoint (a host Unix socket reached through
 runsc's host-UDS path), learns that it is the golden, closes the connection
 (gVisor cannot save a host-backed descriptor) and waits, re-dialling. runsc
 checkpoints it; N sandboxes are restored from the one image, each with its
@@ -18,7 +18,7 @@ connection open (expected to fail). Writes one JSON record to --out.
 
 Needs root and runsc. Usage:
   scripts/gvisor_fork_spike.py [--runsc PATH] [--platform ptrace|kvm]
-      [--golden python|torch] [--python PATH] [--ballast-mib N] [--restores N]
+      [--golden python|torch] [--imports MOD,...] [--python PATH] [--ballast-mib N] [--restores N]
       [--bind HOST:GUEST]... [--hold-check] [--out DIR]
 """
 import argparse
@@ -36,8 +36,8 @@ import time
 GUEST = r'''
 import os, socket, sys, time
 t0 = time.time()
-if os.environ.get("GOLDEN") == "torch":
-    import torch, transformers
+for name in filter(None, os.environ.get("IMPORTS", "").split(",")):
+    __import__(name)
 import_s = time.time() - t0
 EP = "/run/ep/endpoint.sock"
 def dial(keep=False):
@@ -171,6 +171,8 @@ def main():
     ap.add_argument("--runsc", default=os.environ.get("SMOLVM_RUNSC") or shutil.which("runsc") or "/usr/bin/runsc")
     ap.add_argument("--platform", default="ptrace")
     ap.add_argument("--golden", choices=["python", "torch"], default="python")
+    ap.add_argument("--imports", default=None,
+                    help="modules the golden imports, comma-separated (torch: torch,transformers; python: none)")
     ap.add_argument("--python", default="/usr/bin/python3")
     ap.add_argument("--ballast-mib", type=int, default=256)
     ap.add_argument("--restores", type=int, default=4)
@@ -179,6 +181,8 @@ def main():
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--out", default=".")
     args = ap.parse_args()
+    if args.imports is None:
+        args.imports = "torch,transformers" if args.golden == "torch" else ""
 
     # The interpreter's own installation (a venv's base), when /usr does not hold it.
     base = subprocess.run([args.python, "-c", "import sys; print(sys.base_prefix)"], capture_output=True,
@@ -196,11 +200,11 @@ def main():
     os.makedirs(state)
     prefix = "gvspike-%d-" % os.getpid()
     flags = [args.runsc, "--root=" + state, "--platform=" + args.platform, "--network=none", "--host-uds=open"]
-    env = ["GOLDEN=" + args.golden, "BALLAST_MIB=%d" % args.ballast_mib]
+    env = ["GOLDEN=" + args.golden, "IMPORTS=" + args.imports, "BALLAST_MIB=%d" % args.ballast_mib]
     started, endpoints, procs = [], [], []
     record = {"kind": "gvisor-fork-spike", "date": datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
               "command": " ".join(sys.argv), "runsc": runsc_version, "platform": args.platform,
-              "golden": args.golden, "python": args.python, "ballast_mib": args.ballast_mib,
+              "golden": args.golden, "imports": args.imports, "python": args.python, "ballast_mib": args.ballast_mib,
               "host": {"cpus": os.cpu_count(), "kernel": os.uname().release}}
     try:
         with open("/proc/cpuinfo") as f:
@@ -218,7 +222,7 @@ def main():
 
         # The same imports natively, for comparison.
         t = time.time()
-        imports = "import torch, transformers" if args.golden == "torch" else "pass"
+        imports = "".join("import %s\n" % m for m in filter(None, args.imports.split(","))) or "pass"
         subprocess.run([args.python, "-c", imports], check=True)
         record["native_import_s"] = round(time.time() - t, 3)
 
