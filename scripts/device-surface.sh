@@ -25,7 +25,7 @@
 #               by name with its alternative;
 #               prog_basic: cudaMallocManaged likewise
 # Writes to $OUT: summary.txt, runs.log, daemon.log, records/surface_*.json.
-# Estimate on an H100/H200: progs 9 x ~3 s, fork ~10 s, machine 6 x ~15 s:
+# Estimate on an H100/H200: progs 9 x ~3 s, fork ~10 s, machine 9 x ~2 s (13 s in all on the H100 of 2026-12-07 with 6):
 # about 2 minutes, capped by BUDGET_S (240 s). Exits 1 when any part failed
 # or differs. Env: BUILD, BACKEND (default cuda; fake rehearses the script
 # here: the programs and the fork pass, native runs are skipped without a GPU).
@@ -113,7 +113,7 @@ machine_ok=true
 if (( SECONDS - T0 < BUDGET_S - 90 )); then
   export SMOLVM_HOME=$W/home
   [[ $BACKEND == fake ]] && export SMOLVM_CUDA_BACKEND=fake
-  for p in prog_devprops prog_printf prog_hostreg prog_pools prog_dynpar prog_textures; do
+  for p in prog_devprops prog_printf prog_hostreg prog_pools prog_dynpar prog_kernels prog_channel prog_textures prog_contexts; do
     name=s-${p#prog_}
     if "$B/smolvm" machine create --name "$name" --cuda -v "$B:/opt/smolvm:ro" -- "/opt/smolvm/tests/shim/bin/$p" \
         >>"$RUNS" 2>&1 && "$B/smolvm" machine start --name "$name" >>"$RUNS" 2>&1; then
