@@ -26,17 +26,27 @@ else -- the forkpoint, the episodes, the replies, the adapters' files -- is
 the same.
 
 --native runs the learner as a plain process for comparisons
-(scripts/device-lease.py): "READY {json}" on stdout once loaded, then
+(scripts/device-lease.py), doing a clone's work before its first episode
+(smolvm.native_forkpoint: the golden's base in a pool of its own, unmarked;
+torch's cache emptied, the seeds, threads and warm-up of clone 0), so that
+its episodes train bit-identically to a clone's: "READY {json}" on stdout once loaded, then
 episodes as JSON lines on stdin, answers as "ANSWER {json}" lines on stdout;
 an empty line (or the end of stdin) ends it (it saves its adapters and
 answers with their path).
 """
 import argparse
+import hashlib
 import json
 import math
 import os
 import sys
 import time
+
+try:
+    import smolvm  # in a machine: the machine's package
+except ImportError:  # natively: this checkout's
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    import smolvm
 
 SEQ = 256  # tokens per row: byte-level, a completion at the end of its row
 WARM_BATCH = [("### Q: what is 1+1?\n### A:", " 2", " 3")]  # a pair for warm-ups
@@ -93,6 +103,9 @@ class StandIn:
         self.step(WARM_BATCH)
         self.w, self.steps = w, steps
 
+    def digest(self):
+        return {"adapters": hashlib.sha256(json.dumps(self.w).encode()).hexdigest()[:16], "base": "-"}
+
     def save(self, path):
         with open(path + ".json", "w") as f:
             json.dump({"stand_in_adapter": self.w}, f)
@@ -110,16 +123,17 @@ class TorchLearner:
         self.steps = 0  # training steps taken, kept across episodes
         torch.set_num_threads(1)  # the fork rules: torch's CPU threads at 1 until the fork
         torch.manual_seed(a.seed)
-        if a.native:  # a plain process: no clones to share the base with (and no smolvm shim to mark it)
-            model = self.load_base()
-        else:
-            import smolvm.torch
+        import smolvm.torch
 
-            with smolvm.torch.frozen():  # the base in its own allocations, shared read-only by the clones
-                model = self.load_base()
+        # The base in its own allocations, shared read-only by the clones; a
+        # native process puts it in the same pool but marks nothing (no shim
+        # to mark through), so its allocator holds what the golden's does.
+        with smolvm.torch.frozen(mark=not a.native):
+            model = self.load_base()
         model.config.use_cache = False
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.enable_input_require_grads()
+        torch.manual_seed(a.seed)  # LoRA A from the seed, whatever loading the base drew
         cfg = LoraConfig(r=16, lora_alpha=16, lora_dropout=0.0, bias="none", task_type="CAUSAL_LM",
                          target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
         self.model = get_peft_model(model, cfg)
@@ -214,6 +228,21 @@ class TorchLearner:
         del saved
         torch.cuda.synchronize()
 
+    def digest(self):
+        """{"adapters", "base"}: sums of the weights' bits (on the GPU, one
+        sync), equal wherever the weights are bit-identical: whether a clone
+        and a native learner start (and leave a step) from the same weights."""
+        torch = self.torch
+        sums = {True: torch.zeros((), dtype=torch.int64, device="cuda"),
+                False: torch.zeros((), dtype=torch.int64, device="cuda")}
+        views = {2: torch.int16, 4: torch.int32, 8: torch.int64}
+        with torch.no_grad():
+            for p in self.model.parameters():
+                bits = p.detach().reshape(-1).view(views[p.element_size()])
+                for i in range(0, bits.numel(), 1 << 24):  # int64 temporaries of 128 MiB at most
+                    sums[p.requires_grad] += bits[i:i + (1 << 24)].sum(dtype=torch.int64)
+        return {"adapters": "%x" % (sums[True].item() & (2**64 - 1)), "base": "%x" % (sums[False].item() & (2**64 - 1))}
+
     def save(self, path):
         self.model.save_pretrained(path)
         return path
@@ -224,14 +253,21 @@ def train_episode(learner, episode, a):
     pairs = pairs_of(episode)
     batch = int(episode.get("batch", a.batch))
     losses, step_s = [], []
+    # The first episode says what weights it started from and what its first
+    # step left (digests): where a clone's losses differ from a native
+    # learner's, whether the weights or the step's arithmetic did.
+    digest = {"before": learner.digest()} if learner.steps == 0 else None
     t0 = time.monotonic()
     for i in range(0, len(pairs) - batch + 1, batch):
         ts = time.monotonic()
         losses.append(learner.step(pairs[i:i + batch]))
         step_s.append(time.monotonic() - ts)
         learner.steps += 1
+        if digest is not None and len(losses) == 1:
+            digest["after_first_step"] = learner.digest()
     train_s = time.monotonic() - t0
     return {"learner": episode.get("learner"), "iteration": episode.get("iteration"), "losses": losses,
+            "digest": digest,
             "tokens": len(step_s) * batch * a.seq, "train_s": train_s, "step_s": step_s,
             "steps_total": learner.steps, "pid": os.getpid(), "machine": os.environ.get("SMOLVM_FORK_NAME", "")}
 
@@ -261,13 +297,13 @@ def main(argv=None):
     t_load = time.monotonic()
     learner = StandIn(a) if a.stand_in else TorchLearner(a)
     load_s = time.monotonic() - t_load
-    if a.native:
-        return serve_stdin(learner, a, load_s)
-    import smolvm
-
     # Each clone takes a training step, undone, before it parks: its first
     # episode's first step is as fast as its later ones.
-    idx = smolvm.forkpoint(seed=a.seed, warmup=None if a.no_warmup else learner.warm_up)
+    warmup = None if a.no_warmup else learner.warm_up
+    if a.native:  # what a clone does before its first episode, in this process: clone 0's work
+        smolvm.native_forkpoint(0, seed=a.seed, warmup=warmup)
+        return serve_stdin(learner, a, load_s)
+    idx = smolvm.forkpoint(seed=a.seed, warmup=warmup)
     if idx is None:  # the golden, released: its pool was deleted
         return 0
     episode = smolvm.lease_payload()

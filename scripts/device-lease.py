@@ -367,7 +367,8 @@ def part_first_step(a):
             for i in range(n):  # one at a time: each first step alone on the GPU, as the native ones
                 with pool.lease(1, payload=episode, wait=300) as lease:
                     ans = lease.results(timeout=300)[0]
-                rows.append({"step_s": ans["step_s"], "losses": ans["losses"], "fork": ans.get("fork")})
+                rows.append({"step_s": ans["step_s"], "losses": ans["losses"], "fork": ans.get("fork"),
+                             "digest": ans.get("digest")})
                 log("clone (%s) %d: first step %.3f s, then %.3f s" % (name, i, ans["step_s"][0], ans["step_s"][1]))
             res["clones"][name] = rows
     finally:
@@ -381,7 +382,8 @@ def part_first_step(a):
         p.send(episode)
         ans = p.answer()
         p.close()
-        res["native"].append({"step_s": ans["step_s"], "losses": ans["losses"], "load_s": p.ready["load_s"]})
+        res["native"].append({"step_s": ans["step_s"], "losses": ans["losses"], "load_s": p.ready["load_s"],
+                              "digest": ans.get("digest")})
         log("native %d: load %.1f s, first step %.3f s, then %.3f s" % (
             i, p.ready["load_s"], ans["step_s"][0], ans["step_s"][1]))
     first = {k: statistics.median(r["step_s"][0] for r in rows) for k, rows in res["clones"].items()}
@@ -394,11 +396,29 @@ def part_first_step(a):
         "first_step_ratio": round(first["warm"] / native, 3),
         "first_step_ratio_no_warmup": round(first["no_warmup"] / native, 3),
         "later_step_s_native": round(later_native, 4), "later_step_s_clone": round(later_clone, 4),
-        # The warm-up is undone: the first episode's losses are the same with and without it, and natively.
+        # The warm-up is undone: the first episode's losses are the same with and without it, and natively
+        # (the native learner does clone 0's work before its first episode: smolvm.native_forkpoint).
         "first_episode_losses_equal": all(r["losses"] == res["native"][0]["losses"]
                                           for rows in res["clones"].values() for r in rows),
     }
+    res["summary"].update(digests_agree(res))
+    if not res["summary"]["first_episode_losses_equal"]:
+        log("first episode's losses: clone %s, native %s; %s" % (
+            res["clones"]["warm"][0]["losses"], res["native"][0]["losses"],
+            {k: v for k, v in res["summary"].items() if k.startswith("first_episode_")}))
     return res
+
+
+def digests_agree(res):
+    """Did every clone start from the native learner's weights, and its first step leave the same ones?"""
+    native = (res["native"] or [{}])[0].get("digest")
+    rows = [r.get("digest") for rows in res["clones"].values() for r in rows]
+    if not native or not all(rows):
+        return {"first_episode_adapters_equal": None, "first_episode_base_equal": None,
+                "first_step_update_equal": None}
+    return {"first_episode_adapters_equal": all(d["before"]["adapters"] == native["before"]["adapters"] for d in rows),
+            "first_episode_base_equal": all(d["before"]["base"] == native["before"]["base"] for d in rows),
+            "first_step_update_equal": all(d.get("after_first_step") == native.get("after_first_step") for d in rows)}
 
 
 # -- the loop, forked and native ---------------------------------------------------------------------

@@ -33,8 +33,8 @@ from smolvm._lease import LeaseError
 from smolvm._rules import ForkRuleError
 from smolvm.client import Client, Lease, LeaseFailed, Pool, ServeError
 
-__all__ = ["forkpoint", "fork_timing", "mark_frozen", "lease_payload", "next_payload", "reply", "complete",
-           "ForkError", "ForkRuleError", "LeaseError", "Client", "Pool", "Lease", "ServeError", "LeaseFailed"]
+__all__ = ["forkpoint", "native_forkpoint", "fork_timing", "mark_frozen", "lease_payload", "next_payload", "reply",
+           "complete", "ForkError", "ForkRuleError", "LeaseError", "Client", "Pool", "Lease", "ServeError", "LeaseFailed"]
 
 _timing = {}
 
@@ -151,6 +151,28 @@ def forkpoint(*, seed=None, threads=None, memory_report=None, warmup=None):
         r = lib.smolvm_fork_parent(order, pid)
         if r < 0:
             raise _error(-r, "reporting a fork to the controller")
+
+
+def native_forkpoint(index=0, *, seed=None, threads=None, warmup=None):
+    """forkpoint()'s work without a fork, for a native reference run of a
+    forked program: the golden's steps before it waits (the fork rules
+    checked; torch's cuBLAS workspaces and cache of free CUDA blocks emptied)
+    and clone `index`'s after the fork (random, numpy and torch seeded with
+    seed + index, torch's CPU threads, the warm-up and the seeds again), in
+    this process. A program that calls it where its golden calls forkpoint()
+    does the same work before its first step as its clone `index` (the rule:
+    forked learners train bit-identically to native). Returns index; a
+    warm-up that raises raises here."""
+    torch = _sys.modules.get("torch")
+    _rules.check(torch)
+    _empty_torch_cache(torch)
+    s = _clone.clone_seed(seed, index)
+    _clone.reseed(s, torch)
+    _clone.restore_threads(threads, torch)
+    if warmup is not None:
+        warmup()
+        _clone.reseed(s, torch)
+    return index
 
 
 def fork_timing():

@@ -53,11 +53,13 @@ def all_threads_to_pool(torch, pool, device=None):
 
 
 @contextlib.contextmanager
-def frozen(device=None):
+def frozen(device=None, mark=True):
     """Allocations inside the block -- by any thread -- go to a pool of their
     own (torch.cuda.MemPool); on leaving it, every segment of that pool is
-    marked frozen. Yields the pool. REQUIRES: no other thread allocates
-    mutable CUDA tensors while the block runs."""
+    marked frozen. Yields the pool. mark=False: the same pool, nothing
+    marked -- a native reference run (no smolvm shim to mark through) whose
+    base then sits in the allocator as its golden's does.
+    REQUIRES: no other thread allocates mutable CUDA tensors while the block runs."""
     import torch
 
     pool = torch.cuda.MemPool()
@@ -65,7 +67,8 @@ def frozen(device=None):
         yield pool
     torch.cuda.synchronize(device)
     _pools.append(pool)
-    _mark(segments_of_pool(torch.cuda.memory_snapshot(), pool.id))
+    if mark:
+        _mark(segments_of_pool(torch.cuda.memory_snapshot(), pool.id))
 
 
 def outside_frozen(module):
