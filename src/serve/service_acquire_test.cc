@@ -24,6 +24,10 @@ double MsSince(Clock::time_point t0, Clock::time_point t) {
 
 class AcquireWaitTest : public ServiceTest {
  protected:
+  void SetUp() override {
+    refill_quiet_ = milliseconds(100);  // serve's own
+    ServiceTest::SetUp();
+  }
   struct Round {
     std::vector<double> answered_ms, released_ms;  // request -> answer; request -> the clone released
     std::vector<std::string> errors;
@@ -93,6 +97,10 @@ TEST_F(AcquireWaitTest, SixtyFourAcquiresOfParkedClonesWaitForNoForkOrRemoval) {
                 released, Call(kOperator, "GET", "/v1/capacity").body.value("reclaims_pending", json()).dump().c_str());
     EXPECT_LT(answered, 50) << "round " << round << ": an acquire's answer waited for a fork or a removal";
     EXPECT_LT(released, 50) << "round " << round << ": a leased clone's release waited for a fork";
+    // Serve's own account of each acquire (scripts/device-lease.py records it).
+    for (const auto& t : r.timings)
+      for (const char* k : {"received_at_ms", "take_ms", "persist_ms", "link_ms", "send_ms", "settle_ms", "total_ms"})
+        ASSERT_TRUE(t.contains(k) && t[k].is_number()) << k << " missing from " << t.dump();
     // The next round from a ready pool, while this round's removals still go
     // on (64 x 100 ms, one at a time).
     for (int k = 0; k < 3000 && Pool().value("ready", 0) < kN; ++k) std::this_thread::sleep_for(milliseconds(5));
