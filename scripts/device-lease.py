@@ -207,8 +207,24 @@ def lease_golden():
     return dict(cmd=cmd, volumes=vols, cuda=True, env={"PYTHONUNBUFFERED": "1"})
 
 
+def server_ms(g):
+    """Serve's side of one acquire beside the client's: its steps (take, persist, link, send,
+    settle, total, in ms), and arrive_ms (request -> serve began it: the client's threads and
+    HTTP) and back_ms (serve done -> the client had the answer); None from an older serve."""
+    t = g.get("server")
+    if not t:
+        return None
+    out = {k[:-3]: round(t[k], 2) for k in ("take_ms", "persist_ms", "link_ms", "send_ms", "settle_ms", "total_ms")
+           if isinstance(t.get(k), (int, float))}
+    if isinstance(t.get("received_at_ms"), (int, float)):
+        out["arrive"] = round(t["received_at_ms"] - g["request"] * 1e3, 2)
+        out["back"] = round((g["answered"] * 1e3 - t["received_at_ms"]) - t.get("total_ms", 0), 2)
+    return out
+
+
 def one_round(pool, c):
-    """c acquires at once, each of one clone; per acquire (request, answered, user code running) times."""
+    """c acquires at once, each of one clone; per acquire (request, answered, user code running) times
+    and serve's timing of it (the acquire's answer: received_at_ms, take/persist/link/send/settle/total_ms)."""
     out = [None] * c
     errors = []
     go = threading.Barrier(c)
@@ -219,8 +235,10 @@ def one_round(pool, c):
             t_req = time.time()
             with pool.lease(1, payload={"i": i}, wait=120) as lease:
                 t_ans = time.time()
+                server = lease.info.get("timing")  # serve's own account of the acquire (None: an older serve)
                 res = lease.results(timeout=120)[0]
-            out[i] = {"request": t_req, "answered": t_ans, "running": res["running_at"], "fork": res.get("fork")}
+            out[i] = {"request": t_req, "answered": t_ans, "running": res["running_at"], "fork": res.get("fork"),
+                      "server": server}
         except Exception as e:  # noqa: BLE001 -- every failure goes into the part's errors
             errors.append("acquire %d: %s" % (i, e))
 
@@ -279,10 +297,13 @@ def part_lease(a):
                 res["rounds"]["c%d" % k].append({
                     "latency_ms": [round(x, 2) for x in lat],
                     "answered_ms": [round((g["answered"] - g["request"]) * 1e3, 2) for g in got if g],
+                    "server_ms": [server_ms(g) for g in got if g],
                     "round_s": round(t_done - t_round, 3), "refill_s": round(refill_s, 3)})
                 last[k] = time.monotonic() - t_round
-                log("c%d round %d: p50 %.1f ms, max %.1f ms, refilled in %.2f s" % (
-                    k, r, statistics.median(lat) if lat else -1, max(lat) if lat else -1, refill_s))
+                srv = [x["total"] for x in res["rounds"]["c%d" % k][-1]["server_ms"] if x and "total" in x]
+                log("c%d round %d: p50 %.1f ms, max %.1f ms (serve's part: max %.1f ms), refilled in %.2f s" % (
+                    k, r, statistics.median(lat) if lat else -1, max(lat) if lat else -1, max(srv) if srv else -1,
+                    refill_s))
     finally:
         delete_pool(pool)
     summary = {}

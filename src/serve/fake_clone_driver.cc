@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <deque>
+#include <thread>
 
 #include "base/unique_fd.h"
 #include "serve/errors.h"
@@ -40,7 +41,12 @@ struct FakeCloneDriver::Link final : public CloneLink {
     if (closed) return Unavailable("the link of " + name + " is closed");
     auto it = driver->machines_.find(name);
     if (it == driver->machines_.end()) return Unavailable("the link of " + name + " is closed");
-    driver->OnPayload(it->second, payload_json);
+    Machine& m = it->second;
+    if (!m.released && driver->busy_.count(m.golden)) {
+      m.held.push_back(payload_json);  // the supervisor relays it once its fork ended
+      return Status::Ok();
+    }
+    driver->OnPayload(m, payload_json);
     return Status::Ok();
   }
   Status End() override {
@@ -143,7 +149,30 @@ void FakeCloneDriver::DuringNextStart(std::function<void()> hook) {
 
 Status FakeCloneDriver::ForkParked(const std::string& golden, const std::vector<std::string>& clones,
                                    const std::string& share, std::chrono::milliseconds timeout) {
-  std::lock_guard<std::mutex> l(mu_);
+  std::unique_lock<std::mutex> l(mu_);
+  if (fork_delay_.count() > 0) {
+    // The golden's supervisor forks: busy (no link opens, no parked clone of
+    // it is released) until the fork ended, made or not.
+    busy_[golden]++;
+    l.unlock();
+    std::this_thread::sleep_for(fork_delay_);
+    l.lock();
+    if (--busy_[golden] == 0) busy_.erase(golden);
+    Status s = ForkLocked(golden, clones);
+    if (!busy_.count(golden))
+      for (auto& [n, m] : machines_) {
+        if (m.golden != golden || m.held.empty()) continue;
+        std::vector<std::string> held;
+        held.swap(m.held);
+        for (const auto& p : held) OnPayload(m, p);
+      }
+    idle_.notify_all();
+    return s;
+  }
+  return ForkLocked(golden, clones);
+}
+
+Status FakeCloneDriver::ForkLocked(const std::string& golden, const std::vector<std::string>& clones) {
   auto g = machines_.find(golden);
   if (g == machines_.end() || !g->second.is_golden) return NotFound("machine '" + golden + "' does not exist");
   if (!g->second.live) return Status(Code::kUnavailable, "golden '" + golden + "' is not running");
@@ -177,7 +206,12 @@ Status FakeCloneDriver::ForkParked(const std::string& golden, const std::vector<
 }
 
 Result<std::unique_ptr<CloneLink>> FakeCloneDriver::OpenLink(const std::string& clone) {
-  std::lock_guard<std::mutex> l(mu_);
+  std::unique_lock<std::mutex> l(mu_);
+  // The golden's supervisor answers the link's request once it is not forking.
+  idle_.wait(l, [&] {
+    auto c = machines_.find(clone);
+    return c == machines_.end() || !busy_.count(c->second.golden);
+  });
   auto it = machines_.find(clone);
   if (it == machines_.end() || it->second.is_golden) return NotFound("machine '" + clone + "' is no clone");
   Machine& m = it->second;
@@ -206,6 +240,7 @@ void FakeCloneDriver::Exit(Machine& m, int wait_status) {
 
 void FakeCloneDriver::OnPayload(Machine& m, const std::string& payload) {
   if (!m.live) return;
+  if (!m.released) released_at_[m.name] = std::chrono::steady_clock::now();
   m.released = true;
   m.payloads++;
   auto j = nlohmann::json::parse(payload);
@@ -221,7 +256,13 @@ void FakeCloneDriver::OnPayload(Machine& m, const std::string& payload) {
 }
 
 Status FakeCloneDriver::Remove(const std::string& machine) {
-  std::lock_guard<std::mutex> l(mu_);
+  std::unique_lock<std::mutex> l(mu_);
+  if (remove_delay_.count() > 0) {
+    auto d = remove_delay_;
+    l.unlock();
+    std::this_thread::sleep_for(d);
+    l.lock();
+  }
   auto it = machines_.find(machine);
   if (it == machines_.end()) return Status::Ok();
   if (it->second.reader != nullptr) it->second.reader->closed = true;
@@ -283,6 +324,23 @@ void FakeCloneDriver::Kill(const std::string& machine, int wait_status) {
   std::lock_guard<std::mutex> l(mu_);
   auto it = machines_.find(machine);
   if (it != machines_.end()) Exit(it->second, wait_status);
+}
+
+void FakeCloneDriver::SetForkDelay(std::chrono::milliseconds d) {
+  std::lock_guard<std::mutex> l(mu_);
+  fork_delay_ = d;
+}
+
+void FakeCloneDriver::SetRemoveDelay(std::chrono::milliseconds d) {
+  std::lock_guard<std::mutex> l(mu_);
+  remove_delay_ = d;
+}
+
+std::optional<std::chrono::steady_clock::time_point> FakeCloneDriver::ReleasedAt(const std::string& clone) const {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = released_at_.find(clone);
+  if (it == released_at_.end()) return std::nullopt;
+  return it->second;
 }
 
 void FakeCloneDriver::SetFreeGpuMib(int64_t mib) {

@@ -11,16 +11,24 @@
 // Honest where serve relies on the machine layer: links replay unacked
 // events to a new reader, removing a machine ends it, names are unique, a
 // fork is all or none (SetDevice: and fits or is refused). Tests steer it:
-// FailForks, Kill, SetFreeGpuMib, SetDevice, and
-// count calls (forks, removes).
+// FailForks, Kill, SetFreeGpuMib, SetDevice, SetForkDelay, SetRemoveDelay,
+// and count calls (forks, removes).
+//
+// SetForkDelay makes a fork take that long and, as the machine layer's
+// golden supervisor (one thread, which runs the fork and relays every lease
+// link of its clones), keeps the golden busy meanwhile: a link to one of its
+// clones opens only once the fork ended, and a parked clone's first payload
+// is taken at once but releases the clone only then.
 //
 // Thread safety: all methods from any thread. Links must not outlive it.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +58,10 @@ class FakeCloneDriver final : public CloneDriver {
   // Ends a machine as if its program died (wait status `wait_status`).
   void Kill(const std::string& machine, int wait_status);
   void SetFreeGpuMib(int64_t mib);
+  // Each later fork takes `d` (its golden busy meanwhile: see above); each
+  // later removal takes `d` (the caller's thread only, as `machine rm`).
+  void SetForkDelay(std::chrono::milliseconds d);
+  void SetRemoveDelay(std::chrono::milliseconds d);
   // A device of device_mib on which each live clone holds clone_mib: a fork
   // whose clones do not all fit is refused with kNoRoom, worded as the CUDA
   // daemon's admission ("fork needs X MiB, Y MiB free"). 0: no such bound.
@@ -69,6 +81,9 @@ class FakeCloneDriver final : public CloneDriver {
   size_t machines() const;
   // Whether a clone has been released (got its first payload).
   bool Released(const std::string& clone) const;
+  // When it was released (its program got the first payload), also once it
+  // was removed; nullopt before.
+  std::optional<std::chrono::steady_clock::time_point> ReleasedAt(const std::string& clone) const;
 
  private:
   struct Link;
@@ -78,15 +93,21 @@ class FakeCloneDriver final : public CloneDriver {
     int exit_code = -1;
     uint64_t next_seq = 1, payloads = 0;
     std::vector<CloneEvent> unacked;
+    std::vector<std::string> held;  // payloads sent while its golden was busy
     Link* reader = nullptr;
     int64_t uid_base = 0;
   };
+  Status ForkLocked(const std::string& golden, const std::vector<std::string>& clones);  // mu_ held
   void Emit(Machine& m, CloneEvent e);          // mu_ held
   void Exit(Machine& m, int wait_status);       // mu_ held
   void OnPayload(Machine& m, const std::string& payload);  // mu_ held
 
   mutable std::mutex mu_;
+  std::condition_variable idle_;  // a golden's fork ended
   std::map<std::string, Machine> machines_;
+  std::map<std::string, int> busy_;  // golden -> forks in progress
+  std::map<std::string, std::chrono::steady_clock::time_point> released_at_;  // kept past a removal
+  std::chrono::milliseconds fork_delay_{0}, remove_delay_{0};
   int fail_forks_ = 0;
   std::string fail_message_;
   int64_t free_gpu_mib_ = -1;

@@ -156,6 +156,14 @@ Result<json> LeaseManager::AddMembers(const Caller& caller, const std::string& i
   }
   auto deadline = SteadyClock::now() + std::chrono::microseconds(static_cast<int64_t>(r.wait_s * 1e6));
   auto taken = pools_->Take(pool, r.count, r.all_or_nothing, id, deadline, gone, first);
+  struct DeliveredAtEnd {  // as Acquire's: no fork of the pool until they are delivered
+    PoolManager* pools;
+    int64_t pool;
+    bool on;
+    ~DeliveredAtEnd() {
+      if (on) pools->Delivered(pool);
+    }
+  } delivered_at_end{pools_, pool, taken.ok()};
   std::unique_lock<std::mutex> g(mu_);
   reserved_[tenant] -= r.count;
   if (!taken.ok()) return taken.status();

@@ -32,6 +32,14 @@ std::string NewLeaseId() {
   return "l-" + HexOfBytes(std::string_view(reinterpret_cast<const char*>(raw), sizeof raw));
 }
 
+double MsBetween(SteadyClock::time_point a, SteadyClock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+double WallMs() {
+  return std::chrono::duration<double, std::milli>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 int ExitCodeOf(int wait_status) {
   if (wait_status < 0) return -1;
   if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
@@ -171,8 +179,20 @@ Result<std::pair<json, bool>> LeaseManager::Acquire(const Caller& caller, const 
   auto deadline = SteadyClock::now() + std::chrono::microseconds(static_cast<int64_t>(r.wait_s * 1e6));
   auto t0 = SteadyClock::now();
   // Called under PoolManager's lock: it must not take mu_ (lock order).
+  const double received_at_ms = WallMs();
   auto taken = pools_->Take(pool.id, r.count, r.all_or_nothing, id, deadline,
                             [&] { return pending.cancelled.load() || (gone && gone()); });
+  auto t_taken = SteadyClock::now();
+  // Taken: the pool's refill forks nothing until they are delivered (a fork
+  // would hold up their links and their release: RefillPacer).
+  struct DeliveredAtEnd {
+    PoolManager* pools;
+    int64_t pool;
+    bool on;
+    ~DeliveredAtEnd() {
+      if (on) pools->Delivered(pool);
+    }
+  } delivered_at_end{pools_, pool.id, taken.ok()};
   std::unique_lock<std::mutex> g(mu_);
   reserved_[pool.tenant] -= r.count;
   if (!r.idempotency_key.empty()) pending_.erase(key);
@@ -215,13 +235,29 @@ Result<std::pair<json, bool>> LeaseManager::Acquire(const Caller& caller, const 
   if (!l.idempotency_key.empty()) by_key_[key] = l.id;
   leases_[l.id] = l;
   g.unlock();
+  auto t_persisted = SteadyClock::now();
 
   size_t n = l.members.size();
-  auto view = Deliver(id, 0, n, r.payloads);
+  DeliverTiming dt;
+  auto view = Deliver(id, 0, n, r.payloads, &dt);
   if (!view.ok()) return view.status();
-  double ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - t0).count();
+  auto t_end = SteadyClock::now();
+  double ms = MsBetween(t0, t_end);
+  // Where the acquire's time went, server-side (the client compares it with
+  // its own request -> answer): received_at_ms is the wall clock (ms since
+  // the epoch) when serve began to take its clones.
+  json timing = {{"received_at_ms", received_at_ms},
+                 {"take_ms", MsBetween(t0, t_taken)},
+                 {"persist_ms", MsBetween(t_taken, t_persisted)},
+                 {"link_ms", dt.link_ms},
+                 {"send_ms", dt.send_ms},
+                 {"settle_ms", dt.settle_ms},
+                 {"total_ms", ms}};
+  (*view)["timing"] = timing;
   metrics_->Add("smolvm_serve_acquires_total", {{"result", "ok"}});
   metrics_->Add("smolvm_serve_acquire_ms_total", {}, ms);
+  for (const char* step : {"take", "persist", "link", "send", "settle"})
+    metrics_->Add("smolvm_serve_acquire_step_ms_total", {{"step", step}}, timing[std::string(step) + "_ms"].get<double>());
   metrics_->Add("smolvm_serve_clones_leased_total", {}, static_cast<double>(n));
   return std::make_pair(*view, true);
 }
@@ -237,7 +273,8 @@ Status LeaseManager::ReserveLocked(const std::string& tenant_name, int64_t count
 }
 
 Result<json> LeaseManager::Deliver(const std::string& id, size_t first, size_t end,
-                                   const std::vector<std::string>& payloads) {
+                                   const std::vector<std::string>& payloads, DeliverTiming* timing) {
+  auto t0 = SteadyClock::now();
   std::vector<std::string> clones;
   {
     std::lock_guard<std::mutex> g(mu_);
@@ -255,6 +292,7 @@ Result<json> LeaseManager::Deliver(const std::string& id, size_t first, size_t e
     if (link.ok()) links[i] = std::move(*link);
     else errors[i] = "its link did not open: " + link.status().message();
   }
+  auto t_linked = SteadyClock::now();
   for (size_t i = 0; i < n && !payloads.empty(); ++i) {
     if (!links[i]) continue;
     Status sent = links[i]->Send(payloads[std::min(i, payloads.size() - 1)]);
@@ -263,6 +301,7 @@ Result<json> LeaseManager::Deliver(const std::string& id, size_t first, size_t e
       links[i].reset();
     }
   }
+  auto t_sent = SteadyClock::now();
   std::vector<std::string> discard;
   std::unique_lock<std::mutex> g(mu_);
   auto it = leases_.find(id);
@@ -286,6 +325,7 @@ Result<json> LeaseManager::Deliver(const std::string& id, size_t first, size_t e
   json view = ViewLocked(live);
   g.unlock();
   DiscardAll(discard);
+  if (timing != nullptr) *timing = {MsBetween(t0, t_linked), MsBetween(t_linked, t_sent), MsBetween(t_sent, SteadyClock::now())};
   return view;
 }
 

@@ -116,8 +116,11 @@ class LeaseManager {
   // Opens the links of members [first, end) of lease id and sends each its
   // payload (payloads[i - first]; none when payloads is empty); a member
   // whose link or payload fails fails. Called without mu_.
+  struct DeliverTiming {
+    double link_ms = 0, send_ms = 0, settle_ms = 0;  // open the links; send the payloads; record and watch
+  };
   Result<nlohmann::json> Deliver(const std::string& id, size_t first, size_t end,
-                                 const std::vector<std::string>& payloads);
+                                 const std::vector<std::string>& payloads, DeliverTiming* timing = nullptr);
   // Marks member i ended; discards its clone (and drops its link) when done.
   void EndMemberLocked(Lease& l, size_t i, const std::string& state, std::vector<std::string>* discard);
   void SettleLocked(Lease& l);

@@ -414,6 +414,7 @@ Result<std::vector<Clone>> PoolManager::Take(int64_t pool, int64_t k, bool all_o
       });
       if (!s.ok()) return s;
       for (const auto& c : out) clones_[c.machine] = c;
+      pacer_.Taken(pool);  // no fork of its golden until they are delivered
       return out;
     }
     if (stop && stop()) return CancelledError("the acquire was cancelled");
@@ -454,6 +455,11 @@ void PoolManager::Discard(const std::vector<std::string>& machines) {
 }
 
 void PoolManager::WakeWaiters() { parked_cv_.notify_all(); }
+
+void PoolManager::Delivered(int64_t pool) {
+  std::lock_guard<std::mutex> l(mu_);
+  pacer_.Delivered(pool, std::chrono::steady_clock::now());
+}
 
 void PoolManager::RefillOnce() {
   struct Work {

@@ -77,6 +77,9 @@ class PoolManager {
   Result<std::vector<Clone>> Take(int64_t pool, int64_t k, bool all_or_nothing, const std::string& lease,
                                   std::chrono::steady_clock::time_point deadline, const std::function<bool()>& stop,
                                   int first_member = 0);
+  // An acquire that took clones of the pool (Take) delivered them, or
+  // failed: the pool's refill may fork again (RefillPacer).
+  void Delivered(int64_t pool);
   // Forgets clones (their lease ended or they died) and removes their machines.
   void Discard(const std::vector<std::string>& machines);
   // Wakes waiting Takes (a cancel happened).

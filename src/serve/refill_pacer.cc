@@ -6,12 +6,27 @@
 
 namespace smolvm::serve {
 
-int64_t RefillPacer::Allowance(int64_t pool, int64_t lack, Clock::time_point now) const {
+int64_t RefillPacer::Allowance(int64_t pool, int64_t lack, Clock::time_point now) {
   auto it = pools_.find(pool);
   if (it == pools_.end() || lack <= 0) return std::max<int64_t>(0, lack);
-  const State& s = it->second;
+  State& s = it->second;
   if (now < s.retry_at) return 0;
+  bool acquiring = s.delivering > 0 || (s.delivered_at != Clock::time_point{} && now - s.delivered_at < options_.acquire_quiet);
+  if (acquiring) {
+    if (s.deferred_since == Clock::time_point{}) s.deferred_since = now;
+    if (now - s.deferred_since < options_.max_defer) return 0;
+  }
+  s.deferred_since = {};
   return s.batch > 0 ? std::min(lack, s.batch) : lack;
+}
+
+void RefillPacer::Taken(int64_t pool) { pools_[pool].delivering++; }
+
+void RefillPacer::Delivered(int64_t pool, Clock::time_point now) {
+  auto it = pools_.find(pool);
+  if (it == pools_.end()) return;  // forgotten meanwhile (a new golden, the pool deleted)
+  it->second.delivering = std::max(0, it->second.delivering - 1);
+  it->second.delivered_at = now;
 }
 
 void RefillPacer::Forked(int64_t pool, int64_t n, const Status& st, Clock::time_point now) {

@@ -54,6 +54,7 @@ class ServiceTest : public ::testing::Test {
     o.refill_period = std::chrono::milliseconds(3600000);
     o.housekeeping_period = std::chrono::milliseconds(3600000);
     o.pools.refill.first_backoff = refill_backoff_;
+    o.pools.refill.acquire_quiet = refill_quiet_;
     auto s = Service::Start(o, driver_.get());
     ASSERT_TRUE(s.ok()) << s.status().message();
     svc_ = std::move(*s);
@@ -116,6 +117,9 @@ class ServiceTest : public ::testing::Test {
 
   std::string dir_;
   std::chrono::milliseconds refill_backoff_{0};  // after a failed refill; set before StartService
+  // A refill's wait after an acquire delivered (serve: 100 ms); 0: tests
+  // refill right after an acquire.
+  std::chrono::milliseconds refill_quiet_{0};
   std::unique_ptr<FakeCloneDriver> driver_;
   std::unique_ptr<Service> svc_;
 };
