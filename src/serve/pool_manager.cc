@@ -9,6 +9,7 @@
 
 #include "base/hex.h"
 #include "serve/errors.h"
+#include "serve/pool_view.h"
 
 namespace smolvm::serve {
 
@@ -188,26 +189,7 @@ json PoolManager::View(const Pool& p) const {
     c = CountsLocked(p.id);
     refill = pacer_.View(p.id, std::chrono::steady_clock::now());
   }
-  json j = {{"name", p.name},
-            {"tenant", p.tenant},
-            {"golden", ToJson(p.spec)},
-            {"golden_machine", p.golden},
-            {"generation", p.generation},
-            {"min_ready", p.min_ready},
-            {"max", p.max},
-            {"share", p.share},
-            {"cpus", p.cpus},
-            {"mem_mib", p.mem_mib},
-            {"gpu_mem_mib", p.gpu_mem_mib},
-            {"ttl_s", p.ttl_s},
-            {"draining", p.draining},
-            {"ready", c.parked},
-            {"forking", c.forking},
-            {"leased", c.leased},
-            {"detail", p.detail},
-            {"refill", refill},
-            {"created_at", p.created_at}};
-  return j;
+  return PoolView(p, c, refill);
 }
 
 Status PoolManager::StartGolden(const Pool& p, const std::string& machine) {
