@@ -12,6 +12,10 @@ Parts:
               min_ready 64 >= every concurrency): ROUNDS_C1 (30) rounds of 1,
               ROUNDS (20) of 8 and of 64 concurrent acquires, the pool
               refilled (ready back at 64, removals done) before each round;
+              the lower levels first (taking turns), then the 64s with what
+              is left of the budget, at least TOP_RESERVE_S (150 s): a
+              refill of 64 takes ~45 s of GPU context churn on an H100, so
+              the 64s get a few rounds, not 20, within a device call;
               refill_clones_per_s from the 64-rounds (clones made ready per
               second from the round's acquire to ready at 64 again)
   first-step  the example's learner (examples/grpo_learner.py, qwen2.5-0.5b
@@ -276,34 +280,44 @@ def part_lease(a):
             conc, top = fit, info["ready"]
         res["pool_ready_s"] = round(time.monotonic() - t, 2)
         log("pool of %d ready in %.1f s" % (top, res["pool_ready_s"]))
-        # The levels take turns (c1, c8, c64, c1, ...): a budget that runs out
-        # leaves each with about as many rounds, not the last with none.
+        # The lower levels first, taking turns (c1, c8, c1, ...), each round's
+        # refill a few clones (seconds); then the top level, whose refill of
+        # `top` clones is bounded by the GPU's context churn (~45 s for 64 on
+        # the H100 of 2026-12-07), with what is left and at least TOP_RESERVE_S
+        # of it. A budget that runs out stops a level and says after how many.
         last = {k: 0.0 for k in conc}
-        for r in range(max(want[k] for k in conc)):
-            for k in conc:
-                if r >= want[k]:
-                    continue
-                if budget_left() < last[k] + 10:
-                    log("c%d: budget spent after %d rounds" % (k, r))
-                    want[k] = r
-                    continue
-                t_round = time.monotonic()
-                got, errors = one_round(pool, k)
-                t_done = time.monotonic()
-                wait_ready(pool, top, 300)  # refilled (and the round's clones removed) before the next
-                refill_s = time.monotonic() - t_round
-                res["errors"] += ["c%d round %d: %s" % (k, r, e) for e in errors]
-                lat = [(g["running"] - g["request"]) * 1e3 for g in got if g]
-                res["rounds"]["c%d" % k].append({
-                    "latency_ms": [round(x, 2) for x in lat],
-                    "answered_ms": [round((g["answered"] - g["request"]) * 1e3, 2) for g in got if g],
-                    "server_ms": [server_ms(g) for g in got if g],
-                    "round_s": round(t_done - t_round, 3), "refill_s": round(refill_s, 3)})
-                last[k] = time.monotonic() - t_round
-                srv = [x["total"] for x in res["rounds"]["c%d" % k][-1]["server_ms"] if x and "total" in x]
-                log("c%d round %d: p50 %.1f ms, max %.1f ms (serve's part: max %.1f ms), refilled in %.2f s" % (
-                    k, r, statistics.median(lat) if lat else -1, max(lat) if lat else -1, max(srv) if srv else -1,
-                    refill_s))
+        reserve = env_int("TOP_RESERVE_S", 150)
+
+        def run_round(k, r):
+            t_round = time.monotonic()
+            got, errors = one_round(pool, k)
+            t_done = time.monotonic()
+            wait_ready(pool, top, 300)  # refilled (and the round's clones removed) before the next
+            refill_s = time.monotonic() - t_round
+            res["errors"] += ["c%d round %d: %s" % (k, r, e) for e in errors]
+            lat = [(g["running"] - g["request"]) * 1e3 for g in got if g]
+            res["rounds"]["c%d" % k].append({
+                "latency_ms": [round(x, 2) for x in lat],
+                "answered_ms": [round((g["answered"] - g["request"]) * 1e3, 2) for g in got if g],
+                "server_ms": [server_ms(g) for g in got if g],
+                "round_s": round(t_done - t_round, 3), "refill_s": round(refill_s, 3)})
+            last[k] = time.monotonic() - t_round
+            srv = [x["total"] for x in res["rounds"]["c%d" % k][-1]["server_ms"] if x and "total" in x]
+            log("c%d round %d: p50 %.1f ms, max %.1f ms (serve's part: max %.1f ms), refilled in %.2f s" % (
+                k, r, statistics.median(lat) if lat else -1, max(lat) if lat else -1, max(srv) if srv else -1,
+                refill_s))
+
+        lower = [k for k in conc if k != top]
+        for levels, keep in ((lower, reserve if top in conc else 0), ([top], 0)):
+            for r in range(max([want[k] for k in levels], default=0)):
+                for k in levels:
+                    if r >= want[k]:
+                        continue
+                    if budget_left() < last[k] + 10 + keep:
+                        log("c%d: budget spent after %d rounds" % (k, r))
+                        want[k] = r
+                        continue
+                    run_round(k, r)
     finally:
         delete_pool(pool)
     summary = {}
