@@ -7,16 +7,12 @@
 namespace smolvm::bench {
 namespace {
 
-bool EndsWith(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
 // The parts a record measured: every `<part>_ms_native` that is no B2B key.
 std::vector<std::string> Parts(const DeviceRecord& r) {
   std::vector<std::string> parts;
   const std::string tail = "_ms_native";
   for (const auto& [k, v] : r.summary) {
-    if (!EndsWith(k, tail) || EndsWith(k, "_b2b" + tail)) continue;
+    if (!k.ends_with(tail) || k.ends_with("_b2b" + tail)) continue;
     std::string part = k.substr(0, k.size() - tail.size());
     if (std::find(parts.begin(), parts.end(), part) == parts.end()) parts.push_back(part);
   }
@@ -24,7 +20,7 @@ std::vector<std::string> Parts(const DeviceRecord& r) {
   // each forward, compiled, train, train_compiled; others after, as found.
   static const std::vector<std::string> kOrder = {"forward", "compiled", "train", "train_compiled"};
   auto rank = [&](const std::string& p) {
-    bool large = EndsWith(p, "_large");
+    bool large = p.ends_with("_large");
     std::string base = large ? p.substr(0, p.size() - 6) : p;
     size_t i = std::find(kOrder.begin(), kOrder.end(), base) - kOrder.begin();
     return std::pair(large, i);
