@@ -226,9 +226,60 @@ def server_ms(g):
     return out
 
 
+def acquire_one(pool, i):
+    """One acquire of one clone: its (request, answered, user code running) times and serve's timing."""
+    t_req = time.time()
+    with pool.lease(1, payload={"i": i}, wait=120) as lease:
+        t_ans = time.time()
+        server = lease.info.get("timing")  # serve's own account of the acquire (None: an older serve)
+        res = lease.results(timeout=120)[0]
+    return {"request": t_req, "answered": t_ans, "running": res["running_at"], "fork": res.get("fork"),
+            "server": server}
+
+
 def one_round(pool, c):
     """c acquires at once, each of one clone; per acquire (request, answered, user code running) times
-    and serve's timing of it (the acquire's answer: received_at_ms, take/persist/link/send/settle/total_ms)."""
+    and serve's timing of it (the acquire's answer: received_at_ms, take/persist/link/send/settle/total_ms).
+    ACQUIRERS=processes (the default): c client processes, as c learners' loops would be; =threads: c
+    threads of this interpreter, which queue on its lock (on the 2-core CPU machine that put ~40-80 ms of
+    the client's own between the request and serve)."""
+    if os.environ.get("ACQUIRERS", "processes") == "threads":
+        return one_round_threads(pool, c)
+    import multiprocessing
+    import queue
+    ctx = multiprocessing.get_context("fork")
+    go = ctx.Barrier(c)
+    answers = ctx.Queue()
+
+    def acquirer(i):
+        try:
+            go.wait(120)
+            answers.put((i, acquire_one(pool, i), None))
+        except Exception as e:  # noqa: BLE001 -- every failure goes into the part's errors
+            answers.put((i, None, "acquire %d: %s" % (i, e)))
+
+    procs = [ctx.Process(target=acquirer, args=(i,), daemon=True) for i in range(c)]
+    for p in procs:
+        p.start()
+    out, errors = [None] * c, []
+    for _ in range(c):
+        try:
+            i, got, err = answers.get(timeout=300)
+        except queue.Empty:
+            errors.append("%d acquirer(s) gave no answer in 300 s" % (c - sum(1 for x in out if x) - len(errors)))
+            break
+        out[i] = got
+        if err:
+            errors.append(err)
+    for p in procs:
+        p.join(10)
+        if p.is_alive():
+            p.kill()
+            p.join()
+    return out, errors
+
+
+def one_round_threads(pool, c):
     out = [None] * c
     errors = []
     go = threading.Barrier(c)
@@ -236,13 +287,7 @@ def one_round(pool, c):
     def acquire(i):
         try:
             go.wait()
-            t_req = time.time()
-            with pool.lease(1, payload={"i": i}, wait=120) as lease:
-                t_ans = time.time()
-                server = lease.info.get("timing")  # serve's own account of the acquire (None: an older serve)
-                res = lease.results(timeout=120)[0]
-            out[i] = {"request": t_req, "answered": t_ans, "running": res["running_at"], "fork": res.get("fork"),
-                      "server": server}
+            out[i] = acquire_one(pool, i)
         except Exception as e:  # noqa: BLE001 -- every failure goes into the part's errors
             errors.append("acquire %d: %s" % (i, e))
 
@@ -262,6 +307,7 @@ def part_lease(a):
     pool = c.create_pool("latency", golden=lease_golden(), min_ready=top, max=top, share=SHARE, cpus=1, ttl_s=600)
     res = {"golden": "scripts/device-lease-golden.py (qwen2.5-0.5b shape, bf16, frozen, torch's cache emptied "
                      "before the forkpoint)", "share": SHARE, "min_ready": top, "concurrency": conc,
+           "acquirers": os.environ.get("ACQUIRERS", "processes"),
            "rounds": {"c%d" % k: [] for k in conc}, "errors": []}
     want = {k: env_int("ROUNDS_C1", 30) if k == 1 else env_int("ROUNDS", 20) for k in conc}
     try:

@@ -12,6 +12,9 @@ namespace smolvm::machine {
 namespace {
 
 constexpr int kBusyTimeoutMs = 60000;
+// Stored in the file's user_version once kSchema is in: a store opened
+// after that takes no write lock (Open).
+constexpr int kSchemaVersion = 1;
 constexpr int64_t kUidBaseFirst = 1000000;
 constexpr int64_t kUidRange = 65536;
 
@@ -83,6 +86,21 @@ void BindRecord(Stmt& st, const MachineRecord& r) {
   st.Bind(17, r.started_at);
 }
 
+// SQLite's own busy handler sleeps 1, 2, 5, 10 ... 100 ms between tries,
+// while a transaction here holds the write lock well under a millisecond:
+// with 64 lease links and releases at once (issue 32) its sleeps, not the
+// lock, made the tail. This one tries again after 50 us, doubling to 2 ms,
+// until kBusyTimeoutMs.
+int BusyWait(void*, int tries) {
+  // Tries 0..5 sleep 50 << try us (3,150 us in all), every later one 2 ms.
+  const int64_t slept_us = tries <= 6 ? 50 * ((int64_t{1} << tries) - 1) : 3150 + int64_t{tries - 6} * 2000;
+  if (slept_us >= int64_t{kBusyTimeoutMs} * 1000) return 0;
+  const int64_t step_us = tries < 6 ? 50 * (int64_t{1} << tries) : 2000;
+  struct timespec ts = {0, static_cast<long>(step_us * 1000)};
+  ::nanosleep(&ts, nullptr);
+  return 1;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Store>> Store::Open(const std::string& home) {
@@ -99,12 +117,19 @@ Result<std::unique_ptr<Store>> Store::Open(const std::string& home) {
                                  " (check $SMOLVM_HOME)");
   }
   ::chmod(path.c_str(), 0600);  // machines' specs (their env among them): the operator's only
-  sqlite3_busy_timeout(db, kBusyTimeoutMs);
+  sqlite3_busy_handler(db, BusyWait, nullptr);
   std::unique_ptr<Store> store(new Store(db));
   // WAL is persistent in the file; setting it again is cheap.
   RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL"));
   RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=NORMAL"));
-  RETURN_IF_ERROR(store->Transaction([&] { return store->Exec(kSchema); }));
+  // The schema once per file: every CLI call, supervisor and lease link opens
+  // a store, and a write lock at each open queued them behind each other.
+  ASSIGN_OR_RETURN(int64_t version, store->SchemaVersion());
+  if (version != kSchemaVersion)
+    RETURN_IF_ERROR(store->Transaction([&]() -> Status {
+      RETURN_IF_ERROR(store->Exec(kSchema));
+      return store->Exec(("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str());
+    }));
   return store;
 }
 
@@ -112,6 +137,12 @@ Store::~Store() { sqlite3_close(db_); }
 
 Status Store::Err(const std::string& what) {
   return Status(Code::kIo, "state store: " + what + ": " + sqlite3_errmsg(db_));
+}
+
+Result<int64_t> Store::SchemaVersion() {
+  Stmt st(db_, "PRAGMA user_version");
+  if (!st.ok() || sqlite3_step(st.get()) != SQLITE_ROW) return Err("user_version");
+  return static_cast<int64_t>(sqlite3_column_int64(st.get(), 0));
 }
 
 Status Store::Exec(const char* sql) {

@@ -88,6 +88,7 @@ class Store {
  private:
   explicit Store(sqlite3* db) : db_(db) {}
   Status Exec(const char* sql);
+  Result<int64_t> SchemaVersion();  // the file's user_version
   Status Err(const std::string& what);
   Result<std::vector<MachineRecord>> Query(const std::string& where, const std::string& arg);
 

@@ -413,20 +413,6 @@ void Supervisor::AttachLeaseReader(Conn& c, const std::string& clone) {
   if (!s.ok()) Log(s.message());
 }
 
-void Supervisor::ReleaseParked(const std::string& clone) {
-  for (auto& c : conns_) {
-    if (c.kind != Conn::kClone || c.clone != clone || c.dead) continue;
-    Status s = SendLine(c.fd.get(), "GO");
-    Log("lease: parked clone '" + clone + "' released" + (s.ok() ? "" : ": " + s.message()));
-    CloneParked(clone, /*released=*/true);
-    (void)Update(clone, [](MachineRecord& r) {
-      if (r.detail == kDetailParked || r.detail == kDetailWarming) r.detail.clear();
-      return Status::Ok();
-    });
-    return;
-  }
-}
-
 void Supervisor::Loop() {
   while (true) {
     std::vector<struct pollfd> fds;
@@ -499,6 +485,7 @@ void Supervisor::Loop() {
     }
     ServeForks();
     ServeParked();
+    FlushReleased();
     now = Clock::now();
     for (auto it = pending_.begin(); it != pending_.end();) {
       if (it->ctl->dead) {
@@ -539,6 +526,7 @@ void Supervisor::Loop() {
 }
 
 void Supervisor::Finish(int status) {
+  FlushReleased();
   int code = SmolvmInitExitCode(status);
   // The program's exit code at once: a gVisor machine's program reports none
   // before it ends (its init is runsc), and what follows (runsc delete, the

@@ -174,6 +174,8 @@ class Supervisor {
   void AttachLeaseReader(Conn& c, const std::string& clone);
   // A parked clone's first payload came: its init gets GO.
   void ReleaseParked(const std::string& clone);
+  // The released clones' records (their parked detail cleared), at once.
+  void FlushReleased();
   Status Update(const std::string& name, const std::function<Status(MachineRecord&)>& fn);
   void Log(const std::string& msg);
   // --cuda: tells the daemon the golden waits at (or left) the forkpoint
@@ -206,6 +208,7 @@ class Supervisor {
   std::deque<PendingFork> pending_;
   std::list<ParkingFork> parking_;
   std::unique_ptr<LeaseRelay> leases_;  // the clones' lease links
+  std::vector<std::string> released_;   // clones released since the last FlushReleased
   int next_index_ = 0;
   bool stopping_ = false;
 };

@@ -123,4 +123,34 @@ void Supervisor::FailParking(const Status& why) {
   ServeParked();
 }
 
+void Supervisor::ReleaseParked(const std::string& clone) {
+  for (auto& c : conns_) {
+    if (c.kind != Conn::kClone || c.clone != clone || c.dead) continue;
+    Status s = SendLine(c.fd.get(), "GO");
+    Log("lease: parked clone '" + clone + "' released" + (s.ok() ? "" : ": " + s.message()));
+    CloneParked(clone, /*released=*/true);
+    released_.push_back(clone);  // its record after this round of the loop (FlushReleased)
+    return;
+  }
+}
+
+void Supervisor::FlushReleased() {
+  // One transaction for every clone released in this round of the loop: a
+  // write each, in line, held up the next lease links of the same round
+  // (64 acquires at once, issue 32).
+  if (released_.empty()) return;
+  std::vector<std::string> clones;
+  clones.swap(released_);
+  Status s = store_->Transaction([&]() -> Status {
+    for (const auto& clone : clones) {
+      ASSIGN_OR_RETURN(auto r, store_->Find(clone));
+      if (!r || (r->detail != kDetailParked && r->detail != kDetailWarming)) continue;
+      r->detail.clear();
+      RETURN_IF_ERROR(store_->Put(*r));
+    }
+    return Status::Ok();
+  });
+  if (!s.ok()) Log("lease: the records of " + std::to_string(clones.size()) + " released clone(s): " + s.message());
+}
+
 }  // namespace smolvm::machine
