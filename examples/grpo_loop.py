@@ -63,7 +63,10 @@ def golden_of(a, out):
     prefix = os.path.dirname(os.path.dirname(a.python))  # a venv's python: its tree, read-only
     if prefix not in ("/usr", "/"):
         volumes.append(prefix + ":" + prefix + ":ro")
-    return dict(cmd=cmd, volumes=volumes, cuda=not a.stand_in, env={"PYTHONUNBUFFERED": "1"})
+    env = {"PYTHONUNBUFFERED": "1"}
+    if os.environ.get("SMOLVM_SHIM_ERRORS"):  # debugging: the shim names each failing CUDA call (docs/shim.md)
+        env["SMOLVM_SHIM_ERRORS"] = os.environ["SMOLVM_SHIM_ERRORS"]
+    return dict(cmd=cmd, volumes=volumes, cuda=not a.stand_in, env=env)
 
 
 def share_of(a):

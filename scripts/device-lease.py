@@ -512,9 +512,17 @@ def part_loop(a, config, iterations):
     args = ["--learners", str(k), "--iterations", str(iterations), "--python", PY, "--out", out,
             "--socket", os.path.join(os.environ["SMOLVM_HOME"], "serve.sock"), "--pool", "loop",
             "--ready-timeout", str(max(30, min(600, budget_left() - margin))), "--episode-timeout", "600",
-            "--max-seconds", str(max(1, budget_left() - margin))] + learner_args(config)
-    s = grpo_loop.run(grpo_loop.parse_args(args))  # it deletes its pool at the end
+            "--max-seconds", str(max(1, budget_left() - margin)), "--keep-pool"] + learner_args(config)
     c = client()
+    try:
+        s = grpo_loop.run(grpo_loop.parse_args(args))
+    finally:  # the pool kept: its golden's log first (a clone that failed its warm-up is quoted there)
+        try:
+            pool = c.pool("loop")
+        except smolvm.ServeError:
+            pool = None
+        if pool is not None:
+            delete_pool(pool)
     deadline = time.monotonic() + tail_left(5, 120)
     while c.capacity()["reclaims_pending"] and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -74,10 +74,21 @@ def warm_up(fn, index, seed, torch):
     parked fork then fails naming the clone)."""
     try:
         fn()
-    except BaseException:  # noqa: B902 -- SystemExit included: the clone must not run on half warm
+    except BaseException as e:  # noqa: B902 -- SystemExit included: the clone must not run on half warm
         print("smolvm.forkpoint: clone %d: the warm-up raised; the clone ends" % index, file=sys.stderr)
         traceback.print_exc()
+        # Last, in one line: what a parked fork's failure quotes of the log's end.
+        print("smolvm.forkpoint: clone %d: warm-up failed: %s" % (index, _where(e)), file=sys.stderr)
         sys.stderr.flush()
         sys.stdout.flush()
         os._exit(1)
     reseed(clone_seed(seed, index), torch)
+
+
+def _where(e, frames=3):
+    """`Type: first line of the message [in f (file:line) <- ...]`: the innermost frames, short."""
+    msg = (str(e).strip().splitlines() or [""])[0][:160]
+    tb = traceback.extract_tb(e.__traceback__)[-frames:]
+    at = " <- ".join("%s (%s:%d)" % (f.name, os.path.basename(f.filename), f.lineno) for f in reversed(tb))
+    return "%s: %s%s" % (type(e).__name__, msg, " in " + at if at else "")
+

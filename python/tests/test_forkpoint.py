@@ -239,6 +239,9 @@ class CloneTest(unittest.TestCase):
         self.assertEqual(out, "")
         self.assertIn("smolvm.forkpoint: clone 3: the warm-up raised; the clone ends", err)
         self.assertIn("ValueError: no kernels today", err)
+        # Its last line says what and where, for a parked fork's error (the log's end).
+        self.assertRegex(err.strip().splitlines()[-1],
+                         r"^smolvm.forkpoint: clone 3: warm-up failed: ValueError: no kernels today in boom \(<string>:4\) <- warm_up \(_clone.py:\d+\)$")
 
     def test_clone_seeds_differ_without_a_seed(self):
         from smolvm import _clone

@@ -69,6 +69,10 @@ void Supervisor::CloneEndedWhileParking(const std::string& clone) {
     auto rec = store_->Find(clone);
     int code = rec.ok() && *rec ? (**rec).exit_code : -1;
     std::string tail = LogTail(MachinePaths(home_, clone).log, 400);
+    // More of it here, in the golden's log: the clone's machine is removed
+    // with the failed fork, its log with it.
+    Log("clone '" + clone + "' ended before it parked; the end of its log:\n" +
+        LogTail(MachinePaths(home_, clone).log, 4000));
     p.failure = Internal("clone '" + clone + "' ended before it parked (" +
                          (code >= 0 ? "exit code " + std::to_string(code) : std::string("its init died")) +
                          "; a warm-up that failed?)" + (tail.empty() ? "" : ": its log ends: " + tail));

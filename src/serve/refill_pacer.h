@@ -41,7 +41,7 @@ class RefillPacer {
   struct Options {
     std::chrono::milliseconds first_backoff{500};
     std::chrono::milliseconds max_backoff{30000};
-    std::chrono::milliseconds acquire_quiet{100};
+    std::chrono::milliseconds acquire_quiet{300};
     std::chrono::milliseconds max_defer{2000};
   };
   RefillPacer() = default;

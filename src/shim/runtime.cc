@@ -1,5 +1,11 @@
 #include "shim/runtime.h"
 
+#include <execinfo.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
 #include "shim/foreign_libs.h"
 
 #include "shim/errors.h"
@@ -9,6 +15,27 @@ namespace {
 
 thread_local cudaError_t tl_last_error = cudaSuccess;
 thread_local int tl_driver_calls = 0;  // DriverCallScope depth
+
+// SMOLVM_SHIM_ERRORS=1: every error a runtime call returns is written to
+// stderr with the stack that called it (a program that only says "CUDA
+// error: invalid argument" then says which call, from where). Read once.
+bool TraceErrors() {
+  static const bool on = [] {
+    const char* v = std::getenv("SMOLVM_SHIM_ERRORS");
+    return v != nullptr && v[0] != '\0' && v[0] != '0';
+  }();
+  return on;
+}
+
+void TraceError(cudaError_t err) {
+  const char* name = CudaErrorName(err);
+  std::fprintf(stderr, "smolvm shim: pid %d: a runtime call returns %s (%d); its stack (SMOLVM_SHIM_ERRORS):\n",
+               static_cast<int>(::getpid()), name != nullptr ? name : "an unknown error", static_cast<int>(err));
+  std::fflush(stderr);
+  void* frames[16];
+  int n = ::backtrace(frames, 16);
+  if (n > 1) ::backtrace_symbols_fd(frames + 1, n - 1, STDERR_FILENO);  // from its caller on
+}
 
 }  // namespace
 
@@ -73,7 +100,10 @@ cudaError_t Runtime::Finish(cudaError_t err) {
 cudaError_t Runtime::Record(cudaError_t err) {
   // Not-ready answers of queries are results, not errors: CUDA leaves the
   // last error alone for them.
-  if (err != cudaSuccess && err != cudaErrorNotReady && tl_driver_calls == 0) tl_last_error = err;
+  if (err != cudaSuccess && err != cudaErrorNotReady && tl_driver_calls == 0) {
+    tl_last_error = err;
+    if (TraceErrors()) [[unlikely]] TraceError(err);
+  }
   return err;
 }
 

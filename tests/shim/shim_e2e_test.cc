@@ -136,6 +136,21 @@ TEST_F(ShimE2eTest, KernelLaunchesAttributesAndSymbols) {
 
 TEST_F(ShimE2eTest, EveryMemcpyKindMemsetAndErrorValues) { RunToPass("prog_memory"); }
 
+// SMOLVM_SHIM_ERRORS=1: each error a runtime call returns goes to stderr
+// with the stack that called it (torch only says "CUDA error: invalid
+// argument"); without it, nothing.
+TEST_F(ShimE2eTest, ShimErrorsTraceNamesEachRefusedCallWithItsStack) {
+  Program traced(daemon, "prog_memory", {}, SHIM_DIR, {"LD_LIBRARY_PATH=" SHIM_DIR, "SMOLVM_SHIM_ERRORS=1"});
+  ASSERT_EQ(traced.Wait(), 0) << traced.Report();
+  std::string err = traced.Err();
+  EXPECT_NE(err.find("a runtime call returns cudaErrorInvalidValue"), std::string::npos) << err;
+  EXPECT_NE(err.find("libcudart.so"), std::string::npos) << "no stack frames: " << err;
+  EXPECT_NE(err.find("prog_memory"), std::string::npos) << "the program's own frames missing: " << err;
+  Program quiet(daemon, "prog_memory");
+  ASSERT_EQ(quiet.Wait(), 0) << quiet.Report();
+  EXPECT_EQ(quiet.Err().find("a runtime call returns"), std::string::npos) << quiet.Err();
+}
+
 TEST_F(ShimE2eTest, StreamAndEventOrdering) { RunToPass("prog_streams"); }
 
 TEST_F(ShimE2eTest, ManyHostThreadsAtOnce) { RunToPass("prog_threads"); }
