@@ -22,7 +22,10 @@ Parts:
               bf16, DPO 2x256): its first training step in a leased clone
               (warmed up while parked, and without the warm-up) against a
               native process's first step after the same pre-forkpoint work
-              (load, LoRA, forward warm-up); N_FIRST (3) of each, one at a time
+              (load, LoRA, forward warm-up); N_FIRST (3) of each, one at a time;
+              then once the native learner through the shims without a fork
+              (`smolvm cuda env`): whether a first update that differs from
+              native's comes from the shims or from the fork
   loop        examples/grpo_loop.py forked: qwen2.5-0.5b bf16, K (16) learners,
               ITERATIONS (10), tokens/s of the loop
   loop-kept   the same episodes to K native learner processes started once
@@ -395,9 +398,9 @@ def learner_args(config):
 class Native:
     """A native learner process (grpo_learner.py --native): READY, then an ANSWER per episode line."""
 
-    def __init__(self, config, out):
+    def __init__(self, config, out, env=None):
         self.p = subprocess.Popen([PY, LEARNER, "--native", "--out", out] + learner_args(config),
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1, env=env)
         self.ready = self._line("READY ")
 
     def _line(self, prefix):
@@ -420,6 +423,19 @@ class Native:
         last = self.answer()
         self.p.wait(timeout=120)
         return last
+
+
+def shim_env():
+    """This environment plus what `smolvm cuda env` prints for serve's daemon: a host process whose CUDA
+    goes through the shims, as a clone's does, but forked from nothing."""
+    text = subprocess.run([os.environ["SMOLVM_BIN"], "cuda", "env"], check=True, capture_output=True,
+                          text=True).stdout
+    env = dict(os.environ)
+    for line in text.splitlines():
+        if line.startswith("export ") and "=" in line:
+            k, v = line[len("export "):].split("=", 1)
+            env[k] = v.strip("'")
+    return env
 
 
 def learner_pool(c, name, config, k, out, warmup=True):
@@ -467,6 +483,18 @@ def part_first_step(a):
                               "digest": ans.get("digest")})
         log("native %d: load %.1f s, first step %.3f s, then %.3f s" % (
             i, p.ready["load_s"], ans["step_s"][0], ans["step_s"][1]))
+    # The same learner through the shims without a fork: which of the two (the shims, the fork) a
+    # difference of the clones' first update from native's comes from.
+    res["shim"] = []
+    if budget_left() >= 60:
+        p = Native("qwen2.5-0.5b", out, env=shim_env())
+        p.send(episode)
+        ans = p.answer()
+        p.close()
+        res["shim"].append({"step_s": ans["step_s"], "losses": ans["losses"], "load_s": p.ready["load_s"],
+                            "digest": ans.get("digest")})
+        log("shim (no fork): load %.1f s, first step %.3f s, then %.3f s" % (
+            p.ready["load_s"], ans["step_s"][0], ans["step_s"][1]))
     first = {k: statistics.median(r["step_s"][0] for r in rows) for k, rows in res["clones"].items()}
     native = statistics.median(r["step_s"][0] for r in res["native"])
     later_native = statistics.median(s for r in res["native"] for s in r["step_s"][1:])
@@ -483,6 +511,13 @@ def part_first_step(a):
                                           for rows in res["clones"].values() for r in rows),
     }
     res["summary"].update(digests_agree(res))
+    if res["shim"] and res["native"]:
+        # Through the shims without a fork: the same update as native's (then the fork makes the
+        # difference) or as the clones' (then the shims do).
+        after = (res["shim"][0].get("digest") or {}).get("after_first_step")
+        res["summary"]["shim_update_equals_native"] = after == (res["native"][0].get("digest") or {}).get("after_first_step")
+        res["summary"]["shim_update_equals_clone"] = after == (res["clones"]["warm"][0].get("digest") or {}).get("after_first_step")
+        res["summary"]["shim_losses_equal_native"] = res["shim"][0]["losses"] == res["native"][0]["losses"]
     if not res["summary"]["first_episode_losses_equal"]:
         log("first episode's losses: clone %s, native %s; %s" % (
             res["clones"]["warm"][0]["losses"], res["native"][0]["losses"],

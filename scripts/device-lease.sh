@@ -91,7 +91,7 @@ fi
 
 # The budget counts from this script's start: serve's start and the warm
 # level's measure came out of the same time box.
-export BUDGET_S=$((${BUDGET_S:-300} - SECONDS))
+export BUDGET_S=$((${BUDGET_S:-300} - SECONDS)) SMOLVM_BIN=$BUILD/smolvm
 python3 scripts/device-lease.py "$PART" --out "$OUT" --state "$STATE" --work "$W" 2>&1 | tee -a "$LOG_FILE"
 rc=${PIPESTATUS[0]}
 ((rc == 0)) && { log "PASS: $PART"; exit 0; }
