@@ -272,6 +272,7 @@ class FakeBackend final : public GpuBackend {
   std::map<int, uint64_t> limits_;  // CtxSetLimit values; their bytes over the defaults count as used
   std::unordered_map<uint64_t, const Kernel*> functions_;
   std::unordered_map<uint64_t, std::vector<int32_t>> function_attrs_;
+  std::map<std::pair<uint64_t, std::string>, uint64_t> function_of_;  // (module, name) -> its function
   LaunchConfig last_launch_;
   // Graphs (fake_backend_graph.cc).
   // A stream's part in a capture: the graph, its origin stream, and the

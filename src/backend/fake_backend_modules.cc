@@ -67,15 +67,20 @@ Status FakeBackend::ModuleUnload(uint64_t module) {
   if (mod == modules_.end()) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown module");
   used_bytes_ -= mod->second;
   modules_.erase(mod);
+  std::erase_if(function_of_, [&](const auto& e) { return e.first.first == module; });
   return Status::Ok();
 }
 
 Result<uint64_t> FakeBackend::ModuleGetFunction(uint64_t module, const std::string& name) {
   RETURN_IF_ERROR(Enter("ModuleGetFunction"));
   if (!modules_.count(module)) return Cu(CUDA_ERROR_INVALID_HANDLE, "unknown module");
+  // One function per module and name, as the driver's: attributes set
+  // through one handle are the other's.
+  if (auto f = function_of_.find({module, name}); f != function_of_.end()) return f->second;
   for (const Kernel* k : Kernels()) {
     if (name == k->name) {
       uint64_t h = next_handle_++;
+      function_of_[{module, name}] = h;
       functions_[h] = k;
       if (auto o = owner_.find(module); o != owner_.end()) owner_[h] = o->second;  // its module's context
       std::vector<int32_t> attrs(CU_FUNC_ATTRIBUTE_MAX, 0);

@@ -35,7 +35,9 @@
      F(ManifestRange_list, free_va) F(ManifestSpan_list, frozen))) \
   /* hash: the wire's content hash (XXH3-128); sha256: the golden's module cache index */ \
   R(ManifestModule, (F(u64, id) F(str, hash) F(str, sha256))) \
-  R(ManifestFunction, (F(u64, id) F(u64, module) F(str, name))) \
+  /* a function attribute the golden's guest set (cuFuncSetAttribute: its dynamic shared maximum, ...) */ \
+  R(ManifestFuncAttr, (F(i32, attr) F(i32, value))) \
+  R(ManifestFunction, (F(u64, id) F(u64, module) F(str, name) F(ManifestFuncAttr_list, attrs))) \
   R(ManifestStream, (F(u64, id) F(u32, flags) F(i32, priority))) \
   R(ManifestEvent, (F(u64, id) F(u32, flags))) \
   /* what: BlasMode */ \

@@ -242,6 +242,7 @@ class Worker {
     std::string name;
     int64_t param_bytes = -1;  // what its parameters span; -1 until asked
     uint64_t ctx = 0;          // its module's context
+    std::map<int32_t, int32_t> attrs;  // what the guest set (FuncSetAttribute): a clone sets them too
   };
   struct StreamInfo {
     uint64_t handle = 0;

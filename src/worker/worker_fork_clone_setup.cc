@@ -33,6 +33,10 @@
 namespace smolvm {
 namespace {
 
+// CUfunction_attribute has fewer than 32 values: a manifest with more for
+// one function is not a golden's.
+constexpr size_t kMaxFunctionAttrs = 32;
+
 double MsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
@@ -45,7 +49,11 @@ bool SameCall(const proto::ManifestDnnCall& a, const proto::ManifestDnnCall& b) 
 
 void Worker::DescribeSetup(proto::ForkManifestBody* body) const {
   for (const auto& [id, mod] : modules_) body->modules.push_back({id, mod.hash, module_cache_.Sha256Of(mod.hash)});
-  for (const auto& [id, f] : functions_) body->functions.push_back({id, f.module, f.name});
+  for (const auto& [id, f] : functions_) {
+    proto::ManifestFunction mf{id, f.module, f.name, {}};
+    for (const auto& [attr, value] : f.attrs) mf.attrs.push_back({attr, value});
+    body->functions.push_back(std::move(mf));
+  }
   for (const auto& [id, si] : streams_) body->streams.push_back({id, si.flags, si.priority});
   for (const auto& [id, ei] : events_) body->events.push_back({id, ei.flags});
   DnnManifest(body);
@@ -109,11 +117,21 @@ Status Worker::ApplySetup(const proto::ForkManifestBody& want, SetupCounts* coun
     it = keep ? std::next(it) : functions_.erase(it);
   }
   for (const auto& f : want.functions) {
-    if (functions_.count(f.id)) continue;
-    auto mod = modules_.find(f.module);
-    if (mod == modules_.end()) return Malformed("clone manifest names an unknown module");
-    ASSIGN_OR_RETURN(uint64_t h, backend_->ModuleGetFunction(mod->second.handle, f.name));
-    functions_[f.id] = FunctionInfo{h, f.module, f.name};
+    if (f.attrs.size() > kMaxFunctionAttrs) return Malformed("clone manifest: a function with too many attributes");
+    if (!functions_.count(f.id)) {
+      auto mod = modules_.find(f.module);
+      if (mod == modules_.end()) return Malformed("clone manifest names an unknown module");
+      ASSIGN_OR_RETURN(uint64_t h, backend_->ModuleGetFunction(mod->second.handle, f.name));
+      functions_[f.id] = FunctionInfo{h, f.module, f.name};
+    }
+    // The golden's attributes (a kept function may hold them from a preload).
+    FunctionInfo& mine = functions_[f.id];
+    for (const auto& a : f.attrs) {
+      auto held = mine.attrs.find(a.attr);
+      if (held != mine.attrs.end() && held->second == a.value) continue;
+      RETURN_IF_ERROR(backend_->FuncSetAttribute(mine.handle, a.attr, a.value));
+      mine.attrs[a.attr] = a.value;
+    }
   }
   counts->modules_ms = MsSince(t0);
   // Streams and events.

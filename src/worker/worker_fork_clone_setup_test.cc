@@ -5,6 +5,7 @@
 // golden holds nothing of it. Module loads are counted at the backend.
 //
 // The cuda instances carry the gpu label and skip, saying why, without a GPU.
+#include <cuda.h>
 #include <cudnn_graph.h>
 #include <gtest/gtest.h>
 
@@ -364,6 +365,34 @@ TEST_P(SetupPreloadTest, ABadModuleGlobalInTheManifestFailsTheCloneBuild) {
             std::string::npos);
   EXPECT_NE(build({1, "smolvm_test_global", 0x1000, std::string((32u << 20) + 1, 'x')}).find("past the fork's limit"),
             std::string::npos);
+}
+
+// A function attribute the golden set comes with its manifest; a manifest
+// with more attributes for one function than CUDA has is no golden's.
+TEST_P(SetupPreloadTest, AFunctionsAttributesComeWithItAndTooManyFailTheBuild) {
+  auto build = [&](const proto::ManifestFunction& f) {
+    proto::ForkManifestBody m = GoldenSetup();
+    m.functions.push_back(f);
+    proto::CloneBuildRequest req;
+    req.session_id = 9;
+    req.manifest = proto::EncodeManifest(m);
+    req.golden = 7;
+    ::testing::internal::CaptureStderr();
+    auto built = worker_->BuildClone(req, {});
+    ::testing::internal::GetCapturedStderr();
+    return built.ok() ? std::string("built") : built.status().message();
+  };
+  const int32_t kShared = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+  ASSERT_EQ(build({6, 1, "smolvm_test_fill_u32", {{kShared, 100000}}}), "built");
+  // The clone's function holds it (the driver's function of that name).
+  proto::ModuleGetFunctionReply fr;
+  ASSERT_TRUE(worker_->Handle(proto::ModuleGetFunctionRequest{.module = 1, .function = 78,
+                                                              .name = "smolvm_test_fill_u32"},
+                              &fr, nullptr).ok());
+  ASSERT_GT(fr.attrs.size(), static_cast<size_t>(kShared));
+  EXPECT_EQ(fr.attrs[kShared], 100000);
+  std::vector<proto::ManifestFuncAttr> many(33, proto::ManifestFuncAttr{kShared, 100000});
+  EXPECT_NE(build({6, 1, "smolvm_test_fill_u32", many}).find("too many attributes"), std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, SetupPreloadTest, ::testing::Values("fake", "cuda"),

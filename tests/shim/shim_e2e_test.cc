@@ -541,6 +541,31 @@ TEST_F(ShimE2eTest, GraphCapturedInAGoldenReplaysInTwoClones) {
   EXPECT_EQ(ReadFile(outdir + "/golden.txt"), "golden replay=1 launch=cudaSuccess sync=cudaSuccess\n");
 }
 
+// A kernel attribute the golden set (its dynamic shared maximum, as torch's
+// attention kernels at head size 128 need) holds in each clone: the shim
+// answers a repeated set from what it inherited, so the clone's worker must
+// have it already (every 7B clone failed its first launch on the H100 of
+// 2026-12-08).
+TEST_F(ShimE2eTest, AKernelAttributeTheGoldenSetHoldsInItsClones) {
+  std::string outdir = daemon.dir() + "/attr-fork-out";
+  ::mkdir(outdir.c_str(), 0755);
+  Program golden(daemon, "prog_attr_fork", {outdir});
+  std::string pid = std::to_string(golden.pid());
+  auto [rc, out] = Cuda(daemon, "fork --pid " + pid + " --count 2 --share off --wait 20");
+  ASSERT_EQ(rc, 0) << out << golden.Report() << daemon.Log();
+  for (int i = 0; i < 2; ++i) {
+    std::string who = "clone" + std::to_string(i), path = outdir + "/" + who + ".txt";
+    for (int t = 0; t < 1000 && ReadFile(path).find('\n') == std::string::npos; ++t)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_EQ(ReadFile(path), who + " set=cudaSuccess launch=cudaSuccess sync=cudaSuccess holds=1\n")
+        << golden.Report() << daemon.Log();
+  }
+  auto [rrc, rout] = Cuda(daemon, "release --pid " + pid);
+  EXPECT_EQ(rrc, 0) << rout;
+  EXPECT_EQ(golden.Wait(), 0) << golden.Report();
+  EXPECT_EQ(ReadFile(outdir + "/golden.txt"), "golden set=cudaSuccess launch=cudaSuccess sync=cudaSuccess holds=1\n");
+}
+
 // Issue 34 must-show: an async-allocated buffer survives a fork at its
 // address; each clone allocates from the pool it inherited.
 TEST_F(ShimE2eTest, AsyncAllocatedBufferSurvivesAForkAtItsAddress) {
