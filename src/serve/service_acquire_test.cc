@@ -70,6 +70,12 @@ class AcquireWaitTest : public ServiceTest {
   json Pool() { return Call(kAlice, "GET", "/v1/pools/p").body; }
 };
 
+// What an acquire that waited for nothing takes at most here: 64 threads on
+// a 2-core machine answered in up to 49 ms alone and 54 ms amid the full
+// suite (2026-12-08); one behind the fork waits its 1.5 s, and before the
+// refill waited for acquires 64 of them took 4.5-7.5 s.
+constexpr double kUnheldMs = 150;
+
 double Max(const std::vector<double>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
 
 TEST_F(AcquireWaitTest, SixtyFourAcquiresOfParkedClonesWaitForNoForkOrRemoval) {
@@ -96,8 +102,8 @@ TEST_F(AcquireWaitTest, SixtyFourAcquiresOfParkedClonesWaitForNoForkOrRemoval) {
     double answered = Max(r.answered_ms), released = Max(r.released_ms);
     std::fprintf(stderr, "round %d: answered max %.1f ms, released max %.1f ms; removals pending %s\n", round, answered,
                 released, Call(kOperator, "GET", "/v1/capacity").body.value("reclaims_pending", json()).dump().c_str());
-    EXPECT_LT(answered, 50) << "round " << round << ": an acquire's answer waited for a fork or a removal";
-    EXPECT_LT(released, 50) << "round " << round << ": a leased clone's release waited for a fork";
+    EXPECT_LT(answered, kUnheldMs) << "round " << round << ": an acquire's answer waited for a fork or a removal";
+    EXPECT_LT(released, kUnheldMs) << "round " << round << ": a leased clone's release waited for a fork";
     // Serve's own account of each acquire (scripts/device-lease.py records it).
     for (const auto& t : r.timings)
       for (const char* k : {"received_at_ms", "take_ms", "persist_ms", "link_ms", "send_ms", "settle_ms", "total_ms"})
@@ -132,8 +138,8 @@ TEST_F(AcquireWaitTest, AnAcquireArrivingLateInItsRoundWaitsForNoFork) {
   Round r = Acquires(kN, milliseconds(200));
   EXPECT_TRUE(r.errors.empty()) << r.errors[0];
   if (r.errors.empty()) {
-    EXPECT_LT(r.answered_ms.back(), 50) << "the late acquire's answer waited for a refill fork";
-    EXPECT_LT(r.released_ms.back(), 50) << "the late acquire's clone was released after a refill fork";
+    EXPECT_LT(r.answered_ms.back(), kUnheldMs) << "the late acquire's answer waited for a refill fork";
+    EXPECT_LT(r.released_ms.back(), kUnheldMs) << "the late acquire's clone was released after a refill fork";
   }
   for (int k = 0; k < 1000 && Pool().value("ready", 0) < kN; ++k) std::this_thread::sleep_for(milliseconds(5));
   EXPECT_EQ(Pool().value("ready", 0), kN) << "refilled after the round: " << Pool().dump();
