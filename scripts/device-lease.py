@@ -427,8 +427,9 @@ class Native:
 
 def shim_env():
     """This environment plus what `smolvm cuda env` prints for serve's daemon: a host process whose CUDA
-    goes through the shims, as a clone's does, but forked from nothing."""
-    text = subprocess.run([os.environ["SMOLVM_BIN"], "cuda", "env"], check=True, capture_output=True,
+    goes through the shims, as a clone's does, but forked from nothing. --start: the daemon may have
+    idled out since the pools went (device-lease.sh's exit shuts down whichever runs)."""
+    text = subprocess.run([os.environ["SMOLVM_BIN"], "cuda", "env", "--start"], check=True, capture_output=True,
                           text=True).stdout
     env = dict(os.environ)
     for line in text.splitlines():
