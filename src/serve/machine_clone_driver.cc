@@ -16,6 +16,7 @@
 #include "machine/errors.h"
 #include "machine/machines.h"
 #include "machine/paths.h"
+#include "machine/store.h"
 #include "serve/errors.h"
 
 #if __has_include("machine/lease_link.h")
@@ -168,8 +169,18 @@ Result<std::unique_ptr<CloneLink>> MachineCloneDriver::OpenLink(const std::strin
 
 Status MachineCloneDriver::Remove(const std::string& name) {
   Status s = machine::RemoveMachine(options_.home, name, /*cascade=*/true, /*force=*/true, options_.remove_grace_ms);
-  if (s.code() == static_cast<int32_t>(Code::kNotFound)) return Status::Ok();
-  return Translate(s);
+  if (s.code() != static_cast<int32_t>(Code::kNotFound)) return Translate(s);
+  // NotFound may name a clone of `name` that another removal took first
+  // (the reclaimer removes several at once, a pool's golden beside its
+  // clones): then `name` itself is still there, to be removed again.
+  auto store = machine::Store::Open(options_.home);
+  if (store.ok()) {
+    auto r = (*store)->Find(name);
+    if (r.ok() && r->has_value())
+      return Unavailable("machine '" + name + "' is still there after its removal met a clone already gone (" +
+                         s.message() + ")");
+  }
+  return Status::Ok();
 }
 
 Result<std::vector<MachineState>> MachineCloneDriver::List() {
