@@ -109,7 +109,7 @@ TEST_F(AcquireWaitTest, SixtyFourAcquiresOfParkedClonesWaitForNoForkOrRemoval) {
       for (const char* k : {"received_at_ms", "take_ms", "persist_ms", "link_ms", "send_ms", "settle_ms", "total_ms"})
         ASSERT_TRUE(t.contains(k) && t[k].is_number()) << k << " missing from " << t.dump();
     // The next round from a ready pool, while this round's removals still go
-    // on (64 x 100 ms, one at a time).
+    // on (64 x 100 ms, 8 at a time).
     for (int k = 0; k < 3000 && Pool().value("ready", 0) < kN; ++k) std::this_thread::sleep_for(milliseconds(5));
     ASSERT_EQ(Pool().value("ready", 0), kN) << Pool().dump();
   }
