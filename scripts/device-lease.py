@@ -448,6 +448,17 @@ def learner_pool(c, name, config, k, out, warmup=True):
                          ttl_s=900)
 
 
+def native_first_episode(out, episode, label, env=None):
+    """One native learner process (env: its environment) trains `episode`: its row of the part."""
+    p = Native("qwen2.5-0.5b", out, env=env)
+    p.send(episode)
+    ans = p.answer()
+    p.close()
+    log("%s: load %.1f s, first step %.3f s, then %.3f s" % (label, p.ready["load_s"], ans["step_s"][0],
+                                                              ans["step_s"][1]))
+    return {"step_s": ans["step_s"], "losses": ans["losses"], "load_s": p.ready["load_s"], "digest": ans.get("digest")}
+
+
 def part_first_step(a):
     n = env_int("N_FIRST", 3)
     out = os.path.join(a.work, "adapters")
@@ -476,26 +487,12 @@ def part_first_step(a):
         if budget_left() < 60:
             log("native: budget spent after %d" % i)
             break
-        p = Native("qwen2.5-0.5b", out)
-        p.send(episode)
-        ans = p.answer()
-        p.close()
-        res["native"].append({"step_s": ans["step_s"], "losses": ans["losses"], "load_s": p.ready["load_s"],
-                              "digest": ans.get("digest")})
-        log("native %d: load %.1f s, first step %.3f s, then %.3f s" % (
-            i, p.ready["load_s"], ans["step_s"][0], ans["step_s"][1]))
+        res["native"].append(native_first_episode(out, episode, "native %d" % i))
     # The same learner through the shims without a fork: which of the two (the shims, the fork) a
     # difference of the clones' first update from native's comes from.
     res["shim"] = []
     if budget_left() >= 60:
-        p = Native("qwen2.5-0.5b", out, env=shim_env())
-        p.send(episode)
-        ans = p.answer()
-        p.close()
-        res["shim"].append({"step_s": ans["step_s"], "losses": ans["losses"], "load_s": p.ready["load_s"],
-                            "digest": ans.get("digest")})
-        log("shim (no fork): load %.1f s, first step %.3f s, then %.3f s" % (
-            p.ready["load_s"], ans["step_s"][0], ans["step_s"][1]))
+        res["shim"].append(native_first_episode(out, episode, "shim (no fork)", env=shim_env()))
     first = {k: statistics.median(r["step_s"][0] for r in rows) for k, rows in res["clones"].items()}
     native = statistics.median(r["step_s"][0] for r in res["native"])
     later_native = statistics.median(s for r in res["native"] for s in r["step_s"][1:])

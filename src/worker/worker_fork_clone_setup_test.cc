@@ -146,6 +146,17 @@ class SetupPreloadTest : public ::testing::TestWithParam<std::string> {
     EXPECT_TRUE(built.ok()) << built.status().ToString() << log;
     return log;
   }
+  // A clone build of golden 7 from `manifest`: "built", or why it failed.
+  std::string BuildResult(const proto::ForkManifestBody& manifest) {
+    proto::CloneBuildRequest req;
+    req.session_id = 9;
+    req.manifest = proto::EncodeManifest(manifest);
+    req.golden = 7;
+    ::testing::internal::CaptureStderr();
+    auto built = worker_->BuildClone(req, {});
+    ::testing::internal::GetCapturedStderr();
+    return built.ok() ? std::string("built") : built.status().message();
+  }
   // The clone holds the golden's objects under the golden's ids: a function
   // of module 1, and a graph over tensors 1 and 2 on handle 0x700.
   void ExpectGoldensIds() {
@@ -350,14 +361,7 @@ TEST_P(SetupPreloadTest, ABadModuleGlobalInTheManifestFailsTheCloneBuild) {
   auto build = [&](const proto::ManifestGlobal& g) {
     proto::ForkManifestBody m = GoldenSetup();
     m.globals.push_back(g);
-    proto::CloneBuildRequest req;
-    req.session_id = 9;
-    req.manifest = proto::EncodeManifest(m);
-    req.golden = 7;
-    ::testing::internal::CaptureStderr();
-    auto built = worker_->BuildClone(req, {});
-    ::testing::internal::GetCapturedStderr();
-    return built.ok() ? std::string("built") : built.status().message();
+    return BuildResult(m);
   };
   EXPECT_NE(build({3, "smolvm_test_global", 0x1000, std::string(4096, 'x')}).find("unknown module"),
             std::string::npos);
@@ -373,14 +377,7 @@ TEST_P(SetupPreloadTest, AFunctionsAttributesComeWithItAndTooManyFailTheBuild) {
   auto build = [&](const proto::ManifestFunction& f) {
     proto::ForkManifestBody m = GoldenSetup();
     m.functions.push_back(f);
-    proto::CloneBuildRequest req;
-    req.session_id = 9;
-    req.manifest = proto::EncodeManifest(m);
-    req.golden = 7;
-    ::testing::internal::CaptureStderr();
-    auto built = worker_->BuildClone(req, {});
-    ::testing::internal::GetCapturedStderr();
-    return built.ok() ? std::string("built") : built.status().message();
+    return BuildResult(m);
   };
   const int32_t kShared = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
   ASSERT_EQ(build({6, 1, "smolvm_test_fill_u32", {{kShared, 100000}}}), "built");
