@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 // The call must return `want`.
 #define EXPECT_CUDA(want, call)                                                                  \
@@ -72,6 +73,14 @@ struct Rng {
 inline unsigned long long SeedFromEnv() {
   const char* s = std::getenv("SMOLVM_TEST_SEED");
   return s ? std::strtoull(s, nullptr, 10) : 12345;
+}
+
+// Writes `text` to `path` (the fork programs' reports), or fails the program.
+inline void WriteFile(const std::string& path, const std::string& text) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  CHECK(f != nullptr);
+  std::fputs(text.c_str(), f);
+  std::fclose(f);
 }
 
 inline unsigned Blocks(unsigned long long n, unsigned block) { return (unsigned)((n + block - 1) / block); }

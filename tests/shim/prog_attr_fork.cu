@@ -19,13 +19,6 @@ namespace {
 
 constexpr int kShared = 100000;
 
-void WriteFile(const std::string& path, const std::string& text) {
-  FILE* f = std::fopen(path.c_str(), "w");
-  CHECK(f != nullptr);
-  std::fputs(text.c_str(), f);
-  std::fclose(f);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -50,13 +50,6 @@ bool Holds(const unsigned* dev, size_t n, unsigned value) {
   return true;
 }
 
-void WriteFile(const std::string& path, const std::string& text) {
-  FILE* f = std::fopen(path.c_str(), "w");
-  CHECK(f != nullptr);
-  std::fputs(text.c_str(), f);
-  std::fclose(f);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -18,13 +18,6 @@ namespace {
 
 void CUDART_CB CountCall(void* p) { ++*static_cast<int*>(p); }
 
-void WriteFile(const std::string& path, const std::string& text) {
-  FILE* f = std::fopen(path.c_str(), "w");
-  CHECK(f != nullptr);
-  std::fputs(text.c_str(), f);
-  std::fclose(f);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -15,13 +15,6 @@
 
 namespace {
 
-void WriteFile(const std::string& path, const std::string& text) {
-  FILE* f = std::fopen(path.c_str(), "w");
-  CHECK(f != nullptr);
-  std::fputs(text.c_str(), f);
-  std::fclose(f);
-}
-
 bool Holds(const unsigned* d, unsigned long long n, unsigned value) {
   std::vector<unsigned> h(n);
   if (cudaMemcpy(h.data(), d, n * sizeof(unsigned), cudaMemcpyDeviceToHost) != cudaSuccess) return false;
